@@ -1,0 +1,187 @@
+"""The canonical formatter: one layout for every tree, and `parse(fmt(tree)) == tree`.
+
+Comments survive formatting: a comment on the same line as an item trails that item,
+any other comment is placed on its own line before the next item below it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+from policy import ast
+
+_IDENT = re.compile(r"[a-z][a-z0-9_-]*\Z")
+INDENT = "  "
+
+# Binding strength: a child printed inside a parent of higher strength needs parentheses.
+_OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
+
+
+def string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def decimal(value: Decimal) -> str:
+    text = format(value, "f")
+    return text if "." in text else text + ".0"
+
+
+def _strength(expr: ast.Expr) -> int:
+    if isinstance(expr, ast.BoolOp):
+        return _OR if expr.op == "or" else _AND
+    if isinstance(expr, ast.Not):
+        return _NOT
+    if isinstance(expr, ast.Compare):
+        return _CMP
+    return _ATOM
+
+
+def _wrap(expr: ast.Expr, need: int) -> str:
+    text = expr_text(expr)
+    return f"({text})" if _strength(expr) < need else text
+
+
+def expr_text(expr: ast.Expr) -> str:
+    """An expression in canonical form, with the fewest parentheses that keep the tree."""
+    if isinstance(expr, ast.Lit):
+        if expr.kind == "str":
+            return string(str(expr.value))
+        if expr.kind == "bool":
+            return "true" if expr.value else "false"
+        if expr.kind == "null":
+            return "null"
+        if expr.kind == "decimal" and isinstance(expr.value, Decimal):
+            return decimal(expr.value)
+        return str(expr.value)
+    if isinstance(expr, ast.ListLit):
+        return "[" + ", ".join(expr_text(i) for i in expr.items) + "]"
+    if isinstance(expr, ast.MapLit):
+        return map_text(expr)
+    if isinstance(expr, ast.Path):
+        return str(expr)
+    if isinstance(expr, ast.Call):
+        return f"{expr.fn}(" + ", ".join(expr_text(a) for a in expr.args) + ")"
+    if isinstance(expr, ast.Not):
+        # `not (a == b)` reads better than `not a == b`, though both parse the same.
+        return "not " + _wrap(expr.operand, _NOT if isinstance(expr.operand, ast.Not) else _ATOM)
+    if isinstance(expr, ast.BoolOp):
+        own = _strength(expr)
+        # Left-associative: an equal-strength child on the right needs parentheses.
+        return f"{_wrap(expr.left, own)} {expr.op} {_wrap(expr.right, own + 1)}"
+    # Comparisons do not chain, so both operands must be atoms.
+    return f"{_wrap(expr.left, _ATOM)} {expr.op} {_wrap(expr.right, _ATOM)}"
+
+
+def map_text(value: ast.MapLit) -> str:
+    if not value.entries:
+        return "{}"
+    parts = [f"{k if _IDENT.match(k) else string(k)}: {expr_text(v)}" for k, v in value.entries]
+    return "{ " + ", ".join(parts) + " }"
+
+
+def _patterns(patterns: tuple[ast.Pattern, ...]) -> str:
+    return ", ".join(p.text for p in patterns)
+
+
+def _where(expr: ast.Expr | None) -> str:
+    return f" where {expr_text(expr)}" if expr is not None else ""
+
+
+def _param(param: ast.Param) -> str:
+    text = f"{param.name}{'?' if param.optional else ''}: {param.type}"
+    return text + (f" = {expr_text(param.default)}" if param.default is not None else "")
+
+
+Line = tuple[int, str]  # (source line or 0, text)
+
+
+def _declaration_lines(decl: ast.Declaration) -> list[Line]:
+    def at(node: ast.Toolset | ast.ToolDecl | ast.Rule | ast.Hook | ast.Profile | ast.Test
+           | ast.Expect | ast.Rewrite | ast.Role | ast.Budget) -> int:
+        return node.span.line
+
+    def item(node: ast.Toolset | ast.Hook | ast.Profile | ast.Test, key: str) -> int:
+        return dict(node.item_lines).get(key, 0)
+
+    if isinstance(decl, ast.Toolset):
+        body: list[Line] = []
+        if decl.url is not None:
+            body.append((item(decl, "url"), f"url {string(decl.url)}"))
+        if decl.connection_required:
+            body.append((item(decl, "connection"), "connection required"))
+        if decl.runs_code:
+            body.append((item(decl, "runs"), "runs code"))
+        for tool in decl.tools:
+            params = ", ".join(_param(p) for p in tool.params)
+            body.append((at(tool), f"tool {tool.name}({params})"))
+        return _block(at(decl), f"toolset {decl.name}", body)
+    if isinstance(decl, ast.Role):
+        rules = [
+            (at(r), f"{r.effect} {_patterns(r.patterns)}{_where(r.where)}") for r in decl.rules
+        ]
+        return _block(at(decl), f"role {decl.name}", rules)
+    if isinstance(decl, ast.Hook):
+        if decl.kind == "rewrite":
+            actions = [
+                (at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites
+            ]
+        else:
+            message = f" {string(decl.message)}" if decl.message is not None else ""
+            actions = [(item(decl, decl.kind), f"{decl.kind}{message}")]
+        head = f"hook {decl.name} on {_patterns(decl.patterns)}{_where(decl.where)}"
+        return _block(at(decl), head, actions)
+    if isinstance(decl, ast.Profile):
+        roles = "roles " + ", ".join(decl.roles) if decl.roles else "roles"
+        items: list[Line] = [(item(decl, "roles"), roles)]
+        if decl.hooks_written:
+            items.append((item(decl, "hooks"), "hooks " + ", ".join(decl.hooks)))
+        if decl.budget is not None:
+            amount = decl.budget.amount
+            text = decimal(amount) if "E" in str(amount) else str(amount)
+            items.append((item(decl, "budget"), f"budget {text} usd per {decl.budget.period}"))
+        return _block(at(decl), f"profile {decl.name}", items)
+    expects: list[Line] = [(item(decl, "profile"), f"profile {decl.profile}")]
+    for e in decl.expects:
+        text = f"expect {e.effect} {e.tool} {map_text(e.args)}"
+        if e.context is not None:
+            text += f" context {map_text(e.context)}"
+        if e.rewritten is not None:
+            text += f" rewritten {map_text(e.rewritten)}"
+        expects.append((at(e), text))
+    return _block(at(decl), f"test {string(decl.name)}", expects)
+
+
+def _block(line: int, head: str, body: list[Line]) -> list[Line]:
+    if not body:
+        return [(line, head + " {}")]
+    return [(line, head + " {"), *[(ln, INDENT + text) for ln, text in body], (0, "}")]
+
+
+def format_file(source: ast.SourceFile) -> str:
+    """Canonical text for one parsed file, its comments kept."""
+    out: list[Line] = []
+    for index, decl in enumerate(source.declarations):
+        if index:
+            out.append((0, ""))
+        out.extend(_declaration_lines(decl))
+    return _merge_comments(out, list(source.comments))
+
+
+def _merge_comments(lines: list[Line], comments: list[tuple[int, int, str]]) -> str:
+    texts: list[str] = []
+    pending = sorted(comments)
+    owner_lines = {ln for ln, _ in lines if ln}
+    trailing = {c[0]: c[2] for c in pending if c[0] in owner_lines}
+    leading = [c for c in pending if c[0] not in owner_lines]
+    for ln, text in lines:
+        if ln:
+            indent = text[: len(text) - len(text.lstrip())]
+            while leading and leading[0][0] < ln:
+                texts.append(indent + leading.pop(0)[2])
+            if ln in trailing:
+                text = f"{text}  {trailing.pop(ln)}"
+        texts.append(text)
+    texts.extend(c[2] for c in leading)
+    return "\n".join(texts).rstrip("\n") + "\n" if texts else ""

@@ -1,0 +1,349 @@
+"""The Charter AST: frozen nodes, each with a source span that equality ignores.
+
+Every later phase (checker, compiler, formatter, fit check) reads these nodes; none of
+them mutates one. Two trees parsed from differently laid-out text compare equal when
+they mean the same thing, because `span` is excluded from `__eq__` and `__hash__`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal as TypingLiteral
+from typing import TypeAlias
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A half-open region of one source file; lines and columns count from 1."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+NO_SPAN = Span("<builtin>", 0, 0, 0, 0)
+
+
+def _span() -> Span:
+    return field(default=NO_SPAN, compare=False, hash=False, repr=False, kw_only=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Types of tool arguments
+# ---------------------------------------------------------------------------------------
+
+ScalarKind: TypeAlias = TypingLiteral["str", "int", "decimal", "bool", "map"]
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRef:
+    """`str`, `int`, `decimal`, `bool`, `map` or `list[T]` (then `item` is T)."""
+
+    kind: TypingLiteral["str", "int", "decimal", "bool", "map", "list"]
+    item: TypeRef | None = None
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return f"list[{self.item}]" if self.kind == "list" else self.kind
+
+
+# ---------------------------------------------------------------------------------------
+# Expressions (the `where` language)
+# ---------------------------------------------------------------------------------------
+
+LiteralValue: TypeAlias = str | int | Decimal | bool | None
+LiteralKind: TypeAlias = TypingLiteral["str", "int", "decimal", "bool", "null"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """A scalar literal. `kind` is stored so that `1` and `true` never compare equal."""
+
+    kind: LiteralKind
+    value: LiteralValue
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ListLit:
+    items: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class MapLit:
+    """Only in test expectations and rewrites: `{ to: "a", limit: 3 }`."""
+
+    entries: tuple[tuple[str, Expr], ...]
+    span: Span = _span()
+
+
+PathRoot: TypeAlias = TypingLiteral["args", "agent", "thread", "context"]
+PATH_ROOTS: tuple[str, ...] = ("args", "agent", "thread", "context")
+
+
+@dataclass(frozen=True, slots=True)
+class Path:
+    """`args.to`, `agent.metadata.team`, `context.ip`."""
+
+    root: str
+    parts: tuple[str, ...]
+    span: Span = _span()
+
+    def __str__(self) -> str:
+        return ".".join((self.root, *self.parts))
+
+
+FUNCTIONS: tuple[str, ...] = ("has", "len", "lower", "host")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """`has(path)`, `len(x)`, `lower(x)`, `host(url)`."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class BoolOp:
+    """`left and right` / `left or right`; evaluated left to right, short-circuiting."""
+
+    op: TypingLiteral["and", "or"]
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+COMPARE_OPS: tuple[str, ...] = (
+    "==", "!=", "<", "<=", ">", ">=",
+    "in", "not in", "startswith", "endswith", "contains", "like",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    op: str
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+Expr: TypeAlias = Lit | ListLit | MapLit | Path | Call | Not | BoolOp | Compare
+
+
+# ---------------------------------------------------------------------------------------
+# Patterns over tool names
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """`gmail.send` (exact), `gmail.*` (namespace) or `*` (every tool; `tool:*` too)."""
+
+    text: str
+    span: Span = _span()
+
+    @property
+    def kind(self) -> TypingLiteral["exact", "namespace", "all"]:
+        if self.text == "*":
+            return "all"
+        if self.text.endswith(".*"):
+            return "namespace"
+        return "exact"
+
+    @property
+    def namespace(self) -> str:
+        return self.text[:-2] if self.kind == "namespace" else ""
+
+    def matches(self, tool: str) -> bool:
+        kind = self.kind
+        if kind == "all":
+            return True
+        if kind == "namespace":
+            return tool.startswith(self.text[:-1])
+        return tool == self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# ---------------------------------------------------------------------------------------
+# Declarations
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A typed tool argument; optional when it has a default or is marked `name?: T`."""
+
+    name: str
+    type: TypeRef
+    default: Expr | None = None
+    optional: bool = False
+    sensitive: bool = False
+    span: Span = _span()
+
+    @property
+    def required(self) -> bool:
+        return self.default is None and not self.optional
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDecl:
+    name: str
+    params: tuple[Param, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Toolset:
+    name: str
+    url: str | None
+    connection_required: bool
+    runs_code: bool
+    tools: tuple[ToolDecl, ...]
+    span: Span = _span()
+    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+
+Effect: TypeAlias = TypingLiteral["allow", "deny"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    effect: Effect
+    patterns: tuple[Pattern, ...]
+    where: Expr | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    name: str
+    rules: tuple[Rule, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """`rewrite args.limit = 20`: set one argument to the value of an expression."""
+
+    target: Path
+    value: Expr
+    span: Span = _span()
+
+
+HookKind: TypeAlias = TypingLiteral["pause", "deny", "rewrite"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """`pause "msg"`, `deny "msg"`, or one or more `rewrite` lines."""
+
+    name: str
+    patterns: tuple[Pattern, ...]
+    where: Expr | None
+    kind: HookKind
+    message: str | None
+    rewrites: tuple[Rewrite, ...] = ()
+    span: Span = _span()
+    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+
+Period: TypeAlias = TypingLiteral["24h", "7d", "total"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    amount: Decimal
+    period: Period
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """`hooks` holds hook names; `default` and `none` are the two special names.
+
+    A profile without a `hooks` line gets the default approval hooks, so `hooks` is
+    `("default",)` then; `hooks_written` tells the two apart so the formatter keeps the
+    author's text. `item_lines` (ignored by equality) lets the formatter keep comments.
+    """
+
+    name: str
+    roles: tuple[str, ...]
+    hooks: tuple[str, ...] = ("default",)
+    budget: Budget | None = None
+    hooks_written: bool = False
+    span: Span = _span()
+    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+
+ExpectEffect: TypeAlias = TypingLiteral["allow", "deny", "pause"]
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """`expect allow gmail.send { ... } [context { ... }] [rewritten { ... }]`."""
+
+    effect: ExpectEffect
+    tool: str
+    args: MapLit
+    context: MapLit | None = None
+    rewritten: MapLit | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Test:
+    name: str
+    profile: str
+    expects: tuple[Expect, ...]
+    span: Span = _span()
+    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+
+Declaration: TypeAlias = Toolset | Role | Hook | Profile | Test
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One parsed file: its declarations in source order, plus the text for messages."""
+
+    path: str
+    declarations: tuple[Declaration, ...]
+    text: str = field(default="", compare=False, repr=False)
+    comments: tuple[tuple[int, int, str], ...] = field(default=(), compare=False, repr=False)
+
+
+def walk_expr(expr: Expr) -> list[Expr]:
+    """Every node of an expression tree, parents before children."""
+    out: list[Expr] = []
+    stack: list[Expr] = [expr]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, ListLit):
+            stack.extend(reversed(node.items))
+        elif isinstance(node, MapLit):
+            stack.extend(reversed([v for _, v in node.entries]))
+        elif isinstance(node, Call):
+            stack.extend(reversed(node.args))
+        elif isinstance(node, Not):
+            stack.append(node.operand)
+        elif isinstance(node, BoolOp | Compare):
+            stack.extend((node.right, node.left))
+    return out

@@ -1,0 +1,100 @@
+"""Diagnostics: the one shape every Charter error takes, and how it is rendered.
+
+A diagnostic has a stable code (documented in docs/errors.md), a lowercase message
+that puts user input in backticks, a span, and an optional `help:` line. Phases collect
+diagnostics instead of stopping at the first, and the CLI and HTTP API render them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from policy.ast import NO_SPAN, Span
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span = NO_SPAN
+    help: str | None = None
+    severity: Severity = "error"
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.span.file, self.span.line, self.span.col, self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.span.file,
+            "line": self.span.line,
+            "column": self.span.col,
+            "end_line": self.span.end_line,
+            "end_column": self.span.end_col,
+            "help": self.help,
+        }
+
+
+class CharterError(Exception):
+    """Raised when a phase cannot produce its output; carries every diagnostic found."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
+        first = self.diagnostics[0] if self.diagnostics else None
+        super().__init__(f"{first.span}: {first.message}" if first else "charter error")
+
+
+class CharterSyntaxError(CharterError):
+    """The only exception the parser lets out, whatever text it is given."""
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """A `help:` line suggesting the closest known name, if one is close enough."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
+    """`file:line:col: error[CODE]: message`, the source line, a caret, and help."""
+    span = diag.span
+    lines = [f"{span.file}:{span.line}:{span.col}: {diag.severity}[{diag.code}]: {diag.message}"]
+    text = sources.get(span.file)
+    if text is not None and span.line >= 1:
+        source_lines = text.splitlines()
+        if span.line <= len(source_lines):
+            source_line = source_lines[span.line - 1].expandtabs(1)
+            gutter = str(span.line)
+            pad = " " * len(gutter)
+            width = 1
+            if span.end_line == span.line and span.end_col > span.col:
+                width = span.end_col - span.col
+            width = max(1, min(width, len(source_line) - span.col + 1))
+            lines.append(f"{pad} |")
+            lines.append(f"{gutter} | {source_line}")
+            lines.append(f"{pad} | {' ' * (span.col - 1)}{'^' * width}")
+    if diag.help:
+        lines.append(f"  = help: {diag.help}")
+    return "\n".join(lines)
+
+
+def render_all(diags: Iterable[Diagnostic], sources: Mapping[str, str]) -> str:
+    ordered = sorted(diags, key=Diagnostic.sort_key)
+    body = "\n\n".join(render(d, sources) for d in ordered)
+    errors = sum(1 for d in ordered if d.severity == "error")
+    warnings = len(ordered) - errors
+    summary = f"{errors} error{'s' if errors != 1 else ''}"
+    if warnings:
+        summary += f", {warnings} warning{'s' if warnings != 1 else ''}"
+    return f"{body}\n\n{summary}" if body else summary
+
+
+def to_json(diags: Iterable[Diagnostic]) -> str:
+    return json.dumps([d.to_json() for d in sorted(diags, key=Diagnostic.sort_key)], indent=2)
