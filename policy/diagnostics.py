@@ -46,8 +46,11 @@ class Diagnostic:
 class CharterError(Exception):
     """Raised when a phase cannot produce its output; carries every diagnostic found."""
 
-    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+    def __init__(
+        self, diagnostics: Iterable[Diagnostic], sources: Mapping[str, str] | None = None
+    ) -> None:
         self.diagnostics = sorted(diagnostics, key=Diagnostic.sort_key)
+        self.sources: dict[str, str] = dict(sources or {})
         first = self.diagnostics[0] if self.diagnostics else None
         super().__init__(f"{first.span}: {first.message}" if first else "charter error")
 

@@ -1,0 +1,376 @@
+"""The checker: resolves every name and types every condition before anything runs.
+
+Stages (named, in order, like OPA's compiler): `parse` every file, `collect`
+declarations, `resolve` tool patterns and references, `type` conditions and rewrites,
+`limits`. All diagnostics are collected; a workspace with any error does not compile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+
+from engine import types as T
+from engine.builtins import builtin_tools, default_hook_names, default_hooks
+from grammar.parser import DEFAULT_OPTIONS, ParseOptions, parse
+from policy import ast
+from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
+from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic, did_you_mean
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    parse: ParseOptions = DEFAULT_OPTIONS
+    max_rules_per_role: int = 1_000
+    max_files: int = 10_000
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A checked workspace: every name resolved, every condition typed."""
+
+    tools: Mapping[str, ToolSpec]
+    toolsets: Mapping[str, ast.Toolset]
+    roles: Mapping[str, ast.Role]
+    hooks: Mapping[str, ast.Hook]
+    profiles: Mapping[str, ast.Profile]
+    tests: tuple[ast.Test, ...]
+    files: tuple[ast.SourceFile, ...] = field(default=(), compare=False)
+    warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return {f.path: f.text for f in self.files}
+
+    def profile_hooks(self, profile: ast.Profile) -> tuple[ast.Hook, ...]:
+        """The profile's hooks in order, `default` expanded to the six approval hooks."""
+        out: list[ast.Hook] = []
+        for name in profile.hooks:
+            if name == "none":
+                return ()
+            names = default_hook_names() if name == "default" else (name,)
+            out.extend(self.hooks[n] for n in names if n in self.hooks)
+        return tuple(dict.fromkeys(out))
+
+    def matching_tools(self, patterns: Iterable[ast.Pattern]) -> list[ToolSpec]:
+        return match_tools(self.tools, patterns)
+
+
+def match_tools(tools: Mapping[str, ToolSpec], patterns: Iterable[ast.Pattern]) -> list[ToolSpec]:
+    seen: dict[str, ToolSpec] = {}
+    for pattern in patterns:
+        if pattern.kind == "exact":
+            if pattern.text in tools:
+                seen[pattern.text] = tools[pattern.text]
+        else:
+            for name, tool in tools.items():
+                if pattern.matches(name):
+                    seen[name] = tool
+    return list(seen.values())
+
+
+def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
+    """(display path, text) for every `*.charter` file under the given paths, sorted."""
+    found: list[FsPath] = []
+    for raw in paths:
+        path = FsPath(raw)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*.charter") if p.is_file()))
+        else:
+            found.append(path)
+    out: list[tuple[str, str]] = []
+    for path in found:
+        try:
+            out.append((str(path), path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CharterError(
+                [Diagnostic("E0015", f"cannot read `{path}`: {exc}", ast.Span(str(path), 1, 1, 1, 1))]
+            ) from None
+    return out
+
+
+def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) -> Workspace:
+    return check_sources(read_sources(paths), options)
+
+
+def check_sources(sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()) -> Workspace:
+    """Parse and check a set of files as one workspace; raise CharterError with all errors."""
+    files: list[ast.SourceFile] = []
+    errors: list[Diagnostic] = []
+    sources = list(sources)
+    for index, (path, text) in enumerate(sources):
+        if index >= options.max_files:
+            errors.append(Diagnostic("E0016", f"more than {options.max_files} files", ast.Span(path, 1, 1, 1, 1)))
+            break
+        try:
+            files.append(parse(text, path, options.parse))
+        except CharterSyntaxError as exc:
+            errors.extend(exc.diagnostics)
+    checker = _Checker(files, options)
+    workspace = checker.run()
+    errors.extend(checker.errors)
+    if errors:
+        raise CharterError(errors, dict(sources))
+    return workspace
+
+
+_URL = re.compile(r"https?://[^\s/$.?#][^\s]*\Z")
+
+
+class _Checker:
+    def __init__(self, files: list[ast.SourceFile], options: CheckOptions) -> None:
+        self.files = files
+        self.options = options
+        self.errors: list[Diagnostic] = []
+        self.warnings: list[Diagnostic] = []
+        self.tools: dict[str, ToolSpec] = dict(builtin_tools())
+        self.toolsets: dict[str, ast.Toolset] = {}
+        self.roles: dict[str, ast.Role] = {}
+        self.hooks: dict[str, ast.Hook] = {h.name: h for h in default_hooks()}
+        self.profiles: dict[str, ast.Profile] = {}
+        self.tests: list[ast.Test] = []
+
+    def report(self, diag: Diagnostic) -> None:
+        (self.errors if diag.severity == "error" else self.warnings).append(diag)
+
+    def run(self) -> Workspace:
+        self.collect()
+        self.resolve()
+        self.type_conditions()
+        return Workspace(
+            self.tools, self.toolsets, self.roles, self.hooks, self.profiles, tuple(self.tests),
+            tuple(self.files), tuple(self.warnings),
+        )
+
+    # ---- stage: collect ----------------------------------------------------------------
+    def collect(self) -> None:
+        seen: dict[tuple[str, str], ast.Span] = {}
+        for decl in (d for f in self.files for d in f.declarations):
+            kind = type(decl).__name__.lower()
+            key = (kind, decl.name)
+            if key in seen or (kind == "hook" and decl.name in default_hook_names()):
+                first = seen.get(key)
+                where = f"first declared at {first}" if first else "it is a default approval hook"
+                self.report(
+                    Diagnostic(
+                        "E0107",
+                        f"{kind} `{decl.name}` is declared more than once",
+                        decl.span,
+                        f"{where}; rename one of them",
+                    )
+                )
+                continue
+            seen[key] = decl.span
+            if isinstance(decl, ast.Toolset):
+                self.collect_toolset(decl)
+            elif isinstance(decl, ast.Role):
+                self.roles[decl.name] = decl
+                if len(decl.rules) > self.options.max_rules_per_role:
+                    self.report(
+                        Diagnostic(
+                            "E0112",
+                            f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
+                            f"{self.options.max_rules_per_role}",
+                            decl.span,
+                            "split it into several roles",
+                        )
+                    )
+            elif isinstance(decl, ast.Hook):
+                self.hooks[decl.name] = decl
+            elif isinstance(decl, ast.Profile):
+                self.profiles[decl.name] = decl
+            else:
+                self.tests.append(decl)
+
+    def collect_toolset(self, ts: ast.Toolset) -> None:
+        if ts.name in BUILTIN_NAMESPACES or ts.name in ("callables", "tool"):
+            self.report(
+                Diagnostic(
+                    "E0108",
+                    f"toolset `{ts.name}` uses a built-in namespace",
+                    ts.span,
+                    "built-in namespaces are reserved for the API's own tools; pick another name",
+                )
+            )
+            return
+        if ts.url is not None and not _URL.match(ts.url):
+            self.report(
+                Diagnostic("E0113", f"`{ts.url}` is not an http(s) URL", ts.span,
+                           'write the full address, e.g. "https://tools.example.com/mail"')
+            )
+        self.toolsets[ts.name] = ts
+        names: set[str] = set()
+        for tool in ts.tools:
+            full = f"{ts.name}.{tool.name}"
+            if tool.name in names:
+                self.report(Diagnostic("E0109", f"tool `{full}` is declared twice", tool.span))
+                continue
+            names.add(tool.name)
+            params: set[str] = set()
+            for param in tool.params:
+                if param.name in params:
+                    self.report(
+                        Diagnostic("E0110", f"argument `{param.name}` of `{full}` is declared twice", param.span)
+                    )
+                params.add(param.name)
+                if param.default is not None:
+                    declared = T.from_ref(param.type)
+                    given = T.literal_type(param.default)
+                    if given is None or not (T.value_fits(declared, given) or declared == "map"
+                                             and isinstance(param.default, ast.MapLit)):
+                        self.report(
+                            Diagnostic(
+                                "E0111",
+                                f"default of `{param.name}` is `{given or 'an expression'}`, "
+                                f"but the argument is `{declared}`",
+                                param.default.span,
+                            )
+                        )
+            self.tools[full] = ToolSpec(
+                full, tool.params, ts.name, ts.runs_code, ts.connection_required, span=tool.span
+            )
+
+    # ---- stage: resolve ----------------------------------------------------------------
+    def resolve_patterns(self, patterns: tuple[ast.Pattern, ...], lenient: bool = False) -> list[ToolSpec]:
+        matched: list[ToolSpec] = []
+        for pattern in patterns:
+            found = match_tools(self.tools, (pattern,))
+            if not found and not lenient:
+                if pattern.kind == "namespace":
+                    namespaces = {t.namespace for t in self.tools.values() if t.namespace}
+                    self.report(
+                        Diagnostic(
+                            "E0102",
+                            f"no tool is in namespace `{pattern.namespace}`",
+                            pattern.span,
+                            did_you_mean(pattern.namespace, namespaces)
+                            or "declare a toolset with that name, or check the spelling",
+                        )
+                    )
+                else:
+                    self.report(
+                        Diagnostic(
+                            "E0101",
+                            f"no tool is named `{pattern.text}`",
+                            pattern.span,
+                            did_you_mean(pattern.text, self.tools)
+                            or "declare it in a toolset, or check the spelling",
+                        )
+                    )
+            matched.extend(found)
+        return list({t.name: t for t in matched}.values())
+
+    def resolve(self) -> None:
+        for role in self.roles.values():
+            for rule in role.rules:
+                tools = self.resolve_patterns(rule.patterns)
+                if rule.effect == "deny":
+                    authored = [t.name for t in tools if not t.builtin]
+                    if authored:
+                        self.report(
+                            Diagnostic(
+                                "E0103",
+                                f"deny rules are for built-in tools only, and this one matches "
+                                f"toolset tool `{authored[0]}`",
+                                rule.span,
+                                "narrow the `allow` that grants it with a `where` condition instead",
+                            )
+                        )
+        for hook in self.hooks.values():
+            lenient = hook.span.file == "<default hooks>"
+            self.resolve_patterns(hook.patterns, lenient=lenient)
+        for profile in self.profiles.values():
+            for name in profile.roles:
+                if name not in self.roles:
+                    self.report(
+                        Diagnostic(
+                            "E0104",
+                            f"profile `{profile.name}` selects unknown role `{name}`",
+                            profile.span,
+                            did_you_mean(name, self.roles) or "declare the role, or check the spelling",
+                        )
+                    )
+            for name in profile.hooks:
+                if name not in ("default", "none") and name not in self.hooks:
+                    self.report(
+                        Diagnostic(
+                            "E0105",
+                            f"profile `{profile.name}` installs unknown hook `{name}`",
+                            profile.span,
+                            did_you_mean(name, [*self.hooks, "default", "none"])
+                            or "declare the hook, or check the spelling",
+                        )
+                    )
+            if len(set(profile.roles)) != len(profile.roles):
+                self.report(
+                    Diagnostic("W0115", f"profile `{profile.name}` lists a role twice", profile.span,
+                               severity="warning")
+                )
+        for test in self.tests:
+            if test.profile and test.profile not in self.profiles:
+                self.report(
+                    Diagnostic(
+                        "E0106",
+                        f"test \"{test.name}\" names unknown profile `{test.profile}`",
+                        test.span,
+                        did_you_mean(test.profile, self.profiles) or "declare the profile",
+                    )
+                )
+            for expect in test.expects:
+                if expect.tool not in self.tools:
+                    self.report(
+                        Diagnostic(
+                            "E0114",
+                            f"test expects a call of unknown tool `{expect.tool}`",
+                            expect.span,
+                            did_you_mean(expect.tool, self.tools) or "check the tool's name",
+                        )
+                    )
+
+    # ---- stage: type -------------------------------------------------------------------
+    def type_conditions(self) -> None:
+        limit = self.options.parse.max_expr_nodes
+        conditions: list[tuple[ast.Expr, list[ToolSpec]]] = []
+        for role in self.roles.values():
+            for rule in role.rules:
+                if rule.where is not None:
+                    conditions.append((rule.where, match_tools(self.tools, rule.patterns)))
+        for hook in self.hooks.values():
+            tools = match_tools(self.tools, hook.patterns)
+            if hook.where is not None:
+                conditions.append((hook.where, tools))
+            for rewrite in hook.rewrites:
+                self.type_rewrite(hook, rewrite, tools)
+        for expr, tools in conditions:
+            if len(ast.walk_expr(expr)) > limit:
+                self.report(
+                    Diagnostic("E0208", f"condition has more than {limit} nodes", expr.span,
+                               "split it across several rules")
+                )
+                continue
+            T.check_condition(expr, T.TypeEnv(tools, self.report))
+
+    def type_rewrite(self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]) -> None:
+        target = rewrite.target
+        if target.root != "args" or len(target.parts) != 1:
+            self.report(
+                Diagnostic(
+                    "E0207",
+                    f"a rewrite sets one argument, like `args.limit`; `{target}` is not one",
+                    target.span,
+                )
+            )
+            return
+        env = T.TypeEnv(tools, self.report)
+        declared = T.path_type(target, env)
+        value = T.infer(rewrite.value, env)
+        if declared is not None and value is not None and not T.value_fits(declared, value):
+            self.report(
+                Diagnostic(
+                    "E0207",
+                    f"hook `{hook.name}` sets `{target}` (`{declared}`) to a `{value}`",
+                    rewrite.value.span,
+                )
+            )

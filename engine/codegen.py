@@ -1,0 +1,175 @@
+"""Conditions -> Python source, compiled once per snapshot (cel-go's "plan" step).
+
+Where the checker proved a type (arguments validated against the signature, literals,
+results of `len`/`lower`/`host`), the generated code uses Python's operators directly;
+everything else (context, agent and thread fields, map members) goes through the
+strict helpers in `engine.runtime`, which raise instead of guessing. Either way the
+result matches the reference interpreter exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from engine import runtime
+from engine import types as T
+from policy import ast
+from policy.catalogue import ToolSpec
+
+ConditionFn = Callable[[Any, Any, Any, Any], Any]
+"""A compiled condition: (args, context, agent, thread) -> bool, or raises."""
+
+_HELPERS: dict[str, Any] = {
+    "_get": runtime.get, "_has": runtime.has, "_bool": runtime.as_bool, "_eq": runtime.eq,
+    "_in": runtime.contains, "_lt": runtime.lt, "_le": runtime.le, "_gt": runtime.gt,
+    "_ge": runtime.ge, "_sw": runtime.startswith, "_ew": runtime.endswith,
+    "_ct": runtime.substring, "_like": runtime.like, "_glob": runtime.glob,
+    "_len": runtime.length, "_lower": runtime.lower, "_host": runtime.host,
+}  # fmt: skip
+
+_ROOT_VARS = {"args": "a", "context": "x", "agent": "g", "thread": "t"}
+_ORDER_OPS = {"<": "_lt", "<=": "_le", ">": "_gt", ">=": "_ge"}
+_STRING_OPS = {"startswith": "_sw", "endswith": "_ew", "contains": "_ct", "like": "_like"}
+
+
+class _Gen:
+    def __init__(self, tools: Sequence[ToolSpec], consts: dict[str, Any]) -> None:
+        self.tools = tools
+        self.consts = consts
+
+    def const(self, value: Any) -> str:
+        name = f"k{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def arg_type(self, name: str) -> str:
+        """The proven type of a validated argument, or `any` when the tools disagree."""
+        found: str | None = None
+        for tool in self.tools:
+            param = tool.param(name)
+            if param is None:
+                return "any"
+            ty = T.from_ref(param.type)
+            if found is None:
+                found = ty
+            elif found != ty:
+                joined = T.join(found, ty)
+                return joined if joined in ("decimal",) else "any"
+        return found or "any"
+
+    def gen(self, expr: ast.Expr) -> tuple[str, str]:
+        """(python source, proven type); the type is `any` when unproven."""
+        if isinstance(expr, ast.Lit):
+            if expr.kind == "str" or expr.kind == "decimal":
+                return self.const(expr.value), expr.kind
+            return repr(expr.value), expr.kind
+        if isinstance(expr, ast.ListLit):
+            items = [self.gen(i)[0] for i in expr.items]
+            return "(" + "".join(f"{i}, " for i in items) + ")", "list"
+        if isinstance(expr, ast.MapLit):
+            entries = ", ".join(f"{k!r}: {self.gen(v)[0]}" for k, v in expr.entries)
+            return "{" + entries + "}", "map"
+        if isinstance(expr, ast.Path):
+            return self.path(expr)
+        if isinstance(expr, ast.Call):
+            return self.call(expr)
+        if isinstance(expr, ast.Not):
+            return f"(not {self.boolean(expr.operand)})", "bool"
+        if isinstance(expr, ast.BoolOp):
+            return f"({self.boolean(expr.left)} {expr.op} {self.boolean(expr.right)})", "bool"
+        return self.compare(expr), "bool"
+
+    def boolean(self, expr: ast.Expr) -> str:
+        src, ty = self.gen(expr)
+        return src if ty == "bool" else f"_bool({src})"
+
+    def path(self, path: ast.Path) -> tuple[str, str]:
+        var = _ROOT_VARS[path.root]
+        if path.root == "args" and path.parts:
+            head = f"{var}[{path.parts[0]!r}]"  # KeyError -> "missing `args.x`"
+            if len(path.parts) == 1:
+                return head, self.arg_type(path.parts[0])
+            return f"_get({head}, {'args.' + path.parts[0]!r}, {path.parts[1:]!r})", "any"
+        return f"_get({var}, {path.root!r}, {path.parts!r})", "any"
+
+    def call(self, call: ast.Call) -> tuple[str, str]:
+        arg = call.args[0]
+        if call.fn == "has":
+            assert isinstance(arg, ast.Path)
+            var = _ROOT_VARS[arg.root]
+            if arg.root == "args" and len(arg.parts) == 1:
+                return f"({arg.parts[0]!r} in {var})", "bool"
+            return f"_has({var}, {arg.parts!r})", "bool"
+        src, ty = self.gen(arg)
+        if call.fn == "len":
+            proven = ty in ("str", "map") or ty.startswith("list")
+            return (f"len({src})" if proven else f"_len({src})"), "int"
+        if call.fn == "lower":
+            return (f"{src}.lower()" if ty == "str" else f"_lower({src})"), "str"
+        return f"_host({src})", "str"
+
+    def compare(self, cmp: ast.Compare) -> str:
+        left, lt = self.gen(cmp.left)
+        op = cmp.op
+        if op in ("in", "not in"):
+            prefix = "not " if op == "not in" else ""
+            if isinstance(cmp.right, ast.ListLit) and lt in ("str", "int") and all(
+                isinstance(i, ast.Lit) and i.kind == lt for i in cmp.right.items
+            ):
+                members = frozenset(i.value for i in cmp.right.items if isinstance(i, ast.Lit))
+                return f"({left} {prefix}in {self.const(members)})"
+            right, _ = self.gen(cmp.right)
+            return f"({prefix}_in({right}, {left}))"
+        right, rt = self.gen(cmp.right)
+        if op in ("==", "!="):
+            proven = lt == rt and lt in ("str", "int", "bool") or (
+                T.is_numeric(lt) and T.is_numeric(rt)
+            )
+            if proven:
+                return f"({left} {op} {right})"
+            return f"({'not ' if op == '!=' else ''}_eq({left}, {right}))"
+        if op in _ORDER_OPS:
+            if T.is_numeric(lt) and T.is_numeric(rt):
+                return f"({left} {op} {right})"
+            return f"{_ORDER_OPS[op]}({left}, {right})"
+        if lt == "str" and rt == "str":
+            if op == "startswith":
+                return f"{left}.startswith({right})"
+            if op == "endswith":
+                return f"{left}.endswith({right})"
+            if op == "contains":
+                return f"({right} in {left})"
+            return f"_glob({left}, {right})"
+        return f"{_STRING_OPS[op]}({left}, {right})"
+
+
+class ConditionCompiler:
+    """Collects conditions, then compiles them all with one `exec` (fast for 10k rules)."""
+
+    def __init__(self) -> None:
+        self._consts: dict[str, Any] = {}
+        self._sources: list[str] = []
+        self._cache: dict[tuple[int, tuple[str, ...]], int] = {}
+        self._functions: list[ConditionFn] = []
+
+    def add(self, expr: ast.Expr, tools: Sequence[ToolSpec], value: bool = False) -> int:
+        """Queue a condition (or, with value=True, a value expression); returns its slot."""
+        key = (id(expr), tuple(t.name for t in tools))
+        if key in self._cache:
+            return self._cache[key]
+        gen = _Gen(tools, self._consts)
+        src = gen.gen(expr)[0] if value else gen.boolean(expr)
+        slot = len(self._sources)
+        self._sources.append(f"def c{slot}(a, x, g, t):\n    return {src}\n")
+        self._cache[key] = slot
+        return slot
+
+    def build(self) -> list[ConditionFn]:
+        namespace: dict[str, Any] = {**_HELPERS, **self._consts, "Decimal": Decimal}
+        if self._sources:
+            code = compile("\n".join(self._sources), "<charter conditions>", "exec")
+            exec(code, namespace)
+        self._functions = [namespace[f"c{i}"] for i in range(len(self._sources))]
+        return self._functions

@@ -1,0 +1,189 @@
+"""Run-time semantics of conditions, shared by compiled code and the reference interpreter.
+
+Values that the checker could not type (`any`: context, metadata, map members) are
+checked here; anything that does not fit raises `EvalError`, and an error never grants.
+Equality across different kinds of value is false, not an error (`1 == "1"` is false,
+and so is `true == 1`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class EvalError(Exception):
+    """A condition could not be evaluated (missing value, wrong type)."""
+
+
+class ShapeError(Exception):
+    """The call does not match the tool's signature."""
+
+
+def kind(value: Any) -> str:
+    """The DSL kind of a run-time value."""
+    t = type(value)
+    if t is bool:
+        return "bool"
+    if t is int or t is float or t is Decimal:
+        return "number"
+    if t is str:
+        return "str"
+    if value is None:
+        return "null"
+    if t is list or t is tuple:
+        return "list"
+    if isinstance(value, Mapping):
+        return "map"
+    return "other"
+
+
+def get(obj: Any, root: str, parts: Sequence[str]) -> Any:
+    """Read a path; a missing step or a step into a non-map is an error."""
+    value = obj
+    if value is None:
+        raise EvalError(f"`{root}` is not available in this request")
+    walked = root
+    for part in parts:
+        walked += "." + part
+        if not isinstance(value, Mapping):
+            raise EvalError(f"`{walked}` reads into a {kind(value)}")
+        if part not in value:
+            raise EvalError(f"missing `{walked}`")
+        value = value[part]
+    return value
+
+
+def has(obj: Any, parts: Sequence[str]) -> bool:
+    value = obj
+    for part in parts:
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
+def as_bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise EvalError(f"expected a condition (bool), got a {kind(value)}")
+    return value
+
+
+def num(value: Any) -> Any:
+    t = type(value)
+    if t is int or t is float or t is Decimal:
+        return value
+    raise EvalError(f"expected a number, got a {kind(value)}")
+
+
+def text(value: Any) -> str:
+    if type(value) is not str:
+        raise EvalError(f"expected a string, got a {kind(value)}")
+    return value
+
+
+def seq(value: Any) -> Sequence[Any]:
+    if type(value) is not list and type(value) is not tuple:
+        raise EvalError(f"expected a list, got a {kind(value)}")
+    return value  # type: ignore[no-any-return]
+
+
+def eq(a: Any, b: Any) -> bool:
+    ka, kb = kind(a), kind(b)
+    if ka != kb:
+        return False
+    if ka == "list":
+        return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b, strict=True))
+    if ka == "map":
+        return a.keys() == b.keys() and all(eq(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def contains(items: Any, value: Any) -> bool:
+    return any(eq(item, value) for item in seq(items))
+
+
+def lt(a: Any, b: Any) -> bool:
+    return bool(num(a) < num(b))
+
+
+def le(a: Any, b: Any) -> bool:
+    return bool(num(a) <= num(b))
+
+
+def gt(a: Any, b: Any) -> bool:
+    return bool(num(a) > num(b))
+
+
+def ge(a: Any, b: Any) -> bool:
+    return bool(num(a) >= num(b))
+
+
+def startswith(a: Any, b: Any) -> bool:
+    return text(a).startswith(text(b))
+
+
+def endswith(a: Any, b: Any) -> bool:
+    return text(a).endswith(text(b))
+
+
+def substring(a: Any, b: Any) -> bool:
+    return text(b) in text(a)
+
+
+def like(value: Any, pattern: Any) -> bool:
+    """Glob match where `*` is any run of characters; linear, no backtracking regex."""
+    return glob(text(value), text(pattern))
+
+
+def glob(value: str, pattern: str) -> bool:
+    pieces = pattern.split("*")
+    if len(pieces) == 1:
+        return value == pattern
+    first, *middle, last = pieces
+    if len(value) < len(first) + len(last):
+        return False
+    if not value.startswith(first) or not value.endswith(last):
+        return False
+    # Greedy leftmost placement of each middle piece is optimal for `*`-only globs.
+    pos, end = len(first), len(value) - len(last)
+    for piece in middle:
+        found = value.find(piece, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(piece)
+    return True
+
+
+def length(value: Any) -> int:
+    k = kind(value)
+    if k in ("str", "list", "map"):
+        return len(value)
+    raise EvalError(f"`len` takes a string, list or map, got a {k}")
+
+
+def lower(value: Any) -> str:
+    return text(value).lower()
+
+
+def host(value: Any) -> str:
+    try:
+        name = urlsplit(text(value)).hostname
+    except ValueError as exc:
+        raise EvalError(f"`host` cannot read URL: {exc}") from None
+    if not name:
+        raise EvalError("`host` found no host in the URL")
+    return name
+
+
+def describe(exc: BaseException) -> str:
+    """A message for an exception raised while evaluating compiled code."""
+    if isinstance(exc, EvalError):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"missing `args.{exc.args[0]}`" if exc.args else "missing value"
+    if isinstance(exc, RecursionError):
+        return "value nested too deeply"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,172 @@
+"""The built-in tool catalogue and the six default approval hooks.
+
+Both are written in the Charter DSL itself, as data; `engine.builtins` parses them once
+(policy sits below grammar in the layering), so the built-in schemas obey exactly the
+same typing rules as a toolset an author writes. Every API
+resource is also a tool namespace (DESIGN.md section 1); the Seed callables `search`,
+`web_search`, `navigate`, `execute` and the pseudo-tool `publish` have no namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from policy import ast
+
+BUILTIN_NAMESPACES: tuple[str, ...] = (
+    "agents", "roles", "profiles", "toolsets", "hooks", "connections", "identities",
+    "threads", "feeds", "schedules", "approvals", "memory",
+)  # fmt: skip
+
+CALLABLES: tuple[str, ...] = ("search", "web_search", "navigate", "execute")
+PUBLISH = "publish"
+
+CATALOGUE_SOURCE = """
+toolset agents {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(name: str, profile: str, identity?: str, budget?: map, metadata: map = {})
+  tool update(id: str, name?: str, profile?: str, budget?: map, metadata?: map, status?: str)
+  tool delete(id: str)
+}
+toolset roles {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(name: str)
+  tool create(name: str, source: str)
+  tool update(name: str, source: str)
+  tool delete(name: str)
+}
+toolset profiles {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(name: str)
+  tool create(name: str, roles: list[str] = [], hooks: list[str] = ["default"], budget?: map)
+  tool update(name: str, roles?: list[str], hooks?: list[str], budget?: map)
+  tool delete(name: str)
+}
+toolset toolsets {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(name: str)
+  tool create(name: str, source: str, url?: str)
+  tool update(name: str, source?: str, url?: str)
+  tool delete(name: str)
+}
+toolset hooks {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(name: str)
+  tool create(name: str, source: str)
+  tool update(name: str, source: str)
+  tool delete(name: str)
+}
+toolset connections {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(name: str, toolset: str, credential: str, owner?: str)
+  tool update(id: str, name?: str, credential?: str)
+  tool delete(id: str)
+}
+toolset identities {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(label?: str)
+  tool import(seed: str, label?: str)
+  tool update(id: str, label?: str, metadata?: map)
+  tool delete(id: str)
+}
+toolset threads {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(prompt: str, agent?: str, max_cost?: decimal)
+  tool wait(id: str, timeout: int = 60)
+  tool update(id: str, status?: str)
+  tool delete(id: str)
+}
+toolset feeds {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(name: str)
+  tool publish(feed: str, message: str)
+  tool update(id: str, name?: str)
+  tool delete(id: str)
+}
+toolset schedules {
+  tool list(cursor?: str, limit: int = 50)
+  tool get(id: str)
+  tool create(name: str, cron: str, prompt: str)
+  tool update(id: str, cron?: str, prompt?: str)
+  tool delete(id: str)
+}
+toolset approvals {
+  tool list(cursor?: str, limit: int = 50, status?: str)
+  tool get(id: str)
+  tool approve(id: str)
+  tool reject(id: str, reason?: str)
+}
+toolset memory {
+  tool list(path: str = "/", cursor?: str, limit: int = 50)
+  tool read(path: str)
+  tool write(path: str, content: str)
+  tool delete(path: str)
+}
+toolset callables {
+  tool search(query: str, limit: int = 10)
+  tool web_search(query: str, limit: int = 10)
+  tool navigate(url: str)
+  tool execute(source: str, language: str = "python")
+  tool publish(url: str, content?: str)
+}
+"""
+
+# Arguments that carry secrets: the decision log and every response redact them.
+SENSITIVE_ARGS: dict[str, frozenset[str]] = {
+    "connections.create": frozenset({"credential"}),
+    "connections.update": frozenset({"credential"}),
+    "identities.import": frozenset({"seed"}),
+}
+
+DEFAULT_HOOKS_SOURCE = """
+hook approve-agent-delete on agents.delete {
+  pause "a human approves deleting an agent"
+}
+hook approve-role-create on roles.create {
+  pause "a human approves creating a role"
+}
+hook approve-mail-send on gmail.send {
+  pause "a human approves sending mail"
+}
+hook approve-calendar-write on calendar.create, calendar.update, calendar.delete {
+  pause "a human approves writing a calendar"
+}
+hook approve-drive-write on drive.write, drive.create, drive.update, drive.delete {
+  pause "a human approves writing a drive"
+}
+hook approve-toolset-url on toolsets.create, toolsets.update where has(args.url) {
+  pause "a human approves pointing a toolset at a URL"
+}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One callable tool: its full name, typed parameters and where it comes from."""
+
+    name: str
+    params: tuple[ast.Param, ...]
+    toolset: str | None = None  # None for built-in tools
+    runs_code: bool = False
+    connection_required: bool = False
+    sensitive: frozenset[str] = frozenset()
+    span: ast.Span = field(default=ast.NO_SPAN, compare=False)
+
+    @property
+    def builtin(self) -> bool:
+        return self.toolset is None
+
+    @property
+    def namespace(self) -> str:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else ""
+
+    def param(self, name: str) -> ast.Param | None:
+        for param in self.params:
+            if param.name == name:
+                return param
+        return None
