@@ -23,7 +23,9 @@ def builtin_tools() -> dict[str, ToolSpec]:
         assert isinstance(decl, ast.Toolset)
         for tool in decl.tools:
             name = tool.name if decl.name == "callables" else f"{decl.name}.{tool.name}"
-            tools[name] = ToolSpec(name, tool.params, sensitive=SENSITIVE_ARGS.get(name, frozenset()))
+            tools[name] = ToolSpec(
+                name, tool.params, sensitive=SENSITIVE_ARGS.get(name, frozenset())
+            )
     return tools
 
 

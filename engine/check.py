@@ -86,7 +86,11 @@ def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
             out.append((str(path), path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             raise CharterError(
-                [Diagnostic("E0015", f"cannot read `{path}`: {exc}", ast.Span(str(path), 1, 1, 1, 1))]
+                [
+                    Diagnostic(
+                        "E0015", f"cannot read `{path}`: {exc}", ast.Span(str(path), 1, 1, 1, 1)
+                    )
+                ]
             ) from None
     return out
 
@@ -95,14 +99,20 @@ def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) 
     return check_sources(read_sources(paths), options)
 
 
-def check_sources(sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()) -> Workspace:
+def check_sources(
+    sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()
+) -> Workspace:
     """Parse and check a set of files as one workspace; raise CharterError with all errors."""
     files: list[ast.SourceFile] = []
     errors: list[Diagnostic] = []
     sources = list(sources)
     for index, (path, text) in enumerate(sources):
         if index >= options.max_files:
-            errors.append(Diagnostic("E0016", f"more than {options.max_files} files", ast.Span(path, 1, 1, 1, 1)))
+            errors.append(
+                Diagnostic(
+                    "E0016", f"more than {options.max_files} files", ast.Span(path, 1, 1, 1, 1)
+                )
+            )
             break
         try:
             files.append(parse(text, path, options.parse))
@@ -140,8 +150,14 @@ class _Checker:
         self.resolve()
         self.type_conditions()
         return Workspace(
-            self.tools, self.toolsets, self.roles, self.hooks, self.profiles, tuple(self.tests),
-            tuple(self.files), tuple(self.warnings),
+            self.tools,
+            self.toolsets,
+            self.roles,
+            self.hooks,
+            self.profiles,
+            tuple(self.tests),
+            tuple(self.files),
+            tuple(self.warnings),
         )
 
     # ---- stage: collect ----------------------------------------------------------------
@@ -197,8 +213,12 @@ class _Checker:
             return
         if ts.url is not None and not _URL.match(ts.url):
             self.report(
-                Diagnostic("E0113", f"`{ts.url}` is not an http(s) URL", ts.span,
-                           'write the full address, e.g. "https://tools.example.com/mail"')
+                Diagnostic(
+                    "E0113",
+                    f"`{ts.url}` is not an http(s) URL",
+                    ts.span,
+                    'write the full address, e.g. "https://tools.example.com/mail"',
+                )
             )
         self.toolsets[ts.name] = ts
         names: set[str] = set()
@@ -212,14 +232,20 @@ class _Checker:
             for param in tool.params:
                 if param.name in params:
                     self.report(
-                        Diagnostic("E0110", f"argument `{param.name}` of `{full}` is declared twice", param.span)
+                        Diagnostic(
+                            "E0110",
+                            f"argument `{param.name}` of `{full}` is declared twice",
+                            param.span,
+                        )
                     )
                 params.add(param.name)
                 if param.default is not None:
                     declared = T.from_ref(param.type)
                     given = T.literal_type(param.default)
-                    if given is None or not (T.value_fits(declared, given) or declared == "map"
-                                             and isinstance(param.default, ast.MapLit)):
+                    if given is None or not (
+                        T.value_fits(declared, given)
+                        or (declared == "map" and isinstance(param.default, ast.MapLit))
+                    ):
                         self.report(
                             Diagnostic(
                                 "E0111",
@@ -233,7 +259,9 @@ class _Checker:
             )
 
     # ---- stage: resolve ----------------------------------------------------------------
-    def resolve_patterns(self, patterns: tuple[ast.Pattern, ...], lenient: bool = False) -> list[ToolSpec]:
+    def resolve_patterns(
+        self, patterns: tuple[ast.Pattern, ...], lenient: bool = False
+    ) -> list[ToolSpec]:
         matched: list[ToolSpec] = []
         for pattern in patterns:
             found = match_tools(self.tools, (pattern,))
@@ -289,7 +317,8 @@ class _Checker:
                             "E0104",
                             f"profile `{profile.name}` selects unknown role `{name}`",
                             profile.span,
-                            did_you_mean(name, self.roles) or "declare the role, or check the spelling",
+                            did_you_mean(name, self.roles)
+                            or "declare the role, or check the spelling",
                         )
                     )
             for name in profile.hooks:
@@ -305,15 +334,19 @@ class _Checker:
                     )
             if len(set(profile.roles)) != len(profile.roles):
                 self.report(
-                    Diagnostic("W0115", f"profile `{profile.name}` lists a role twice", profile.span,
-                               severity="warning")
+                    Diagnostic(
+                        "W0115",
+                        f"profile `{profile.name}` lists a role twice",
+                        profile.span,
+                        severity="warning",
+                    )
                 )
         for test in self.tests:
             if test.profile and test.profile not in self.profiles:
                 self.report(
                     Diagnostic(
                         "E0106",
-                        f"test \"{test.name}\" names unknown profile `{test.profile}`",
+                        f'test "{test.name}" names unknown profile `{test.profile}`',
                         test.span,
                         did_you_mean(test.profile, self.profiles) or "declare the profile",
                     )
@@ -346,8 +379,12 @@ class _Checker:
         for expr, tools in conditions:
             if len(ast.walk_expr(expr)) > limit:
                 self.report(
-                    Diagnostic("E0208", f"condition has more than {limit} nodes", expr.span,
-                               "split it across several rules")
+                    Diagnostic(
+                        "E0208",
+                        f"condition has more than {limit} nodes",
+                        expr.span,
+                        "split it across several rules",
+                    )
                 )
                 continue
             T.check_condition(expr, T.TypeEnv(tools, self.report))

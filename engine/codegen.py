@@ -115,8 +115,10 @@ class _Gen:
         op = cmp.op
         if op in ("in", "not in"):
             prefix = "not " if op == "not in" else ""
-            if isinstance(cmp.right, ast.ListLit) and lt in ("str", "int") and all(
-                isinstance(i, ast.Lit) and i.kind == lt for i in cmp.right.items
+            if (
+                isinstance(cmp.right, ast.ListLit)
+                and lt in ("str", "int")
+                and all(isinstance(i, ast.Lit) and i.kind == lt for i in cmp.right.items)
             ):
                 members = frozenset(i.value for i in cmp.right.items if isinstance(i, ast.Lit))
                 return f"({left} {prefix}in {self.const(members)})"
@@ -124,7 +126,7 @@ class _Gen:
             return f"({prefix}_in({right}, {left}))"
         right, rt = self.gen(cmp.right)
         if op in ("==", "!="):
-            proven = lt == rt and lt in ("str", "int", "bool") or (
+            proven = (lt == rt and lt in ("str", "int", "bool")) or (
                 T.is_numeric(lt) and T.is_numeric(rt)
             )
             if proven:

@@ -32,7 +32,9 @@ class _ProfileRules:
     """A profile's rules and hooks bucketed by pattern kind, before plans are built."""
 
     exact: dict[str, list[tuple[ast.Rule, str]]] = field(default_factory=lambda: defaultdict(list))
-    namespace: dict[str, list[tuple[ast.Rule, str]]] = field(default_factory=lambda: defaultdict(list))
+    namespace: dict[str, list[tuple[ast.Rule, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     star: list[tuple[ast.Rule, str]] = field(default_factory=list)
     hooks: list[ast.Hook] = field(default_factory=list)
 
@@ -44,8 +46,9 @@ class ProfilePlan:
 
     __slots__ = ("_build", "_lock", "has_execute", "name", "plans")
 
-    def __init__(self, name: str, plans: dict[str, Plan], build: Callable[[str], Plan],
-                 has_execute: bool) -> None:
+    def __init__(
+        self, name: str, plans: dict[str, Plan], build: Callable[[str], Plan], has_execute: bool
+    ) -> None:
         self.name = name
         self.plans = plans
         self.has_execute = has_execute
@@ -114,8 +117,9 @@ class Snapshot:
                 tools = self.workspace.matching_tools(rule.patterns)
                 slot = None if rule.where is None else self._conditions.add(rule.where, tools)
                 verb = "allowed" if rule.effect == "allow" else "denied"
-                reason = Reason(rule.effect, f"{verb} by role `{role}`", role=role,
-                                location=str(rule.span))
+                reason = Reason(
+                    rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
+                )
                 entry = RuleEntry(reason, slot, self._condition)
                 entries[key] = entry
             return entry
@@ -138,10 +142,17 @@ class Snapshot:
             denies = [rule_entry(r, role) for r, role in matched if r.effect == "deny"]
             allows = [rule_entry(r, role) for r, role in matched if r.effect == "allow"]
             allows.sort(key=lambda e: e.slot is not None)  # unconditional grants first
-            hooks = [h for h, hook in zip(hook_entries, rules.hooks, strict=True)
-                     if any(p.matches(tool) for p in hook.patterns)]
+            hooks = [
+                h
+                for h, hook in zip(hook_entries, rules.hooks, strict=True)
+                if any(p.matches(tool) for p in hook.patterns)
+            ]
             return make_plan(
-                tool, self.validators[tool], denies, allows, hooks,
+                tool,
+                self.validators[tool],
+                denies,
+                allows,
+                hooks,
                 execute_missing=spec.runs_code and not has_execute,
             )
 
@@ -178,10 +189,18 @@ class Snapshot:
             (r.target.parts[0], self._conditions.add(r.value, tools, value=True))
             for r in hook.rewrites
         )
-        text = hook.message or {"pause": "paused for approval", "deny": "denied",
-                                 "rewrite": "arguments rewritten"}[hook.kind]
-        reason = Reason(f"hook-{hook.kind}", f"hook `{hook.name}`: {text}", hook=hook.name,
-                        location=str(hook.span))
+        text = (
+            hook.message
+            or {"pause": "paused for approval", "deny": "denied", "rewrite": "arguments rewritten"}[
+                hook.kind
+            ]
+        )
+        reason = Reason(
+            f"hook-{hook.kind}",
+            f"hook `{hook.name}`: {text}",
+            hook=hook.name,
+            location=str(hook.span),
+        )
         return HookEntry(reason, hook.kind, slot, rewrites, self._condition)
 
     def _condition(self, slot: int) -> ConditionFn:
@@ -213,7 +232,9 @@ def decide(snapshot: Snapshot, request: Request) -> Decision:
     plans = snapshot.profiles.get(request.profile)
     if plans is None:
         return Decision("deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),))
-    return plans.plan_for(request.tool)(request.args, request.context, request.agent, request.thread)
+    return plans.plan_for(request.tool)(
+        request.args, request.context, request.agent, request.thread
+    )
 
 
 def compile_workspace(workspace: Workspace, revision: int = 0) -> Snapshot:

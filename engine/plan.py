@@ -73,9 +73,7 @@ def make_roles_check(
     not_granted_reason = (Reason("not-granted", f"no rule grants `{tool}`"),)
     not_granted = Decision("deny", None, not_granted_reason, (), near)
     deny_decisions = {id(r): Decision("deny", None, (r,)) for r, _ in deny_rules}
-    execute_denied = Decision(
-        "deny", None, (Reason("execute", EXECUTE_MESSAGE.format(name=tool)),)
-    )
+    execute_denied = Decision("deny", None, (Reason("execute", EXECUTE_MESSAGE.format(name=tool)),))
 
     def check(args: Any, x: Any, g: Any, t: Any) -> Decision:
         try:
@@ -141,8 +139,12 @@ def make_plan(
                 if cond is None or cond(a, x, g, t):
                     return Decision("deny", None, (*reasons, reason), errors)
             except Exception as exc:
-                return Decision("deny", None, (*reasons, reason),
-                                (*errors, _error(reason, exc, "applied deny hook")))
+                return Decision(
+                    "deny",
+                    None,
+                    (*reasons, reason),
+                    (*errors, _error(reason, exc, "applied deny hook")),
+                )
         rewritten = False
         for reason, cond, assignments in rewrite_hooks:
             try:
@@ -152,8 +154,12 @@ def make_plan(
                 for name, value in assignments:
                     new[name] = value(a, x, g, t)
             except Exception as exc:
-                return Decision("deny", None, (*reasons, reason),
-                                (*errors, _error(reason, exc, "rewrite failed, denied")))
+                return Decision(
+                    "deny",
+                    None,
+                    (*reasons, reason),
+                    (*errors, _error(reason, exc, "rewrite failed, denied")),
+                )
             a = new
             reasons = (*reasons, reason)
             rewritten = True
@@ -161,8 +167,13 @@ def make_plan(
             # A rewrite can never reach what the roles do not allow: check the new call.
             again = check(a, x, g, t)
             if again.effect != "allow":
-                return Decision("deny", None, (*reasons, *again.reasons),
-                                (*errors, *again.errors), again.near_misses)
+                return Decision(
+                    "deny",
+                    None,
+                    (*reasons, *again.reasons),
+                    (*errors, *again.errors),
+                    again.near_misses,
+                )
             a = again.args
             errors = (*errors, *again.errors)
         for reason, cond in pause_hooks:
@@ -170,8 +181,12 @@ def make_plan(
                 if cond is None or cond(a, x, g, t):
                     return Decision("pause", a, (*reasons, reason), errors)
             except Exception as exc:
-                return Decision("pause", a, (*reasons, reason),
-                                (*errors, _error(reason, exc, "applied pause hook")))
+                return Decision(
+                    "pause",
+                    a,
+                    (*reasons, reason),
+                    (*errors, _error(reason, exc, "applied pause hook")),
+                )
         return Decision("allow", a, reasons, errors)
 
     return plan

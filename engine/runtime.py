@@ -87,7 +87,7 @@ def text(value: Any) -> str:
 def seq(value: Any) -> Sequence[Any]:
     if type(value) is not list and type(value) is not tuple:
         raise EvalError(f"expected a list, got a {kind(value)}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def eq(a: Any, b: Any) -> bool:

@@ -86,7 +86,7 @@ def _tool_source(slot: int, tool: ToolSpec, consts: dict[str, Any]) -> str:
         "    seen = 0",
         "    out = args",
     ]
-    for index, param in enumerate(tool.params):
+    for param in tool.params:
         ty = T.from_ref(param.type)
         key = repr(param.name)
         lines.append(f"    if {key} in args:")
@@ -102,11 +102,15 @@ def _tool_source(slot: int, tool: ToolSpec, consts: dict[str, Any]) -> str:
         elif param.default is not None:
             default_const = f"d{slot}_{index}"
             consts[default_const] = literal(param.default)
-            copy = "copy(" + default_const + ")" if ty == "map" or ty.startswith("list") else default_const
+            copy = (
+                "copy(" + default_const + ")"
+                if ty == "map" or ty.startswith("list")
+                else default_const
+            )
             lines.append("    else:")
             lines.append("        if out is args:")
             lines.append("            out = dict(args)")
-            lines.append(f"        out[{key}] = {copy}")
+            lines.append(f"        out[{key}] = {default_src}")
     lines.append("    if seen != len(args):")
     lines.append(f"        _unknown(args, {tool_const}, {known_const})")
     lines.append("    return out")
@@ -115,8 +119,6 @@ def _tool_source(slot: int, tool: ToolSpec, consts: dict[str, Any]) -> str:
 
 def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
     """One compiled validator per tool, all compiled with a single `exec`."""
-    import copy as _copy
-
     consts: dict[str, Any] = {}
     sources: list[str] = []
     names: list[str] = []
@@ -130,7 +132,7 @@ def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
         "_ismap": is_map,
         "_wrong": wrong_type,
         "_unknown": unknown_argument,
-        "copy": _copy.deepcopy,
+        "Decimal": Decimal,
     }
     if sources:
         exec(compile("\n".join(sources), "<charter validators>", "exec"), namespace)

@@ -157,7 +157,7 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
     return "any" if found == "map" else _into_scalar(path, found, env)
 
 
-def _into_scalar(path: ast.Path, ty: str, env: TypeEnv) -> None:
+def _into_scalar(path: ast.Path, ty: str, env: TypeEnv) -> str | None:
     env.report(
         Diagnostic(
             "E0209",
@@ -312,7 +312,7 @@ def _infer_compare(cmp: ast.Compare, env: TypeEnv) -> str | None:
             return mismatch(f"`{op}` compares numbers; use `len(...)` to compare a length")
     elif op in ("in", "not in"):
         if not (right.startswith("list:") or right == "any"):
-            return mismatch(f"the right side of `{op}` must be a list, e.g. `[\"a\", \"b\"]`")
+            return mismatch(f'the right side of `{op}` must be a list, e.g. `["a", "b"]`')
         if not compatible(left, item_of(right)):
             return mismatch(f"the list holds `{item_of(right)}` values")
     else:  # startswith, endswith, contains, like

@@ -98,8 +98,18 @@ Line = tuple[int, str]  # (source line or 0, text)
 
 
 def _declaration_lines(decl: ast.Declaration) -> list[Line]:
-    def at(node: ast.Toolset | ast.ToolDecl | ast.Rule | ast.Hook | ast.Profile | ast.Test
-           | ast.Expect | ast.Rewrite | ast.Role | ast.Budget) -> int:
+    def at(
+        node: ast.Toolset
+        | ast.ToolDecl
+        | ast.Rule
+        | ast.Hook
+        | ast.Profile
+        | ast.Test
+        | ast.Expect
+        | ast.Rewrite
+        | ast.Role
+        | ast.Budget,
+    ) -> int:
         return node.span.line
 
     def item(node: ast.Toolset | ast.Hook | ast.Profile | ast.Test, key: str) -> int:
@@ -124,9 +134,7 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
         return _block(at(decl), f"role {decl.name}", rules)
     if isinstance(decl, ast.Hook):
         if decl.kind == "rewrite":
-            actions = [
-                (at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites
-            ]
+            actions = [(at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites]
         else:
             message = f" {string(decl.message)}" if decl.message is not None else ""
             actions = [(item(decl, decl.kind), f"{decl.kind}{message}")]

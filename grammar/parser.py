@@ -109,7 +109,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
             elif item[0] == "runs":
                 runs_code = True
         return ast.Toolset(
-            str(name), url, connection, runs_code, tuple(tools), span=self._sp(meta),
+            str(name),
+            url,
+            connection,
+            runs_code,
+            tuple(tools),
+            span=self._sp(meta),
             item_lines=tuple(lines),
         )
 
@@ -141,9 +146,7 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
                 meta,
                 "a default already makes a parameter optional: drop the `?`",
             )
-        return ast.Param(
-            str(name), type_, default, optional is not None, span=self._sp(meta)
-        )
+        return ast.Param(str(name), type_, default, optional is not None, span=self._sp(meta))
 
     @v_args(meta=True)
     def scalar_type(self, meta: Meta, items: list[Token]) -> ast.TypeRef:
@@ -203,7 +206,13 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         else:
             message = actions[0][1]
         return ast.Hook(
-            str(name), patterns, where, kind, message, rewrites, span=self._sp(meta),
+            str(name),
+            patterns,
+            where,
+            kind,
+            message,
+            rewrites,
+            span=self._sp(meta),
             item_lines=tuple((a[0], a[2]) for a in actions if a[0] != "rewrite"),
         )
 
@@ -288,7 +297,10 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         elif len(profiles) > 1:
             self._error("E0004", f"test {name} has more than one `profile` line", profiles[1][1])
         return ast.Test(
-            self._string(name), profile, expects, span=self._sp(meta),
+            self._string(name),
+            profile,
+            expects,
+            span=self._sp(meta),
             item_lines=tuple(("profile", p[1].line) for p in profiles[:1]),
         )
 
@@ -424,7 +436,9 @@ def _check_shape(tree: Tree[Token], file: str, options: ParseOptions) -> list[Di
     return []
 
 
-def parse(text: str, file: str = "<input>", options: ParseOptions = DEFAULT_OPTIONS) -> ast.SourceFile:
+def parse(
+    text: str, file: str = "<input>", options: ParseOptions = DEFAULT_OPTIONS
+) -> ast.SourceFile:
     """Parse one file. Raises `CharterSyntaxError` (and nothing else) on bad input."""
     if len(text.encode("utf-8", "surrogatepass")) > options.max_file_bytes:
         raise CharterSyntaxError(
@@ -453,7 +467,11 @@ def parse(text: str, file: str = "<input>", options: ParseOptions = DEFAULT_OPTI
         declarations = builder.transform(tree)
     except lark.exceptions.VisitError as exc:  # pragma: no cover - a bug, reported as one
         raise CharterSyntaxError(
-            [Diagnostic("E0001", f"cannot build the tree: {exc.orig_exc}", ast.Span(file, 1, 1, 1, 1))]
+            [
+                Diagnostic(
+                    "E0001", f"cannot build the tree: {exc.orig_exc}", ast.Span(file, 1, 1, 1, 1)
+                )
+            ]
         ) from None
     if builder.errors:
         raise CharterSyntaxError(builder.errors)
@@ -492,7 +510,9 @@ def syntax_diagnostic(exc: lark.exceptions.UnexpectedInput, file: str) -> Diagno
         if token.type == "$END":
             return Diagnostic("E0002", f"unexpected end of file, expected {expected}", span)
         return Diagnostic(
-            "E0002", f"unexpected {describe_token(token)}, expected {expected}", span,
+            "E0002",
+            f"unexpected {describe_token(token)}, expected {expected}",
+            span,
             _help_for(token, exc.expected),
         )
     if isinstance(exc, lark.exceptions.UnexpectedCharacters):
@@ -510,12 +530,16 @@ def syntax_diagnostic(exc: lark.exceptions.UnexpectedInput, file: str) -> Diagno
             f"unexpected end of file, expected {describe_expected(set(exc.expected))}",
             ast.Span(file, line, col, line, col),
         )
-    return Diagnostic("E0001", "cannot parse this input", ast.Span(file, line, col, line, col))  # pragma: no cover
+    return Diagnostic(
+        "E0001", "cannot parse this input", ast.Span(file, line, col, line, col)
+    )  # pragma: no cover
 
 
 def _help_for(token: Token, expected: set[str]) -> str | None:
     if "RBRACE" in expected and token.type == "NAME":
-        return f"`{token}` does not start a line here; check the spelling or close the block with `}}`"
+        return (
+            f"`{token}` does not start a line here; check the spelling or close the block with `}}`"
+        )
     if token.type == "EQUAL" and "COMPARE_OP" in expected:
         return "compare with `==`"
     return None

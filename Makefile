@@ -1,0 +1,45 @@
+# The README's two commands: `make serve` and `make test`. Both set up a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PACKAGES := grammar policy engine api
+
+.PHONY: install lint typecheck test fuzz bench serve fmt clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(VENV)/bin/ruff check $(PACKAGES) tests bench
+	$(VENV)/bin/ruff format --check $(PACKAGES) tests bench
+
+typecheck: install
+	$(VENV)/bin/mypy $(PACKAGES)
+
+test: lint typecheck
+	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest
+
+fuzz: install
+	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property -q
+
+bench: install
+	$(PY) -m bench.run
+
+fmt: install
+	$(VENV)/bin/ruff format $(PACKAGES) tests bench
+	$(VENV)/bin/ruff check --fix $(PACKAGES) tests bench
+
+serve: install
+	$(VENV)/bin/charter check fixtures/workspace
+	$(VENV)/bin/charter test fixtures/workspace
+	$(VENV)/bin/charter explain --workspace fixtures/workspace --profile support \
+	  --tool mail.send --args '{"to": "bob@example.com", "subject": "hi", "body": "hello"}'
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

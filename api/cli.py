@@ -1,0 +1,225 @@
+"""The `charter` command: check, fmt, test, decide and explain (plus the service's verbs).
+
+Exit codes: 0 success; 1 the policy has errors, a test failed or formatting differs;
+2 the command line itself was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.check import Workspace, load, read_sources
+from engine.compile import Snapshot, compile_workspace
+from engine.decision import Request
+from engine.explain import explain
+from engine.testing import run_tests
+from grammar.fmt import format_file
+from grammar.parser import parse
+from policy.diagnostics import CharterError, render_all, to_json
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
+    try:
+        workspace = load(paths)
+    except CharterError as exc:
+        if fmt == "json":
+            _out(to_json(exc.diagnostics))
+        else:
+            _err(render_all(exc.diagnostics, exc.sources))
+        return None
+    if workspace.warnings and fmt != "json":
+        _err(render_all(workspace.warnings, workspace.sources))
+    return workspace
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    workspace = _load(args.paths, args.format)
+    if workspace is None:
+        return 1
+    if args.format == "json":
+        _out(to_json(workspace.warnings))
+    else:
+        _out(
+            f"ok: {len(workspace.files)} files, {len(workspace.toolsets)} toolsets, "
+            f"{len(workspace.roles)} roles, {len(workspace.hooks)} hooks, "
+            f"{len(workspace.profiles)} profiles, {len(workspace.tests)} tests"
+        )
+    return 0
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    try:
+        sources = read_sources(args.paths)
+    except CharterError as exc:
+        _err(render_all(exc.diagnostics, exc.sources))
+        return 1
+    status = 0
+    for path, text in sources:
+        try:
+            formatted = format_file(parse(text, path))
+        except CharterError as exc:
+            _err(render_all(exc.diagnostics, {path: text}))
+            status = 1
+            continue
+        if args.check:
+            if formatted != text:
+                _out(f"would reformat {path}")
+                status = 1
+        elif args.write:
+            if formatted != text:
+                Path(path).write_text(formatted, encoding="utf-8")
+                _out(f"reformatted {path}")
+        else:
+            sys.stdout.write(formatted)
+    return status
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    workspace = _load(args.paths)
+    if workspace is None:
+        return 1
+    results = run_tests(compile_workspace(workspace))
+    passed = sum(r.passed for r in results)
+    failed = len(results) - passed
+    if args.format == "json":
+        _out(
+            json.dumps(
+                {"passed": passed, "failed": failed, "results": [r.to_json() for r in results]},
+                indent=2,
+                default=str,
+            )
+        )
+        return 1 if failed else 0
+    for result in results:
+        if result.passed:
+            continue
+        expect = result.expect
+        _out(f'FAIL {expect.span}: test "{result.test}": expect {expect.effect} {expect.tool}')
+        _out(f"  {result.failure}")
+        for reason in result.decision.reasons:
+            where = f" at {reason.location}" if reason.location else ""
+            _out(f"  because {reason.message}{where}")
+        for error in result.decision.errors:
+            _out(f"  condition error at {error.location}: {error.message}")
+        for miss in result.decision.near_misses:
+            _out(f"  near miss: {miss.message} at {miss.location}")
+    _out(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _json_arg(text: str | None, name: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(
+            f"charter: --{name} is not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from None
+
+
+def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
+    workspace = _load([args.workspace])
+    if workspace is None:
+        return None
+    call_args = _json_arg(args.args, "args")
+    request = Request(
+        args.profile,
+        args.tool,
+        call_args if call_args is not None else {},
+        _json_arg(args.context, "context"),
+    )
+    return compile_workspace(workspace), request
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    loaded = _request(args)
+    if loaded is None:
+        return 1
+    snapshot, request = loaded
+    _out(json.dumps(snapshot.decide(request).to_json(), indent=2, default=str))
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    loaded = _request(args)
+    if loaded is None:
+        return 1
+    _, text = explain(*loaded)
+    _out(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="charter", description="Charter policy tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("check", help="check a workspace for errors")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("fmt", help="print files in canonical form")
+    p.add_argument("paths", nargs="+")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if any file would change")
+    mode.add_argument("--write", action="store_true", help="rewrite files in place")
+    p.set_defaults(func=cmd_fmt)
+
+    p = sub.add_parser("test", help="run the workspace's test blocks")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_test)
+
+    for name, func, text in (
+        ("decide", cmd_decide, "decide one call (JSON)"),
+        ("explain", cmd_explain, "decide one call, as a readable trace"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--workspace", required=True)
+        p.add_argument("--profile", required=True)
+        p.add_argument("--tool", required=True)
+        p.add_argument("--args", default="{}", help="the call's arguments as JSON")
+        p.add_argument("--context", default=None, help="caller-supplied context as JSON")
+        p.set_defaults(func=func)
+
+    _extend(sub)
+    return parser
+
+
+def _extend(sub: Any) -> None:
+    """Verbs that live in their own modules register here (fit, tools, diff, serve)."""
+    import importlib
+
+    for module in ("api.cli_fit", "api.cli_serve"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

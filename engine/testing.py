@@ -1,0 +1,61 @@
+"""Runs the `test` blocks of a workspace: the policy author's own tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine import runtime
+from engine.compile import Snapshot
+from engine.decision import Decision, Request
+from engine.shape import literal
+from policy import ast
+
+
+@dataclass(frozen=True)
+class ExpectResult:
+    test: str
+    expect: ast.Expect
+    decision: Decision
+    failure: str | None  # None when the expectation held
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "test": self.test,
+            "location": str(self.expect.span),
+            "expected": self.expect.effect,
+            "tool": self.expect.tool,
+            "actual": self.decision.effect,
+            "passed": self.passed,
+            "failure": self.failure,
+            "decision": self.decision.to_json(),
+        }
+
+
+def run_expect(snapshot: Snapshot, test: ast.Test, expect: ast.Expect) -> ExpectResult:
+    context = literal(expect.context) if expect.context is not None else None
+    request = Request(test.profile, expect.tool, literal(expect.args), context)
+    decision = snapshot.decide(request)
+    failure = None
+    if decision.effect != expect.effect:
+        failure = f"expected `{expect.effect}`, got `{decision.effect}`"
+    elif expect.rewritten is not None:
+        actual = dict(decision.args or {})
+        for key, value in literal(expect.rewritten).items():
+            if key not in actual or not runtime.eq(actual[key], value):
+                shown = repr(actual[key]) if key in actual else "missing"
+                failure = f"expected argument `{key}` to be {value!r}, got {shown}"
+                break
+    return ExpectResult(test.name, expect, decision, failure)
+
+
+def run_tests(snapshot: Snapshot) -> list[ExpectResult]:
+    return [
+        run_expect(snapshot, test, expect)
+        for test in snapshot.workspace.tests
+        for expect in test.expects
+    ]
