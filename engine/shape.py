@@ -100,13 +100,9 @@ def _tool_source(slot: int, tool: ToolSpec, consts: dict[str, Any]) -> str:
                 f"        raise ShapeError('missing required argument `' + {key} + '` of `' + {tool_const} + '`')"
             )
         elif param.default is not None:
-            default_const = f"d{slot}_{index}"
-            consts[default_const] = literal(param.default)
-            copy = (
-                "copy(" + default_const + ")"
-                if ty == "map" or ty.startswith("list")
-                else default_const
-            )
+            # A fresh value per call (the repr of a literal rebuilds it), so no caller
+            # can mutate the default that another call sees.
+            default_src = repr(literal(param.default))
             lines.append("    else:")
             lines.append("        if out is args:")
             lines.append("            out = dict(args)")
