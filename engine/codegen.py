@@ -29,6 +29,19 @@ _HELPERS: dict[str, Any] = {
     "_len": runtime.length, "_lower": runtime.lower, "_host": runtime.host,
 }  # fmt: skip
 
+
+def _plain(value: Any) -> Any:
+    """A rewrite's value as call data: list literals compile to tuples (fast `in`), but an
+    argument of type `list[T]` must be a list to pass the re-check of the rewritten call."""
+    if type(value) is tuple or type(value) is list:
+        return [_plain(v) for v in value]
+    if type(value) is dict:
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+_HELPERS["_plain"] = _plain
+
 _ROOT_VARS = {"args": "a", "context": "x", "agent": "g", "thread": "t"}
 _ORDER_OPS = {"<": "_lt", "<=": "_le", ">": "_gt", ">=": "_ge"}
 _STRING_OPS = {"startswith": "_sw", "endswith": "_ew", "contains": "_ct", "like": "_like"}
@@ -162,7 +175,7 @@ class ConditionCompiler:
         if key in self._cache:
             return self._cache[key]
         gen = _Gen(tools, self._consts)
-        src = gen.gen(expr)[0] if value else gen.boolean(expr)
+        src = f"_plain({gen.gen(expr)[0]})" if value else gen.boolean(expr)
         slot = len(self._sources)
         self._sources.append(f"def c{slot}(a, x, g, t):\n    return {src}\n")
         self._cache[key] = slot

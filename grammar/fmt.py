@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from decimal import Decimal
 
 from policy import ast
@@ -174,10 +175,17 @@ def format_file(source: ast.SourceFile) -> str:
         if index:
             out.append((0, ""))
         out.extend(_declaration_lines(decl))
-    return _merge_comments(out, list(source.comments))
+    source_lines = source.text.splitlines()
+    # A comment followed by a blank line (a file header, a section title) keeps it.
+    spaced = {
+        c[0] for c in source.comments if c[0] < len(source_lines) and not source_lines[c[0]].strip()
+    }
+    return _merge_comments(out, list(source.comments), spaced)
 
 
-def _merge_comments(lines: list[Line], comments: list[tuple[int, int, str]]) -> str:
+def _merge_comments(
+    lines: list[Line], comments: list[tuple[int, int, str]], spaced: Collection[int] = ()
+) -> str:
     texts: list[str] = []
     pending = sorted(comments)
     owner_lines = {ln for ln, _ in lines if ln}
@@ -187,7 +195,10 @@ def _merge_comments(lines: list[Line], comments: list[tuple[int, int, str]]) -> 
         if ln:
             indent = text[: len(text) - len(text.lstrip())]
             while leading and leading[0][0] < ln:
-                texts.append(indent + leading.pop(0)[2])
+                line, _, comment = leading.pop(0)
+                texts.append(indent + comment)
+                if line in spaced:
+                    texts.append("")
             if ln in trailing:
                 text = f"{text}  {trailing.pop(ln)}"
         texts.append(text)

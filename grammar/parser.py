@@ -222,7 +222,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
 
     @v_args(meta=True)
     def deny_action(self, meta: Meta, items: list[Token | None]) -> tuple[str, str | None, int]:
-        return ("deny", self._string(items[0]) if items[0] is not None else None, meta.line)
+        message = items[-1]  # items[0] is the kept `deny` token
+        return (
+            "deny",
+            self._string(message) if message and message.type == "STRING" else None,
+            meta.line,
+        )
 
     @v_args(meta=True)
     def rewrite_action(self, meta: Meta, items: list[Any]) -> tuple[str, ast.Rewrite]:
