@@ -141,6 +141,28 @@ class _Checker:
         self.hooks: dict[str, ast.Hook] = {h.name: h for h in default_hooks()}
         self.profiles: dict[str, ast.Profile] = {}
         self.tests: list[ast.Test] = []
+        self.texts: dict[str, str] = {f.path: f.text for f in files}
+
+    def item_span(
+        self, node: ast.Profile | ast.Test, kind: str, name: str, last: bool = False
+    ) -> ast.Span:
+        """The span of `name` on a declaration's `kind` line (the AST keeps only that line's
+        number), so a caret points at the unknown name rather than the block's start."""
+        line = dict(node.item_lines).get(kind)
+        text = self.texts.get(node.span.file)
+        if line is None or text is None:
+            return node.span
+        lines = text.splitlines()
+        if not 1 <= line <= len(lines):
+            return node.span
+        source = lines[line - 1]
+        matches = list(re.finditer(rf"(?<![a-z0-9_-]){re.escape(name)}(?![a-z0-9_-])", source))
+        # The name may also be the keyword itself (`profile profile`): skip the keyword.
+        matches = [m for m in matches if m.start() > source.find(kind)]
+        if not matches:
+            return node.span
+        found = matches[-1] if last else matches[0]
+        return ast.Span(node.span.file, line, found.start() + 1, line, found.end() + 1)
 
     def report(self, diag: Diagnostic) -> None:
         (self.errors if diag.severity == "error" else self.warnings).append(diag)
@@ -225,7 +247,14 @@ class _Checker:
         for tool in ts.tools:
             full = f"{ts.name}.{tool.name}"
             if tool.name in names:
-                self.report(Diagnostic("E0109", f"tool `{full}` is declared twice", tool.span))
+                self.report(
+                    Diagnostic(
+                        "E0109",
+                        f"tool `{full}` is declared twice",
+                        tool.span,
+                        "remove one of them, or rename it",
+                    )
+                )
                 continue
             names.add(tool.name)
             params: set[str] = set()
@@ -236,6 +265,7 @@ class _Checker:
                             "E0110",
                             f"argument `{param.name}` of `{full}` is declared twice",
                             param.span,
+                            "remove one of them, or rename it",
                         )
                     )
                 params.add(param.name)
@@ -249,9 +279,11 @@ class _Checker:
                         self.report(
                             Diagnostic(
                                 "E0111",
-                                f"default of `{param.name}` is `{given or 'an expression'}`, "
-                                f"but the argument is `{declared}`",
+                                f"default of `{param.name}` is "
+                                + (f"a `{T.show(given)}`" if given else "not a single type")
+                                + f", but the argument is `{T.show(declared)}`",
                                 param.default.span,
+                                f"give a `{T.show(declared)}` value, or change the argument's type",
                             )
                         )
             self.tools[full] = ToolSpec(
@@ -316,7 +348,7 @@ class _Checker:
                         Diagnostic(
                             "E0104",
                             f"profile `{profile.name}` selects unknown role `{name}`",
-                            profile.span,
+                            self.item_span(profile, "roles", name),
                             did_you_mean(name, self.roles)
                             or "declare the role, or check the spelling",
                         )
@@ -327,7 +359,7 @@ class _Checker:
                         Diagnostic(
                             "E0105",
                             f"profile `{profile.name}` installs unknown hook `{name}`",
-                            profile.span,
+                            self.item_span(profile, "hooks", name),
                             did_you_mean(name, [*self.hooks, "default", "none"])
                             or "declare the hook, or check the spelling",
                         )
@@ -337,7 +369,13 @@ class _Checker:
                     Diagnostic(
                         "W0115",
                         f"profile `{profile.name}` lists a role twice",
-                        profile.span,
+                        self.item_span(
+                            profile,
+                            "roles",
+                            next(r for r in profile.roles if profile.roles.count(r) > 1),
+                            last=True,
+                        ),
+                        "remove the repeated name",
                         severity="warning",
                     )
                 )
@@ -347,7 +385,7 @@ class _Checker:
                     Diagnostic(
                         "E0106",
                         f'test "{test.name}" names unknown profile `{test.profile}`',
-                        test.span,
+                        self.item_span(test, "profile", test.profile),
                         did_you_mean(test.profile, self.profiles) or "declare the profile",
                     )
                 )
@@ -397,6 +435,7 @@ class _Checker:
                     "E0207",
                     f"a rewrite sets one argument, like `args.limit`; `{target}` is not one",
                     target.span,
+                    "rewrite a top-level argument of the call: `rewrite args.NAME = VALUE`",
                 )
             )
             return
@@ -407,7 +446,8 @@ class _Checker:
             self.report(
                 Diagnostic(
                     "E0207",
-                    f"hook `{hook.name}` sets `{target}` (`{declared}`) to a `{value}`",
+                    f"hook `{hook.name}` sets `{target}` (`{T.show(declared)}`) to a `{T.show(value)}`",
                     rewrite.value.span,
+                    f"give a `{T.show(declared)}` value",
                 )
             )

@@ -27,6 +27,12 @@ def from_ref(ref: ast.TypeRef) -> str:
     return ref.kind
 
 
+def show(ty: str) -> str:
+    """A type as an author writes it: `list:str` -> `list[str]`."""
+    depth = ty.count("list:")
+    return ty.replace("list:", "list[") + "]" * depth
+
+
 def item_of(ty: str) -> str:
     return ty[5:] if ty.startswith("list:") else "any"
 
@@ -142,7 +148,7 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
             env.report(
                 Diagnostic(
                     "E0204",
-                    f"`{path}` is `{found}` in one matched tool and `{ty}` in `{tool.name}`",
+                    f"`{path}` is `{show(found)}` in one matched tool and `{show(ty)}` in `{tool.name}`",
                     path.span,
                     "narrow the pattern so every matched tool gives the argument one type",
                 )
@@ -161,9 +167,9 @@ def _into_scalar(path: ast.Path, ty: str, env: TypeEnv) -> str | None:
     env.report(
         Diagnostic(
             "E0209",
-            f"`{path}` reads into a value of type `{ty}`, which has no fields",
+            f"`{path}` reads into a value of type `{show(ty)}`, which has no fields",
             path.span,
-            f"only `map` values have fields; `{'.'.join((path.root, *path.parts[:1]))}` is `{ty}`",
+            f"only `map` values have fields; `{'.'.join((path.root, *path.parts[:1]))}` is `{show(ty)}`",
         )
     )
     return None
@@ -187,7 +193,7 @@ def infer(expr: ast.Expr, env: TypeEnv) -> str | None:
                     env.report(
                         Diagnostic(
                             "E0210",
-                            f"list mixes `{ty}` and `{item_ty}` values",
+                            f"list mixes `{show(ty)}` and `{show(item_ty)}` values",
                             item.span,
                             "every item of a list has one type",
                         )
@@ -219,7 +225,7 @@ def _expect_bool(expr: ast.Expr, env: TypeEnv) -> None:
         env.report(
             Diagnostic(
                 "E0203",
-                f"expected a condition (`bool`), found `{ty}`",
+                f"expected a condition (`bool`), found `{show(ty)}`",
                 expr.span,
                 "compare the value, e.g. `x == ...`, or test it with `has(...)`",
             )
@@ -276,7 +282,7 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
         env.report(
             Diagnostic(
                 "E0202",
-                f"`{call.fn}` does not take a `{ty}`",
+                f"`{call.fn}` does not take a `{show(ty)}`",
                 arg.span,
                 f"`{call.fn}` takes {' or '.join(f'`{a}`' for a in allowed[call.fn] if a != 'any')}"
                 + (" or a list" if call.fn == "len" else ""),
@@ -296,7 +302,7 @@ def _infer_compare(cmp: ast.Compare, env: TypeEnv) -> str | None:
         env.report(
             Diagnostic(
                 "E0202",
-                f"`{cmp.op}` cannot compare `{left}` with `{right}`",
+                f"`{cmp.op}` cannot compare `{show(left)}` with `{show(right)}`",
                 cmp.span,
                 help,
             )
@@ -314,7 +320,7 @@ def _infer_compare(cmp: ast.Compare, env: TypeEnv) -> str | None:
         if not (right.startswith("list:") or right == "any"):
             return mismatch(f'the right side of `{op}` must be a list, e.g. `["a", "b"]`')
         if not compatible(left, item_of(right)):
-            return mismatch(f"the list holds `{item_of(right)}` values")
+            return mismatch(f"the list holds `{show(item_of(right))}` values")
     else:  # startswith, endswith, contains, like
         if left not in ("str", "any") or right not in ("str", "any"):
             return mismatch(f"`{op}` works on strings")

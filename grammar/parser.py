@@ -17,9 +17,9 @@ import lark
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.tree import Meta
 
-from grammar.tokens import describe_expected, describe_token
+from grammar.tokens import character_help, describe_expected, describe_token, token_help
 from policy import ast
-from policy.diagnostics import CharterSyntaxError, Diagnostic
+from policy.diagnostics import CharterSyntaxError, Diagnostic, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         except ValueError:
             self._error(
                 "E0003",
-                f"invalid escape in string literal {token}",
+                f"invalid escape in string literal `{token}`",
                 token,
                 'strings use JSON escapes: \\", \\\\, \\n, \\t, \\uXXXX',
             )
@@ -102,7 +102,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
             lines.append((item[0], item[-1].line))
             if item[0] == "url":
                 if url is not None:
-                    self._error("E0004", f"toolset `{name}` has more than one `url`", item[2])
+                    self._error(
+                        "E0004",
+                        f"toolset `{name}` has more than one `url`",
+                        item[2],
+                        "a toolset has one address: keep one `url` line",
+                    )
                 url = item[1]
             elif item[0] == "connection":
                 connection = True
@@ -246,7 +251,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         lines = tuple((kind, where.line) for kind, _, where in body)
         for kind, value, where in body:
             if kind in seen:
-                self._error("E0004", f"profile `{name}` has more than one `{kind}` line", where)
+                self._error(
+                    "E0004",
+                    f"profile `{name}` has more than one `{kind}` line",
+                    where,
+                    f"merge them into one `{kind}` line",
+                )
             seen.add(kind)
             if kind == "roles":
                 roles = value
@@ -282,7 +292,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         amount, period = items
         value = amount.value
         if value < 0:
-            self._error("E0009", "a budget cannot be negative", meta)
+            self._error(
+                "E0009",
+                "a budget cannot be negative",
+                meta,
+                "write an amount of 0 or more, or leave out `budget` for no cap",
+            )
         return ("budget", ast.Budget(Decimal(value), str(period), span=self._sp(meta)), meta)  # type: ignore[arg-type]
 
     # ---- tests --------------------------------------------------------------------
@@ -300,7 +315,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
                 "add a `profile NAME` line to the test",
             )
         elif len(profiles) > 1:
-            self._error("E0004", f"test {name} has more than one `profile` line", profiles[1][1])
+            self._error(
+                "E0004",
+                f"test {name} has more than one `profile` line",
+                profiles[1][1],
+                "a test runs against one profile: write one test per profile",
+            )
         return ast.Test(
             self._string(name),
             profile,
@@ -342,7 +362,12 @@ class _Builder(Transformer[Token, list[ast.Declaration]]):
         seen: set[str] = set()
         for key, _value in entries:
             if key in seen:
-                self._error("E0011", f"key `{key}` appears twice in this map", meta)
+                self._error(
+                    "E0011",
+                    f"key `{key}` appears twice in this map",
+                    meta,
+                    "keep one of the two entries",
+                )
             seen.add(key)
         return ast.MapLit(entries, span=self._sp(meta))
 
@@ -459,7 +484,7 @@ def parse(
     try:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedInput as exc:
-        raise CharterSyntaxError([syntax_diagnostic(exc, file)]) from None
+        raise CharterSyntaxError([syntax_diagnostic(exc, file, text)]) from None
     except lark.exceptions.LarkError as exc:  # pragma: no cover - defensive
         raise CharterSyntaxError(
             [Diagnostic("E0001", f"cannot parse: {exc}", ast.Span(file, 1, 1, 1, 1))]
@@ -504,32 +529,70 @@ def _comments(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def syntax_diagnostic(exc: lark.exceptions.UnexpectedInput, file: str) -> Diagnostic:
+def _accepted(exc: lark.exceptions.UnexpectedToken) -> set[str]:
+    """The tokens the parser really accepts here (the raw set includes merged states')."""
+    try:
+        accepted = set(exc.interactive_parser.accepts())  # type: ignore[no-untyped-call]
+    except Exception:  # pragma: no cover - fall back to lark's own list
+        return set(exc.expected)
+    return accepted or set(exc.expected)
+
+
+def _word_at(text: str, line: int, col: int) -> tuple[int, str]:
+    """(start column, word) of the identifier-like word around a position, if any."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return col, ""
+    source = lines[line - 1]
+    start = end = col - 1
+    while start > 0 and (source[start - 1].isalnum() or source[start - 1] in "_-"):
+        start -= 1
+    while end < len(source) and (source[end].isalnum() or source[end] in "_-"):
+        end += 1
+    return start + 1, source[start:end]
+
+
+_TYPES = ("str", "int", "decimal", "bool", "map", "list")
+
+
+def syntax_diagnostic(
+    exc: lark.exceptions.UnexpectedInput, file: str, text: str = ""
+) -> Diagnostic:
     line = getattr(exc, "line", 1) or 1
     col = getattr(exc, "column", 1) or 1
     if isinstance(exc, lark.exceptions.UnexpectedToken):
         token = exc.token
+        accepted = _accepted(exc)
+        expected = describe_expected(accepted)
+        if token.type == "$END":
+            span = ast.Span(file, line, col, line, col + 1)
+            help = "a block opened with `{` is not closed" if "RBRACE" in accepted else None
+            return Diagnostic("E0002", f"unexpected end of file, expected {expected}", span, help)
+        start, word = _word_at(text, line, col)
+        if token.type == "NAME" and start < col and word:
+            # The lexer split a word (`string` -> `str` `ing`): report the whole word.
+            span = ast.Span(file, line, start, line, start + len(word))
+            if accepted <= {"COMMA", "EQUAL", "RPAR", "RSQB"}:
+                return Diagnostic(
+                    "E0002",
+                    f"unknown type `{word}`",
+                    span,
+                    (did_you_mean(word, _TYPES) or "")
+                    + " types are `str`, `int`, `decimal`, `bool`, `map` and `list[T]`",
+                )
+            return Diagnostic("E0002", f"unexpected `{word}`, expected {expected}", span)
         width = max(1, len(str(token)))
         span = ast.Span(file, line, col, line, col + width)
-        expected = describe_expected(exc.expected)
-        if token.type == "$END":
-            return Diagnostic("E0002", f"unexpected end of file, expected {expected}", span)
         return Diagnostic(
             "E0002",
             f"unexpected {describe_token(token)}, expected {expected}",
             span,
-            _help_for(token, exc.expected),
+            token_help(token, accepted),
         )
     if isinstance(exc, lark.exceptions.UnexpectedCharacters):
-        char = exc.char
-        span = ast.Span(file, line, col, line, col + 1)
-        help = None
-        if char == "'":
-            help = 'strings use double quotes: "like this"'
-        elif char.isupper():
-            help = "names are lowercase: `[a-z][a-z0-9_-]*`"
-        return Diagnostic("E0001", f"unexpected character `{char}`", span, help)
-    if isinstance(exc, lark.exceptions.UnexpectedEOF):
+        message, help = character_help(exc.char)
+        return Diagnostic("E0001", message, ast.Span(file, line, col, line, col + 1), help)
+    if isinstance(exc, lark.exceptions.UnexpectedEOF):  # pragma: no cover - LALR raises $END
         return Diagnostic(
             "E0002",
             f"unexpected end of file, expected {describe_expected(set(exc.expected))}",
@@ -538,13 +601,3 @@ def syntax_diagnostic(exc: lark.exceptions.UnexpectedInput, file: str) -> Diagno
     return Diagnostic(
         "E0001", "cannot parse this input", ast.Span(file, line, col, line, col)
     )  # pragma: no cover
-
-
-def _help_for(token: Token, expected: set[str]) -> str | None:
-    if "RBRACE" in expected and token.type == "NAME":
-        return (
-            f"`{token}` does not start a line here; check the spelling or close the block with `}}`"
-        )
-    if token.type == "EQUAL" and "COMPARE_OP" in expected:
-        return "compare with `==`"
-    return None
