@@ -117,7 +117,8 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
                     "E0201",
                     f"`{path.root}` has no field `{head}`",
                     path.span,
-                    did_you_mean(head, fields) or f"fields: {', '.join(sorted(fields))}",
+                    did_you_mean(head, fields)
+                    or f"`{path.root}` has {', '.join(f'`{f}`' for f in sorted(fields))}",
                 )
             )
             return None
@@ -244,7 +245,8 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
                 "E0205",
                 f"unknown function `{call.fn}`",
                 call.span,
-                did_you_mean(call.fn, arity) or "functions: has, len, lower, host",
+                did_you_mean(call.fn, arity)
+                or "the functions are `has`, `len`, `lower` and `host`",
             )
         )
         return None
@@ -254,6 +256,7 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
                 "E0205",
                 f"`{call.fn}` takes {arity[call.fn]} argument, got {len(call.args)}",
                 call.span,
+                f"call it with one value: `{call.fn}(args.name)`",
             )
         )
         return None
@@ -265,6 +268,7 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
                     "E0206",
                     "`has` takes a path such as `args.cc` or `context.ip`",
                     arg.span,
+                    "write the path itself, without quotes: `has(args.cc)`",
                 )
             )
             return None
@@ -284,8 +288,11 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
                 "E0202",
                 f"`{call.fn}` does not take a `{show(ty)}`",
                 arg.span,
-                f"`{call.fn}` takes {' or '.join(f'`{a}`' for a in allowed[call.fn] if a != 'any')}"
-                + (" or a list" if call.fn == "len" else ""),
+                f"`{call.fn}` takes "
+                + " or ".join(
+                    [f"a `{a}`" for a in allowed[call.fn] if a != "any"]
+                    + (["a list"] if call.fn == "len" else [])
+                ),
             )
         )
         return None

@@ -17,6 +17,9 @@ from policy.ast import NO_SPAN, Span
 
 Severity = Literal["error", "warning"]
 
+# Source lines longer than this are shown as a window around the reported span.
+MAX_SOURCE_WIDTH = 100
+
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
@@ -80,9 +83,19 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
             if span.end_line == span.line and span.end_col > span.col:
                 width = span.end_col - span.col
             width = max(1, min(width, len(source_line) - span.col + 1))
+            offset = span.col - 1
+            if len(source_line) > MAX_SOURCE_WIDTH:
+                # A very long line is shown as a window around the span, marked with `...`.
+                start = max(0, offset - MAX_SOURCE_WIDTH // 4)
+                shown = source_line[start : start + MAX_SOURCE_WIDTH]
+                prefix = "..." if start else ""
+                suffix = "..." if start + MAX_SOURCE_WIDTH < len(source_line) else ""
+                source_line = prefix + shown + suffix
+                offset = offset - start + len(prefix)
+                width = max(1, min(width, len(prefix) + len(shown) - offset))
             lines.append(f"{pad} |")
             lines.append(f"{gutter} | {source_line}")
-            lines.append(f"{pad} | {' ' * (span.col - 1)}{'^' * width}")
+            lines.append(f"{pad} | {' ' * offset}{'^' * width}")
     if diag.help:
         lines.append(f"  = help: {diag.help}")
     return "\n".join(lines)
