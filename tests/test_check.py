@@ -1,0 +1,162 @@
+"""The checker: names resolve across files, conditions are typed, errors are collected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.check import CheckOptions, Workspace, check_sources, load, read_sources
+from grammar.parser import ParseOptions
+from policy.diagnostics import CharterError, Diagnostic
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULTS = CheckOptions()
+GMAIL = "toolset gmail {\n  tool send(to: str, cc: list[str] = [], n: int = 1)\n}\n"
+
+
+def errors(*files: str, options: CheckOptions = DEFAULTS) -> list[Diagnostic]:
+    with pytest.raises(CharterError) as info:
+        check_sources([(f"f{i}.charter", text) for i, text in enumerate(files)], options)
+    return info.value.diagnostics
+
+
+def codes(*files: str, options: CheckOptions = DEFAULTS) -> list[str]:
+    return [d.code for d in errors(*files, options=options)]
+
+
+def test_the_fixtures_workspace_checks() -> None:
+    ws = load([ROOT / "fixtures" / "workspace"])
+    assert len(ws.toolsets) >= 6 and len(ws.roles) >= 8 and len(ws.profiles) >= 4
+    assert {"mail", "gmail", "calendar", "drive", "github", "scripts", "web"} <= set(ws.toolsets)
+    assert sum(len(t.expects) for t in ws.tests) >= 40
+    assert {h.kind for h in ws.hooks.values()} == {"pause", "deny", "rewrite"}
+    assert ws.warnings == ()
+
+
+def test_declarations_refer_across_files() -> None:
+    ws = check_sources(
+        [
+            ("a.charter", "profile p {\n  roles r\n  hooks h\n}\n"),
+            ("b.charter", 'role r {\n  allow gmail.send where args.to endswith "@x.com"\n}\n'),
+            ("c.charter", "hook h on gmail.send {\n  pause\n}\n" + GMAIL),
+        ]
+    )
+    assert isinstance(ws, Workspace)
+    assert [h.name for h in ws.profile_hooks(ws.profiles["p"])] == ["h"]
+    assert "gmail.send" in ws.tools and not ws.tools["gmail.send"].builtin
+
+
+def test_profile_hooks_expand_default_and_none() -> None:
+    ws = check_sources(
+        [("a.charter", GMAIL + "profile d {\n  roles\n}\nprofile n {\n  roles\n  hooks none\n}\n")]
+    )
+    assert len(ws.profile_hooks(ws.profiles["d"])) == 6
+    assert ws.profile_hooks(ws.profiles["n"]) == ()
+
+
+@pytest.mark.parametrize(
+    ("source", "code"),
+    [
+        ("role a {\n  allow gmail.sned\n}\n", "E0101"),
+        ("role a {\n  allow gmial.*\n}\n", "E0102"),
+        ("role a {\n  deny gmail.send\n}\n", "E0103"),
+        ("role a {\n  deny *\n}\n", "E0103"),
+        ("profile p {\n  roles nope\n}\n", "E0104"),
+        ("profile p {\n  hooks nope\n}\n", "E0105"),
+        ('test "t" {\n  profile nope\n}\n', "E0106"),
+        ("role a {}\nrole a {}\n", "E0107"),
+        ("toolset roles {\n  tool x()\n}\n", "E0108"),
+        ("toolset callables {\n  tool x()\n}\n", "E0108"),
+        ("toolset t {\n  tool x()\n  tool x()\n}\n", "E0109"),
+        ("toolset t {\n  tool x(a: str, a: int)\n}\n", "E0110"),
+        ('toolset t {\n  tool x(a: int = "1")\n}\n', "E0111"),
+        ('toolset t {\n  url "ftp://x"\n}\n', "E0113"),
+        ('profile p {\n  roles\n}\ntest "t" {\n  profile p\n  expect deny nope.x {}\n}\n', "E0114"),
+        ("role a {\n  allow gmail.send where args.too == 1\n}\n", "E0201"),
+        ("role a {\n  allow search where thread.size > 1\n}\n", "E0201"),
+        ('role a {\n  allow gmail.send where args.n < "1"\n}\n', "E0202"),
+        ("role a {\n  allow gmail.send where args.to in args.to\n}\n", "E0202"),
+        ("role a {\n  allow gmail.send where args.n\n}\n", "E0203"),
+        ("role a {\n  allow gmail.send where not args.to\n}\n", "E0203"),
+        ('role a {\n  allow gmail.send where upper(args.to) == "X"\n}\n', "E0205"),
+        ("role a {\n  allow gmail.send where has(1)\n}\n", "E0206"),
+        ("hook h on gmail.send {\n  rewrite args.cc = 3\n}\n", "E0207"),
+        ("hook h on gmail.send {\n  rewrite args.cc.x = 3\n}\n", "E0207"),
+        ("role a {\n  allow gmail.send where args.to.x == 1\n}\n", "E0209"),
+        ('role a {\n  allow gmail.send where args.n in [1, "2"]\n}\n', "E0210"),
+    ],
+)
+def test_each_checker_error(source: str, code: str) -> None:
+    found = errors(GMAIL, source)
+    assert code in [d.code for d in found]
+    diag = next(d for d in found if d.code == code)
+    assert diag.span.file == "f1.charter" and diag.span.line >= 1
+    assert diag.message[0].islower() or diag.message[0] in '`"'
+
+
+def test_pattern_matching_tools_with_different_argument_types() -> None:
+    ts = "toolset t {\n  tool a(x: str)\n  tool b(x: int)\n}\n"
+    assert codes(ts, "role r {\n  allow t.* where args.x == 1\n}\n") == ["E0204"]
+    # Numeric types join: int and decimal may be compared together.
+    ok = "toolset t {\n  tool a(x: int)\n  tool b(x: decimal)\n}\n"
+    check_sources([("a.charter", ok + "role r {\n  allow t.* where args.x < 2\n}\n")])
+
+
+def test_context_and_metadata_are_unchecked_until_run_time() -> None:
+    check_sources(
+        [
+            (
+                "a.charter",
+                'role r {\n  allow search where context.a.b == 1 and agent.metadata.team == "x"\n}\n',
+            )
+        ]
+    )
+
+
+def test_limits() -> None:
+    many = "role big {\n" + "  allow search\n" * 5 + "}\n"
+    assert codes(many, options=CheckOptions(max_rules_per_role=4)) == ["E0112"]
+    assert codes("role a {}", "role b {}", options=CheckOptions(max_files=1)) == ["E0016"]
+    big = "role a {\n  allow search where args.limit in [" + ", ".join(["1"] * 30) + "]\n}\n"
+    assert codes(big, options=CheckOptions(parse=ParseOptions(max_expr_nodes=10))) == ["E0208"]
+    assert codes("# " + "x" * 50, options=CheckOptions(parse=ParseOptions(max_file_bytes=20))) == [
+        "E0014"
+    ]
+
+
+def test_all_errors_are_collected_and_sorted() -> None:
+    found = errors(
+        "profile p {\n  roles missing\n}\nrole a {\n  allow nope.x\n}\n",
+        "role b {\n  allow search where",
+        'role c {\n  allow search where args.limit == "x"\n}\n',
+    )
+    assert [(d.span.file, d.span.line, d.code) for d in found] == [
+        ("f0.charter", 2, "E0104"),
+        ("f0.charter", 5, "E0101"),
+        ("f1.charter", 2, "E0002"),
+        ("f2.charter", 2, "E0202"),
+    ]
+    assert found == sorted(found, key=Diagnostic.sort_key)
+
+
+def test_warnings_do_not_fail_the_check() -> None:
+    ws = check_sources(
+        [("a.charter", "role r {\n  allow search\n}\nprofile p {\n  roles r, r\n}\n")]
+    )
+    assert [w.code for w in ws.warnings] == ["W0115"]
+    assert ws.warnings[0].severity == "warning" and ws.warnings[0].span.line == 5
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "a.charter").write_bytes(b"\xff\xfe")
+    with pytest.raises(CharterError) as info:
+        read_sources([tmp_path])
+    assert info.value.diagnostics[0].code == "E0015"
+
+
+def test_only_charter_files_in_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not charter")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.charter").write_text("role r {}\n")
+    assert [Path(p).name for p, _ in read_sources([tmp_path])] == ["a.charter"]

@@ -1,0 +1,233 @@
+"""The parser: every construct, positions, equality without spans, errors and limits."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import pytest
+
+from grammar.parser import ParseOptions, parse
+from policy import ast
+from policy.diagnostics import CharterSyntaxError
+
+EVERYTHING = """
+toolset gmail {
+  url "https://tools.example.com/gmail"
+  connection required
+  tool send(to: str, cc: list[str] = [], meta?: map, ratio: decimal = 0.5, ok: bool = true)
+}
+toolset scripts {
+  runs code
+  tool run(source: str)
+}
+role r {
+  allow gmail.send, gmail.*, *, tool:* where args.to endswith "@x.com" and not (len(args.cc) > 2)
+  deny agents.delete where args.id in ["a", "b"] or args.id not in ["c"]
+  allow search where context.ip like "10.*" and has(context.ip) and lower(agent.name) != "x"
+  allow navigate where host(args.url) == "example.com" and thread.depth <= 3 and thread.cost < 1.5
+}
+hook h on gmail.send where args.to contains "@" { pause "ok" }
+hook d on agents.delete { deny }
+hook w on search { rewrite args.limit = 5 rewrite args.query = "x" }
+profile p {
+  roles r
+  hooks default, h
+  budget 5 usd per 24h
+}
+profile q {
+  roles
+  hooks none
+}
+test "t" {
+  profile p
+  expect allow gmail.send { to: "a@x.com", "odd key": [1, 2.5, null, false] } context { ip: "10.0.0.1" } rewritten { to: "a@x.com" }
+}
+"""
+
+
+def test_every_construct_parses() -> None:
+    tree = parse(EVERYTHING, "all.charter")
+    kinds = [type(d).__name__ for d in tree.declarations]
+    assert kinds == [
+        "Toolset",
+        "Toolset",
+        "Role",
+        "Hook",
+        "Hook",
+        "Hook",
+        "Profile",
+        "Profile",
+        "Test",
+    ]
+    gmail, scripts, role, pause, deny, rewrite, p, q, test = tree.declarations
+    assert isinstance(gmail, ast.Toolset) and gmail.connection_required and not gmail.runs_code
+    assert gmail.url == "https://tools.example.com/gmail"
+    send = gmail.tools[0]
+    assert [(x.name, str(x.type), x.optional) for x in send.params] == [
+        ("to", "str", False),
+        ("cc", "list[str]", False),
+        ("meta", "map", True),
+        ("ratio", "decimal", False),
+        ("ok", "bool", False),
+    ]
+    assert send.params[3].default == ast.Lit("decimal", Decimal("0.5"))
+    assert isinstance(scripts, ast.Toolset) and scripts.runs_code
+    assert isinstance(role, ast.Role)
+    assert [p.kind for p in role.rules[0].patterns] == ["exact", "namespace", "all", "all"]
+    assert [r.effect for r in role.rules] == ["allow", "deny", "allow", "allow"]
+    ops = {
+        n.op
+        for r in role.rules
+        if r.where
+        for n in ast.walk_expr(r.where)
+        if isinstance(n, ast.Compare)
+    }
+    assert ops == {"endswith", ">", "in", "not in", "like", "!=", "==", "<=", "<"}
+    assert isinstance(pause, ast.Hook) and pause.kind == "pause" and pause.message == "ok"
+    assert isinstance(deny, ast.Hook) and deny.kind == "deny" and deny.message is None
+    assert isinstance(rewrite, ast.Hook) and [str(r.target) for r in rewrite.rewrites] == [
+        "args.limit",
+        "args.query",
+    ]
+    assert isinstance(p, ast.Profile) and p.hooks == ("default", "h") and p.hooks_written
+    assert p.budget == ast.Budget(Decimal(5), "24h")
+    assert isinstance(q, ast.Profile) and q.roles == () and q.hooks == ("none",)
+    assert isinstance(test, ast.Test) and test.profile == "p"
+    expect = test.expects[0]
+    assert expect.context is not None and expect.rewritten is not None
+    assert [k for k, _ in expect.args.entries] == ["to", "odd key"]
+
+
+def test_hooks_absent_means_default() -> None:
+    profile = parse("profile p { roles }").declarations[0]
+    assert isinstance(profile, ast.Profile)
+    assert profile.hooks == ("default",) and not profile.hooks_written
+
+
+def test_a_deny_rule_may_follow_a_condition() -> None:
+    # Regression: the hook action `deny` once stole the token after a condition.
+    role = parse(
+        'role a {\n allow search where args.query == "x"\n deny agents.delete\n}'
+    ).declarations[0]
+    assert isinstance(role, ast.Role) and [r.effect for r in role.rules] == ["allow", "deny"]
+
+
+def test_spans_point_at_the_source() -> None:
+    tree = parse('role a {\n  allow search where args.query == "x"\n}\n', "f.charter")
+    role = tree.declarations[0]
+    assert isinstance(role, ast.Role)
+    rule = role.rules[0]
+    assert (rule.span.file, rule.span.line, rule.span.col) == ("f.charter", 2, 3)
+    assert rule.where is not None and (rule.where.span.line, rule.where.span.col) == (2, 22)
+    assert str(rule.patterns[0].span) == "f.charter:2:9"
+
+
+def test_equality_ignores_spans_and_layout() -> None:
+    a = parse('role a { allow search where args.query == "x" }', "one.charter")
+    b = parse(
+        '\n\n# a comment\nrole a {\n    allow   search\n  where args.query=="x"\n}', "two.charter"
+    )
+    assert a.declarations == b.declarations
+    c = parse('role a { allow search where args.query == "y" }')
+    assert a.declarations != c.declarations
+
+
+def test_literal_kinds_stay_apart() -> None:
+    one = parse("role a { allow search where args.limit == 1 }").declarations
+    true = parse("role a { allow search where args.limit == true }").declarations
+    assert one != true
+
+
+def test_precedence_and_binds_tighter_than_or() -> None:
+    role = parse(
+        "role a { allow search where args.a == 1 or args.b == 2 and not args.c == 3 }"
+    ).declarations[0]
+    assert isinstance(role, ast.Role)
+    where = role.rules[0].where
+    assert isinstance(where, ast.BoolOp) and where.op == "or"
+    assert isinstance(where.right, ast.BoolOp) and where.right.op == "and"
+    assert isinstance(where.right.right, ast.Not)
+
+
+def test_string_escapes_are_json() -> None:
+    role = parse(r'role a { allow search where args.q == "a\"b\\c\n\u00e9" }').declarations[0]
+    assert isinstance(role, ast.Role) and role.rules[0].where is not None
+    cmp = role.rules[0].where
+    assert isinstance(cmp, ast.Compare) and cmp.right == ast.Lit("str", 'a"b\\c\né')
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "fragment"),
+    [
+        ("role a { allow x.y where args.a = 1 }", "E0002", "compare with `==`"),
+        ("role a { allow x.y where }", "E0002", "expected a condition"),
+        ("role a {", "E0002", "unexpected end of file"),
+        ("role A {}", "E0001", "names are lowercase"),
+        ("toolset t { tool f(a: string) }", "E0002", "unknown type `string`"),
+        ('role a { allow search where args.q == "\\q" }', "E0003", "invalid escape"),
+        ('toolset t { url "https://a.b" url "https://c.d" }', "E0004", "more than one `url`"),
+        ("toolset t { tool f(a?: int = 1) }", "E0005", "optional and also has a default"),
+        ("role a { allow a.*.b }", "E0006", "not a tool pattern"),
+        ('hook h on x.y { pause "a" deny "b" }', "E0007", "mixes actions"),
+        ("profile p { hooks none, default }", "E0008", "`hooks none` cannot be combined"),
+        ("profile p { budget -1 usd per 7d }", "E0009", "cannot be negative"),
+        ('test "t" { }', "E0010", "names no profile"),
+        ('test "t" { profile p expect deny x.y { a: 1, a: 2 } }', "E0011", "appears twice"),
+        ("role a { allow x.y where user.id == 1 }", "E0012", "not a place a condition can read"),
+    ],
+)
+def test_syntax_errors_have_codes(text: str, code: str, fragment: str) -> None:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(text, "bad.charter")
+    diag = info.value.diagnostics[0]
+    assert diag.code == code
+    assert fragment in diag.message + " " + (diag.help or "")
+    assert diag.span.file == "bad.charter" and diag.span.line >= 1
+
+
+def test_expected_tokens_are_short_for_a_single_equals() -> None:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse("role a { allow x.y where args.a = 1 }")
+    message = info.value.diagnostics[0].message
+    assert message == (
+        "unexpected `=`, expected a comparison (`==`, `<`, `in`, `startswith`, ...), "
+        "`and`, `or` or the end of the rule"
+    )
+    assert "rewrite" not in message and "`]`" not in message
+
+
+def test_keyword_typos_get_did_you_mean() -> None:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse("rol a {}")
+    assert info.value.diagnostics[0].help == "did you mean `role`?"
+
+
+def test_file_size_limit() -> None:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse("# " + "x" * 200, options=ParseOptions(max_file_bytes=100))
+    assert info.value.diagnostics[0].code == "E0014"
+
+
+def test_nesting_limit_without_recursion_error() -> None:
+    deep = "role a { allow search where " + "not (" * 5000 + "true" + ")" * 5000 + " }"
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(deep)
+    assert info.value.diagnostics[0].code == "E0013"
+    shallow = "role a { allow search where " + "not (" * 10 + "true" + ")" * 10 + " }"
+    with pytest.raises(CharterSyntaxError):
+        parse(shallow, options=ParseOptions(max_depth=5))
+    parse(shallow)
+
+
+def test_only_charter_syntax_errors_escape_on_garbage() -> None:
+    rng = random.Random(7)
+    alphabet = (
+        'role{}()[],.:=<>!"\\#*?-_ az09\n\tallow deny where and or not in hook on pause é\x00'
+    )
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        try:
+            parse(text)
+        except CharterSyntaxError as exc:
+            assert exc.diagnostics and all(d.code.startswith("E00") for d in exc.diagnostics)
