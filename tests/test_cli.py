@@ -1,0 +1,185 @@
+"""The `charter` command, in-process through `api.cli.main` and once as a real process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKSPACE = str(ROOT / "fixtures" / "workspace")
+SAMPLE = '{"to": "bob@example.com", "subject": "hi", "body": "hello"}'
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> Path:
+    (tmp_path / "a.charter").write_text(
+        "role a {\n  allow serch\n}\n\nprofile p {\n  roles a, b\n}\n", encoding="utf-8"
+    )
+    return tmp_path
+
+
+def test_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", WORKSPACE)
+    assert code == 0
+    assert out.startswith("ok: ") and "8 toolsets" in out
+
+
+def test_check_errors_exit_1_with_rendered_messages(
+    capsys: pytest.CaptureFixture[str], broken: Path
+) -> None:
+    code, out, err = run(capsys, "check", str(broken))
+    assert code == 1 and out == ""
+    assert "a.charter:2:9: error[E0101]: no tool is named `serch`" in err
+    assert "  = help: did you mean `search`?" in err
+    assert "a.charter:6:12: error[E0104]" in err
+    assert err.rstrip().endswith("2 errors")
+
+
+def test_check_json(capsys: pytest.CaptureFixture[str], broken: Path) -> None:
+    code, out, _ = run(capsys, "check", "--format", "json", str(broken))
+    assert code == 1
+    data = json.loads(out)
+    assert [d["code"] for d in data] == ["E0101", "E0104"]
+    assert set(data[0]) == {
+        "code", "severity", "message", "file", "line", "column", "end_line", "end_column", "help",
+    }  # fmt: skip
+    assert (data[0]["line"], data[0]["column"], data[0]["severity"]) == (2, 9, "error")
+    code, out, _ = run(capsys, "check", "--format", "json", WORKSPACE)
+    assert code == 0 and json.loads(out) == []
+
+
+def test_fmt_check_and_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "a.charter"
+    path.write_text("role a{allow search}", encoding="utf-8")
+    code, out, _ = run(capsys, "fmt", "--check", str(path))
+    assert code == 1 and out == f"would reformat {path}\n"
+    code, out, _ = run(capsys, "fmt", str(path))
+    assert code == 0 and out == "role a {\n  allow search\n}\n"
+    assert path.read_text(encoding="utf-8") == "role a{allow search}"
+    code, out, _ = run(capsys, "fmt", "--write", str(path))
+    assert code == 0 and out == f"reformatted {path}\n"
+    assert path.read_text(encoding="utf-8") == "role a {\n  allow search\n}\n"
+    assert run(capsys, "fmt", "--check", str(path))[0] == 0
+    assert run(capsys, "fmt", "--check", WORKSPACE)[0] == 0
+
+
+def test_fmt_refuses_broken_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "a.charter"
+    path.write_text("role a {", encoding="utf-8")
+    code, _, err = run(capsys, "fmt", "--write", str(path))
+    assert code == 1 and "error[E0002]" in err
+    assert path.read_text(encoding="utf-8") == "role a {"
+
+
+def test_test_passes_on_the_fixtures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "test", WORKSPACE)
+    assert code == 0
+    last = out.rstrip().splitlines()[-1]
+    passed = int(last.split()[0])
+    assert passed >= 40 and last == f"{passed} passed, 0 failed"
+
+
+def test_test_failure_shows_expected_actual_and_reasons(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    shutil.copytree(WORKSPACE, tmp_path / "ws")
+    (tmp_path / "ws" / "zz-wrong.charter").write_text(
+        'test "wrong" {\n  profile support\n'
+        '  expect allow mail.send { to: "eve@elsewhere.net", subject: "hi", body: "x" }\n}\n',
+        encoding="utf-8",
+    )
+    code, out, _ = run(capsys, "test", str(tmp_path / "ws"))
+    assert code == 1
+    lines = out.rstrip().splitlines()
+    assert lines[-1].endswith(" passed, 1 failed")
+    assert any(line.startswith("FAIL ") and 'test "wrong"' in line for line in lines)
+    assert "  expected `allow`, got `deny`" in lines
+    assert any("near miss" in line and "mail-support" in line for line in lines)
+    code, out, _ = run(capsys, "test", "--format", "json", str(tmp_path / "ws"))
+    data = json.loads(out)
+    assert code == 1 and data["failed"] == 1 and data["passed"] >= 40
+
+
+def test_decide_json(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["decide", "--workspace", WORKSPACE, "--profile", "support", "--tool", "mail.send"]
+    code, out, _ = run(capsys, *argv, "--args", SAMPLE)
+    data = json.loads(out)
+    assert code == 0 and data["effect"] == "allow"
+    assert data["args"]["cc"] == [] and data["reasons"][0]["role"] == "mail-support"
+    assert set(data) == {"effect", "args", "reasons", "errors", "near_misses"}
+    code, out, _ = run(
+        capsys, *argv, "--args", '{"to": "eve@elsewhere.net", "subject": "s", "body": "b"}'
+    )
+    assert json.loads(out)["effect"] == "deny"
+
+
+def test_decide_with_context(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "decide", "--workspace", WORKSPACE, "--profile", "engineering", "--tool", "github.merge_pr",
+        "--args", '{"repo": "acme/web", "number": 7}', "--context", '{"ci": "green"}',
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["effect"] == "pause"
+
+
+def test_decide_rejects_bad_json(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "decide",
+                "--workspace",
+                WORKSPACE,
+                "--profile",
+                "support",
+                "--tool",
+                "x",
+                "--args",
+                "{",
+            ]
+        )
+    assert "--args is not valid JSON" in str(info.value.code)
+
+
+def test_explain_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "explain", "--workspace", WORKSPACE, "--profile", "support", "--tool", "mail.send",
+        "--args", SAMPLE,
+    )  # fmt: skip
+    assert code == 0
+    assert out.startswith("decide `mail.send` for profile `support`")
+    assert "  1. shape: ok" in out and "  2. denies win:" in out and "  3. allows add up:" in out
+    assert "role `mail-support`" in out and "-> true" in out
+    assert "result: ALLOW" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["check"])
+    assert info.value.code == 2
+
+
+def test_the_console_script_runs_as_a_real_process() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "test", WORKSPACE],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().splitlines()[-1].endswith(" passed, 0 failed")
