@@ -85,3 +85,17 @@ def test_corpus_covers_every_phase() -> None:
     assert "W0115" in codes
     # Several diagnostics are collected from one case, in location order.
     assert any(len(diags) >= 3 for diags in EXPECTED.values())
+
+
+def test_every_error_code_in_the_code_base_is_documented() -> None:
+    used: set[str] = set()
+    for package in ("grammar", "policy", "engine", "api"):
+        for path in (ROOT / package).rglob("*.py"):
+            used |= set(re.findall(r"\"([EW]\d{4})\"", path.read_text(encoding="utf-8")))
+    documented = set(
+        re.findall(r"^### ([EW]\d{4})\b", (ROOT / "docs" / "errors.md").read_text("utf-8"), re.M)
+    )
+    assert used, "no codes found: has the layout changed?"
+    assert sorted(used - documented) == [], "document these codes in docs/errors.md"
+    corpus = {str(d["code"]) for diags in EXPECTED.values() for d in diags}
+    assert corpus <= documented
