@@ -175,7 +175,7 @@ def format_file(source: ast.SourceFile) -> str:
         if index:
             out.append((0, ""))
         out.extend(_declaration_lines(decl))
-    source_lines = source.text.splitlines()
+    source_lines = source.text.split("\n")  # lines as the parser numbers them
     # A comment followed by a blank line (a file header, a section title) keeps it.
     spaced = {
         c[0] for c in source.comments if c[0] < len(source_lines) and not source_lines[c[0]].strip()

@@ -511,7 +511,9 @@ def parse(
 def _comments(text: str) -> list[tuple[int, int, str]]:
     """(line, column, text) of every `#` comment; a `#` inside a string is not one."""
     out: list[tuple[int, int, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines as lark counts them: only "\n" ends one (splitlines also splits at \r,
+    # \x85, \u2028..., which may sit inside a string or a comment).
+    for number, line in enumerate(text.split("\n"), start=1):
         in_string = escaped = False
         for index, char in enumerate(line):
             if in_string:
@@ -540,7 +542,7 @@ def _accepted(exc: lark.exceptions.UnexpectedToken) -> set[str]:
 
 def _word_at(text: str, line: int, col: int) -> tuple[int, str]:
     """(start column, word) of the identifier-like word around a position, if any."""
-    lines = text.splitlines()
+    lines = text.split("\n")
     if not 1 <= line <= len(lines):
         return col, ""
     source = lines[line - 1]
