@@ -48,13 +48,16 @@ _STRING_OPS = {"startswith": "_sw", "endswith": "_ew", "contains": "_ct", "like"
 
 
 class _Gen:
-    def __init__(self, tools: Sequence[ToolSpec], consts: dict[str, Any]) -> None:
+    def __init__(self, tools: Sequence[ToolSpec]) -> None:
         self.tools = tools
-        self.consts = consts
+        self.consts: list[Any] = []
 
     def const(self, value: Any) -> str:
+        """Literals become parameters of the condition's factory, so `args.n < 10` and
+        `args.n < 20` share one code object (fewer code objects: faster to compile, and
+        the few that decisions run stay hot in the CPU caches)."""
         name = f"k{len(self.consts)}"
-        self.consts[name] = value
+        self.consts.append(value)
         return name
 
     def arg_type(self, name: str) -> str:
@@ -75,7 +78,7 @@ class _Gen:
     def gen(self, expr: ast.Expr) -> tuple[str, str]:
         """(python source, proven type); the type is `any` when unproven."""
         if isinstance(expr, ast.Lit):
-            if expr.kind == "str" or expr.kind == "decimal":
+            if expr.kind in ("str", "decimal", "int"):
                 return self.const(expr.value), expr.kind
             return repr(expr.value), expr.kind
         if isinstance(expr, ast.ListLit):
@@ -161,30 +164,46 @@ class _Gen:
 
 
 class ConditionCompiler:
-    """Collects conditions, then compiles them all with one `exec` (fast for 10k rules)."""
+    """Collects conditions, then compiles them all with one `exec` (fast for 10k rules).
+
+    Each distinct generated body becomes one factory `f<n>(k0, k1, ...)`; a condition is
+    that factory applied to its own literals. Thousands of rules written from a handful
+    of templates share a handful of code objects."""
 
     def __init__(self) -> None:
-        self._consts: dict[str, Any] = {}
+        self._bodies: dict[str, int] = {}
         self._sources: list[str] = []
-        self._cache: dict[tuple[int, tuple[str, ...]], int] = {}
+        self._calls: list[tuple[int, tuple[Any, ...]]] = []
+        self._cache: dict[tuple[int, tuple[str, ...], bool], int] = {}
         self._functions: list[ConditionFn] = []
 
     def add(self, expr: ast.Expr, tools: Sequence[ToolSpec], value: bool = False) -> int:
         """Queue a condition (or, with value=True, a value expression); returns its slot."""
-        key = (id(expr), tuple(t.name for t in tools))
+        key = (id(expr), tuple(t.name for t in tools), value)
         if key in self._cache:
             return self._cache[key]
-        gen = _Gen(tools, self._consts)
+        gen = _Gen(tools)
         src = f"_plain({gen.gen(expr)[0]})" if value else gen.boolean(expr)
-        slot = len(self._sources)
-        self._sources.append(f"def c{slot}(a, x, g, t):\n    return {src}\n")
+        factory = self._bodies.get(src)
+        if factory is None:
+            factory = len(self._sources)
+            params = ", ".join(f"k{i}" for i in range(len(gen.consts)))
+            self._sources.append(
+                f"def f{factory}({params}):\n"
+                f"    def c(a, x, g, t):\n        return {src}\n"
+                f"    return c\n"
+            )
+            self._bodies[src] = factory
+        slot = len(self._calls)
+        self._calls.append((factory, tuple(gen.consts)))
         self._cache[key] = slot
         return slot
 
     def build(self) -> list[ConditionFn]:
-        namespace: dict[str, Any] = {**_HELPERS, **self._consts, "Decimal": Decimal}
+        namespace: dict[str, Any] = {**_HELPERS, "Decimal": Decimal}
         if self._sources:
             code = compile("\n".join(self._sources), "<charter conditions>", "exec")
             exec(code, namespace)
-        self._functions = [namespace[f"c{i}"] for i in range(len(self._sources))]
+        factories = [namespace[f"f{i}"] for i in range(len(self._sources))]
+        self._functions = [factories[f](*consts) for f, consts in self._calls]
         return self._functions

@@ -1,69 +1,124 @@
 """Compile a checked workspace into an immutable snapshot, and decide with it.
 
-Per profile, an index from tool name to a plan: a closure holding that tool's deny
+Per profile, an index from tool name to a plan (see `engine.plan`): that tool's deny
 rules, allow rules and hooks with their conditions already compiled to Python. A
-decision is one dict look-up and one call; its cost follows the profile's own rules for
+decision is two dict look-ups and one call; its cost follows the profile's own rules for
 that tool, never the size of the workspace (DESIGN.md section 5).
+
+Compile order: bucket every profile's rules by pattern kind, queue every condition the
+eager plans need, compile all conditions with one `exec`, then build the plans. Rule and
+hook entries are prepared once per rule and shared by every profile and plan that
+selects them.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.check import Workspace
-from engine.codegen import ConditionCompiler, ConditionFn
+from engine.codegen import ConditionCompiler
 from engine.decision import Decision, Reason, Request
-from engine.plan import HookEntry, RuleEntry, make_plan, make_unknown_tool
+from engine.plan import (
+    CompiledPlan,
+    HookEntry,
+    Plan,
+    RuleEntry,
+    make_plan,
+    make_unknown_tool,
+    rule_entry,
+)
 from engine.shape import Validator, build_validators
 from policy import ast
 from policy.catalogue import ToolSpec
 
-Plan = Callable[[Any, Any, Any, Any], Decision]
+__all__ = ["Plan", "ProfilePlan", "Snapshot", "compile_workspace", "decide"]
 
 EXECUTE = "execute"
+
+_Matched = tuple[ast.Rule, str]  # a rule and the name of the role it comes from
 
 
 @dataclass
 class _ProfileRules:
     """A profile's rules and hooks bucketed by pattern kind, before plans are built."""
 
-    exact: dict[str, list[tuple[ast.Rule, str]]] = field(default_factory=lambda: defaultdict(list))
-    namespace: dict[str, list[tuple[ast.Rule, str]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    star: list[tuple[ast.Rule, str]] = field(default_factory=list)
+    exact: dict[str, list[_Matched]] = field(default_factory=lambda: defaultdict(list))
+    namespace: dict[str, list[_Matched]] = field(default_factory=lambda: defaultdict(list))
+    star: list[_Matched] = field(default_factory=list)
     hooks: list[ast.Hook] = field(default_factory=list)
+
+    def for_tool(self, spec: ToolSpec) -> list[_Matched]:
+        found = list(self.exact.get(spec.name, ()))
+        if spec.namespace:
+            found.extend(self.namespace.get(spec.namespace, ()))
+        found.extend(self.star)
+        return list(dict.fromkeys(found))
+
+    def all_rules(self) -> list[_Matched]:
+        out = [m for ms in self.exact.values() for m in ms]
+        out += [m for ms in self.namespace.values() for m in ms]
+        return out + self.star
 
 
 class ProfilePlan:
     """One profile's index from tool name to plan. Plans for tools reached only through
-    `*` are built on first use and cached (building all of them up front would cost
-    tools x profiles closures for nothing)."""
+    `*` (or by no rule at all) are built on first use and cached: building all of them up
+    front would cost tools x profiles plans for nothing. Unknown tool names are never
+    cached (a caller could otherwise grow the index without bound)."""
 
-    __slots__ = ("_build", "_lock", "has_execute", "name", "plans")
+    __slots__ = ("_snapshot", "has_execute", "hooks", "name", "plans", "rules")
 
-    def __init__(
-        self, name: str, plans: dict[str, Plan], build: Callable[[str], Plan], has_execute: bool
-    ) -> None:
+    def __init__(self, snapshot: Snapshot, name: str, rules: _ProfileRules) -> None:
+        self._snapshot = snapshot
         self.name = name
-        self.plans = plans
-        self.has_execute = has_execute
-        self._build = build
-        self._lock = threading.Lock()
+        self.rules = rules
+        self.hooks: list[tuple[HookEntry, ast.Hook]] = []
+        self.has_execute = _has_execute(rules)
+        self.plans: dict[str, CompiledPlan] = {}
+
+    def build(self, tool: str) -> CompiledPlan | None:
+        spec = self._snapshot.tools.get(tool)
+        if spec is None:
+            return None
+        snap = self._snapshot
+        matched = self.rules.for_tool(spec)
+        denies = [snap.rule_entry(r, role) for r, role in matched if r.effect == "deny"]
+        allows = [snap.rule_entry(r, role) for r, role in matched if r.effect == "allow"]
+        allows.sort(key=lambda e: e.fn is not None)  # unconditional grants first
+        hooks = [entry for entry, hook in self.hooks if any(p.matches(tool) for p in hook.patterns)]
+        return make_plan(
+            tool,
+            snap.validators[tool],
+            denies,
+            allows,
+            hooks,
+            execute_missing=spec.runs_code and not self.has_execute,
+        )
 
     def plan_for(self, tool: str) -> Plan:
         plan = self.plans.get(tool)
         if plan is None:
-            with self._lock:
-                plan = self.plans.get(tool)
-                if plan is None:
-                    plan = self._build(tool)
-                    self.plans[tool] = plan
+            plan = self.build(tool)
+            if plan is None:
+                return _UnknownTool(make_unknown_tool(tool))
+            self.plans[tool] = plan  # idempotent: a race builds the same plan twice
         return plan
+
+
+class _UnknownTool:
+    """The plan of a tool name that does not exist: deny, whatever the arguments."""
+
+    __slots__ = ("decision",)
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+    def __call__(
+        self, args: object, x: object = None, g: object = None, t: object = None
+    ) -> Decision:
+        return self.decision
 
 
 class Snapshot:
@@ -74,27 +129,38 @@ class Snapshot:
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
         self.validators: dict[str, Validator] = build_validators(workspace.tools.values())
-        self._by_namespace: dict[str, list[str]] = defaultdict(list)
-        for name, tool in self.tools.items():
-            if tool.namespace:
-                self._by_namespace[tool.namespace].append(name)
+        self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
-        self._functions: list[ConditionFn] = []
-        self._pending: list[Callable[[], None]] = []
+        self._rule_slots: dict[int, int | None] = {}
+        self._rules: dict[int, RuleEntry] = {}
+        self._hook_slots: dict[int, tuple[int | None, tuple[tuple[str, int], ...]]] = {}
         self.profiles: dict[str, ProfilePlan] = {}
+        eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
-            self.profiles[profile.name] = self._compile_profile(profile)
+            self.profiles[profile.name], eager[profile.name] = self._prepare(profile)
         self._functions = self._conditions.build()
-        for finish in self._pending:
-            finish()
-        self._pending.clear()
+        hook_entries: dict[int, HookEntry] = {}
+        for profile in workspace.profiles.values():
+            plans = self.profiles[profile.name]
+            for hook in plans.rules.hooks:
+                entry = hook_entries.get(id(hook))
+                if entry is None:
+                    entry = hook_entries[id(hook)] = self._hook_entry(hook)
+                plans.hooks.append((entry, hook))
+            for tool in eager[profile.name]:
+                plan = plans.build(tool)
+                if plan is not None:
+                    plans.plans[tool] = plan
+        # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
+        self._index: dict[str, dict[str, CompiledPlan]] = {
+            name: plans.plans for name, plans in self.profiles.items()
+        }
 
     # ---- compile ----------------------------------------------------------------------
-    def _bucket(self, profile: ast.Profile) -> _ProfileRules:
+    def _prepare(self, profile: ast.Profile) -> tuple[ProfilePlan, set[str]]:
         rules = _ProfileRules()
         for role_name in dict.fromkeys(profile.roles):
-            role = self.workspace.roles[role_name]
-            for rule in role.rules:
+            for rule in self.workspace.roles[role_name].rules:
                 for pattern in dict.fromkeys(rule.patterns):
                     if pattern.kind == "exact":
                         rules.exact[pattern.text].append((rule, role_name))
@@ -103,92 +169,57 @@ class Snapshot:
                     else:
                         rules.star.append((rule, role_name))
         rules.hooks = list(self.workspace.profile_hooks(profile))
-        return rules
-
-    def _compile_profile(self, profile: ast.Profile) -> ProfilePlan:
-        rules = self._bucket(profile)
-        has_execute = _has_execute(rules)
-        entries: dict[int, RuleEntry] = {}
-
-        def rule_entry(rule: ast.Rule, role: str) -> RuleEntry:
-            key = id(rule)
-            entry = entries.get(key)
-            if entry is None:
-                tools = self.workspace.matching_tools(rule.patterns)
-                slot = None if rule.where is None else self._conditions.add(rule.where, tools)
-                verb = "allowed" if rule.effect == "allow" else "denied"
-                reason = Reason(
-                    rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
-                )
-                entry = RuleEntry(reason, slot, self._condition)
-                entries[key] = entry
-            return entry
-
-        hook_entries = [self._hook_entry(h) for h in rules.hooks]
-
-        def rules_for(tool: str) -> list[tuple[ast.Rule, str]]:
-            spec = self.tools[tool]
-            found = list(rules.exact.get(tool, ()))
-            if spec.namespace:
-                found.extend(rules.namespace.get(spec.namespace, ()))
-            found.extend(rules.star)
-            return list(dict.fromkeys(found))
-
-        def build(tool: str) -> Plan:
-            spec = self.tools.get(tool)
-            if spec is None:
-                return make_unknown_tool(tool)
-            matched = rules_for(tool)
-            denies = [rule_entry(r, role) for r, role in matched if r.effect == "deny"]
-            allows = [rule_entry(r, role) for r, role in matched if r.effect == "allow"]
-            allows.sort(key=lambda e: e.slot is not None)  # unconditional grants first
-            hooks = [
-                h
-                for h, hook in zip(hook_entries, rules.hooks, strict=True)
-                if any(p.matches(tool) for p in hook.patterns)
-            ]
-            return make_plan(
-                tool,
-                self.validators[tool],
-                denies,
-                allows,
-                hooks,
-                execute_missing=spec.runs_code and not has_execute,
-            )
-
-        plans: dict[str, Plan] = {}
+        for rule, _ in rules.all_rules():
+            self._queue_rule(rule)
+        for hook in rules.hooks:
+            self._queue_hook(hook)
         eager = set(rules.exact)
         for namespace in rules.namespace:
-            eager.update(self._by_namespace.get(namespace, ()))
+            eager.update(self._namespace_tools(namespace))
         for hook in rules.hooks:
             for pattern in hook.patterns:
                 if pattern.kind == "exact":
                     eager.add(pattern.text)
                 elif pattern.kind == "namespace":
-                    eager.update(self._by_namespace.get(pattern.namespace, ()))
+                    eager.update(self._namespace_tools(pattern.namespace))
+        return ProfilePlan(self, profile.name, rules), eager
 
-        def finish() -> None:
-            for tool in eager:
-                if tool in self.tools:
-                    plans[tool] = build(tool)
+    def _namespace_tools(self, namespace: str) -> list[str]:
+        if "." in namespace:
+            return [t.name for t in self.workspace.matching_tools([ast.Pattern(namespace + ".*")])]
+        return self._by_namespace.get(namespace, [])
 
-        self._pending.append(finish)
-        # Star rules: compile their conditions now (the batch is built once).
-        for rule, role in rules.star:
-            rule_entry(rule, role)
-        for tool in eager:
-            if tool in self.tools:
-                for rule, role in rules_for(tool):
-                    rule_entry(rule, role)
-        return ProfilePlan(profile.name, plans, build, has_execute)
+    def _queue_rule(self, rule: ast.Rule) -> None:
+        if id(rule) not in self._rule_slots:
+            tools = self.workspace.matching_tools(rule.patterns)
+            slot = None if rule.where is None else self._conditions.add(rule.where, tools)
+            self._rule_slots[id(rule)] = slot
+
+    def _queue_hook(self, hook: ast.Hook) -> None:
+        if id(hook) not in self._hook_slots:
+            tools = self.workspace.matching_tools(hook.patterns)
+            slot = None if hook.where is None else self._conditions.add(hook.where, tools)
+            rewrites = tuple(
+                (r.target.parts[0], self._conditions.add(r.value, tools, value=True))
+                for r in hook.rewrites
+            )
+            self._hook_slots[id(hook)] = (slot, rewrites)
+
+    def rule_entry(self, rule: ast.Rule, role: str) -> RuleEntry:
+        """The prepared entry of a rule (built once, shared by every plan it reaches)."""
+        entry = self._rules.get(id(rule))
+        if entry is None:
+            slot = self._rule_slots[id(rule)]
+            verb = "allowed" if rule.effect == "allow" else "denied"
+            reason = Reason(
+                rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
+            )
+            entry = rule_entry(reason, None if slot is None else self._functions[slot])
+            self._rules[id(rule)] = entry
+        return entry
 
     def _hook_entry(self, hook: ast.Hook) -> HookEntry:
-        tools = self.workspace.matching_tools(hook.patterns)
-        slot = None if hook.where is None else self._conditions.add(hook.where, tools)
-        rewrites = tuple(
-            (r.target.parts[0], self._conditions.add(r.value, tools, value=True))
-            for r in hook.rewrites
-        )
+        slot, rewrites = self._hook_slots[id(hook)]
         text = (
             hook.message
             or {"pause": "paused for approval", "deny": "denied", "rewrite": "arguments rewritten"}[
@@ -201,14 +232,29 @@ class Snapshot:
             hook=hook.name,
             location=str(hook.span),
         )
-        return HookEntry(reason, hook.kind, slot, rewrites, self._condition)
-
-    def _condition(self, slot: int) -> ConditionFn:
-        return self._functions[slot]
+        fn = None if slot is None else self._functions[slot]
+        return HookEntry(
+            reason, hook.kind, fn, tuple((name, self._functions[s]) for name, s in rewrites)
+        )
 
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
-        return decide(self, request)
+        """DESIGN.md section 2, steps 2-5 and 7. The hot path: two dict look-ups and the
+        plan's run function; everything else (lazy plans, unknown names) is `_decide_slow`."""
+        plans = self._index.get(request.profile)
+        if plans is not None:
+            plan = plans.get(request.tool)
+            if plan is not None:
+                return plan.run(plan, request.args, request.context, request.agent, request.thread)
+        return self._decide_slow(request)
+
+    def _decide_slow(self, request: Request) -> Decision:
+        profile = self.profiles.get(request.profile)
+        if profile is None:
+            return Decision("deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),))
+        return profile.plan_for(request.tool)(
+            request.args, request.context, request.agent, request.thread
+        )
 
     def plan(self, profile: str, tool: str) -> Plan | None:
         plans = self.profiles.get(profile)
@@ -229,12 +275,7 @@ _NO_PROFILE = "unknown profile"
 
 def decide(snapshot: Snapshot, request: Request) -> Decision:
     """DESIGN.md section 2, steps 2-5 and 7, on a compiled snapshot."""
-    plans = snapshot.profiles.get(request.profile)
-    if plans is None:
-        return Decision("deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),))
-    return plans.plan_for(request.tool)(
-        request.args, request.context, request.agent, request.thread
-    )
+    return snapshot.decide(request)
 
 
 def compile_workspace(workspace: Workspace, revision: int = 0) -> Snapshot:

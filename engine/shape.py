@@ -74,62 +74,99 @@ def wrong_type(tool: str, name: str, declared: str, value: Any) -> None:
     raise ShapeError(f"argument `{name}` of `{tool}` must be `{shown}`, got a {kind(value)}")
 
 
-def _tool_source(slot: int, tool: ToolSpec, consts: dict[str, Any]) -> str:
-    tool_const = f"n{slot}"
-    consts[tool_const] = tool.name
-    known_const = f"kn{slot}"
-    consts[known_const] = frozenset(p.name for p in tool.params)
+def _signature(tool: ToolSpec) -> tuple[tuple[str, str, bool, str], ...]:
+    """What a validator's code depends on: names, types, required-ness and defaults (not
+    the tool's name). Tools with the same signature share one compiled code object."""
+    return tuple(
+        (
+            p.name,
+            T.from_ref(p.type),
+            p.required,
+            "" if p.default is None else repr(literal(p.default)),
+        )
+        for p in tool.params
+    )
+
+
+def _factory_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]) -> str:
+    """`f<slot>(n, kn)` returns the validator for tool `n` (with known argument names `kn`).
+
+    Required arguments are read inside one `try` (a missing key raises KeyError, which is
+    free in 3.11 until it happens); optional ones are counted so that the final length
+    test catches unknown names without a scan. Arguments are checked in declared order,
+    so the first problem reported is the first in the signature."""
+    required = sum(1 for _, _, req, _ in signature if req)
     lines = [
-        f"def v{slot}(args):",
-        "    if type(args) is not dict:",
-        f"        raise ShapeError('arguments of `' + {tool_const} + '` must be an object')",
-        "    seen = 0",
-        "    out = args",
+        f"def f{slot}(n, kn):",
+        "    def v(args):",
+        "        if type(args) is not dict:",
+        "            raise ShapeError('arguments of `' + n + '` must be an object')",
+        "        out = args",
+        "        seen = 0",
+        "        try:",
     ]
-    for param in tool.params:
-        ty = T.from_ref(param.type)
-        key = repr(param.name)
-        lines.append(f"    if {key} in args:")
-        lines.append("        seen += 1")
-        lines.append(f"        v = args[{key}]")
-        lines.append(f"        if not ({_type_check(ty, 'v')}):")
-        lines.append(f"            _wrong({tool_const}, {key}, {ty!r}, v)")
-        if param.required:
-            lines.append("    else:")
-            lines.append(
-                f"        raise ShapeError('missing required argument `' + {key} + '` of `' + {tool_const} + '`')"
-            )
-        elif param.default is not None:
+    body: list[str] = []
+    for name, ty, req, default_src in signature:
+        key = repr(name)
+        check = _type_check(ty, "v")
+        if req:
+            body.append(f"v = args[{key}]")
+            body.append(f"if not ({check}):")
+            body.append(f"    _wrong(n, {key}, {ty!r}, v)")
+            continue
+        body.append(f"if {key} in args:")
+        body.append("    seen += 1")
+        body.append(f"    v = args[{key}]")
+        body.append(f"    if not ({check}):")
+        body.append(f"        _wrong(n, {key}, {ty!r}, v)")
+        if default_src:
             # A fresh value per call (the repr of a literal rebuilds it), so no caller
             # can mutate the default that another call sees.
-            default_src = repr(literal(param.default))
-            lines.append("    else:")
-            lines.append("        if out is args:")
-            lines.append("            out = dict(args)")
-            lines.append(f"        out[{key}] = {default_src}")
-    lines.append("    if seen != len(args):")
-    lines.append(f"        _unknown(args, {tool_const}, {known_const})")
-    lines.append("    return out")
+            body.append("else:")
+            body.append("    if out is args:")
+            body.append("        out = dict(args)")
+            body.append(f"    out[{key}] = {default_src}")
+    body.append("pass")
+    lines.extend("            " + line for line in body)
+    lines.append("        except KeyError as exc:")
+    lines.append("            _missing(n, exc)")
+    lines.append(f"        if len(args) != {required} + seen:")
+    lines.append("            _unknown(args, n, kn)")
+    lines.append("        return out")
+    lines.append("    return v")
     return "\n".join(lines) + "\n"
 
 
+def missing_argument(tool: str, exc: KeyError) -> None:
+    name = exc.args[0] if exc.args else "?"
+    raise ShapeError(f"missing required argument `{name}` of `{tool}`")
+
+
 def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
-    """One compiled validator per tool, all compiled with a single `exec`."""
-    consts: dict[str, Any] = {}
+    """One validator per tool. Tools with the same signature share one generated code
+    object (compiled with a single `exec`): 5,000 tools typically have a few dozen
+    signatures, which keeps compile time low and the decision's code hot in the caches."""
+    tools = list(tools)
+    slots: dict[tuple[tuple[str, str, bool, str], ...], int] = {}
     sources: list[str] = []
-    names: list[str] = []
-    for slot, tool in enumerate(tools):
-        sources.append(_tool_source(slot, tool, consts))
-        names.append(tool.name)
+    for tool in tools:
+        signature = _signature(tool)
+        if signature not in slots:
+            slots[signature] = len(sources)
+            sources.append(_factory_source(len(sources), signature))
     namespace: dict[str, Any] = {
-        **consts,
         "ShapeError": ShapeError,
         "_isdec": is_decimal,
         "_ismap": is_map,
         "_wrong": wrong_type,
         "_unknown": unknown_argument,
+        "_missing": missing_argument,
         "Decimal": Decimal,
     }
     if sources:
         exec(compile("\n".join(sources), "<charter validators>", "exec"), namespace)
-    return {name: namespace[f"v{slot}"] for slot, name in enumerate(names)}
+    out: dict[str, Validator] = {}
+    for tool in tools:
+        factory = namespace[f"f{slots[_signature(tool)]}"]
+        out[tool.name] = factory(tool.name, frozenset(p.name for p in tool.params))
+    return out
