@@ -1,0 +1,58 @@
+"""Budgets: a candidate's cap may be no looser than the caller's.
+
+Periods are ordered `24h` < `7d` < `total`. A cap of `b` over a longer period also caps
+every shorter window at `b`, so it is no looser than a cap of `a >= b` over a shorter
+period. A cap over a *shorter* period is refused even when its multiple would fit (a
+`1 usd per 24h` cap does not bound a calendar week by any one number of days we could
+rely on): conservative, never wrong. Absent (`None`) means unlimited.
+"""
+
+from __future__ import annotations
+
+from engine.fit.result import Violation
+from policy import ast
+
+_ORDER = {"24h": 0, "7d": 1, "total": 2}
+
+
+def _show(budget: ast.Budget) -> str:
+    return f"`{budget.amount} usd per {budget.period}`"
+
+
+def fit_budget(caller: ast.Budget | None, candidate: ast.Budget | None) -> Violation | None:
+    """None when the candidate's budget is no looser than the caller's."""
+    if caller is None:
+        return None
+    if candidate is None:
+        return Violation(
+            "budget",
+            f"the caller's budget is {_show(caller)}, and the candidate has no budget (unlimited)",
+        )
+    if candidate.amount > caller.amount:
+        return Violation(
+            "budget",
+            f"budget {_show(candidate)} is more than the caller's {_show(caller)}",
+            None,
+            str(candidate.span),
+        )
+    if _ORDER[candidate.period] < _ORDER[caller.period]:
+        return Violation(
+            "budget",
+            f"budget {_show(candidate)} resets more often than the caller's {_show(caller)}",
+            None,
+            str(candidate.span),
+        )
+    return None
+
+
+def fit_budgets(
+    caller: list[ast.Budget | None], candidate: list[ast.Budget | None]
+) -> Violation | None:
+    """Every cap the caller is under must be matched by a candidate cap no looser."""
+    for cap in caller:
+        if cap is None:
+            continue
+        found = [fit_budget(cap, mine) for mine in candidate if mine is not None]
+        if not any(v is None for v in found):
+            return found[0] if found else fit_budget(cap, None)
+    return None

@@ -1,0 +1,277 @@
+"""The fit question, tool by tool: is there a call the candidate allows and the caller
+does not? Unsat for every tool = fits. Sat = a counterexample, confirmed by the
+reference evaluator before it is reported. Unknown, timeout or a construct outside
+the fragment = does not fit, with that reason (sound always).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from engine.fit.access import Side
+from engine.fit.encode import Encoder
+from engine.fit.model import CallBuilder, preferences
+from engine.fit.result import Violation
+from engine.fit.terms import Unsupported, negate
+from policy import ast
+from policy.catalogue import ToolSpec
+
+# A nicer counterexample is worth at most this long once a real one is known.
+_PREFERENCE_MS = 300
+
+
+@dataclass
+class Deadline:
+    end: float
+
+    @staticmethod
+    def after(ms: int) -> Deadline:
+        return Deadline(time.monotonic() + ms / 1000)
+
+    def remaining_ms(self) -> int:
+        return max(0, int((self.end - time.monotonic()) * 1000))
+
+
+def _solver(axioms: list[Any]) -> Any:
+    solver = z3.Solver()
+    solver.add(*axioms)
+    return solver
+
+
+def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
+    budget = deadline.remaining_ms()
+    if cap_ms is not None:
+        budget = min(budget, cap_ms)
+    if budget <= 0:
+        return z3.unknown
+    solver.set("timeout", budget)
+    return solver.check()
+
+
+def _unknown(
+    solver: Any, deadline: Deadline, what: str, grant: str | None, location: str | None
+) -> Violation:
+    reason = solver.reason_unknown()
+    if deadline.remaining_ms() <= 0 or "timeout" in reason or "canceled" in reason:
+        return Violation(
+            "timeout",
+            f"the solver ran out of time on {what}; treated as not fitting",
+            grant,
+            location,
+        )
+    return Violation(
+        "unsupported",
+        f"the solver could not decide {what} (`{reason}`); treated as not fitting",
+        grant,
+        location,
+    )
+
+
+def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
+    """A concrete call from a satisfiable solver, preferring readable values."""
+    model = solver.model()
+    solver.push()
+    solver.add(*preferences(enc))
+    if _check(solver, deadline, _PREFERENCE_MS) == z3.sat:
+        model = solver.model()
+    solver.pop()
+    return CallBuilder(enc, model).call()
+
+
+def _location(rule: ast.Rule) -> str:
+    return str(rule.span)
+
+
+def widenings(
+    caller: Side, candidate: Side, deadline: Deadline, caller_name: str
+) -> list[Violation]:
+    """Calls the candidate's roles allow outside the caller's access, per grant and tool."""
+    out: list[Violation] = []
+    for tool in candidate.allowed_tools():
+        spec = candidate.workspace.tools[tool]
+        if not candidate.executes(spec):
+            continue
+        caller_spec = caller.workspace.tools.get(tool)
+        same_tool = caller_spec == spec
+        if same_tool and caller.trivially_allows(spec):
+            continue
+        grants = candidate.allows(tool)
+        if caller_spec is not None and not same_tool and caller.allows(tool):
+            rule, role = grants[0]
+            out.append(
+                Violation(
+                    "unsupported",
+                    f"`{tool}` has a different signature for the caller; cannot compare",
+                    role,
+                    _location(rule),
+                )
+            )
+            continue
+        out.extend(_widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name))
+    return out
+
+
+def _widenings_of_tool(
+    caller: Side,
+    candidate: Side,
+    spec: ToolSpec,
+    same_tool: bool,
+    deadline: Deadline,
+    caller_name: str,
+) -> list[Violation]:
+    tool = spec.name
+    enc = Encoder(spec)
+    try:
+        grants = candidate.grants(enc)
+        cand_denied = candidate.deny_fires(enc)
+        caller_allows = caller.allowed(enc) if same_tool else z3.BoolVal(False)
+    except Unsupported as exc:
+        rule, role = candidate.allows(tool)[0]
+        return [
+            Violation(
+                "unsupported",
+                f"cannot decide `{tool}`: {exc}; treated as not fitting",
+                role,
+                _location(rule),
+            )
+        ]
+    out: list[Violation] = []
+    solver = _solver(enc.axioms())
+    solver.add(negate(cand_denied), negate(caller_allows))
+    for rule, role, holds in grants:
+        solver.push()
+        solver.add(holds)
+        answer = _check(solver, deadline)
+        if answer == z3.unsat:
+            solver.pop()
+            continue
+        if answer != z3.sat:
+            out.append(
+                _unknown(solver, deadline, f"`{tool}` for role `{role}`", role, _location(rule))
+            )
+            solver.pop()
+            continue
+        call = find_call(solver, enc, deadline)
+        solver.pop()
+        out.append(_confirm_widening(caller, candidate, spec, call, rule, role, caller_name))
+    return out
+
+
+def _confirm_widening(
+    caller: Side,
+    candidate: Side,
+    spec: ToolSpec,
+    call: dict[str, Any] | None,
+    rule: ast.Rule,
+    role: str,
+    caller_name: str,
+) -> Violation:
+    tool = spec.name
+    caller_spec = caller.workspace.tools.get(tool)
+    if (
+        call is not None
+        and candidate.decide_roles(spec, call) == "allow"
+        and (caller_spec is None or caller.decide_roles(caller_spec, call) != "allow")
+    ):
+        return Violation(
+            "widens",
+            f"role `{role}` allows `{tool}` calls that `{caller_name}` may not make",
+            role,
+            _location(rule),
+            call,
+        )
+    return Violation(
+        "unsupported",
+        f"role `{role}` may widen `{tool}`, but the solver's call was not confirmed by the "
+        "evaluator; treated as not fitting",
+        role,
+        _location(rule),
+    )
+
+
+def dropped_denies(
+    caller: Side, candidate: Side, deadline: Deadline, candidate_name: str, location: str | None
+) -> list[Violation]:
+    """ "Keeps every deny", semantically: every call a caller deny rule denies, some deny
+    rule of the candidate denies too (so adding roles later can never reach it)."""
+    out: list[Violation] = []
+    for tool in caller.denied_tools():
+        spec = caller.workspace.tools[tool]
+        same_tool = candidate.workspace.tools.get(tool) == spec
+        enc = Encoder(spec)
+        try:
+            caller_denies = caller.deny_fires(enc)
+            cand_denies = candidate.deny_fires(enc) if same_tool else z3.BoolVal(False)
+        except Unsupported as exc:
+            out.append(
+                Violation(
+                    "unsupported",
+                    f"cannot compare the denies of `{tool}`: {exc}; treated as not fitting",
+                    candidate_name,
+                    location,
+                )
+            )
+            continue
+        solver = _solver(enc.axioms())
+        solver.add(caller_denies, negate(cand_denies))
+        what = f"the denies of `{tool}`"
+        answer = _check(solver, deadline)
+        if answer == z3.unsat:
+            continue
+        if answer != z3.sat:
+            out.append(_unknown(solver, deadline, what, candidate_name, location))
+            continue
+        call = find_call(solver, enc, deadline)
+        roles = ", ".join(f"`{n}`" for n in dict.fromkeys(n for _, n in caller.denies(tool)))
+        if (
+            call is not None
+            and caller.deny_probe(spec, call)
+            and not (same_tool and candidate.deny_probe(spec, call))
+        ):
+            out.append(
+                Violation(
+                    "drops-deny",
+                    f"`{candidate_name}` does not keep the caller's deny of `{tool}` "
+                    f"(role {roles})",
+                    candidate_name,
+                    location,
+                    call,
+                )
+            )
+        else:
+            out.append(
+                Violation(
+                    "unsupported",
+                    f"`{candidate_name}` may drop the caller's deny of `{tool}`, but the call "
+                    "was not confirmed by the evaluator; treated as not fitting",
+                    candidate_name,
+                    location,
+                )
+            )
+    return out
+
+
+def dropped_hooks(
+    caller_hooks: tuple[ast.Hook, ...],
+    candidate_hooks: tuple[ast.Hook, ...],
+    candidate_name: str,
+    location: str | None,
+) -> list[Violation]:
+    """Every caller hook (after `default` is expanded) must be among the candidate's,
+    with the same text (AST equality ignores source positions)."""
+    out = []
+    for hook in caller_hooks:
+        if hook not in candidate_hooks:
+            out.append(
+                Violation(
+                    "drops-hook",
+                    f"`{candidate_name}` does not keep the caller's hook `{hook.name}`",
+                    hook.name,
+                    location,
+                )
+            )
+    return out

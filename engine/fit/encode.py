@@ -1,0 +1,392 @@
+"""Conditions to z3: one `Encoder` per (tool, question), shared by both sides.
+
+Every path becomes one z3 variable, named after the path, plus a presence flag when it
+may be absent, so the caller's and the candidate's conditions talk about the same call.
+`condition` returns a pair (value, error) mirroring `engine.reference.holds`: the
+encoded condition is true / false / an error exactly when the evaluator's is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from engine.fit.terms import (
+    ANY_EQ,
+    ANY_MEMBER,
+    FALSE,
+    HOST,
+    HOST_FAILS,
+    LOWER,
+    TRUE,
+    VAL,
+    Term,
+    Unsupported,
+    all_and,
+    any_or,
+    negate,
+    seq_sort,
+    to_real,
+)
+from engine.types import from_ref
+from policy import ast
+from policy.catalogue import ToolSpec
+
+_AGENT_STR = ("id", "name", "identity")
+
+
+@dataclass
+class PathVar:
+    """A modelled path: its z3 value, its presence flag, and what it hangs from."""
+
+    key: tuple[str, ...]
+    ty: str
+    value: Any
+    present: Any
+    parent: tuple[str, ...] | None = None
+    children: list[tuple[str, ...]] = field(default_factory=list)
+
+
+class Encoder:
+    """Encodes the conditions of one tool's rules; collects the axioms they need."""
+
+    def __init__(self, tool: ToolSpec) -> None:
+        self.tool = tool
+        self.paths: dict[tuple[str, ...], PathVar] = {}
+        self.lowered: list[Any] = []  # string arguments given to `lower`
+        self.hosted: list[Any] = []  # string arguments given to `host`
+
+    # ---- variables -----------------------------------------------------------------
+    def arg(self, name: str) -> PathVar:
+        key = ("args", name)
+        if key in self.paths:
+            return self.paths[key]
+        param = self.tool.param(name)
+        if param is None:  # the checker resolves every path; stay closed if not
+            raise Unsupported(f"tool `{self.tool.name}` has no argument `{name}`")
+        ty = from_ref(param.type)
+        label = "args." + name
+        present = TRUE if param.required or param.default is not None else z3.Bool("has:" + label)
+        if ty == "str":
+            var = PathVar(key, "str", z3.String(label), present)
+        elif ty == "int":
+            var = PathVar(key, "int", z3.Int(label), present)
+        elif ty == "decimal":
+            var = PathVar(key, "real", z3.Real(label), present)
+        elif ty == "bool":
+            var = PathVar(key, "bool", z3.Bool(label), present)
+        elif ty == "map":
+            var = PathVar(key, "any", z3.Const(label, VAL), present)
+        else:
+            item = ty[5:]
+            item = "real" if item == "decimal" else item
+            var = PathVar(key, "list:" + item, z3.Const(label, seq_sort(item)), present)
+        self.paths[key] = var
+        return var
+
+    def root(self, root: str) -> PathVar:
+        key = (root,)
+        if key not in self.paths:
+            self.paths[key] = PathVar(key, "any", z3.Const(root, VAL), z3.Bool("has:" + root))
+        return self.paths[key]
+
+    def path_var(self, path: ast.Path) -> PathVar:
+        if path.root == "args":
+            if not path.parts:
+                raise Unsupported("the whole `args` map is outside the fit fragment")
+            var = self.arg(path.parts[0])
+            rest = path.parts[1:]
+        else:
+            var = self.root(path.root)
+            rest = path.parts
+        for part in rest:
+            if var.ty != "any":
+                raise Unsupported(f"`{path}` reads into a `{var.ty}`")
+            key = (*var.key, part)
+            child = self.paths.get(key)
+            if child is None:
+                label = ".".join(key)
+                child = PathVar(key, "any", z3.Const(label, VAL), z3.Bool("has:" + label), var.key)
+                self.paths[key] = child
+                var.children.append(key)
+            var = child
+        return var
+
+    def axioms(self) -> list[Any]:
+        """Structure every real call has: a present child hangs from a present map."""
+        out: list[Any] = []
+        for var in self.paths.values():
+            if var.ty == "any":
+                v = var.value
+                out.append(z3.Implies(VAL.is_vlist(v), VAL.list_len(v) >= 0))
+                fixed = [self.paths[c].present for c in var.children]
+                count = z3.Sum([z3.If(p, 1, 0) for p in fixed]) if fixed else z3.IntVal(0)
+                out.append(z3.Implies(VAL.is_vmap(v), VAL.map_len(v) >= count))
+                if var.parent is None:  # a root or a `map` argument is a map
+                    out.append(z3.Implies(var.present, VAL.is_vmap(v)))
+            if var.parent is not None:
+                parent = self.paths[var.parent]
+                out.append(
+                    z3.Implies(var.present, z3.And(parent.present, VAL.is_vmap(parent.value)))
+                )
+        for s in self.hosted:
+            out.append(z3.Implies(z3.Not(HOST_FAILS(s)), z3.Length(HOST(s)) > 0))
+        return out
+
+    # ---- conditions ------------------------------------------------------------------
+    def condition(self, expr: ast.Expr | None) -> tuple[Any, Any]:
+        """(value, error) of a `where`; None (no condition) always holds."""
+        if expr is None:
+            return TRUE, FALSE
+        term = self.term(expr)
+        return self._as_bool(term)
+
+    def _as_bool(self, term: Term) -> tuple[Any, Any]:
+        if term.ty == "bool":
+            return term.expr, term.err
+        if term.ty == "any":
+            return VAL.bool_of(term.expr), any_or(term.err, z3.Not(VAL.is_vbool(term.expr)))
+        return FALSE, TRUE  # a non-boolean condition always errors
+
+    def term(self, expr: ast.Expr) -> Term:
+        if isinstance(expr, ast.Lit):
+            return _literal(expr)
+        if isinstance(expr, ast.ListLit):
+            items = [self.term(i) for i in expr.items]
+            return Term("listlit", None, any_or(*(i.err for i in items)), items)
+        if isinstance(expr, ast.MapLit):
+            raise Unsupported("map literals are outside the fit fragment")
+        if isinstance(expr, ast.Path):
+            var = self.path_var(expr)
+            return Term(var.ty, var.value, negate(var.present))
+        if isinstance(expr, ast.Call):
+            return self._call(expr)
+        if isinstance(expr, ast.Not):
+            value, err = self._as_bool(self.term(expr.operand))
+            return Term("bool", negate(value), err)
+        if isinstance(expr, ast.BoolOp):
+            lv, le = self._as_bool(self.term(expr.left))
+            rv, re_ = self._as_bool(self.term(expr.right))
+            if expr.op == "and":  # false on the left short-circuits the right's error
+                return Term("bool", all_and(lv, rv), any_or(le, all_and(negate(le), lv, re_)))
+            return Term("bool", any_or(lv, rv), any_or(le, all_and(negate(le), negate(lv), re_)))
+        return self._compare(expr)
+
+    def _call(self, call: ast.Call) -> Term:
+        arg = call.args[0]
+        if call.fn == "has":
+            if not isinstance(arg, ast.Path):
+                raise Unsupported("`has` of something other than a path")
+            return Term("bool", self.path_var(arg).present)
+        inner = self.term(arg)
+        if call.fn == "len":
+            if inner.ty == "str" or inner.ty.startswith("list:"):
+                return Term("int", z3.Length(inner.expr), inner.err)
+            if inner.ty == "listlit":
+                return Term("int", z3.IntVal(len(inner.items)), inner.err)
+            if inner.ty == "any":
+                v = inner.expr
+                ok = z3.Or(VAL.is_vstr(v), VAL.is_vlist(v), VAL.is_vmap(v))
+                size = z3.If(
+                    VAL.is_vstr(v),
+                    z3.Length(VAL.str_of(v)),
+                    z3.If(VAL.is_vlist(v), VAL.list_len(v), VAL.map_len(v)),
+                )
+                return Term("int", size, any_or(inner.err, z3.Not(ok)))
+            return Term("int", z3.IntVal(0), TRUE)
+        if call.fn in ("lower", "host"):
+            text, err = self._text(inner)
+            if call.fn == "lower":
+                self.lowered.append(text)
+                return Term("str", LOWER(text), err)
+            self.hosted.append(text)
+            return Term("str", HOST(text), any_or(err, HOST_FAILS(text)))
+        raise Unsupported(f"function `{call.fn}` is outside the fit fragment")
+
+    def _text(self, term: Term) -> tuple[Any, Any]:
+        if term.ty == "str":
+            return term.expr, term.err
+        if term.ty == "any":
+            return VAL.str_of(term.expr), any_or(term.err, z3.Not(VAL.is_vstr(term.expr)))
+        return z3.StringVal(""), TRUE
+
+    def _number(self, term: Term) -> tuple[Any, Any]:
+        if term.ty in ("int", "real"):
+            return to_real(term), term.err
+        if term.ty == "any":
+            return VAL.num_of(term.expr), any_or(term.err, z3.Not(VAL.is_vnum(term.expr)))
+        return z3.RealVal(0), TRUE
+
+    def _compare(self, cmp: ast.Compare) -> Term:
+        left, right = self.term(cmp.left), self.term(cmp.right)
+        err = any_or(left.err, right.err)
+        op = cmp.op
+        if op in ("==", "!="):
+            same = equal(left, right)
+            return Term("bool", same if op == "==" else negate(same), err)
+        if op in ("in", "not in"):
+            found, type_err = member(left, right)
+            return Term("bool", found if op == "in" else negate(found), any_or(err, type_err))
+        if op in ("<", "<=", ">", ">="):
+            (a, ea), (b, eb) = self._number(left), self._number(right)
+            value = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+            return Term("bool", value, any_or(err, ea, eb))
+        (a, ea), (b, eb) = self._text(left), self._text(right)
+        err = any_or(err, ea, eb)
+        if op == "startswith":
+            return Term("bool", z3.PrefixOf(b, a), err)
+        if op == "endswith":
+            return Term("bool", z3.SuffixOf(b, a), err)
+        if op == "contains":
+            return Term("bool", z3.Contains(a, b), err)
+        if op == "like":
+            if not (isinstance(cmp.right, ast.Lit) and cmp.right.kind == "str"):
+                raise Unsupported("`like` with a pattern that is not a literal string")
+            return Term("bool", z3.InRe(a, glob_regex(str(cmp.right.value))), err)
+        raise Unsupported(f"operator `{op}` is outside the fit fragment")
+
+
+def _literal(lit: ast.Lit) -> Term:
+    if lit.kind == "str":
+        return Term("str", z3.StringVal(str(lit.value)))
+    if lit.kind == "int":
+        return Term("int", z3.IntVal(int(lit.value)))  # type: ignore[arg-type]
+    if lit.kind == "decimal":
+        return Term("real", z3.RealVal(str(lit.value)))
+    if lit.kind == "bool":
+        return Term("bool", z3.BoolVal(bool(lit.value)))
+    return Term("null", None)
+
+
+def glob_regex(pattern: str) -> Any:
+    """`*` is any run of characters; everything else is literal (runtime.glob)."""
+    pieces = [z3.Re(z3.StringVal(p)) for p in pattern.split("*")]
+    anything = z3.Full(z3.ReSort(z3.StringSort()))
+    out: list[Any] = []
+    for index, piece in enumerate(pieces):
+        if index:
+            out.append(anything)
+        out.append(piece)
+    return out[0] if len(out) == 1 else z3.Concat(*out)
+
+
+def _static_eq(a: Term, b: Term) -> Any:
+    """`runtime.eq` for two terms whose kinds are known and equal."""
+    kind = a.kind
+    if kind == "null":
+        return TRUE
+    if kind == "number":
+        if a.ty == b.ty:
+            return a.expr == b.expr
+        return to_real(a) == to_real(b)
+    if kind in ("str", "bool"):
+        return a.expr == b.expr
+    # lists
+    if a.ty == "listlit" and b.ty == "listlit":
+        if len(a.items) != len(b.items):
+            return FALSE
+        return all_and(*(equal(x, y) for x, y in zip(a.items, b.items, strict=True)))
+    if a.ty == "listlit":
+        a, b = b, a
+    if b.ty == "listlit":
+        item = a.ty[5:]
+        parts = [z3.Length(a.expr) == len(b.items)]
+        for index, lit in enumerate(b.items):
+            parts.append(equal(Term(item, a.expr[index]), lit))
+        return all_and(*parts)
+    if a.ty == b.ty:
+        return a.expr == b.expr
+    raise Unsupported(f"comparing a `{a.ty}` list with a `{b.ty}` list")
+
+
+def _any_eq(a: Term, b: Term) -> Any:
+    """`runtime.eq` when `a` is an unchecked value."""
+    v = a.expr
+    kind = b.kind
+    if kind == "str":
+        return z3.And(VAL.is_vstr(v), VAL.str_of(v) == b.expr)
+    if kind == "number":
+        return z3.And(VAL.is_vnum(v), VAL.num_of(v) == to_real(b))
+    if kind == "bool":
+        return z3.And(VAL.is_vbool(v), VAL.bool_of(v) == b.expr)
+    if kind == "null":
+        return VAL.is_vnull(v)
+    if kind == "any":
+        w = b.expr
+        return z3.Or(
+            z3.And(VAL.is_vstr(v), VAL.is_vstr(w), VAL.str_of(v) == VAL.str_of(w)),
+            z3.And(VAL.is_vnum(v), VAL.is_vnum(w), VAL.num_of(v) == VAL.num_of(w)),
+            z3.And(VAL.is_vbool(v), VAL.is_vbool(w), VAL.bool_of(v) == VAL.bool_of(w)),
+            z3.And(VAL.is_vnull(v), VAL.is_vnull(w)),
+            z3.And(
+                z3.Or(
+                    z3.And(VAL.is_vlist(v), VAL.is_vlist(w)),
+                    z3.And(VAL.is_vmap(v), VAL.is_vmap(w)),
+                ),
+                ANY_EQ(v, w),
+            ),
+        )
+    raise Unsupported("comparing an unchecked value with a list")
+
+
+def equal(a: Term, b: Term) -> Any:
+    """`runtime.eq`: values of different kinds are unequal, never an error."""
+    if a.ty == "any":
+        return _any_eq(a, b)
+    if b.ty == "any":
+        return _any_eq(b, a)
+    if a.kind != b.kind:
+        return FALSE
+    return _static_eq(a, b)
+
+
+def member(item: Term, items: Term) -> tuple[Any, Any]:
+    """(`item in items`, error): the right side must be a list."""
+    if items.ty == "listlit":
+        return any_or(*(equal(item, i) for i in items.items)), FALSE
+    if items.ty.startswith("list:"):
+        elem = items.ty[5:]
+        seq = items.expr
+        if item.ty == "any":
+            v = item.expr
+            if elem == "str":
+                return z3.And(VAL.is_vstr(v), z3.Contains(seq, z3.Unit(VAL.str_of(v)))), FALSE
+            if elem == "bool":
+                return z3.And(VAL.is_vbool(v), z3.Contains(seq, z3.Unit(VAL.bool_of(v)))), FALSE
+            n = VAL.num_of(v)
+            if elem == "int":
+                return (
+                    z3.And(VAL.is_vnum(v), z3.IsInt(n), z3.Contains(seq, z3.Unit(z3.ToInt(n)))),
+                    FALSE,
+                )
+            return z3.And(VAL.is_vnum(v), z3.Contains(seq, z3.Unit(n))), FALSE
+        kind = "number" if elem in ("int", "real") else elem
+        if item.kind != kind:
+            return FALSE, FALSE
+        if elem == item.ty or kind != "number":
+            return z3.Contains(seq, z3.Unit(item.expr)), FALSE
+        if elem == "real":
+            return z3.Contains(seq, z3.Unit(to_real(item))), FALSE
+        n = item.expr
+        return z3.And(z3.IsInt(n), z3.Contains(seq, z3.Unit(z3.ToInt(n)))), FALSE
+    if items.ty == "any":
+        v = items.expr
+        return z3.And(VAL.is_vlist(v), ANY_MEMBER(v, _boxed(item))), z3.Not(VAL.is_vlist(v))
+    return FALSE, TRUE
+
+
+def _boxed(term: Term) -> Any:
+    """A term as a `VAL`, for the opaque-list membership function."""
+    if term.ty == "any":
+        return term.expr
+    if term.ty == "str":
+        return VAL.vstr(term.expr)
+    if term.ty in ("int", "real"):
+        return VAL.vnum(to_real(term))
+    if term.ty == "bool":
+        return VAL.vbool(term.expr)
+    if term.ty == "null":
+        return VAL.vnull
+    raise Unsupported("a list inside an unchecked list")

@@ -1,0 +1,148 @@
+"""From a z3 model back to a concrete call: the counterexample the evaluator confirms.
+
+A model only fixes the paths the conditions read; everything else is filled in to make
+a valid call (required arguments get a value of their declared type). `preferences`
+are extra constraints tried first so that counterexamples read naturally (printable
+strings, `lower` on text it leaves unchanged, agent fields of their documented kinds);
+they never decide soundness, only which of several real counterexamples is shown.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import z3
+
+from engine.fit.encode import Encoder, PathVar
+from engine.fit.terms import HOST, HOST_FAILS, LOWER, VAL
+from engine.types import from_ref
+
+_PRINTABLE = z3.Star(z3.Range(" ", "~"))
+_NOT_UPPER = z3.Star(z3.Union(z3.Range(" ", "@"), z3.Range("[", "~")))
+_HOSTNAME = z3.Concat(
+    z3.Range("a", "z"), z3.Star(z3.Union(z3.Range("a", "z"), z3.Range("0", "9"), z3.Re(".")))
+)
+
+
+def preferences(enc: Encoder) -> list[Any]:
+    out: list[Any] = []
+    for var in enc.paths.values():
+        if var.ty == "str":
+            out.append(z3.InRe(var.value, _PRINTABLE))
+        elif var.ty == "any":
+            v = var.value
+            out.append(z3.Implies(VAL.is_vstr(v), z3.InRe(VAL.str_of(v), _PRINTABLE)))
+            out.append(z3.Implies(VAL.is_vlist(v), VAL.list_len(v) == 0))
+            if var.key[:1] == ("agent",) and len(var.key) == 2 and var.key[1] != "metadata":
+                out.append(z3.Implies(var.present, VAL.is_vstr(v)))
+            if var.key[:1] == ("thread",) and len(var.key) == 2:
+                if var.key[1] == "id":
+                    out.append(z3.Implies(var.present, VAL.is_vstr(v)))
+                else:
+                    out.append(z3.Implies(var.present, VAL.is_vnum(v)))
+    for s in enc.lowered:
+        out.append(z3.InRe(s, _NOT_UPPER))
+        out.append(LOWER(s) == s)
+    for s in enc.hosted:
+        out.append(z3.Not(HOST_FAILS(s)))
+        out.append(z3.InRe(HOST(s), _HOSTNAME))
+        out.append(s == z3.Concat(z3.StringVal("https://"), HOST(s), z3.StringVal("/")))
+    return out
+
+
+def _number(value: Any) -> int | Decimal:
+    frac = value.as_fraction() if z3.is_rational_value(value) else Fraction(0)
+    if frac.denominator == 1:
+        return int(frac.numerator)
+    return Decimal(frac.numerator) / Decimal(frac.denominator)
+
+
+def _plain(model: Any, var_value: Any, ty: str) -> Any:
+    value = model.eval(var_value, model_completion=True)
+    if ty == "str":
+        return value.as_string()
+    if ty == "int":
+        return value.as_long()
+    if ty == "real":
+        return _number(value)
+    if ty == "bool":
+        return z3.is_true(value)
+    if ty.startswith("list:"):
+        size = model.eval(z3.Length(var_value), model_completion=True).as_long()
+        item = ty[5:]
+        return [_plain(model, var_value[i], item) for i in range(size)]
+    raise AssertionError(ty)
+
+
+class CallBuilder:
+    """Reads one model into the request parts: args, context, agent and thread."""
+
+    def __init__(self, enc: Encoder, model: Any) -> None:
+        self.enc = enc
+        self.model = model
+
+    def _true(self, cond: Any) -> bool:
+        return bool(z3.is_true(self.model.eval(cond, model_completion=True)))
+
+    def _any(self, var: PathVar) -> Any:
+        v = var.value
+        if self._true(VAL.is_vstr(v)):
+            return _plain(self.model, VAL.str_of(v), "str")
+        if self._true(VAL.is_vnum(v)):
+            return _number(self.model.eval(VAL.num_of(v), model_completion=True))
+        if self._true(VAL.is_vbool(v)):
+            return self._true(VAL.bool_of(v))
+        if self._true(VAL.is_vnull(v)):
+            return None
+        if self._true(VAL.is_vlist(v)):
+            size = self.model.eval(VAL.list_len(v), model_completion=True).as_long()
+            return [None] * size
+        out: dict[str, Any] = {}
+        for key in var.children:
+            child = self.enc.paths[key]
+            if self._true(child.present):
+                out[key[-1]] = self._any(child)
+        size = self.model.eval(VAL.map_len(v), model_completion=True).as_long()
+        filler = 0
+        while len(out) < size:  # keys no condition can name (`~` is not an identifier)
+            out[f"~{filler}"] = None
+            filler += 1
+        return out
+
+    def args(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for param in self.enc.tool.params:
+            var = self.enc.paths.get(("args", param.name))
+            if var is None:
+                if param.required:
+                    out[param.name] = _filler(from_ref(param.type))
+                continue
+            if not self._true(var.present):
+                continue
+            out[param.name] = (
+                self._any(var) if var.ty == "any" else _plain(self.model, var.value, var.ty)
+            )
+        return out
+
+    def root(self, name: str) -> dict[str, Any] | None:
+        var = self.enc.paths.get((name,))
+        if var is None or not self._true(var.present):
+            return None
+        value = self._any(var)
+        return value if isinstance(value, dict) else None
+
+    def call(self) -> dict[str, Any]:
+        return {
+            "tool": self.enc.tool.name,
+            "args": self.args(),
+            "context": self.root("context"),
+            "agent": self.root("agent"),
+            "thread": self.root("thread"),
+        }
+
+
+def _filler(ty: str) -> Any:
+    """A value of a declared type for an argument no condition reads."""
+    return {"str": "x", "int": 0, "decimal": 0, "bool": False, "map": {}}.get(ty, [])

@@ -1,0 +1,53 @@
+"""What a fit check answers: fits, or the violations (each with its counterexample)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+KINDS = ("widens", "drops-deny", "drops-hook", "budget", "identity", "unsupported", "timeout")
+
+
+def json_value(value: Any) -> Any:
+    """Counterexample values as JSON: decimals that are not integers become strings."""
+    if isinstance(value, Decimal):
+        return float(value) if Decimal(repr(float(value))) == value else str(value)
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reason a candidate does not fit inside the caller's access."""
+
+    kind: str  # one of KINDS
+    message: str
+    grant: str | None = None  # the candidate's role (or hook / profile) responsible
+    location: str | None = None  # "file:line:col" of the candidate's grant
+    counterexample: dict[str, Any] | None = None  # confirmed by the evaluator
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "grant": self.grant,
+            "location": self.location,
+            "counterexample": json_value(self.counterexample),
+        }
+
+
+@dataclass(frozen=True)
+class FitResult:
+    fits: bool
+    violations: tuple[Violation, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fits": self.fits, "violations": [v.to_json() for v in self.violations]}
+
+    @staticmethod
+    def of(violations: list[Violation]) -> FitResult:
+        return FitResult(not violations, tuple(violations))

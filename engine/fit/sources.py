@@ -1,0 +1,60 @@
+"""Candidate DSL text checked against the caller's workspace.
+
+The candidate text is checked together with the parts of the caller's workspace it may
+refer to: toolsets (for a role), plus roles and hooks (for a profile). Declarations the
+candidate redefines, and every profile and test, are blanked out line for line so that
+source locations in the workspace's own files stay right.
+"""
+
+from __future__ import annotations
+
+from engine.check import Workspace, check_sources
+from grammar.parser import parse
+from policy import ast
+from policy.diagnostics import CharterError, Diagnostic
+
+CANDIDATE_FILE = "<candidate>"
+
+
+def _kept_text(file: ast.SourceFile, keep: tuple[type, ...], replaced: set[str]) -> str:
+    lines = file.text.split("\n")
+    for decl in file.declarations:
+        if isinstance(decl, keep) and decl.name not in replaced:
+            continue
+        for index in range(decl.span.line - 1, min(decl.span.end_line, len(lines))):
+            lines[index] = ""
+    return "\n".join(lines)
+
+
+def candidate_workspace(
+    workspace: Workspace, source: str, kind: str
+) -> tuple[Workspace, list[ast.Role] | ast.Profile]:
+    """The workspace the candidate lives in, and the candidate's role(s) or profile."""
+    if kind not in ("role", "profile"):
+        raise ValueError(f"kind must be `role` or `profile`, not `{kind}`")
+    parsed = parse(source, CANDIDATE_FILE)  # raises CharterSyntaxError (a CharterError)
+    declared = {d.name for d in parsed.declarations if not isinstance(d, ast.Test)}
+    keep: tuple[type, ...] = (ast.Toolset,) if kind == "role" else (ast.Toolset, ast.Role, ast.Hook)
+    sources = [(f.path, _kept_text(f, keep, declared)) for f in workspace.files]
+    sources.append((CANDIDATE_FILE, source))
+    checked = check_sources(sources)
+    if kind == "role":
+        roles = [d for d in parsed.declarations if isinstance(d, ast.Role)]
+        others = [d for d in parsed.declarations if not isinstance(d, ast.Role)]
+        if not roles or others:
+            raise _shape_error("a role candidate is one or more `role` declarations", parsed)
+        return checked, [checked.roles[r.name] for r in roles]
+    profiles = [d for d in parsed.declarations if isinstance(d, ast.Profile)]
+    if len(profiles) != 1:
+        raise _shape_error("a profile candidate declares exactly one `profile`", parsed)
+    return checked, checked.profiles[profiles[0].name]
+
+
+def _shape_error(what: str, parsed: ast.SourceFile) -> CharterError:
+    span = (
+        parsed.declarations[0].span if parsed.declarations else ast.Span(CANDIDATE_FILE, 1, 1, 1, 1)
+    )
+    return CharterError(
+        [Diagnostic("E0901", f"{what}; found something else", span, "check the candidate text")],
+        {CANDIDATE_FILE: parsed.text},
+    )
