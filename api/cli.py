@@ -45,6 +45,10 @@ def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
     return workspace
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     workspace = _load(args.paths, args.format)
     if workspace is None:
@@ -53,9 +57,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         _out(to_json(workspace.warnings))
     else:
         _out(
-            f"ok: {len(workspace.files)} files, {len(workspace.toolsets)} toolsets, "
-            f"{len(workspace.roles)} roles, {len(workspace.hooks)} hooks, "
-            f"{len(workspace.profiles)} profiles, {len(workspace.tests)} tests"
+            "ok: "
+            + ", ".join(
+                _count(len(items), noun)
+                for items, noun in (
+                    (workspace.files, "file"),
+                    (workspace.toolsets, "toolset"),
+                    (workspace.roles, "role"),
+                    (workspace.hooks, "hook"),
+                    (workspace.profiles, "profile"),
+                    (workspace.tests, "test"),
+                )
+            )
         )
     return 0
 
@@ -115,7 +128,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         for error in result.decision.errors:
             _out(f"  condition error at {error.location}: {error.message}")
         for miss in result.decision.near_misses:
-            _out(f"  near miss: {miss.message} at {miss.location}")
+            who = f"role `{miss.role}`" if miss.role else miss.message
+            _out(f"  near miss: an allow of {who} at {miss.location} (its condition did not hold)")
     _out(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
