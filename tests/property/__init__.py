@@ -1,0 +1,1 @@
+"""Property (hypothesis) tests of Charter's core guarantees; see docs/properties.md."""

@@ -1,0 +1,168 @@
+"""Generators of syntax trees for the formatter round trip, and of broken text.
+
+Unlike `strategies.py`, nothing here needs to type-check: these trees only need to be
+what the parser can build (every declaration kind, every expression form, strings with
+escapes and unicode, decimals, negative and huge numbers), so that `parse(fmt(tree))`
+can be compared with the tree itself.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from policy import ast
+
+# Characters that have tripped up hand-written scanners: quotes, escapes, `#`, and the
+# line breaks that `str.splitlines` knows but the grammar does not.
+AWKWARD = '"\\#\n\r\t\x00\x0b\x0c\x1c\x85\u2028\u2029é☃𝄞 '
+# Words the grammar uses as keywords somewhere; names may still be any of them where
+# the contextual lexer expects a name.
+KEYWORDS = (
+    "allow", "deny", "where", "pause", "rewrite", "roles", "hooks", "budget", "usd", "per",
+    "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
+    "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
+    "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
+)  # fmt: skip
+
+names = st.one_of(st.from_regex(r"[a-z][a-z0-9_-]{0,7}", fullmatch=True), st.sampled_from(KEYWORDS))
+# Known limitation (docs/properties.md): a role named `roles`, `hooks` or `budget`
+# cannot be the first role a profile lists, since the keyword wins there.
+PROFILE_WORDS = ("roles", "hooks", "budget")
+texts = st.one_of(st.text(max_size=12), st.text(st.sampled_from(AWKWARD), max_size=6))
+ints = st.one_of(st.integers(-1000, 1000), st.integers())
+decimals = st.decimals(min_value=-(10**12), max_value=10**12, allow_nan=False, allow_infinity=False)
+
+
+def lit(kind: ast.LiteralKind) -> st.SearchStrategy[ast.Lit]:
+    values = {
+        "str": texts,
+        "int": ints,
+        "decimal": decimals,
+        "bool": st.booleans(),
+        "null": st.none(),
+    }[kind]
+    return values.map(lambda v: ast.Lit(kind, v))
+
+
+scalars: st.SearchStrategy[ast.Expr] = st.one_of(
+    lit("str"), lit("int"), lit("decimal"), lit("bool"), lit("null")
+)
+
+
+def _map(entries: list[tuple[str, ast.Expr]]) -> ast.MapLit:
+    return ast.MapLit(tuple(dict(entries).items()))  # the parser rejects duplicate keys
+
+
+map_keys = st.one_of(names, texts)
+# Values: parameter defaults and test arguments (no paths, maps allowed).
+values: st.SearchStrategy[ast.Expr] = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: ast.ListLit(tuple(xs))),
+        st.lists(st.tuples(map_keys, inner), max_size=3).map(_map),
+    ),
+    max_leaves=8,
+)
+maps = st.lists(st.tuples(map_keys, values), max_size=3).map(_map)
+
+paths = st.builds(ast.Path, st.sampled_from(ast.PATH_ROOTS), st.lists(names, max_size=3).map(tuple))
+
+
+def _extend(inner: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+    return st.one_of(
+        st.builds(ast.Not, inner),
+        st.builds(ast.BoolOp, st.sampled_from(("and", "or")), inner, inner),
+        st.builds(ast.Compare, st.sampled_from(ast.COMPARE_OPS), inner, inner),
+        st.builds(
+            ast.Call,
+            st.one_of(st.sampled_from(ast.FUNCTIONS), names.filter(lambda n: n not in KEYWORDS)),
+            st.lists(inner, max_size=2).map(tuple),
+        ),
+        st.lists(inner, max_size=3).map(lambda xs: ast.ListLit(tuple(xs))),
+    )
+
+
+# Conditions: every expression form the grammar has.
+exprs: st.SearchStrategy[ast.Expr] = st.recursive(st.one_of(scalars, paths), _extend, max_leaves=12)
+
+pattern_texts = st.one_of(
+    st.just("*"),
+    names.map(lambda n: n + ".*"),
+    st.lists(names, min_size=1, max_size=3).map(".".join),
+)
+patterns = st.lists(pattern_texts.map(ast.Pattern), min_size=1, max_size=3).map(tuple)
+
+scalar_types = st.sampled_from(("str", "int", "decimal", "bool", "map"))
+type_refs: st.SearchStrategy[ast.TypeRef] = st.recursive(
+    scalar_types.map(lambda k: ast.TypeRef(k)),  # type: ignore[arg-type]
+    lambda inner: inner.map(lambda t: ast.TypeRef("list", t)),
+    max_leaves=3,
+)
+
+
+@st.composite
+def params(draw: st.DrawFn) -> ast.Param:
+    mode = draw(st.sampled_from(("required", "optional", "default")))
+    default = draw(values) if mode == "default" else None
+    return ast.Param(draw(names), draw(type_refs), default, optional=mode == "optional")
+
+
+tool_decls = st.builds(ast.ToolDecl, names, st.lists(params(), max_size=3).map(tuple))
+toolsets = st.builds(
+    ast.Toolset,
+    names,
+    st.one_of(st.none(), texts),
+    st.booleans(),
+    st.booleans(),
+    st.lists(tool_decls, max_size=3).map(tuple),
+)
+rules = st.builds(
+    ast.Rule, st.sampled_from(("allow", "deny")), patterns, st.one_of(st.none(), exprs)
+)
+roles = st.builds(ast.Role, names, st.lists(rules, max_size=3).map(tuple))
+
+
+@st.composite
+def hooks(draw: st.DrawFn) -> ast.Hook:
+    name, pats = draw(names), draw(patterns)
+    where = draw(st.one_of(st.none(), exprs))
+    kind = draw(st.sampled_from(("pause", "deny", "rewrite")))
+    if kind == "rewrite":
+        rewrites = draw(st.lists(st.builds(ast.Rewrite, paths, exprs), min_size=1, max_size=3))
+        return ast.Hook(name, pats, where, "rewrite", None, tuple(rewrites))
+    message = draw(st.one_of(st.none(), texts))
+    return ast.Hook(name, pats, where, kind, message)  # type: ignore[arg-type]
+
+
+@st.composite
+def profiles(draw: st.DrawFn) -> ast.Profile:
+    name = draw(names)
+    role_names = tuple(draw(st.lists(names.filter(lambda n: n not in PROFILE_WORDS), max_size=3)))
+    budget = None
+    if draw(st.booleans()):
+        amount = draw(st.decimals(min_value=0, max_value=10**9, allow_nan=False, places=3))
+        budget = ast.Budget(amount, draw(st.sampled_from(("24h", "7d", "total"))))
+    mode = draw(st.sampled_from(("unwritten", "none", "list")))
+    if mode == "unwritten":
+        return ast.Profile(name, role_names, budget=budget)
+    hook_refs: tuple[str, ...] = ("none",)
+    if mode == "list":
+        hook_refs = tuple(draw(st.lists(st.one_of(names, st.just("default")), min_size=1)))
+        hook_refs = tuple(h for h in hook_refs if h != "none") or ("default",)
+    return ast.Profile(name, role_names, hook_refs, budget, hooks_written=True)
+
+
+expects = st.builds(
+    ast.Expect,
+    st.sampled_from(("allow", "deny", "pause")),
+    st.lists(names, min_size=1, max_size=3).map(".".join),
+    maps,
+    st.one_of(st.none(), maps),
+    st.one_of(st.none(), maps),
+)
+tests = st.builds(ast.Test, texts, names, st.lists(expects, max_size=3).map(tuple))
+
+declarations = st.one_of(toolsets, roles, hooks(), profiles(), tests)
+source_files = st.lists(declarations, max_size=5).map(
+    lambda ds: ast.SourceFile("gen.charter", tuple(ds))
+)

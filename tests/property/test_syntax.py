@@ -1,0 +1,63 @@
+"""(f) The formatter round-trips, is idempotent, keeps comments; the parser fails only
+with Charter's own syntax error, whatever the text."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grammar.fmt import format_file
+from grammar.parser import parse
+from policy import ast
+from tests.property.syntax import source_files
+
+
+def _fmt(source: ast.SourceFile) -> str:
+    return format_file(source)
+
+
+@given(source_files)
+def test_parse_of_fmt_is_the_same_tree(source: ast.SourceFile) -> None:
+    """`parse(fmt(ast)) == ast` for every declaration kind and expression form, strings
+    with escapes and unicode, decimals and negative numbers (spans are ignored)."""
+    text = _fmt(source)
+    assert parse(text, "gen.charter").declarations == source.declarations, text
+
+
+@given(source_files)
+def test_fmt_is_idempotent(source: ast.SourceFile) -> None:
+    """Formatting formatted text changes nothing."""
+    once = _fmt(source)
+    assert _fmt(parse(once, "gen.charter")) == once
+
+
+comment_texts = st.text(st.characters(blacklist_characters="\n"), max_size=10).map(
+    lambda t: ("# " + t).rstrip()
+)
+
+
+@given(source_files, st.data())
+def test_comments_survive_formatting(source: ast.SourceFile, data: st.DataObject) -> None:
+    """Comments on their own lines or after an item are found exactly (a `#` in a
+    string is not one), all kept by `fmt`, the tree is unchanged, and formatting the
+    result again changes nothing."""
+    written: list[str] = []
+    inserted: list[str] = []
+    for line in _fmt(source).split("\n"):
+        where = data.draw(st.sampled_from(("none", "none", "after", "before")))
+        if where == "before":
+            inserted.append(data.draw(comment_texts))
+            written += [inserted[-1], line]
+        elif where == "after" and line.strip():
+            inserted.append(data.draw(comment_texts))
+            written.append(f"{line}  {inserted[-1]}")
+        else:
+            written.append(line)
+    parsed = parse("\n".join(written), "gen.charter")
+    assert parsed.declarations == source.declarations
+    assert [c[2] for c in parsed.comments] == inserted
+    formatted = _fmt(parsed)
+    again = parse(formatted, "gen.charter")
+    assert sorted(c[2] for c in again.comments) == sorted(inserted), formatted
+    assert again.declarations == source.declarations
+    assert _fmt(again) == formatted
