@@ -85,6 +85,11 @@ def expr_json(expr: ast.Expr) -> Any:
     return {"op": expr.op, "left": expr_json(expr.left), "right": expr_json(expr.right)}
 
 
+def _negation(expr: ast.Expr) -> ast.Expr:
+    """`not D`; `not not X` is X (both error exactly when X is not a boolean)."""
+    return expr.operand if isinstance(expr, ast.Not) else ast.Not(expr)
+
+
 def _conj(parts: list[ast.Expr]) -> ast.Expr | None:
     out: ast.Expr | None = None
     for part in parts:
@@ -147,7 +152,7 @@ class _Lister:
         denies = self._denies(spec, deny_hooks)
         if any(d is None for d in denies):
             return ToolListing(spec.name, "deny", hooks=notes)
-        prefix = [ast.Not(d) for d in denies if d is not None]
+        prefix = [_negation(d) for d in denies if d is not None]
         grants = tuple(_conj([*prefix, r.where]) or r.where for r, _ in allows if r.where)
         text = expr_text(_disj(list(grants)) or ast.Lit("bool", True))
         return ToolListing(spec.name, "narrow", text, grants, len(grants) <= 1, notes)
@@ -187,7 +192,7 @@ class _Lister:
         if any(w is None for w in kept_denies):  # pragma: no cover - caught as unsat above
             return ToolListing(spec.name, "deny", hooks=notes)
         kept.sort(key=lambda item: item[1])  # allows that can never error first
-        prefix: list[ast.Expr] = [ast.Not(w) for w in kept_denies if w is not None]
+        prefix: list[ast.Expr] = [_negation(w) for w in kept_denies if w is not None]
         conditions = [w for w, _ in kept]
         exact = sum(1 for _, may_err in kept if may_err) <= 1
         grants_out: tuple[ast.Expr, ...]

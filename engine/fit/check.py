@@ -7,7 +7,7 @@ the fragment = does not fit, with that reason (sound always).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
@@ -108,6 +108,7 @@ def widenings(
                     f"`{tool}` has a different signature for the caller; cannot compare",
                     role,
                     _location(rule),
+                    tool=tool,
                 )
             )
             continue
@@ -137,6 +138,7 @@ def _widenings_of_tool(
                 f"cannot decide `{tool}`: {exc}; treated as not fitting",
                 role,
                 _location(rule),
+                tool=tool,
             )
         ]
     out: list[Violation] = []
@@ -151,7 +153,12 @@ def _widenings_of_tool(
             continue
         if answer != z3.sat:
             out.append(
-                _unknown(solver, deadline, f"`{tool}` for role `{role}`", role, _location(rule))
+                replace(
+                    _unknown(
+                        solver, deadline, f"`{tool}` for role `{role}`", role, _location(rule)
+                    ),
+                    tool=tool,
+                )
             )
             solver.pop()
             continue
@@ -183,6 +190,7 @@ def _confirm_widening(
             role,
             _location(rule),
             call,
+            tool,
         )
     return Violation(
         "unsupported",
@@ -190,6 +198,7 @@ def _confirm_widening(
         "evaluator; treated as not fitting",
         role,
         _location(rule),
+        tool=tool,
     )
 
 
@@ -240,6 +249,7 @@ def dropped_denies(
                     candidate_name,
                     location,
                     call,
+                    tool,
                 )
             )
         else:

@@ -29,9 +29,11 @@ class Violation:
     grant: str | None = None  # the candidate's role (or hook / profile) responsible
     location: str | None = None  # "file:line:col" of the candidate's grant
     counterexample: dict[str, Any] | None = None  # confirmed by the evaluator
+    tool: str | None = None  # the tool concerned, when there is one
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "tool": self.tool,
             "kind": self.kind,
             "message": self.message,
             "grant": self.grant,

@@ -1,0 +1,177 @@
+"""`charter fit`, `charter tools` and `charter diff`: the fit check, tool listing and
+semantic diff on the command line (registered into `charter` by api.cli).
+
+Exit codes: 0 fits / listed / nothing widened; 1 does not fit, anything widened, or the
+policy has errors; 2 the command line itself was wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.check import Workspace, load
+from engine.compile import compile_workspace
+from engine.diff import diff_workspaces
+from engine.fit import FitResult, fit_role, fit_source, fit_workspace_profile
+from engine.fit.result import json_value
+from engine.listing import list_tools
+from grammar.parser import parse
+from policy import ast
+from policy.diagnostics import CharterError, render_all, to_json
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def _fail(exc: CharterError, fmt: str) -> int:
+    if fmt == "json":
+        _out(to_json(exc.diagnostics))
+    else:
+        _err(render_all(exc.diagnostics, exc.sources))
+    return 1
+
+
+def _load(path: str) -> Workspace:
+    return load([path])
+
+
+def _call_text(call: dict[str, Any]) -> list[str]:
+    lines = [f"{call['tool']} {json.dumps(json_value(call['args']), sort_keys=True)}"]
+    for part in ("context", "agent", "thread"):
+        if call.get(part) is not None:
+            lines.append(f"  {part}: {json.dumps(json_value(call[part]), sort_keys=True)}")
+    return lines
+
+
+def print_fit(result: FitResult) -> None:
+    if result.fits:
+        _out("fits")
+        return
+    count = len(result.violations)
+    _out(f"does not fit: {count} violation{'s' if count != 1 else ''}")
+    for v in result.violations:
+        _out(f"{v.kind}: {v.message}")
+        if v.location:
+            _out(f"  at {v.location}")
+        if v.counterexample:
+            first, *rest = _call_text(v.counterexample)
+            _out(f"  counterexample: {first}")
+            for line in rest:
+                _out("  " + line)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    try:
+        ws = _load(args.workspace)
+        snap = compile_workspace(ws)
+        if args.role:
+            result = fit_role(ws, args.caller, ws, args.role, timeout_ms=args.timeout_ms)
+        elif args.profile:
+            result = fit_workspace_profile(
+                ws, args.caller, ws, args.profile, timeout_ms=args.timeout_ms
+            )
+        else:
+            text = Path(args.file).read_text(encoding="utf-8")
+            decls = parse(text, args.file).declarations
+            kind = "profile" if any(isinstance(d, ast.Profile) for d in decls) else "role"
+            result = fit_source(snap, args.caller, text, kind=kind, timeout_ms=args.timeout_ms)
+    except CharterError as exc:
+        return _fail(exc, args.format)
+    except OSError as exc:
+        _err(f"charter: cannot read `{args.file}`: {exc.strerror}")
+        return 2
+    if args.format == "json":
+        _out(json.dumps(result.to_json(), indent=2))
+    else:
+        print_fit(result)
+    return 0 if result.fits else 1
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    try:
+        snap = compile_workspace(_load(args.workspace))
+        listing = list_tools(snap, args.profile)
+    except CharterError as exc:
+        return _fail(exc, args.format)
+    if args.format == "json":
+        _out(json.dumps([t.to_json() for t in listing], indent=2))
+        return 0
+    denied = 0
+    for item in listing:
+        if item.status == "deny" and not args.all:
+            denied += 1
+            continue
+        line = f"{item.status:<7}{item.tool}"
+        if item.condition is not None:
+            line += f" where {item.condition}"
+            if not item.exact:
+                line += "  (each allow on its own: an erroring one does not grant)"
+        _out(line)
+        for hook in item.hooks:
+            when = f" where {hook.condition}" if hook.condition else ""
+            _out(f"         hook `{hook.name}` {hook.kind}{when}")
+    if denied:
+        _out(f"({denied} other tools denied; --all lists them)")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        old, new = _load(args.old), _load(args.new)
+    except CharterError as exc:
+        return _fail(exc, args.format)
+    result = diff_workspaces(old, new, timeout_ms=args.timeout_ms)
+    if args.format == "json":
+        _out(json.dumps(result.to_json(), indent=2))
+    elif not result.changes:
+        _out("no access changed")
+    else:
+        for change in result.changes:
+            _out(f"{change.direction}: profile `{change.profile}`: {change.message}")
+            if change.location:
+                _out(f"  at {change.location}")
+            if change.counterexample:
+                first, *rest = _call_text(change.counterexample)
+                _out(f"  counterexample: {first}")
+                for line in rest:
+                    _out("  " + line)
+    return 1 if result.widened else 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("fit", help="does a role or profile fit inside a caller's access?")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--caller", required=True, help="the caller's profile")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--role", help="a role of the workspace")
+    which.add_argument("--profile", help="a profile of the workspace")
+    which.add_argument("--file", help="DSL text of a new role or profile")
+    p.add_argument("--timeout-ms", type=int, default=2000)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("tools", help="list what a profile may call: allow, narrow, deny")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--profile", required=True)
+    p.add_argument("--all", action="store_true", help="also list denied tools")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("diff", help="tools whose access got wider or narrower, per profile")
+    p.add_argument("old")
+    p.add_argument("new")
+    p.add_argument("--timeout-ms", type=int, default=10_000)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_diff)
+
+
+__all__ = ["argparse", "register"]
