@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from engine.check import Workspace, load, read_sources
 from engine.compile import Snapshot, compile_workspace
@@ -20,7 +20,7 @@ from engine.explain import explain
 from engine.testing import run_tests
 from grammar.fmt import format_file
 from grammar.parser import parse
-from policy.diagnostics import CharterError, render_all, to_json
+from policy.diagnostics import CharterError, did_you_mean, render_all, to_json
 
 
 def _out(text: str) -> None:
@@ -134,21 +134,30 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _usage_error(message: str) -> NoReturn:
+    """The command line itself is wrong: say so on stderr and exit 2."""
+    _err(f"charter: {message}")
+    raise SystemExit(2)
+
+
 def _json_arg(text: str | None, name: str) -> Any:
     if text is None:
         return None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(
-            f"charter: --{name} is not valid JSON: {exc.msg} at column {exc.colno}"
-        ) from None
+        _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
 
 
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
     workspace = _load([args.workspace])
     if workspace is None:
         return None
+    if args.profile not in workspace.profiles:
+        hint = did_you_mean(args.profile, workspace.profiles) or (
+            "profiles: " + ", ".join(sorted(workspace.profiles))
+        )
+        _usage_error(f"no profile `{args.profile}` in the workspace\n  = help: {hint}")
     call_args = _json_arg(args.args, "args")
     request = Request(
         args.profile,

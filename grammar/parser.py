@@ -7,6 +7,8 @@ carrying diagnostics with a stable code, a span and, where we can tell, a help l
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -34,11 +36,99 @@ class ParseOptions:
 DEFAULT_OPTIONS = ParseOptions()
 
 
+_WORD_CHAR = re.compile(r"[a-z0-9_-]")
+_KEYWORD_WORDS = frozenset(
+    [
+        "toolset",
+        "url",
+        "connection",
+        "required",
+        "runs",
+        "code",
+        "tool",
+        "list",
+        "role",
+        "allow",
+        "deny",
+        "where",
+        "hook",
+        "on",
+        "pause",
+        "rewrite",
+        "profile",
+        "roles",
+        "hooks",
+        "default",
+        "none",
+        "budget",
+        "usd",
+        "per",
+        "test",
+        "expect",
+        "context",
+        "rewritten",
+        "and",
+        "or",
+        "not",
+        "in",
+        "startswith",
+        "endswith",
+        "contains",
+        "like",
+        "true",
+        "false",
+        "null",
+        "str",
+        "int",
+        "decimal",
+        "bool",
+        "map",
+    ]
+)
+
+
+class _GluedWord(Exception):
+    def __init__(self, first: Token, second: Token) -> None:
+        super().__init__(f"{first}{second}")
+        self.first = first
+        self.second = second
+
+
+class _WholeWords:
+    """Post-lexer: a keyword glued to the word after it (`allowed` lexes as `allow` + `ed`
+    because the contextual lexer only looks for keywords where they fit) is one word the
+    author mistyped; stop there and report the whole word instead of a confusing error
+    further on."""
+
+    always_accept: tuple[str, ...] = ()
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        previous: Token | None = None
+        for token in stream:
+            if (
+                previous is not None
+                and previous.type != "NAME"
+                and previous.end_pos == token.start_pos
+                and previous[-1:].isalpha()
+                and _WORD_CHAR.match(token[:1])
+            ):
+                raise _GluedWord(previous, token)
+            yield token
+            previous = token
+
+
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     text = resources.files("grammar").joinpath("charter.lark").read_text(encoding="utf-8")
     # No cache=True: it loads a pickle from a predictable temp path.
-    return Lark(text, parser="lalr", strict=True, propagate_positions=True, maybe_placeholders=True)
+    return Lark(
+        text,
+        parser="lalr",
+        strict=True,
+        propagate_positions=True,
+        maybe_placeholders=True,
+        postlex=_WholeWords(),
+    )
 
 
 def _span(file: str, meta: Meta | Token) -> ast.Span:
@@ -485,6 +575,8 @@ def parse(
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedInput as exc:
         raise CharterSyntaxError([syntax_diagnostic(exc, file, text)]) from None
+    except _GluedWord as glued:
+        raise CharterSyntaxError([_glued_diagnostic(glued, file)]) from None
     except lark.exceptions.LarkError as exc:  # pragma: no cover - defensive
         raise CharterSyntaxError(
             [Diagnostic("E0001", f"cannot parse: {exc}", ast.Span(file, 1, 1, 1, 1))]
@@ -555,6 +647,20 @@ def _word_at(text: str, line: int, col: int) -> tuple[int, str]:
 
 
 _TYPES = ("str", "int", "decimal", "bool", "map", "list")
+
+
+def _glued_diagnostic(glued: _GluedWord, file: str) -> Diagnostic:
+    first, second = glued.first, glued.second
+    word = f"{first}{second}"
+    line, col = first.line or 1, first.column or 1
+    span = ast.Span(file, line, col, line, col + len(word))
+    return Diagnostic(
+        "E0002",
+        f"unexpected `{word}`",
+        span,
+        did_you_mean(word, _KEYWORD_WORDS)
+        or f"put a space after `{first}` if two words were meant",
+    )
 
 
 def syntax_diagnostic(

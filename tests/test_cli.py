@@ -150,7 +150,18 @@ def test_decide_rejects_bad_json(capsys: pytest.CaptureFixture[str]) -> None:
                 "{",
             ]
         )
-    assert "--args is not valid JSON" in str(info.value.code)
+    assert info.value.code == 2
+    assert "--args is not valid JSON" in capsys.readouterr().err
+
+
+def test_decide_names_an_unknown_profile_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["decide", "--workspace", WORKSPACE, "--profile", "suport", "--tool", "mail.send"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "no profile `suport`" in err and "did you mean `support`?" in err
 
 
 def test_explain_trace(capsys: pytest.CaptureFixture[str]) -> None:

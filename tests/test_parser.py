@@ -231,3 +231,24 @@ def test_only_charter_syntax_errors_escape_on_garbage() -> None:
             parse(text)
         except CharterSyntaxError as exc:
             assert exc.diagnostics and all(d.code.startswith("E00") for d in exc.diagnostics)
+
+
+@pytest.mark.parametrize(
+    ("text", "word", "suggestion"),
+    [
+        ('test "x" {\n  profile p\n  expect allowed a.b {}\n}\n', "allowed", "allow"),
+        ("role r {\n  allowed x\n}\n", "allowed", "allow"),
+        ("hook h onx {\n  pause\n}\n", "onx", None),
+    ],
+)
+def test_a_keyword_glued_to_a_word_is_reported_as_one_word(
+    text: str, word: str, suggestion: str | None
+) -> None:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(text, "glued.charter")
+    [diag] = info.value.diagnostics
+    assert diag.code == "E0002"
+    assert f"`{word}`" in diag.message
+    assert diag.span.end_col - diag.span.col == len(word)
+    if suggestion is not None:
+        assert diag.help == f"did you mean `{suggestion}`?"
