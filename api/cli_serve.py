@@ -1,0 +1,137 @@
+"""`charter serve` and `charter token`: the decision service from the command line.
+
+First start on a database: an admin token is created, printed once and written to
+`<db>.admin-token` (0600) so scripts and the README's curl can read it; only its hash is
+stored. `--workspace DIR` makes that directory's files the latest revision (a new revision
+when they differ). When it loads a workspace into an empty database that has a profile
+`support`, it also seeds the demo agent `demo-support` on it with a fresh identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from api.service import tokens
+from api.service.connections import create_connection
+from api.service.core import Service
+from api.service.resources import create_agent
+from api.service.tokens import Principal
+from engine.check import read_sources
+from policy import identities
+from policy.diagnostics import CharterError, render_all
+
+DEMO_AGENT = "demo-support"
+DEMO_PROFILE = "support"
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def token_path(db: str) -> Path:
+    return Path(f"{db}.admin-token")
+
+
+def _write_secret_file(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text + "\n")
+    os.chmod(path, 0o600)
+
+
+def prepare(service: Service, db: str, workspace: str | None) -> None:
+    """Everything a first start needs, done once in the parent before any worker starts."""
+    store = service.store
+    empty = store.latest_revision() == 0
+    if workspace is not None:
+        files = read_sources([workspace])
+        _, current = service.files(store.latest_revision() or None)
+        if files != current:
+            with store.atomic():
+                snapshot = service.upload(files, "charter serve", f"loaded {workspace}")
+            _say(f"policy: revision {snapshot.revision} from {workspace}")
+        else:
+            _say(f"policy: revision {store.latest_revision()} is already {workspace}")
+    seed_demo = empty and store.latest_revision() and store.get("agents", DEMO_AGENT) is None
+    if seed_demo and DEMO_PROFILE in service.current().workspace.profiles:
+        view, _ = identities.create(store, service.sealer, "Demo support agent")
+        admin = Principal("serve", "admin")
+        create_agent(
+            service, admin,
+            {"id": DEMO_AGENT, "name": "Demo support agent", "profile": DEMO_PROFILE,
+             "identity": view["id"]},
+        )  # fmt: skip
+        _say(f"demo agent: {DEMO_AGENT} (profile {DEMO_PROFILE}, identity {view['id']})")
+        for name, toolset in sorted(service.current().workspace.toolsets.items()):
+            if toolset.connection_required:  # a placeholder so the demo's calls can run
+                create_connection(
+                    service, {"name": f"demo-{name}", "toolset": name,
+                              "credential": "demo-placeholder"}, None,
+                )  # fmt: skip
+                _say(f"demo connection: demo-{name} (workspace-owned, toolset {name})")
+    if not store.get_meta("admin_token_issued"):
+        token, _ = tokens.issue(store, "admin", name="first start")
+        store.set_meta("admin_token_issued", True)
+        _write_secret_file(token_path(db), token)
+        _say(f"admin token (shown once; also in {token_path(db)}, mode 0600):\n  {token}")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.http.app import create_app, open_service
+
+    db = str(args.db)
+    service = open_service(db)
+    try:
+        prepare(service, db, args.workspace)
+    except CharterError as exc:
+        sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
+        return 1
+    _say(f"serving {db} on http://{args.host}:{args.port} ({args.workers} worker(s))")
+    options: dict[str, Any] = {
+        "host": args.host, "port": args.port, "access_log": False, "log_level": "warning",
+    }  # fmt: skip
+    if args.workers > 1:
+        service.store.close()
+        os.environ["CHARTER_DB"] = db
+        uvicorn.run("api.http.app:app_from_env", factory=True, workers=args.workers, **options)
+    else:
+        uvicorn.run(create_app(service), **options)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from api.http.app import open_service
+
+    service = open_service(str(args.db))
+    if args.scope == "agent" and (
+        not args.agent or service.store.get("agents", args.agent) is None
+    ):
+        sys.stderr.write("charter: --scope agent needs --agent with an existing agent id\n")
+        return 2
+    token, _ = tokens.issue(service.store, args.scope, args.agent, args.name)
+    _say(token)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the HTTP decision API")
+    p.add_argument("--db", default="charter.db", help="the SQLite file (created if absent)")
+    p.add_argument("--workspace", default=None, help="a policy directory to load")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--workers", type=int, default=1)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("token", help="issue an API token (printed once)")
+    p.add_argument("--db", default="charter.db")
+    p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
+    p.add_argument("--agent", default=None, help="the agent, for --scope agent")
+    p.add_argument("--name", default="")
+    p.set_defaults(func=cmd_token)

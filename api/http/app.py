@@ -1,0 +1,44 @@
+"""The app factory: one Service (store + snapshots) behind starlette routes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+
+from api.http import decisions, ops, policy, resources
+from api.http.errors import CatchAll, http_error, service_error
+from api.http.routing import Table, build
+from api.service.core import Service
+from api.service.errors import ServiceError
+from api.service.tokens import TokenCache
+from policy.secrets import Sealer, load_key
+from policy.store.sqlite import SqliteStore
+
+TABLE: Table = [*ops.ROUTES, *decisions.ROUTES, *policy.ROUTES, *resources.ROUTES]
+
+
+def create_app(service: Service) -> Starlette:
+    app = Starlette(
+        routes=build(TABLE),
+        middleware=[Middleware(CatchAll)],
+        exception_handlers={ServiceError: service_error, HTTPException: http_error},
+    )
+    app.state.service = service
+    app.state.tokens = TokenCache(service.store)
+    app.state.openapi = ops.openapi(TABLE)
+    return app
+
+
+def open_service(db: str | Path) -> Service:
+    store = SqliteStore(db)
+    return Service(store, Sealer(load_key(db)))
+
+
+def app_from_env() -> Starlette:
+    """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
+    import os
+
+    return create_app(open_service(os.environ.get("CHARTER_DB", "charter.db")))

@@ -1,0 +1,45 @@
+"""Bearer tokens: `admin` can do everything; `decide` can decide, list tools and fit-check;
+an agent's token decides, lists and fit-checks for itself only, and its management
+requests are decided as tool calls under its own profile (api.service.manage)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from api.service.errors import ServiceError
+from api.service.tokens import Principal, TokenCache
+
+
+def principal(request: Request) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
+    tokens: TokenCache = request.app.state.tokens
+    found = tokens.lookup(token.strip())
+    if found is None:
+        raise ServiceError(401, "unauthorized", "the token is not valid")
+    return found
+
+
+def require_admin(request: Request) -> Principal:
+    actor = principal(request)
+    if not actor.admin:
+        raise ServiceError(403, "insufficient-scope", "this needs an `admin` token")
+    return actor
+
+
+def require_decide(request: Request, agent: str | None = None) -> Principal:
+    """admin or decide, or the agent's own token (for that agent only)."""
+    actor = principal(request)
+    if actor.scope == "agent" and agent is not None and actor.agent != agent:
+        raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
+    return actor
+
+
+def require_manager(request: Request) -> Principal:
+    """admin, or an agent (whose request is then decided as a tool call)."""
+    actor = principal(request)
+    if actor.scope == "decide":
+        raise ServiceError(403, "insufficient-scope", "a `decide` token cannot manage resources")
+    return actor

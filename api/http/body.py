@@ -1,0 +1,88 @@
+"""Reading a JSON body: at most 1 MiB, parsed by a pydantic model, nested at most 32 deep."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from api.service.errors import ServiceError
+
+MAX_BODY = 1 << 20
+MAX_DEPTH = 32
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_body(request: Request) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise ServiceError(400, "bad-content-length", "Content-Length is not a number")
+        if int(length) > MAX_BODY:
+            raise _too_large()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large() -> ServiceError:
+    return ServiceError(413, "body-too-large", f"the body is over {MAX_BODY} bytes (1 MiB)")
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth, stopping early once past `limit` (iterative: no recursion to blow)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def check_depth(value: Any, what: str) -> None:
+    if value is not None and depth(value) > MAX_DEPTH:
+        raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": [str(p) for p in e["loc"]], "message": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def parse(model: type[M], raw: bytes) -> M:
+    if not raw.strip():
+        raw = b"{}"  # an empty body is an empty object: required fields still fail
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = _errors(exc)
+        if any(e["type"] == "json_invalid" for e in errors):
+            if any("recursion" in e["message"] for e in errors):
+                raise ServiceError(400, "too-deep", "the JSON is nested too deep") from None
+            raise ServiceError(400, "malformed-json", "the body is not valid JSON") from None
+        if any(e["type"] == "too_long" and e["loc"][:1] == ["calls"] for e in errors):
+            raise ServiceError(413, "batch-too-large", "a batch holds at most 1000 calls") from None
+        raise ServiceError(
+            422, "invalid-body", "the body does not match the schema", errors=errors
+        ) from None
+
+
+async def body(request: Request, model: type[M]) -> M:
+    return parse(model, await read_body(request))

@@ -1,0 +1,149 @@
+"""Decisions, the log, tool listing, fit checks and turns."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.http import models as m
+from api.http.auth import require_admin, require_decide
+from api.http.body import body, check_depth
+from api.http.pagination import int_query
+from api.http.routing import Spec, Table, json_response
+from api.service.core import Service
+from api.service.decide import Call, decide_calls, log_view
+from api.service.errors import ServiceError
+from api.service.fitcheck import TIMEOUT_MS
+from api.service.resources import admit_turn
+from policy.diagnostics import CharterError
+
+MAX_LOG_PAGE = 1000
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _call(item: m.DecisionRequest) -> Call:
+    check_depth(item.args, "args")
+    check_depth(item.context, "context")
+    return Call(
+        item.agent, item.tool, item.args, item.thread, item.turn, item.context,
+        item.expected_cost, item.connection,
+    )  # fmt: skip
+
+
+async def decide_one(request: Request) -> Response:
+    started = time.perf_counter()
+    item = await body(request, m.DecisionRequest)
+    require_decide(request, item.agent)
+    service = _service(request)
+    result = decide_calls(service, [_call(item)])[0]
+    service.metrics.observe(time.perf_counter() - started)
+    return json_response(result)
+
+
+async def decide_batch(request: Request) -> Response:
+    started = time.perf_counter()
+    batch = await body(request, m.BatchRequest)
+    actor = None
+    for item in batch.calls:
+        actor = require_decide(request, item.agent)
+    assert actor is not None
+    service = _service(request)
+    results = decide_calls(service, [_call(item) for item in batch.calls])
+    service.metrics.observe(time.perf_counter() - started)
+    return json_response({"decisions": results})
+
+
+async def read_log(request: Request) -> Response:
+    require_admin(request)
+    after = int_query(request, "after_seq", 0, minimum=0)
+    limit = int_query(request, "limit", 100, minimum=1, maximum=MAX_LOG_PAGE)
+    rows = _service(request).store.read_decisions(after, limit)
+    last = rows[-1][0] if rows else after
+    return json_response({"decisions": [log_view(s, e) for s, e in rows], "next_after_seq": last})
+
+
+def _engine(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ServiceError(503, "unavailable", f"`{module}` is not available") from None
+
+
+async def list_tools(request: Request) -> Response:
+    agent_id = request.path_params["id"]
+    require_decide(request, agent_id)
+    service = _service(request)
+    service.sync()
+    agent = service.agent(agent_id)
+    snapshot = service.current()
+    listing = _engine("engine.listing").list_tools(snapshot, agent["profile"])
+    return json_response(
+        {
+            "agent": agent_id,
+            "profile": agent["profile"],
+            "revision": snapshot.revision,
+            "tools": [item.to_json() for item in listing],
+        }
+    )
+
+
+async def fit(request: Request) -> Response:
+    item = await body(request, m.FitRequest)
+    require_decide(request, item.agent)
+    service = _service(request)
+    service.sync()
+    agent = service.agent(item.agent)
+    snapshot = service.current()
+    engine = _engine("engine.fit")
+    if item.source is not None:
+        try:
+            result = await run_in_threadpool(
+                engine.fit_source, snapshot, agent["profile"], item.source,
+                kind=item.kind, timeout_ms=TIMEOUT_MS,
+            )  # fmt: skip
+        except CharterError as exc:
+            raise ServiceError(
+                422, "policy-invalid", "the source does not check",
+                diagnostics=[d.to_json() for d in exc.diagnostics],
+            ) from None  # fmt: skip
+    elif item.profile is not None:
+        if item.profile not in snapshot.workspace.profiles:
+            raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
+        result = await run_in_threadpool(
+            engine.fit_profile, snapshot, agent["profile"], snapshot, item.profile,
+            timeout_ms=TIMEOUT_MS,
+        )  # fmt: skip
+    else:
+        raise ServiceError(400, "fit-needs-candidate", "give `source` or `profile` to check")
+    return json_response({"revision": snapshot.revision, **result.to_json()})
+
+
+async def turns(request: Request) -> Response:
+    item = await body(request, m.TurnRequest)
+    require_decide(request, item.agent)
+    return json_response(admit_turn(_service(request), item.agent, item.thread), 201)
+
+
+ROUTES: Table = [
+    (Spec("POST", "/v1/decisions", "Decide one call", "decide",
+          m.DecisionRequest, m.DecisionResponse), decide_one),
+    (Spec("POST", "/v1/decisions/batch", "Decide up to 1,000 calls", "decide",
+          m.BatchRequest, m.BatchResponse), decide_batch),
+    (Spec("GET", "/v1/decisions", "Read the decision log by sequence", "admin",
+          None, m.LogPage, query=("after_seq", "limit")), read_log),
+    (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide"),
+     list_tools),
+    (Spec("POST", "/v1/fit", "Check that a role or profile fits an agent's access", "decide",
+          m.FitRequest), fit),
+    (Spec("POST", "/v1/turns", "Admit a turn, pinned to the latest revision", "decide",
+          m.TurnRequest, m.Turn, 201), turns),
+]  # fmt: skip

@@ -1,0 +1,80 @@
+"""problem+json (RFC 9457) errors with stable codes, and the catch-all that leaks nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.service.errors import ServiceError
+
+log = logging.getLogger("charter.http")
+PROBLEM = "application/problem+json"
+TITLES = {
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
+    415: "Unsupported Media Type", 422: "Unprocessable Content", 500: "Internal Server Error",
+    503: "Service Unavailable",
+}  # fmt: skip
+
+
+def dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
+    body = {
+        "type": f"https://charter.dev/problems/{code}",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "code": code,
+        "detail": detail,
+        **extra,
+    }
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return Response(dumps(body), status, headers=headers, media_type=PROBLEM)
+
+
+async def service_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    return problem(exc.status, exc.code, exc.message, **exc.extra)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "route-not-found", 405: "method-not-allowed"}
+    return problem(exc.status_code, codes.get(exc.status_code, "http-error"), str(exc.detail))
+
+
+class CatchAll:
+    """Any unexpected exception becomes a 500 problem+json. Only the exception's type is
+    logged: its message or traceback could quote a request's secret arguments."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
+            if started:
+                raise
+            response = problem(500, "internal-error", "the server failed; nothing was changed")
+            await response(scope, receive, send)

@@ -1,0 +1,41 @@
+"""Query parameters: integers with bounds, and the list ones (`cursor`, `limit`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+
+from api.service.errors import ServiceError
+
+
+def int_query(
+    request: Request, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 18:
+        raise ServiceError(400, f"bad-{name.replace('_', '-')}", f"`{name}` must be an integer")
+    value = int(raw)
+    if value < minimum or (maximum is not None and value > maximum):
+        top = f" to {maximum}" if maximum is not None else " or more"
+        raise ServiceError(
+            400, f"bad-{name.replace('_', '-')}", f"`{name}` must be from {minimum}{top}"
+        )
+    return value
+
+
+def list_args(request: Request, *extra: str) -> dict[str, Any]:
+    """`cursor` and `limit` (validated later against the cursor's list), plus filters."""
+    args: dict[str, Any] = {}
+    cursor = request.query_params.get("cursor")
+    if cursor:
+        args["cursor"] = cursor
+    if "limit" in request.query_params:
+        args["limit"] = int_query(request, "limit", 50, minimum=1, maximum=200)
+    for name in extra:
+        value = request.query_params.get(name)
+        if value:
+            args[name] = value
+    return args

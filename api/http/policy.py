@@ -1,0 +1,84 @@
+"""The policy: upload (a new revision, or 422 with the checker's diagnostics), read, history."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.http import models as m
+from api.http.auth import require_admin
+from api.http.body import parse, read_body
+from api.http.pagination import int_query
+from api.http.routing import Spec, Table, json_response
+from api.service import pages
+from api.service.core import Service
+from api.service.errors import ServiceError
+from policy.diagnostics import CharterError
+
+SINGLE_FILE = "policy.charter"
+
+
+async def put_policy(request: Request) -> Response:
+    """JSON `{files: [{path, text}]}`, or the DSL text itself (any non-JSON content type)."""
+    actor = require_admin(request)
+    raw = await read_body(request)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        upload = parse(m.PolicyUpload, raw)
+        files = [(f.path, f.text) for f in upload.files]
+        note = upload.note
+    else:
+        try:
+            files = [(SINGLE_FILE, raw.decode("utf-8"))]
+        except UnicodeDecodeError:
+            raise ServiceError(400, "not-utf8", "the policy text is not UTF-8") from None
+        note = ""
+    if len({path for path, _ in files}) != len(files):
+        raise ServiceError(400, "duplicate-path", "two files have the same path")
+    service: Service = request.app.state.service
+    try:
+        with service.store.atomic():
+            snapshot = service.upload(files, f"token:{actor.token_id}", note)
+    except CharterError as exc:
+        raise ServiceError(
+            422, "policy-invalid", f"the policy has {len(exc.diagnostics)} error(s)",
+            diagnostics=[d.to_json() for d in exc.diagnostics],
+        ) from None  # fmt: skip
+    warnings = [d.to_json() for d in snapshot.workspace.warnings]
+    return json_response({"revision": snapshot.revision, "warnings": warnings}, 201)
+
+
+async def get_policy(request: Request) -> Response:
+    require_admin(request)
+    service: Service = request.app.state.service
+    service.sync()
+    wanted = int_query(request, "revision", 0, minimum=0)
+    number, files = service.files(wanted or None)
+    return json_response({"revision": number, "files": [{"path": p, "text": t} for p, t in files]})
+
+
+async def revisions(request: Request) -> Response:
+    require_admin(request)
+    service: Service = request.app.state.service
+    after = pages.decode("revisions", request.query_params.get("cursor"))
+    limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
+    rows = service.store.list_revisions(after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [
+        {"revision": n, **{k: v for k, v in body.items() if k != "files"},
+         "files": [p for p, _ in body["files"]]}
+        for n, body in rows
+    ]  # fmt: skip
+    cursor = pages.encode("revisions", rows[-1][0]) if more and rows else None
+    return json_response({"items": items, "next_cursor": cursor})
+
+
+ROUTES: Table = [
+    (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
+          "admin", m.PolicyUpload, status=201), put_policy),
+    (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
+          None, m.Policy, query=("revision",)), get_policy),
+    (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, m.Page,
+          query=("cursor", "limit")), revisions),
+]  # fmt: skip

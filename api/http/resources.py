@@ -1,0 +1,116 @@
+"""Resources as routes: each maps to its built-in tool (`agents.create`, ...) and runs
+through api.service.manage, so an agent's token is decided exactly like a tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.http import models as m
+from api.http.auth import require_admin, require_manager
+from api.http.body import body, check_depth
+from api.http.pagination import list_args
+from api.http.routing import Endpoint, Spec, Table, json_response
+from api.service import tokens
+from api.service.core import Service
+from api.service.errors import ServiceError
+from api.service.manage import manage
+
+
+def managed(
+    tool: str, model: type[BaseModel] | None = None, query: tuple[str, ...] = ()
+) -> Endpoint:
+    listing = tool.endswith(".list")
+
+    async def endpoint(request: Request) -> Response:
+        actor = require_manager(request)
+        args: dict[str, Any] = {}
+        if model is not None:
+            args.update(m.dump(await body(request, model)))
+            check_depth(args, "the body")
+        if listing:
+            args.update(list_args(request, *query))
+        args.update(request.path_params)
+        service: Service = request.app.state.service
+        service.sync()
+        result = await run_in_threadpool(manage, service, actor, tool, args)
+        return json_response(result.body, result.status)
+
+    return endpoint
+
+
+def _crud(kind: str, key: str, create: type[BaseModel] | None, update: type[BaseModel] | None,
+          out: type[BaseModel] | None, extra_query: tuple[str, ...] = ()) -> Table:  # fmt: skip
+    base = f"/v1/{kind}"
+    item = f"{base}/{{{key}}}"
+    table: Table = [
+        (Spec("GET", base, f"List {kind}", "manage", None, m.Page,
+              query=("cursor", "limit", *extra_query)), managed(f"{kind}.list", query=extra_query)),
+        (Spec("GET", item, f"Get one of {kind}", "manage", None, out), managed(f"{kind}.get")),
+    ]  # fmt: skip
+    if create is not None:
+        table.append(
+            (Spec("POST", base, f"Create one of {kind}", "manage", create, out, 201),
+             managed(f"{kind}.create", create))
+        )  # fmt: skip
+    if update is not None:
+        table.append(
+            (Spec("PATCH", item, f"Update one of {kind}", "manage", update, out),
+             managed(f"{kind}.update", update))
+        )  # fmt: skip
+        table.append(
+            (Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204),
+             managed(f"{kind}.delete"))
+        )  # fmt: skip
+    return table
+
+
+async def create_token(request: Request) -> Response:
+    require_admin(request)
+    item = await body(request, m.TokenCreate)
+    service: Service = request.app.state.service
+    if item.scope == "agent":
+        if not item.agent:
+            raise ServiceError(400, "agent-required", "an agent token names its agent")
+        service.agent(item.agent)
+    elif item.agent:
+        raise ServiceError(400, "agent-not-allowed", "only an agent token names an agent")
+    token, doc = tokens.issue(service.store, item.scope, item.agent, item.name)
+    return json_response({**tokens.view(doc), "token": token}, 201)
+
+
+async def delete_token(request: Request) -> Response:
+    require_admin(request)
+    service: Service = request.app.state.service
+    if not service.store.delete("tokens", request.path_params["id"]):
+        raise ServiceError(404, "token-not-found", "token not found")
+    request.app.state.tokens.forget()
+    return json_response(None, 204)
+
+
+ROUTES: Table = [
+    *_crud("identities", "id", m.IdentityCreate, m.IdentityUpdate, m.Identity),
+    (Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
+          m.IdentityImport, m.Identity, 201), managed("identities.import", m.IdentityImport)),
+    *_crud("agents", "id", m.AgentCreate, m.AgentUpdate, m.Agent),
+    *_crud("threads", "id", m.ThreadCreate, m.ThreadUpdate, None, ("agent",)),
+    *_crud("connections", "id", m.ConnectionCreate, m.ConnectionUpdate, None),
+    *_crud("roles", "name", m.RoleWrite, m.RoleUpdate, None),
+    *_crud("profiles", "name", None, None, None),
+    *_crud("hooks", "name", None, None, None),
+    *_crud("toolsets", "name", None, None, None),
+    (Spec("GET", "/v1/approvals", "List approvals", "manage", None, m.Page,
+          query=("cursor", "limit", "status")), managed("approvals.list", query=("status",))),
+    (Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage"), managed("approvals.get")),
+    (Spec("POST", "/v1/approvals/{id}/approve", "Approve: re-check and return the final decision",
+          "manage"), managed("approvals.approve")),
+    (Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage", m.Reject),
+     managed("approvals.reject", m.Reject)),
+    (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
+          status=201), create_token),
+    (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204), delete_token),
+]  # fmt: skip

@@ -1,0 +1,43 @@
+"""Routes with the metadata `/openapi.json` is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from api.http.errors import dumps
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Spec:
+    method: str
+    path: str
+    summary: str
+    auth: str
+    request: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    query: tuple[str, ...] = ()
+
+
+def json_response(body: object, status: int = 200) -> Response:
+    if status == 204:
+        return Response(status_code=204)
+    return Response(dumps(body), status, media_type="application/json")
+
+
+Table = list[tuple[Spec, Endpoint]]
+
+
+def build(table: Table) -> list[Route]:
+    return [
+        Route(spec.path, endpoint, methods=[spec.method], name=f"{spec.method} {spec.path}")
+        for spec, endpoint in table
+    ]

@@ -1,0 +1,80 @@
+"""Approvals: a pause leaves one pending; approving re-checks, rejecting closes it.
+
+Approving grants nothing by itself: the call is decided again on the current revision
+(roles, denies, hooks, budget, connection) and only a pause left by the hooks turns into
+the allow the human gave. The final decision is logged like any other, with the
+approval id. An approved management call (an agent's `roles.create`, ...) then runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.service.core import Service, now_ms
+from api.service.decide import decide_detailed, unseal_call
+from api.service.errors import ServiceError
+from api.service.ops import Operation, Result
+from api.service.resources import _page, _view
+from api.service.tokens import Principal
+
+STATUSES = ("pending", "approved", "rejected")
+
+
+def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    status = args.get("status")
+    if status is not None and status not in STATUSES:
+        raise ServiceError(400, "invalid-status", f"status must be one of {', '.join(STATUSES)}")
+    return _page(service, "approvals", args, tag=status)
+
+
+def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, _view("approvals", service.doc("approvals", "approval", args["id"])))
+
+
+def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
+    doc = dict(service.doc("approvals", "approval", approval_id))
+    if doc["status"] != "pending":
+        raise ServiceError(
+            409, "approval-not-pending", f"approval `{approval_id}` is already {doc['status']}"
+        )
+    doc["decided_at"] = now_ms()
+    doc["decided_by"] = actor.agent or f"token:{actor.token_id}"
+    return doc
+
+
+def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    from api.service.manage import OPERATIONS as MANAGEMENT
+    from api.service.tokens import Principal as Actor
+
+    with service.store.atomic():
+        doc = _close(service, actor, args["id"])
+        call = unseal_call(service, doc)
+        responses, raw = decide_detailed(service, [call], approval=doc["id"], approved=True)
+        final = responses[0]
+        doc["status"] = "approved"
+        doc["final"] = final
+        service.store.update("approvals", doc["id"], doc, tag="approved")
+        body: dict[str, Any] = {"approval": _view("approvals", doc), "decision": final}
+        if doc.get("management") and final["effect"] == "allow":
+            # The agent's own call runs now, as the agent (so the fit check applies).
+            agent_actor = Actor(f"approval:{doc['id']}", "agent", doc["agent"])
+            result = MANAGEMENT[doc["tool"]](service, agent_actor, dict(raw[0] or call.args))
+            body["result"] = result.body
+    return Result(200, body)
+
+
+def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    with service.store.atomic():
+        doc = _close(service, actor, args["id"])
+        doc["status"] = "rejected"
+        doc["reason"] = args.get("reason")
+        service.store.update("approvals", doc["id"], doc, tag="rejected")
+    return Result(200, {"approval": _view("approvals", doc)})
+
+
+OPERATIONS: dict[str, Operation] = {
+    "approvals.list": approvals_list,
+    "approvals.get": approvals_get,
+    "approvals.approve": approvals_approve,
+    "approvals.reject": approvals_reject,
+}

@@ -1,0 +1,114 @@
+"""DESIGN.md section 2 step 6: budgets. Every cap in the chain must hold.
+
+The chain is the agent, then its parent agent, and so on: each contributes its profile's
+budget (read from the revision deciding the call) and its own budget. A thread's
+`max_cost` is one more cap. A profile's budget caps each agent on it separately. An
+allowed call with an expected cost is charged to the agent, every ancestor and the
+thread, so a child's spending counts against every ancestor's caps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from engine.compile import Snapshot
+from policy.store import Doc, Store
+
+WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
+MICROS = Decimal(1_000_000)
+MAX_CHAIN = 64  # an ancestor chain longer than this is a cycle or an abuse: stop there
+
+
+@dataclass(frozen=True, slots=True)
+class Cap:
+    subject: str  # the ledger subject: `agent:<id>` or `thread:<id>`
+    micros: int
+    period: str
+    label: str  # what a denial says: "profile `support` budget 5 USD per 24h"
+
+
+def to_micros(amount: Decimal | str | int | float) -> int:
+    try:
+        value = Decimal(str(amount))
+    except InvalidOperation:
+        raise ValueError("not a number") from None
+    if not value.is_finite():
+        raise ValueError("not a finite number")
+    return int((value * MICROS).to_integral_value())
+
+
+def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:
+    budget = doc.get("budget")
+    if not budget:
+        return None
+    return Decimal(str(budget["amount"])), str(budget["period"])
+
+
+def caps_for(
+    snapshot: Snapshot,
+    agent: Doc,
+    thread: Doc | None,
+    load_agent: Callable[[str], Doc | None],
+) -> tuple[list[Cap], list[str]]:
+    """(caps to check, ledger subjects to charge) for a call by `agent`."""
+    caps: list[Cap] = []
+    subjects: list[str] = []
+    current: Doc | None = agent
+    seen: set[str] = set()
+    while current is not None and len(seen) < MAX_CHAIN and current["id"] not in seen:
+        seen.add(current["id"])
+        subject = f"agent:{current['id']}"
+        subjects.append(subject)
+        profile = snapshot.workspace.profiles.get(current["profile"])
+        if profile is not None and profile.budget is not None:
+            budget = profile.budget
+            caps.append(
+                Cap(
+                    subject,
+                    to_micros(budget.amount),
+                    budget.period,
+                    f"profile `{profile.name}` budget {budget.amount} USD per {budget.period}",
+                )
+            )
+        own = agent_cap(current)
+        if own is not None:
+            caps.append(
+                Cap(
+                    subject,
+                    to_micros(own[0]),
+                    own[1],
+                    f"agent `{current['id']}` budget {own[0]} USD per {own[1]}",
+                )
+            )
+        parent = current.get("parent")
+        current = load_agent(parent) if parent else None
+    if thread is not None:
+        subject = f"thread:{thread['id']}"
+        subjects.append(subject)
+        if thread.get("max_cost") is not None:
+            caps.append(
+                Cap(
+                    subject,
+                    to_micros(thread["max_cost"]),
+                    "total",
+                    f"thread `{thread['id']}` max_cost {thread['max_cost']} USD",
+                )
+            )
+    return caps, subjects
+
+
+def over_cap(
+    store: Store, caps: list[Cap], cost_micros: int, now_ms: int | None = None
+) -> Cap | None:
+    """The first cap the expected cost would exceed, or None. Call inside store.atomic()."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    for cap in caps:
+        window = WINDOWS_MS[cap.period]
+        since = 0 if window is None else now - window
+        if store.spent(cap.subject, since) + cost_micros > cap.micros:
+            return cap
+    return None

@@ -1,0 +1,88 @@
+"""Connections: a credential for a toolset, owned by the workspace (no owner) or by one
+identity. The credential is sealed at rest and never appears in any response or log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.service.core import Service, new_id, now_ms
+from api.service.errors import ServiceError
+from api.service.ops import Operation, Result
+from api.service.resources import _check_identity, _page
+from api.service.tokens import Principal
+from policy.store import Doc
+
+
+def view(doc: Doc) -> Doc:
+    return {k: v for k, v in doc.items() if k != "sealed_credential"}
+
+
+def create_connection(service: Service, args: dict[str, Any], owner: str | None) -> Doc:
+    toolset = str(args.get("toolset", ""))
+    spec = service.current().workspace.toolsets.get(toolset)
+    if spec is None:
+        raise ServiceError(400, "unknown-toolset", f"toolset `{toolset}` is not in the policy")
+    credential = args.get("credential")
+    if not isinstance(credential, str) or not credential:
+        raise ServiceError(400, "credential-required", "a connection needs a credential")
+    now = now_ms()
+    doc: Doc = {
+        "id": new_id(),
+        "name": str(args.get("name", "")),
+        "toolset": toolset,
+        "owner": owner,
+        "sealed_credential": service.sealer.seal(credential.encode()),
+        "created_at": now,
+        "updated_at": now,
+    }
+    service.store.insert("connections", doc["id"], doc, tag=toolset)
+    service.forget_connections()
+    return doc
+
+
+def connections_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    owner = args.get("owner")
+    if actor.agent is not None:  # an agent can only add a connection for its own identity
+        identity = service.agent(actor.agent)["identity"]
+        if owner not in (None, identity):
+            raise ServiceError(403, "not-own-identity", "an agent owns connections as itself")
+        owner = identity
+    if owner is not None:
+        owner = _check_identity(service, owner)
+    return Result(201, view(create_connection(service, args, owner)))
+
+
+def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    result = _page(service, "connections", args)
+    return Result(200, {**result.body, "items": [view(i) for i in result.body["items"]]})
+
+
+def connections_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, view(service.doc("connections", "connection", args["id"])))
+
+
+def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    doc = dict(service.doc("connections", "connection", args["id"]))
+    if "name" in args:
+        doc["name"] = str(args["name"])
+    if "credential" in args:
+        doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
+    doc["updated_at"] = now_ms()
+    service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
+    return Result(200, view(doc))
+
+
+def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    service.doc("connections", "connection", args["id"])
+    service.store.delete("connections", args["id"])
+    service.forget_connections()
+    return Result(204, None)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "connections.list": connections_list,
+    "connections.get": connections_get,
+    "connections.create": connections_create,
+    "connections.update": connections_update,
+    "connections.delete": connections_delete,
+}

@@ -1,0 +1,130 @@
+"""The service: a store, the compiled snapshots and the caches in front of them.
+
+Decisions, approvals and management operations live in their own modules and take a
+`Service`; this module holds the shared state and the look-ups they all need.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from api.service.errors import ServiceError, not_found
+from api.service.metrics import Metrics
+from api.service.snapshots import Snapshots
+from engine.check import Workspace, check_sources
+from engine.compile import Snapshot, compile_workspace
+from policy.secrets import Sealer
+from policy.store import Doc, Store
+
+AGENT_STATUSES = ("idle", "running", "stopped", "error")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Service:
+    def __init__(self, store: Store, sealer: Sealer) -> None:
+        self.store = store
+        self.sealer = sealer
+        self.snapshots = Snapshots(store)
+        self.metrics = Metrics()
+        self._agents: dict[str, Doc] = {}
+        self._connections: dict[str, list[tuple[str, str | None]]] = {}
+        self._lock = threading.Lock()
+        self.started_at = now_ms()
+
+    # ---- caches ---------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Drop what another process may have changed (cheap when nothing did)."""
+        if self.store.changed():
+            with self._lock:
+                self._agents.clear()
+                self._connections.clear()
+            self.snapshots.refresh()
+
+    def connections_for(self, toolset: str) -> list[tuple[str, str | None]]:
+        """(id, owner identity or None) of every connection for a toolset, cached."""
+        found = self._connections.get(toolset)
+        if found is None:
+            found = [(row.id, row.body.get("owner")) for row in self.store.scan("connections")
+                     if row.body.get("toolset") == toolset]  # fmt: skip
+            with self._lock:
+                self._connections[toolset] = found
+        return found
+
+    def forget_connections(self) -> None:
+        with self._lock:
+            self._connections.clear()
+
+    def forget_agent(self, agent_id: str) -> None:
+        with self._lock:
+            self._agents.pop(agent_id, None)
+
+    def find_agent(self, agent_id: str) -> Doc | None:
+        cached = self._agents.get(agent_id)
+        if cached is not None:
+            return cached
+        doc = self.store.get("agents", agent_id)
+        if doc is not None:
+            with self._lock:
+                self._agents[agent_id] = doc
+        return doc
+
+    def agent(self, agent_id: str) -> Doc:
+        doc = self.find_agent(agent_id)
+        if doc is None:
+            raise not_found("agent", agent_id)
+        return doc
+
+    def doc(self, kind: str, what: str, id: str) -> Doc:
+        doc = self.store.get(kind, id)
+        if doc is None:
+            raise not_found(what, id)
+        return doc
+
+    # ---- policy ---------------------------------------------------------------------------
+    def current(self) -> Snapshot:
+        return self.snapshots.current()
+
+    def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
+        """Raises CharterError with every diagnostic; the HTTP layer makes that a 422."""
+        return check_sources(files)
+
+    def upload(self, files: Sequence[tuple[str, str]], author: str, note: str = "") -> Snapshot:
+        workspace = self.check(files)
+        body: dict[str, Any] = {
+            "files": [[path, text] for path, text in files],
+            "author": author,
+            "note": note,
+            "created_at": now_ms(),
+            "summary": {
+                "toolsets": sorted(workspace.toolsets),
+                "roles": sorted(workspace.roles),
+                "hooks": sorted(workspace.hooks),
+                "profiles": sorted(workspace.profiles),
+                "tests": len(workspace.tests),
+            },
+        }
+        revision = self.store.add_revision(body)
+        snapshot = compile_workspace(workspace, revision)
+        self.snapshots.put(snapshot)
+        self.snapshots.latest = max(self.snapshots.latest, revision)
+        return snapshot
+
+    def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
+        number = self.snapshots.latest if revision is None else revision
+        if number == 0:
+            return 0, []
+        body = self.store.get_revision(number)
+        if body is None:
+            raise ServiceError(404, "revision-not-found", f"revision {number} not found")
+        return number, [(str(p), str(t)) for p, t in body["files"]]

@@ -1,0 +1,273 @@
+"""Deciding calls for agents: DESIGN.md section 2 around the engine's compiled plans.
+
+The engine decides steps 2-5 and 7 on a snapshot; here: step 1 (the revision a turn
+pinned, else the latest), step 6 (budgets and connections), the pending approval for a
+pause, and the log. A batch is resolved completely before anything is written (an
+unknown agent, turn or thread is a 404 and nothing is logged), then logged in one
+transaction, so every decision is logged exactly once with a gap-free sequence number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import cbor2
+
+from api.service.budget import caps_for, over_cap, to_micros
+from api.service.core import Service, new_id, now_ms
+from api.service.errors import ServiceError, not_found
+from engine.compile import Snapshot
+from engine.decision import Decision, Reason, Request
+from policy.catalogue import SENSITIVE_ARGS
+from policy.store import Doc
+
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    agent: str
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    thread: str | None = None
+    turn: str | None = None
+    context: Mapping[str, Any] | None = None
+    expected_cost: Decimal | None = None
+    connection: str | None = None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    call: Call
+    agent: Doc
+    snapshot: Snapshot
+    thread: Doc | None
+    request: Request
+
+
+def redact(snapshot: Snapshot, tool: str, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if args is None:
+        return None
+    spec = snapshot.tools.get(tool)
+    hidden = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+    if not hidden:
+        return dict(args)
+    return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
+
+
+def agent_context(agent: Doc) -> dict[str, Any]:
+    return {
+        "id": agent["id"],
+        "name": agent.get("name", ""),
+        "identity": agent.get("identity", ""),
+        "metadata": agent.get("metadata", {}),
+    }
+
+
+def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _Prepared:
+    agent = service.agent(call.agent)
+    revision = service.snapshots.latest
+    if call.turn is not None:
+        turn = service.store.get("turns", call.turn)
+        if turn is None:
+            raise not_found("turn", call.turn)
+        if turn["agent"] != agent["id"]:
+            raise ServiceError(
+                409, "turn-agent-mismatch", f"turn `{call.turn}` belongs to another agent"
+            )
+        revision = int(turn["revision"])
+    if revision == 0:
+        raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+    snapshot = snapshots.get(revision)
+    if snapshot is None:
+        snapshot = snapshots[revision] = service.snapshots.get(revision)
+    thread = None
+    thread_ctx = None
+    if call.thread is not None:
+        thread = service.store.get("threads", call.thread)
+        if thread is None:
+            raise not_found("thread", call.thread)
+        if thread["agent"] != agent["id"]:
+            raise ServiceError(
+                409, "thread-agent-mismatch", f"thread `{call.thread}` belongs to another agent"
+            )
+        spent = Decimal(service.store.spent(f"thread:{thread['id']}", 0)) / 1_000_000
+        thread_ctx = {"id": thread["id"], "cost": spent, "depth": int(thread.get("depth", 0))}
+    request = Request(
+        agent["profile"], call.tool, call.args, call.context, agent_context(agent), thread_ctx
+    )
+    return _Prepared(call, agent, snapshot, thread, request)
+
+
+def _step6(service: Service, p: _Prepared, decision: Decision) -> Decision:
+    """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
+    spec = p.snapshot.tools.get(p.call.tool)
+    if spec is not None and spec.connection_required:
+        reason = _connection_problem(service, p, spec.toolset or "")
+        if reason is not None:
+            return Decision("deny", None, (*decision.reasons, Reason("connection", reason)))
+    caps, subjects = caps_for(p.snapshot, p.agent, p.thread, service.find_agent)
+    cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
+    if caps:
+        cap = over_cap(service.store, caps, cost)
+        if cap is not None:
+            message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
+            return Decision("deny", None, (*decision.reasons, Reason("budget", message)))
+    if decision.effect == "allow" and cost > 0:
+        service.store.charge(subjects, cost, now_ms())
+    return decision
+
+
+def _connection_problem(service: Service, p: _Prepared, toolset: str) -> str | None:
+    """An agent may use workspace-owned connections and its own identity's, nothing else.
+    Naming a connection picks it (it must be eligible); else any eligible one will do."""
+    identity = p.agent.get("identity")
+    eligible = [cid for cid, owner in service.connections_for(toolset) if owner in (None, identity)]
+    if p.call.connection is None:
+        if not eligible:
+            return f"toolset `{toolset}` needs a connection and none is eligible"
+        return None
+    if p.call.connection not in eligible:
+        return f"connection `{p.call.connection}` is not eligible for toolset `{toolset}`"
+    return None
+
+
+def decide_calls(service: Service, calls: Sequence[Call]) -> list[dict[str, Any]]:
+    """Decide and log every call; returns one response document per call, in order."""
+    return decide_detailed(service, calls)[0]
+
+
+def decide_detailed(
+    service: Service,
+    calls: Sequence[Call],
+    *,
+    management: bool = False,
+    approval: str | None = None,
+    approved: bool = False,
+) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
+    """Decide and log every call: (responses, the final arguments unredacted), in order.
+
+    `approved` re-checks an approved call: a pause left by the hooks means the call is
+    allowed by the roles, so it becomes the allow the human granted (never more).
+    """
+    service.sync()
+    snapshots: dict[int, Snapshot] = {}
+    prepared = [_prepare(service, call, snapshots) for call in calls]
+    decisions = [p.snapshot.decide(p.request) for p in prepared]
+    now = now_ms()
+    out: list[dict[str, Any]] = []
+    raw: list[Mapping[str, Any] | None] = []
+    entries: list[dict[str, Any]] = []
+    with service.store.atomic():
+        for p, decision in zip(prepared, decisions, strict=True):
+            if approved and decision.effect == "pause":
+                decision = Decision(
+                    "allow",
+                    decision.args,
+                    (*decision.reasons, Reason("approved", f"approved in approval `{approval}`")),
+                    decision.errors,
+                )
+            if decision.effect != "deny":
+                decision = _step6(service, p, decision)
+            raw.append(decision.args)
+            call = p.call
+            entry: dict[str, Any] = {
+                "id": new_id(),
+                "at": now,
+                "agent": call.agent,
+                "profile": p.agent["profile"],
+                "tool": call.tool,
+                "args": redact(p.snapshot, call.tool, call.args),
+                "effect": decision.effect,
+                "final_args": redact(p.snapshot, call.tool, decision.args),
+                "reasons": [r.to_json() for r in decision.reasons],
+                "errors": [e.to_json() for e in decision.errors],
+                "near_misses": [r.to_json() for r in decision.near_misses],
+                "revision": p.snapshot.revision,
+                "thread": call.thread,
+                "turn": call.turn,
+                "expected_cost": None if call.expected_cost is None else str(call.expected_cost),
+                "approval": approval,
+            }
+            if decision.effect == "pause":
+                entry["approval"] = _open_approval(service, p, decision, now, management)
+            entries.append(entry)
+        seqs = service.store.append_decisions(entries)
+    for entry, seq in zip(entries, seqs, strict=True):
+        service.metrics.decided(entry["effect"])
+        out.append(response(entry, seq))
+    return out, raw
+
+
+def response(entry: Mapping[str, Any], seq: int) -> dict[str, Any]:
+    body = {
+        "id": entry["id"],
+        "seq": seq,
+        "effect": entry["effect"],
+        "args": entry["final_args"],
+        "reasons": entry["reasons"],
+        "errors": entry["errors"],
+        "near_misses": entry["near_misses"],
+        "revision": entry["revision"],
+    }
+    if entry.get("approval"):
+        body["approval_id"] = entry["approval"]
+    return body
+
+
+def log_view(seq: int, entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {"seq": seq, **entry}
+
+
+def _open_approval(
+    service: Service, p: _Prepared, decision: Decision, now: int, management: bool
+) -> str:
+    call = p.call
+    approval_id = new_id()
+    sealed = service.sealer.seal(
+        cbor2.dumps(
+            {
+                "args": dict(call.args),
+                "context": dict(call.context) if call.context is not None else None,
+                "expected_cost": None if call.expected_cost is None else str(call.expected_cost),
+            }
+        )
+    )
+    doc = {
+        "id": approval_id,
+        "status": "pending",
+        "agent": call.agent,
+        "tool": call.tool,
+        "args": redact(p.snapshot, call.tool, call.args),
+        "thread": call.thread,
+        "turn": call.turn,
+        "connection": call.connection,
+        "revision": p.snapshot.revision,
+        "reasons": [r.to_json() for r in decision.reasons],
+        "management": management,
+        "sealed_call": sealed,
+        "created_at": now,
+        "decided_at": None,
+        "decided_by": None,
+        "final": None,
+    }
+    service.store.insert("approvals", approval_id, doc, tag="pending")
+    return approval_id
+
+
+def unseal_call(service: Service, approval: Doc) -> Call:
+    inner = cbor2.loads(service.sealer.open(approval["sealed_call"]))
+    cost = inner.get("expected_cost")
+    return Call(
+        approval["agent"],
+        approval["tool"],
+        inner["args"],
+        approval.get("thread"),
+        None,  # approving re-checks on the current revision, not the pinned one
+        inner.get("context"),
+        Decimal(cost) if cost is not None else None,
+        approval.get("connection"),
+    )

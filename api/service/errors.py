@@ -1,0 +1,20 @@
+"""The one error the service raises: HTTP turns it into problem+json, nothing else leaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A refused request. `code` is stable (docs/http.md lists them); `extra` is JSON."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def not_found(what: str, id: str) -> ServiceError:
+    return ServiceError(404, f"{what}-not-found", f"{what} `{id}` not found")

@@ -1,0 +1,19 @@
+"""The shape every management operation shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from api.service.core import Service
+from api.service.tokens import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    status: int
+    body: Any
+
+
+Operation = Callable[[Service, Principal, dict[str, Any]], Result]

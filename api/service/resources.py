@@ -1,0 +1,317 @@
+"""Identities, agents and threads: list, get, create, update, delete."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from api.service import fitcheck, pages
+from api.service.budget import to_micros
+from api.service.core import AGENT_STATUSES, Service, new_id, now_ms
+from api.service.errors import ServiceError, not_found
+from api.service.ops import Operation, Result
+from api.service.tokens import Principal
+from policy import identities
+from policy.identities import IdentityError
+from policy.store import Doc
+
+PERIODS = ("24h", "7d", "total")
+THREAD_STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
+
+
+def _page(service: Service, kind: str, args: dict[str, Any], tag: str | None = None) -> Result:
+    after = pages.decode(kind, args.get("cursor"))
+    limit = pages.limit_of(args.get("limit"))
+    rows = service.store.page(kind, after, limit + 1, tag)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [_view(kind, row.body) for row in rows]
+    cursor = pages.encode(kind, rows[-1].pos) if more and rows else None
+    return Result(200, {"items": items, "next_cursor": cursor})
+
+
+def _view(kind: str, doc: Doc) -> Doc:
+    if kind == "secrets":
+        return identities.public_view(doc)
+    if kind == "approvals":
+        return {k: v for k, v in doc.items() if k != "sealed_call"}
+    return doc
+
+
+def _identity_errors(fn: Any) -> Any:
+    def wrapped(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+        try:
+            result: Result = fn(service, actor, args)
+        except IdentityError as exc:
+            raise ServiceError(exc.status, exc.code, exc.message) from None
+        return result
+
+    return wrapped
+
+
+# ---- identities ---------------------------------------------------------------------------
+def identities_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return _page(service, "secrets", args, tag=identities.KIND)
+
+
+@_identity_errors
+def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, identities.get(service.store, args["id"]))
+
+
+@_identity_errors
+def identities_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    view, created = identities.create(
+        service.store, service.sealer, args.get("label"), args.get("request_id")
+    )
+    return Result(201 if created else 200, view)
+
+
+@_identity_errors
+def identities_import(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    view = identities.import_seed(service.store, service.sealer, args["seed"], args.get("label"))
+    return Result(201, view)
+
+
+@_identity_errors
+def identities_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    view = identities.update(
+        service.store,
+        args["id"],
+        label=args.get("label"),
+        name=args.get("name"),
+        metadata=args.get("metadata"),
+    )
+    return Result(200, view)
+
+
+@_identity_errors
+def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    identities.delete(service.store, args["id"])
+    return Result(204, None)
+
+
+# ---- agents -------------------------------------------------------------------------------
+def parse_budget(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"amount", "period"}:
+        raise ServiceError(400, "invalid-budget", "budget must be {amount, period}")
+    period = value.get("period")
+    if period not in PERIODS:
+        raise ServiceError(400, "invalid-budget", "budget period must be 24h, 7d or total")
+    amount = value.get("amount")
+    if not isinstance(amount, int | float | str | Decimal) or isinstance(amount, bool):
+        raise ServiceError(400, "invalid-budget", "budget amount must be a number")
+    try:
+        if to_micros(amount) < 0:
+            raise ValueError
+    except ValueError:
+        raise ServiceError(400, "invalid-budget", "budget amount must be >= 0") from None
+    return {"amount": str(Decimal(str(amount))), "period": str(period)}
+
+
+def _check_profile(service: Service, profile: Any) -> str:
+    if not isinstance(profile, str) or profile not in service.current().workspace.profiles:
+        raise ServiceError(400, "unknown-profile", f"profile `{profile}` is not in the policy")
+    return profile
+
+
+def _check_identity(service: Service, account: Any) -> str:
+    try:
+        identities.get(service.store, str(account))
+    except IdentityError:
+        raise ServiceError(400, "identity-not-found", "Signing key not found") from None
+    return str(account)
+
+
+def agents_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return _page(service, "agents", args)
+
+
+def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, service.agent(args["id"]))
+
+
+def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    name = args.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ServiceError(400, "invalid-name", "Name is required")
+    profile = _check_profile(service, args.get("profile"))
+    budget = parse_budget(args.get("budget"))
+    parent = None
+    if actor.agent is not None:
+        caller = service.agent(actor.agent)
+        parent = caller["id"]
+        identity = args.get("identity") or caller["identity"]
+        if identity != caller["identity"]:
+            raise ServiceError(
+                403, "identity-not-inherited", "a child agent inherits its creator's identity"
+            )
+        fitcheck.require_agent_fits(service, caller, profile, budget)
+    else:
+        if not args.get("identity"):
+            raise ServiceError(400, "identity-required", "an agent needs a signing identity")
+        identity = args["identity"]
+    identity = _check_identity(service, identity)
+    now = now_ms()
+    doc: Doc = {
+        "id": str(args.get("id") or new_id()),
+        "name": name.strip(),
+        "identity": identity,
+        "profile": profile,
+        "budget": budget,
+        "metadata": dict(args.get("metadata") or {}),
+        "parent": parent,
+        "status": "idle",
+        "created_at": now,
+        "updated_at": now,
+    }
+    if not service.store.insert("agents", doc["id"], doc):
+        raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
+    return doc
+
+
+def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(201, create_agent(service, actor, args))
+
+
+def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    with service.store.atomic():
+        doc = dict(service.agent(args["id"]))
+        if "identity" in args and args["identity"] != doc["identity"]:
+            raise ServiceError(400, "identity-immutable", "an agent's identity never changes")
+        if "name" in args:
+            if not isinstance(args["name"], str) or not args["name"].strip():
+                raise ServiceError(400, "invalid-name", "Name is required")
+            doc["name"] = args["name"].strip()
+        if "profile" in args:
+            doc["profile"] = _check_profile(service, args["profile"])
+            if actor.agent is not None:
+                fitcheck.require_agent_fits(
+                    service, service.agent(actor.agent), doc["profile"], doc.get("budget")
+                )
+        if "budget" in args:
+            doc["budget"] = parse_budget(args["budget"])
+        if "metadata" in args:
+            doc["metadata"] = {**doc.get("metadata", {}), **dict(args["metadata"] or {})}
+        if "status" in args:
+            if args["status"] not in AGENT_STATUSES:
+                raise ServiceError(
+                    400, "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
+                )
+            doc["status"] = args["status"]
+        doc["updated_at"] = now_ms()
+        service.store.update("agents", doc["id"], doc)
+    service.forget_agent(doc["id"])
+    return Result(200, doc)
+
+
+def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    service.agent(args["id"])
+    service.store.delete("agents", args["id"])
+    service.forget_agent(args["id"])
+    return Result(204, None)
+
+
+# ---- threads ------------------------------------------------------------------------------
+def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return _page(service, "threads", args, tag=args.get("agent"))
+
+
+def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, service.doc("threads", "thread", args["id"]))
+
+
+def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    agent_id = args.get("agent") or actor.agent
+    if not agent_id:
+        raise ServiceError(400, "agent-required", "a thread needs an agent")
+    if actor.agent is not None and agent_id != actor.agent:
+        raise ServiceError(403, "not-own-agent", "an agent opens threads for itself only")
+    agent = service.agent(str(agent_id))
+    max_cost = args.get("max_cost")
+    if max_cost is not None:
+        try:
+            if to_micros(max_cost) < 0:
+                raise ValueError
+        except ValueError:
+            raise ServiceError(400, "invalid-max-cost", "max_cost must be >= 0") from None
+        max_cost = str(Decimal(str(max_cost)))
+    now = now_ms()
+    doc: Doc = {
+        "id": new_id(),
+        "agent": agent["id"],
+        "prompt": str(args.get("prompt", "")),
+        "max_cost": max_cost,
+        "depth": 0,
+        "status": "open",
+        "created_at": now,
+        "updated_at": now,
+    }
+    service.store.insert("threads", doc["id"], doc, tag=agent["id"])
+    return Result(201, doc)
+
+
+def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    doc = dict(service.doc("threads", "thread", args["id"]))
+    if "status" in args:
+        if args["status"] not in THREAD_STATUSES:
+            raise ServiceError(
+                400, "invalid-status", f"status must be one of {', '.join(THREAD_STATUSES)}"
+            )
+        doc["status"] = args["status"]
+    doc["updated_at"] = now_ms()
+    service.store.update("threads", doc["id"], doc, tag=doc["agent"])
+    return Result(200, doc)
+
+
+def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    if not service.store.delete("threads", args["id"]):
+        raise not_found("thread", args["id"])
+    return Result(204, None)
+
+
+def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
+    """Pin a turn to the latest revision: it keeps deciding there whatever is uploaded."""
+    service.sync()
+    agent = service.agent(agent_id)
+    if thread_id is not None:
+        thread = service.doc("threads", "thread", thread_id)
+        if thread["agent"] != agent["id"]:
+            raise ServiceError(
+                409, "thread-agent-mismatch", f"thread `{thread_id}` belongs to another agent"
+            )
+    revision = service.snapshots.latest
+    if revision == 0:
+        raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+    doc: Doc = {
+        "id": new_id(),
+        "agent": agent["id"],
+        "thread": thread_id,
+        "revision": revision,
+        "profile": agent["profile"],
+        "created_at": now_ms(),
+    }
+    service.store.insert("turns", doc["id"], doc, tag=agent["id"])
+    return doc
+
+
+OPERATIONS: dict[str, Operation] = {
+    "identities.list": identities_list,
+    "identities.get": identities_get,
+    "identities.create": identities_create,
+    "identities.import": identities_import,
+    "identities.update": identities_update,
+    "identities.delete": identities_delete,
+    "agents.list": agents_list,
+    "agents.get": agents_get,
+    "agents.create": agents_create,
+    "agents.update": agents_update,
+    "agents.delete": agents_delete,
+    "threads.list": threads_list,
+    "threads.get": threads_get,
+    "threads.create": threads_create,
+    "threads.update": threads_update,
+    "threads.delete": threads_delete,
+}

@@ -1,0 +1,170 @@
+"""Read views of the policy (profiles, roles, hooks, toolsets) and role management.
+
+A role created through the API is one file, `api/roles/<name>.charter`, added to the
+latest revision's files; the result is checked as a whole and becomes a new revision.
+Roles written in uploaded files are changed by uploading the policy, not here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.service import fitcheck, pages
+from api.service.core import Service
+from api.service.errors import ServiceError
+from api.service.ops import Operation, Result
+from api.service.tokens import Principal
+from grammar.parser import parse
+from policy import ast
+from policy.diagnostics import CharterError
+
+KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
+
+
+def _source(service: Service, span: ast.Span) -> str:
+    text = service.current().workspace.sources.get(span.file, "")
+    lines = text.splitlines()[span.line - 1 : span.end_line]
+    return "\n".join(lines)
+
+
+def _decls(service: Service, kind: str) -> dict[str, Any]:
+    ws = service.current().workspace
+    table: dict[str, Any] = {
+        "roles": ws.roles, "profiles": ws.profiles, "hooks": ws.hooks, "toolsets": ws.toolsets,
+    }  # fmt: skip
+    return dict(table[kind])
+
+
+def _view(service: Service, kind: str, decl: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": decl.name,
+        "file": decl.span.file,
+        "line": decl.span.line,
+        "source": _source(service, decl.span),
+        "revision": service.snapshots.latest,
+    }
+    if kind == "profiles":
+        out["roles"] = list(decl.roles)
+        out["hooks"] = list(decl.hooks)
+        out["budget"] = (
+            None
+            if decl.budget is None
+            else {"amount": str(decl.budget.amount), "period": decl.budget.period}
+        )
+    elif kind == "toolsets":
+        out["tools"] = [f"{decl.name}.{t.name}" for t in decl.tools]
+        out["url"] = decl.url
+        out["connection_required"] = decl.connection_required
+        out["runs_code"] = decl.runs_code
+    return out
+
+
+def _lister(kind: str) -> Operation:
+    def list_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+        after = pages.decode(kind, args.get("cursor"), numeric=False)
+        limit = pages.limit_of(args.get("limit"))
+        decls = _decls(service, kind)
+        names = sorted(n for n in decls if n > after)
+        page = names[:limit]
+        cursor = pages.encode(kind, page[-1]) if len(names) > limit else None
+        items = [_view(service, kind, decls[n]) for n in page]
+        return Result(200, {"items": items, "next_cursor": cursor})
+
+    return list_op
+
+
+def _getter(kind: str) -> Operation:
+    def get_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+        decl = _decls(service, kind).get(args["name"])
+        if decl is None:
+            raise ServiceError(
+                404, f"{KINDS[kind]}-not-found", f"{KINDS[kind]} `{args['name']}` not found"
+            )
+        return Result(200, _view(service, kind, decl))
+
+    return get_op
+
+
+def role_path(name: str) -> str:
+    return f"api/roles/{name}.charter"
+
+
+def _one_role(name: str, source: str) -> None:
+    try:
+        parsed = parse(source, role_path(name))
+    except CharterError as exc:
+        raise ServiceError(
+            422, "policy-invalid", "the role source does not parse",
+            diagnostics=[d.to_json() for d in exc.diagnostics],
+        ) from None  # fmt: skip
+    decls = parsed.declarations
+    if len(decls) != 1 or not isinstance(decls[0], ast.Role) or decls[0].name != name:
+        raise ServiceError(
+            400, "role-source-mismatch", f"the source must declare exactly one role, `{name}`"
+        )
+
+
+def _commit(service: Service, files: list[tuple[str, str]], actor: Principal, note: str) -> int:
+    try:
+        snapshot = service.upload(files, actor.agent or f"token:{actor.token_id}", note)
+    except CharterError as exc:
+        raise ServiceError(
+            422, "policy-invalid", "the policy does not check",
+            diagnostics=[d.to_json() for d in exc.diagnostics],
+        ) from None  # fmt: skip
+    return snapshot.revision
+
+
+def _write_role(service: Service, actor: Principal, args: dict[str, Any], create: bool) -> Result:
+    name, source = str(args["name"]), str(args["source"])
+    _one_role(name, source)
+    if actor.agent is not None:  # before the write lock: the solver may take a while
+        fitcheck.require_source_fits(service, service.agent(actor.agent), source, "role")
+    with service.store.atomic():
+        service.snapshots.refresh()  # inside the write lock: the true latest
+        _, files = service.files()
+        existing = name in service.current().workspace.roles
+        path = role_path(name)
+        if create and existing:
+            raise ServiceError(409, "role-exists", f"role `{name}` already exists")
+        if not create and not any(p == path for p, _ in files):
+            if existing:
+                raise ServiceError(
+                    409, "role-not-api-managed",
+                    f"role `{name}` is defined in an uploaded file; upload the policy to change it",
+                )  # fmt: skip
+            raise ServiceError(404, "role-not-found", f"role `{name}` not found")
+        files = [(p, t) for p, t in files if p != path] + [(path, source)]
+        revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
+    body = _view(service, "roles", service.current().workspace.roles[name])
+    return Result(201 if create else 200, {**body, "revision": revision})
+
+
+def roles_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return _write_role(service, actor, args, create=True)
+
+
+def roles_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return _write_role(service, actor, args, create=False)
+
+
+def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    name = str(args["name"])
+    with service.store.atomic():
+        service.snapshots.refresh()  # inside the write lock: the true latest
+        _, files = service.files()
+        path = role_path(name)
+        if not any(p == path for p, _ in files):
+            raise ServiceError(404, "role-not-found", f"no API-managed role `{name}`")
+        _commit(service, [(p, t) for p, t in files if p != path], actor, f"delete role {name}")
+    return Result(204, None)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "roles.create": roles_create,
+    "roles.update": roles_update,
+    "roles.delete": roles_delete,
+}
+for _kind in KINDS:
+    OPERATIONS[f"{_kind}.list"] = _lister(_kind)
+    OPERATIONS[f"{_kind}.get"] = _getter(_kind)

@@ -1,0 +1,196 @@
+"""Ed25519 signing identities, stored as encrypted secrets (seed-facts.md, "Signing identities").
+
+The account id is the public key as a multibase string: `z` + base58btc of the multicodec
+ed25519-pub prefix (0xed 0x01) followed by the 32 key bytes, so every id starts `z6Mk`
+(the encoding Seed Hypermedia uses for accounts). The secret is named
+`hm-account-<first 16 chars of the account id>`; its metadata is
+`{kind: "hm-account-key", accountId, label, name, ...}`; the 32-byte seed is sealed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import nacl.signing
+
+from policy.secrets import Sealer
+from policy.store import Doc, Store
+
+KIND = "hm-account-key"
+SECRETS = "secrets"  # the store's document kind for every secret
+IDEMPOTENCY = "identity-requests"
+NOT_FOUND = "Signing identity not found"
+_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_ED25519_PUB = b"\xed\x01"
+
+
+class IdentityError(Exception):
+    """A refused identity operation: `status` is the HTTP status, the message is the contract."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def base58(data: bytes) -> str:
+    number = int.from_bytes(data, "big")
+    out = ""
+    while number:
+        number, rem = divmod(number, 58)
+        out = _ALPHABET[rem] + out
+    pad = len(data) - len(data.lstrip(b"\0"))
+    return "1" * pad + out
+
+
+def account_id(public_key: bytes) -> str:
+    return "z" + base58(_ED25519_PUB + public_key)
+
+
+def secret_name(account: str) -> str:
+    return f"hm-account-{account[:16]}"
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def public_view(doc: Doc) -> Doc:
+    """What a listing or a response shows: the metadata, never the sealed seed."""
+    meta = dict(doc["metadata"])
+    return {
+        "id": meta["accountId"],
+        "account_id": meta["accountId"],
+        "secret_name": doc["name"],
+        "name": meta.get("name"),
+        "label": meta.get("label"),
+        "metadata": {k: v for k, v in meta.items() if k not in ("accountId", "label", "name")},
+        "created_at": doc["created_at"],
+        "updated_at": doc["updated_at"],
+    }
+
+
+def _find(store: Store, account: str) -> Doc:
+    doc = store.get(SECRETS, secret_name(account)) if account else None
+    if doc is None or doc.get("metadata", {}).get("kind") != KIND:
+        raise IdentityError(404, "identity-not-found", NOT_FOUND)
+    if doc["metadata"].get("accountId") != account:
+        raise IdentityError(404, "identity-not-found", NOT_FOUND)
+    return doc
+
+
+def _store_key(
+    store: Store, sealer: Sealer, key: nacl.signing.SigningKey, label: str | None
+) -> tuple[Doc, bool]:
+    account = account_id(bytes(key.verify_key))
+    name = secret_name(account)
+    existing = store.get(SECRETS, name)
+    if existing is not None:
+        return existing, False
+    now = _now()
+    display = label or f"Agent account {account[:10]}"
+    doc: Doc = {
+        "name": name,
+        "metadata": {"kind": KIND, "accountId": account, "label": label, "name": display},
+        "sealed_seed": sealer.seal(bytes(key)),
+        "created_at": now,
+        "updated_at": now,
+    }
+    if not store.insert(SECRETS, name, doc, tag=KIND):
+        return store.get(SECRETS, name) or doc, False
+    return doc, True
+
+
+def create(
+    store: Store, sealer: Sealer, label: str | None = None, request_id: str | None = None
+) -> tuple[Doc, bool]:
+    """Generate a key pair. Idempotent: repeating a create with the same `request_id`
+    returns the identity the first one made. Returns (public view, created)."""
+    with store.atomic():
+        if request_id:
+            earlier = store.get(IDEMPOTENCY, request_id)
+            if earlier is not None:
+                return public_view(_find(store, str(earlier["account_id"]))), False
+        doc, created = _store_key(store, sealer, nacl.signing.SigningKey.generate(), label)
+        if request_id:
+            store.insert(IDEMPOTENCY, request_id, {"account_id": doc["metadata"]["accountId"]})
+    return public_view(doc), created
+
+
+def decode_seed(text: str) -> bytes:
+    """A seed given as 64 hex digits or as base64; anything but 32 bytes is refused."""
+    raw: bytes | None = None
+    stripped = text.strip()
+    if len(stripped) == 64:
+        try:
+            raw = bytes.fromhex(stripped)
+        except ValueError:
+            raw = None
+    if raw is None:
+        try:
+            raw = base64.b64decode(stripped + "=" * (-len(stripped) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raw = None
+    if raw is None or len(raw) != 32:
+        raise IdentityError(400, "invalid-seed", "The seed must be exactly 32 bytes")
+    return raw
+
+
+def import_seed(store: Store, sealer: Sealer, seed: str, label: str | None = None) -> Doc:
+    """Store an existing key. Publishes nothing; an existing key is a 409."""
+    key = nacl.signing.SigningKey(decode_seed(seed))
+    account = account_id(bytes(key.verify_key))
+    with store.atomic():
+        if store.get(SECRETS, secret_name(account)) is not None:
+            raise IdentityError(
+                409, "identity-exists", f"This account key is already on the server ({account})"
+            )
+        doc, _ = _store_key(store, sealer, key, label)
+    return public_view(doc)
+
+
+def get(store: Store, account: str) -> Doc:
+    return public_view(_find(store, account))
+
+
+def update(
+    store: Store,
+    account: str,
+    *,
+    label: str | None = None,
+    name: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Doc:
+    """Rename / relabel and merge metadata; the kind and account id cannot change."""
+    with store.atomic():
+        doc = _find(store, account)
+        meta = dict(doc["metadata"])
+        for key, value in (metadata or {}).items():
+            if key not in ("kind", "accountId"):
+                meta[key] = value
+        if label is not None:
+            meta["label"] = label
+            if name is None:
+                meta["name"] = label
+        if name is not None:
+            meta["name"] = name
+        doc = {**doc, "metadata": meta, "updated_at": _now()}
+        store.update(SECRETS, doc["name"], doc, tag=KIND)
+    return public_view(doc)
+
+
+def delete(store: Store, account: str) -> None:
+    """Removes the secret only: agents that act as this identity keep their rows."""
+    with store.atomic():
+        doc = _find(store, account)
+        store.delete(SECRETS, doc["name"])
+
+
+def signing_key(store: Store, sealer: Sealer, account: str) -> nacl.signing.SigningKey:
+    doc = _find(store, account)
+    return nacl.signing.SigningKey(sealer.open(doc["sealed_seed"]))

@@ -1,0 +1,82 @@
+"""Encryption at rest for signing seeds and credentials (PyNaCl SecretBox).
+
+The 32-byte key comes from the environment variable `CHARTER_SECRET_KEY` (64 hex digits)
+when set, else from a key file next to the database (`<db>.key`), created on first start
+with 0600 permissions. Losing the key makes every stored secret unreadable, by design.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nacl.exceptions
+import nacl.secret
+import nacl.utils
+
+KEY_ENV = "CHARTER_SECRET_KEY"
+KEY_BYTES = nacl.secret.SecretBox.KEY_SIZE
+
+
+class SecretKeyError(Exception):
+    """The key is missing, malformed or does not open a stored secret."""
+
+
+class Sealer:
+    """Seals and opens byte strings with one symmetric key (XSalsa20-Poly1305)."""
+
+    __slots__ = ("_box",)
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) != KEY_BYTES:
+            raise SecretKeyError(f"the secret key must be {KEY_BYTES} bytes")
+        self._box = nacl.secret.SecretBox(key)
+
+    def seal(self, plain: bytes) -> bytes:
+        return bytes(self._box.encrypt(plain))
+
+    def open(self, sealed: bytes) -> bytes:
+        try:
+            return bytes(self._box.decrypt(sealed))
+        except nacl.exceptions.CryptoError:
+            raise SecretKeyError("a stored secret does not open with this key") from None
+
+
+def key_path_for(db_path: str | Path) -> Path:
+    return Path(f"{db_path}.key")
+
+
+def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) -> bytes:
+    """The environment's key, else the key file next to the DB (created 0600 if absent)."""
+    env = os.environ if environ is None else environ
+    text = env.get(KEY_ENV)
+    if text:
+        try:
+            key = bytes.fromhex(text.strip())
+        except ValueError:
+            raise SecretKeyError(f"{KEY_ENV} must be {KEY_BYTES * 2} hex digits") from None
+        if len(key) != KEY_BYTES:
+            raise SecretKeyError(f"{KEY_ENV} must be {KEY_BYTES * 2} hex digits")
+        return key
+    if db_path is None or str(db_path) == ":memory:":
+        return nacl.utils.random(KEY_BYTES)  # an in-memory store lives and dies with its key
+    path = key_path_for(db_path)
+    if not path.exists():
+        key = nacl.utils.random(KEY_BYTES)
+        # O_EXCL: two workers starting at once must not both write a key.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(key.hex().encode())
+            return key
+    raw = path.read_text(encoding="ascii").strip()
+    try:
+        key = bytes.fromhex(raw)
+    except ValueError:
+        raise SecretKeyError(f"the key file {path} is malformed") from None
+    if len(key) != KEY_BYTES:
+        raise SecretKeyError(f"the key file {path} is malformed")
+    return key

@@ -1,0 +1,78 @@
+"""The store: revisions, resources, the decision log and the budget ledger.
+
+`Store` is the narrow interface the service layer codes against; `SqliteStore` is the
+embedded default. Everything but the ledger is a document (a CBOR-encodable mapping)
+keyed by (kind, id), so a PostgreSQL implementation needs five tables and no joins:
+
+- revisions: the DSL source files of every policy change, numbered 1, 2, ...
+- documents: identities, secrets, agents, threads, turns, approvals, tokens, with an
+  insertion position (for cursor pages that stay stable while rows are added) and one
+  optional `tag` column to filter on (an approval's status, a thread's agent).
+- decisions: the decision log; `seq` is gap-free because it is assigned inside the
+  writing transaction as max(seq) + 1 (never a sequence object, which leaves gaps).
+- ledger: budget charges in micro-USD, summed per subject over a time window.
+- meta: a few named values (the demo seed flag, schema version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One document with its position (the pagination key)."""
+
+    pos: int
+    id: str
+    body: Doc
+
+
+class Store(Protocol):
+    def atomic(self) -> AbstractContextManager[None]:
+        """One write transaction; nested calls join the outer one."""
+        ...
+
+    def changed(self) -> bool:
+        """True when another process committed since the last call (caches drop)."""
+        ...
+
+    # revisions
+    def add_revision(self, body: Mapping[str, Any]) -> int: ...
+    def get_revision(self, number: int) -> Doc | None: ...
+    def latest_revision(self) -> int: ...
+    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]: ...
+
+    # documents
+    def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        """Add a new document; False (and nothing written) if the id is taken."""
+        ...
+
+    def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        """Replace an existing document, keeping its position; False if absent."""
+        ...
+
+    def get(self, kind: str, id: str) -> Doc | None: ...
+    def delete(self, kind: str, id: str) -> bool: ...
+    def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]: ...
+    def scan(self, kind: str) -> Iterator[Row]: ...
+
+    # the decision log
+    def append_decisions(self, entries: Sequence[Mapping[str, Any]]) -> list[int]: ...
+    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, Doc]]: ...
+    def last_seq(self) -> int: ...
+
+    # the budget ledger
+    def spent(self, subject: str, since_ms: int) -> int: ...
+    def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None: ...
+
+    # named values
+    def get_meta(self, key: str) -> Any: ...
+    def set_meta(self, key: str, value: Any) -> None: ...
+
+    def close(self) -> None: ...

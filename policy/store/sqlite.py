@@ -1,0 +1,238 @@
+"""The embedded store: one SQLite file in WAL mode, rows encoded as CBOR.
+
+One connection per process, guarded by a lock (the HTTP app is one event loop; fit checks
+run in worker threads). Several processes (`charter serve --workers N`) share the file:
+writes take the lock with BEGIN IMMEDIATE, and `changed()` reads PRAGMA data_version so a
+process notices another's commits and drops its caches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import cbor2
+
+from policy.store import Doc, Row
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS revisions (n INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+  pos INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL, id TEXT NOT NULL, tag TEXT, body BLOB NOT NULL,
+  UNIQUE (kind, id)
+);
+CREATE INDEX IF NOT EXISTS documents_tag ON documents (kind, tag, pos);
+CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger (subject TEXT NOT NULL, at INTEGER NOT NULL,
+  micros INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
+"""
+
+
+def _enc(body: Mapping[str, Any]) -> bytes:
+    return bytes(cbor2.dumps(dict(body)))
+
+
+def _dec(blob: bytes) -> Doc:
+    value = cbor2.loads(blob)
+    assert isinstance(value, dict)
+    return value
+
+
+class SqliteStore:
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        with self._lock:
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode = WAL")
+            # NORMAL in WAL: a power cut may lose the last commits, never corrupt the file.
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.executescript(SCHEMA)
+        self._data_version = self._version()
+
+    # ---- transactions ---------------------------------------------------------------------
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def _version(self) -> int:
+        row = self._db.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
+    def changed(self) -> bool:
+        with self._lock:
+            version = self._version()
+            if version != self._data_version:
+                self._data_version = version
+                return True
+            return False
+
+    # ---- revisions ------------------------------------------------------------------------
+    def add_revision(self, body: Mapping[str, Any]) -> int:
+        with self.atomic():
+            (last,) = self._db.execute("SELECT coalesce(max(n), 0) FROM revisions").fetchone()
+            number = int(last) + 1
+            self._db.execute("INSERT INTO revisions (n, body) VALUES (?, ?)", (number, _enc(body)))
+            return number
+
+    def get_revision(self, number: int) -> Doc | None:
+        with self._lock:
+            row = self._db.execute("SELECT body FROM revisions WHERE n = ?", (number,)).fetchone()
+        return None if row is None else _dec(row[0])
+
+    def latest_revision(self) -> int:
+        with self._lock:
+            (last,) = self._db.execute("SELECT coalesce(max(n), 0) FROM revisions").fetchone()
+        return int(last)
+
+    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT n, body FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
+            ).fetchall()
+        return [(int(n), _dec(body)) for n, body in rows]
+
+    # ---- documents ------------------------------------------------------------------------
+    def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO documents (kind, id, tag, body) VALUES (?, ?, ?, ?)",
+                (kind, id, tag, _enc(body)),
+            )
+        return cursor.rowcount == 1
+
+    def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        with self._lock:
+            cursor = self._db.execute(
+                "UPDATE documents SET body = ?, tag = ? WHERE kind = ? AND id = ?",
+                (_enc(body), tag, kind, id),
+            )
+        return cursor.rowcount == 1
+
+    def get(self, kind: str, id: str) -> Doc | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT body FROM documents WHERE kind = ? AND id = ?", (kind, id)
+            ).fetchone()
+        return None if row is None else _dec(row[0])
+
+    def delete(self, kind: str, id: str) -> bool:
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM documents WHERE kind = ? AND id = ?", (kind, id))
+        return cursor.rowcount == 1
+
+    def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]:
+        with self._lock:
+            if tag is None:
+                rows = self._db.execute(
+                    "SELECT pos, id, body FROM documents WHERE kind = ? AND pos > ? "
+                    "ORDER BY pos LIMIT ?",
+                    (kind, after_pos, limit),
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT pos, id, body FROM documents WHERE kind = ? AND tag = ? AND pos > ? "
+                    "ORDER BY pos LIMIT ?",
+                    (kind, tag, after_pos, limit),
+                ).fetchall()
+        return [Row(int(pos), str(id), _dec(body)) for pos, id, body in rows]
+
+    def scan(self, kind: str) -> Iterator[Row]:
+        after = 0
+        while True:
+            rows = self.page(kind, after, 500)
+            yield from rows
+            if len(rows) < 500:
+                return
+            after = rows[-1].pos
+
+    # ---- the decision log -----------------------------------------------------------------
+    def append_decisions(self, entries: Sequence[Mapping[str, Any]]) -> list[int]:
+        if not entries:
+            return []
+        with self.atomic():
+            (last,) = self._db.execute("SELECT coalesce(max(seq), 0) FROM decisions").fetchone()
+            first = int(last) + 1
+            seqs = list(range(first, first + len(entries)))
+            self._db.executemany(
+                "INSERT INTO decisions (seq, body) VALUES (?, ?)",
+                [(seq, _enc(entry)) for seq, entry in zip(seqs, entries, strict=True)],
+            )
+        return seqs
+
+    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, Doc]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, body FROM decisions WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after_seq, limit),
+            ).fetchall()
+        return [(int(seq), _dec(body)) for seq, body in rows]
+
+    def last_seq(self) -> int:
+        with self._lock:
+            (last,) = self._db.execute("SELECT coalesce(max(seq), 0) FROM decisions").fetchone()
+        return int(last)
+
+    # ---- the budget ledger ----------------------------------------------------------------
+    def spent(self, subject: str, since_ms: int) -> int:
+        with self._lock:
+            (total,) = self._db.execute(
+                "SELECT coalesce(sum(micros), 0) FROM ledger WHERE subject = ? AND at >= ?",
+                (subject, since_ms),
+            ).fetchone()
+        return int(total)
+
+    def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT INTO ledger (subject, at, micros) VALUES (?, ?, ?)",
+                [(subject, at_ms, micros) for subject in subjects],
+            )
+
+    # ---- named values ---------------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        with self._lock:
+            row = self._db.execute("SELECT body FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else cbor2.loads(row[0])
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO meta (key, body) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET body = excluded.body",
+                (key, cbor2.dumps(value)),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
