@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from engine.check import check_sources
@@ -36,3 +38,18 @@ def roles_effect(snap: Snapshot, profile: str, call: dict[str, Any]) -> str:
     )
     effect, _ = _roles(ws, ws.profiles[profile], tool, call["args"], request)
     return effect
+
+
+_PROGRESS: dict[str, int] = {}
+
+
+def progress(name: str) -> None:
+    """Count examples of a long run: with FIT_PROGRESS=path, every 200th is written down
+    so a run stopped early still says how far it got."""
+    path = os.environ.get("FIT_PROGRESS")
+    if not path:
+        return
+    _PROGRESS[name] = _PROGRESS.get(name, 0) + 1
+    if _PROGRESS[name] % 200 == 0:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{time.strftime('%H:%M:%S')} {name} {_PROGRESS[name]}\n")

@@ -1,0 +1,65 @@
+"""(d) listing agrees with decide: a tool listed `deny` is never allowed, one listed
+`allow` is allowed for every sampled valid call, and a residual agrees with decide."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.decision import Request
+from engine.listing import list_tools
+from engine.reference import _Env, holds, validate
+from grammar.parser import parse
+from policy import ast
+from tests.fit.strategies import DENY_ROLE, Rule, call, conditions, render, rules
+from tests.fit.support import progress, snapshot
+
+
+def _where(text: str) -> ast.Expr:
+    role = parse(f"role z {{ allow mail.send where {text} }}", "<residual>").declarations[0]
+    assert isinstance(role, ast.Role) and role.rules[0].where is not None
+    return role.rules[0].where
+
+
+@given(
+    rules,
+    st.one_of(st.none(), DENY_ROLE),
+    st.one_of(st.none(), conditions("mail.send")),
+    st.lists(call(), min_size=4, max_size=12),
+)
+def test_listing_agrees_with_decide(
+    parts: list[Rule], guard: str | None, deny_hook: str | None, sample: list[dict[str, Any]]
+) -> None:
+    progress("test_listing_agrees_with_decide")
+    text = render("c0", parts) + (guard or "")
+    hooks = ["approve-role-create"]
+    if deny_hook:
+        text += f'hook no-send on mail.send where {deny_hook} {{\n  deny "no"\n}}\n'
+        hooks.append("no-send")
+    text += 'hook look on mail.search {\n  pause "look"\n}\n'
+    hooks.append("look")
+    text += f"profile p {{ roles c0{', guard' if guard else ''}\n hooks {', '.join(hooks)} }}\n"
+    snap = snapshot(text)
+    listing = {t.tool: t for t in list_tools(snap, "p")}
+    sample = [*sample, {"tool": "roles.create", "args": {"name": "axe", "source": ""},
+                        "context": None, "agent": None, "thread": None}]  # fmt: skip
+    for c in sample:
+        request = Request("p", c["tool"], c["args"], c["context"], c["agent"], c["thread"])
+        allowed = snap.decide(request).effect in ("allow", "pause")
+        item = listing[c["tool"]]
+        if item.status == "deny":
+            assert not allowed, (item, c)
+        elif item.status == "allow":
+            assert allowed, (item, c)
+        else:
+            tool = snap.workspace.tools[c["tool"]]
+            shaped = validate(tool, c["args"])
+            assert isinstance(shaped, dict)
+            env = _Env(shaped, request)
+            assert any(holds(g, env) is True for g in item.grants) == allowed, (item, c)
+            if item.exact:
+                assert item.condition is not None
+                assert (holds(_where(item.condition), env) is True) == allowed, (item, c)
+    assert listing["mail.search"].hooks[-1].name == "look"
