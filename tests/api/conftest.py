@@ -1,0 +1,176 @@
+"""A real service on a real SQLite file, served in-process and by uvicorn on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.testclient import TestClient
+
+from api.http.app import create_app, open_service
+from api.service import tokens
+from api.service.core import Service
+from api.service.resources import create_agent
+from api.service.tokens import Principal
+from policy import identities
+
+POLICY = """
+toolset mail {
+  tool send(to: str, subject: str, body: str)
+}
+toolset billing {
+  tool refund(amount: int, reason: str = "")
+}
+toolset vault {
+  connection required
+  tool read(key: str)
+}
+role mailer {
+  allow mail.send where args.to endswith "@example.com"
+}
+role refunder {
+  allow billing.refund
+}
+role vault-reader {
+  allow vault.read
+}
+role manager {
+  allow agents.*, roles.*, threads.*, identities.*, approvals.*, connections.*
+  deny agents.delete
+}
+hook approve-big on billing.refund where args.amount > 50 {
+  pause "a human approves refunds over 50"
+}
+profile support {
+  roles mailer, refunder, manager, vault-reader
+  hooks approve-big
+  budget 10 usd per 24h
+}
+profile support-child {
+  roles mailer, manager
+  hooks approve-big
+  budget 5 usd per 24h
+}
+profile careful {
+  roles mailer, manager
+  hooks default
+}
+profile narrow {
+  roles mailer
+  hooks none
+}
+profile wide {
+  roles mailer, refunder
+  hooks none
+}
+"""
+
+
+@dataclass
+class Harness:
+    service: Service
+    admin: str
+    decide: str
+    agent_token: str
+    identity: str
+    db: Path
+
+    def auth(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.admin}"}
+
+    def add_agent(self, agent_id: str, profile: str, **extra: Any) -> str:
+        create_agent(
+            self.service, Principal("t", "admin"),
+            {"id": agent_id, "name": agent_id, "profile": profile, "identity": self.identity,
+             **extra},
+        )  # fmt: skip
+        return agent_id
+
+    def token_for(self, agent_id: str) -> str:
+        return tokens.issue(self.service.store, "agent", agent_id)[0]
+
+
+def make_harness(tmp_path: Path) -> Harness:
+    db = tmp_path / "charter.db"
+    service = open_service(db)
+    with service.store.atomic():
+        service.upload([("policy.charter", POLICY)], "test")
+    view, _ = identities.create(service.store, service.sealer, "test identity")
+    harness = Harness(
+        service,
+        tokens.issue(service.store, "admin")[0],
+        tokens.issue(service.store, "decide")[0],
+        "",
+        view["id"],
+        db,
+    )
+    harness.add_agent("a1", "support")
+    harness.agent_token = harness.token_for("a1")
+    return harness
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    return make_harness(tmp_path)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LiveServer:
+    """uvicorn on a free loopback port, in a thread of this process."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+            ws="none", access_log=False,
+        )  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture
+def live(harness: Harness) -> Iterator[httpx.Client]:
+    with (
+        LiveServer(create_app(harness.service)) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(params=["uvicorn", "in-process"])
+def client(request: pytest.FixtureRequest, harness: Harness) -> Iterator[Any]:
+    """Both ways in: the same assertions against a real server and the in-process client."""
+    app = create_app(harness.service)
+    if request.param == "in-process":
+        with TestClient(app, raise_server_exceptions=False) as test_client:
+            yield test_client
+    else:
+        with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+            yield http

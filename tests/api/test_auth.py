@@ -1,0 +1,129 @@
+"""Token scopes: admin, decide, and an agent's own token (never more than its roles)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import Harness
+
+MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+
+
+def test_missing_and_bad_tokens(client: Any, harness: Harness) -> None:
+    body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    assert client.post("/v1/decisions", json=body).status_code == 401
+    bad = client.post("/v1/decisions", json=body, headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401 and bad.json()["code"] == "unauthorized"
+    assert client.get("/healthz").status_code == 200
+
+
+def test_scopes(client: Any, harness: Harness) -> None:
+    body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    for token in (harness.admin, harness.decide, harness.agent_token):
+        assert (
+            client.post("/v1/decisions", json=body, headers=harness.auth(token)).status_code == 200
+        )
+    decide_only = harness.auth(harness.decide)
+    for method, path in (
+        ("GET", "/v1/agents"),
+        ("GET", "/v1/decisions"),
+        ("GET", "/v1/policy"),
+        ("PUT", "/v1/policy"),
+        ("GET", "/v1/revisions"),
+        ("POST", "/v1/tokens"),
+    ):
+        response = client.request(method, path, headers=decide_only)
+        assert response.status_code == 403, (method, path)
+        assert response.json()["code"] == "insufficient-scope"
+    agent = harness.auth(harness.agent_token)
+    assert client.get("/v1/decisions", headers=agent).status_code == 403
+    assert client.put("/v1/policy", content="x", headers=agent).status_code == 403
+    harness.add_agent("other", "wide")
+    not_mine = {**body, "agent": "other"}
+    assert client.post("/v1/decisions", json=not_mine, headers=agent).status_code == 403
+    assert client.get("/v1/agents/other/tools", headers=agent).status_code == 403
+
+
+def test_issue_and_revoke_tokens(live: Any, harness: Harness) -> None:
+    made = live.post("/v1/tokens", json={"scope": "decide"}, headers=harness.auth())
+    assert made.status_code == 201
+    token = made.json()["token"]
+    body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    assert live.post("/v1/decisions", json=body, headers=harness.auth(token)).status_code == 200
+    stored = harness.service.store.get("tokens", made.json()["id"])
+    assert stored is not None and token not in str(stored)
+    assert live.delete(f"/v1/tokens/{made.json()['id']}", headers=harness.auth()).status_code == 204
+    assert live.post("/v1/decisions", json=body, headers=harness.auth(token)).status_code == 401
+
+
+def test_agent_token_is_decided_by_its_roles(live: Any, harness: Harness) -> None:
+    agent = harness.auth(harness.agent_token)
+    # `manager` allows agents.* but denies agents.delete
+    listed = live.get("/v1/agents", headers=agent)
+    assert listed.status_code == 200
+    refused = live.delete("/v1/agents/a1", headers=agent)
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "denied-by-policy"
+    assert refused.json()["decision"]["reasons"][0]["kind"] == "deny"
+    assert harness.service.store.get("agents", "a1") is not None
+    # a narrow agent has no management grants at all
+    harness.add_agent("n1", "narrow")
+    narrow = harness.auth(harness.token_for("n1"))
+    assert live.get("/v1/agents", headers=narrow).status_code == 403
+    assert live.post("/v1/identities", json={}, headers=narrow).status_code == 403
+    assert live.get("/v1/profiles", headers=narrow).status_code == 403
+    # every one of those management calls was logged as a decision
+    tools = [e["tool"] for _, e in harness.service.store.read_decisions(0, 100)]
+    assert tools == ["agents.list", "agents.delete", "agents.list", "identities.create",
+                     "profiles.list"]  # fmt: skip
+
+
+def test_agent_creates_only_what_fits(live: Any, harness: Harness) -> None:
+    agent = harness.auth(harness.agent_token)
+    inside = {
+        "name": "team-mail",
+        "source": 'role team-mail {\n  allow mail.send where args.to == "a@example.com"\n}\n',
+    }
+    made = live.post("/v1/roles", json=inside, headers=agent)
+    assert made.status_code == 201, made.text
+    assert made.json()["revision"] == 2
+    wider = {"name": "team-any", "source": "role team-any {\n  allow mail.send\n}\n"}
+    refused = live.post("/v1/roles", json=wider, headers=agent)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["code"] == "does-not-fit"
+    assert harness.service.store.latest_revision() == 2
+    # a child agent: `support-child` keeps the denies, hooks and a tighter budget: it fits
+    child = live.post("/v1/agents", json={"name": "kid", "profile": "support-child"},
+                      headers=agent)  # fmt: skip
+    assert child.status_code == 201, child.text
+    assert child.json()["parent"] == "a1" and child.json()["identity"] == harness.identity
+    other = live.post("/v1/identities", json={}, headers=harness.auth()).json()
+    foreign = {"name": "kid2", "profile": "support-child", "identity": other["id"]}
+    assert live.post("/v1/agents", json=foreign, headers=agent).status_code == 403
+    # `narrow` drops the caller's deny, its hook and its budget
+    dropped = live.post("/v1/agents", json={"name": "kid3", "profile": "narrow"}, headers=agent)
+    assert dropped.status_code == 403
+    kinds = {v["kind"] for v in dropped.json()["fit"]["violations"]}
+    assert {"drops-deny", "drops-hook", "budget"} <= kinds
+    looser = {"name": "kid4", "profile": "support-child", "budget": {"amount": 50, "period": "24h"}}
+    assert live.post("/v1/agents", json=looser, headers=agent).status_code == 403
+    # an agent on `careful` cannot make a child on the wider `support`
+    harness.add_agent("m1", "careful")
+    careful = harness.auth(harness.token_for("m1"))
+    wide_child = live.post("/v1/agents", json={"name": "k", "profile": "support"}, headers=careful)
+    assert wide_child.status_code == 403, wide_child.text
+
+
+def test_agent_role_create_pauses_under_default_hooks(live: Any, harness: Harness) -> None:
+    harness.add_agent("m1", "careful")
+    careful = harness.auth(harness.token_for("m1"))
+    source = 'role team-x {\n  allow mail.send where args.to == "a@example.com"\n}\n'
+    paused = live.post("/v1/roles", json={"name": "team-x", "source": source}, headers=careful)
+    assert paused.status_code == 202, paused.text
+    approval = paused.json()["approval_id"]
+    assert harness.service.store.latest_revision() == 1
+    approved = live.post(f"/v1/approvals/{approval}/approve", headers=harness.auth())
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["decision"]["effect"] == "allow"
+    assert approved.json()["result"]["name"] == "team-x"
+    assert harness.service.store.latest_revision() == 2

@@ -1,0 +1,150 @@
+"""Decisions, batches, the log, budgets, connections, listing and turns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import Harness
+
+MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+
+
+def decide(client: Any, harness: Harness, token: str | None = None, **body: Any) -> Any:
+    body.setdefault("agent", "a1")
+    return client.post("/v1/decisions", json=body, headers=harness.auth(token))
+
+
+def test_allow_deny_and_the_log(client: Any, harness: Harness) -> None:
+    allowed = decide(client, harness, tool="mail.send", args=MAIL)
+    assert allowed.status_code == 200
+    body = allowed.json()
+    assert body["effect"] == "allow"
+    assert body["args"] == MAIL
+    assert body["reasons"][0]["role"] == "mailer"
+    assert body["revision"] == 1
+    denied = decide(client, harness, tool="mail.send", args={**MAIL, "to": "eve@evil.net"})
+    assert denied.json()["effect"] == "deny"
+    assert denied.json()["seq"] == body["seq"] + 1
+    shape = decide(client, harness, tool="mail.send", args={"to": 3})
+    assert shape.json()["effect"] == "deny"
+    assert shape.json()["reasons"][0]["kind"] == "shape"
+    log = client.get("/v1/decisions", params={"after_seq": 0}, headers=harness.auth()).json()
+    assert [d["seq"] for d in log["decisions"]] == [1, 2, 3]
+    assert [d["effect"] for d in log["decisions"]] == ["allow", "deny", "deny"]
+    assert log["decisions"][0]["id"] == body["id"]
+    assert log["next_after_seq"] == 3
+    page = client.get("/v1/decisions?after_seq=1&limit=1", headers=harness.auth()).json()
+    assert [d["seq"] for d in page["decisions"]] == [2]
+
+
+def test_batch_logs_each_call_once(client: Any, harness: Harness) -> None:
+    calls = [{"agent": "a1", "tool": "mail.send", "args": MAIL} for _ in range(100)]
+    calls[7]["args"] = {**MAIL, "to": "x@evil.net"}
+    response = client.post("/v1/decisions/batch", json={"calls": calls}, headers=harness.auth())
+    assert response.status_code == 200
+    decisions = response.json()["decisions"]
+    assert [d["seq"] for d in decisions] == list(range(1, 101))
+    assert decisions[7]["effect"] == "deny"
+    assert sum(d["effect"] == "allow" for d in decisions) == 99
+    assert harness.service.store.last_seq() == 100
+
+
+def test_budget_caps_and_ancestors_are_charged(client: Any, harness: Harness) -> None:
+    harness.add_agent("child", "wide", parent=None, budget={"amount": "100", "period": "total"})
+    refund = {"tool": "billing.refund", "args": {"amount": 5}}
+    first = decide(client, harness, **refund, expected_cost="6")
+    assert first.json()["effect"] == "allow"
+    # the profile `support` caps a1 at 10 USD per 24h: 6 spent, 5 more is over
+    over = decide(client, harness, **refund, expected_cost="5")
+    assert over.json()["effect"] == "deny"
+    assert over.json()["reasons"][-1]["kind"] == "budget"
+    assert "10 USD per 24h" in over.json()["reasons"][-1]["message"]
+    assert decide(client, harness, **refund, expected_cost="4").json()["effect"] == "allow"
+
+
+def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -> None:
+    store = harness.service.store
+    doc = dict(store.get("agents", "a1") or {})
+    harness.add_agent("kid", "wide")
+    kid = dict(store.get("agents", "kid") or {})
+    kid["parent"] = doc["id"]
+    store.update("agents", "kid", kid)
+    harness.service.forget_agent("kid")
+    call = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
+    assert decide(live, harness, **call, expected_cost="9").json()["effect"] == "allow"
+    # the kid's own profile has no budget, but its parent's (10/24h) already holds 9
+    blocked = decide(live, harness, **call, expected_cost="2").json()
+    assert blocked["effect"] == "deny"
+    assert "profile `support`" in blocked["reasons"][-1]["message"]
+
+
+def test_thread_max_cost(live: Any, harness: Harness) -> None:
+    thread = live.post(
+        "/v1/threads", json={"agent": "a1", "max_cost": "1.5"}, headers=harness.auth()
+    ).json()
+    refund = {"tool": "billing.refund", "args": {"amount": 1}, "thread": thread["id"]}
+    assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "allow"
+    assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "deny"
+
+
+def test_connection_eligibility(live: Any, harness: Harness) -> None:
+    read = {"tool": "vault.read", "args": {"key": "k"}}
+    none = decide(live, harness, **read).json()
+    assert none["effect"] == "deny"
+    assert "none is eligible" in none["reasons"][-1]["message"]
+    other = live.post("/v1/identities", json={"label": "other"}, headers=harness.auth()).json()
+    owned = live.post(
+        "/v1/connections",
+        json={"name": "c", "toolset": "vault", "credential": "s3cret", "owner": other["id"]},
+        headers=harness.auth(),
+    )
+    assert owned.status_code == 201
+    assert "s3cret" not in owned.text
+    assert decide(live, harness, **read).json()["effect"] == "deny"  # not its identity
+    mine = live.post(
+        "/v1/connections",
+        json={"name": "c2", "toolset": "vault", "credential": "s3cret2", "owner": harness.identity},
+        headers=harness.auth(),
+    ).json()
+    assert decide(live, harness, **read).json()["effect"] == "allow"
+    named = decide(live, harness, **read, connection=owned.json()["id"]).json()
+    assert named["effect"] == "deny"
+    assert decide(live, harness, **read, connection=mine["id"]).json()["effect"] == "allow"
+    listing = live.get("/v1/connections", headers=harness.auth()).text
+    assert "s3cret" not in listing and "sealed" not in listing
+
+
+def test_tool_listing(client: Any, harness: Harness) -> None:
+    response = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
+    assert response.status_code == 200
+    tools = {t["tool"] if "tool" in t else t["name"]: t for t in response.json()["tools"]}
+    assert "mail.send" in tools
+    assert client.get("/v1/agents/nope/tools", headers=harness.auth()).status_code == 404
+
+
+def test_turn_pinning_across_a_policy_upload(client: Any, harness: Harness) -> None:
+    turn = client.post("/v1/turns", json={"agent": "a1"}, headers=harness.auth()).json()
+    assert turn["revision"] == 1
+    stricter = POLICY_WITHOUT_MAIL
+    upload = client.put(
+        "/v1/policy", content=stricter, headers={**harness.auth(), "content-type": "text/plain"}
+    )
+    assert upload.status_code == 201, upload.text
+    assert upload.json()["revision"] == 2
+    pinned = decide(client, harness, tool="mail.send", args=MAIL, turn=turn["id"]).json()
+    assert pinned["effect"] == "allow" and pinned["revision"] == 1
+    fresh = decide(client, harness, tool="mail.send", args=MAIL).json()
+    assert fresh["effect"] == "deny" and fresh["revision"] == 2
+    new_turn = client.post("/v1/turns", json={"agent": "a1"}, headers=harness.auth()).json()
+    assert new_turn["revision"] == 2
+    other = decide(client, harness, tool="mail.send", args=MAIL, turn=new_turn["id"]).json()
+    assert other["effect"] == "deny"
+
+
+def _without_mail() -> str:
+    from tests.api.conftest import POLICY
+
+    return POLICY.replace('allow mail.send where args.to endswith "@example.com"', "")
+
+
+POLICY_WITHOUT_MAIL = _without_mail()

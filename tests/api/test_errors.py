@@ -1,0 +1,131 @@
+"""Bad input: a 4xx problem+json with a stable code, never a 500, and nothing written."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.api.conftest import Harness
+
+PROBLEM = "application/problem+json"
+
+
+def _expect(response: Any, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert response.json()["code"] == code
+
+
+def test_error_paths(client: Any, harness: Harness) -> None:
+    auth = harness.auth()
+    post = client.post
+    _expect(post("/v1/decisions", content=b"{nope", headers=auth), 400, "malformed-json")
+    _expect(post("/v1/decisions", json={"agent": 1, "tool": "x"}, headers=auth), 422,
+            "invalid-body")  # fmt: skip
+    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "x", "extra": 1}, headers=auth),
+            422, "invalid-body")  # fmt: skip
+    _expect(post("/v1/decisions", json={"agent": "ghost", "tool": "mail.send"}, headers=auth),
+            404, "agent-not-found")  # fmt: skip
+    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "t", "turn": "zz"}, headers=auth),
+            404, "turn-not-found")  # fmt: skip
+    big = b'{"agent": "a1", "tool": "t", "args": {"x": "' + b"a" * (1 << 20) + b'"}}'
+    _expect(post("/v1/decisions", content=big, headers=auth), 413, "body-too-large")
+    deep: Any = "leaf"
+    for _ in range(40):
+        deep = {"d": deep}
+    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "mail.send", "args": deep},
+                 headers=auth), 400, "too-deep")  # fmt: skip
+    calls = [{"agent": "a1", "tool": "mail.send"}] * 1001
+    _expect(post("/v1/decisions/batch", json={"calls": calls}, headers=auth), 413,
+            "batch-too-large")  # fmt: skip
+    mixed = [{"agent": "a1", "tool": "mail.send"}, {"agent": "ghost", "tool": "mail.send"}]
+    _expect(post("/v1/decisions/batch", json={"calls": mixed}, headers=auth), 404,
+            "agent-not-found")  # fmt: skip
+    _expect(client.get("/v1/agents?cursor=garbage", headers=auth), 400, "bad-cursor")
+    other = client.get("/v1/revisions?limit=1", headers=auth).json()
+    assert other["next_cursor"] is None
+    _expect(client.get("/v1/agents?limit=0", headers=auth), 400, "bad-limit")
+    _expect(client.get("/v1/decisions?after_seq=-1", headers=auth), 400, "bad-after-seq")
+    _expect(client.get("/v1/agents/ghost", headers=auth), 404, "agent-not-found")
+    _expect(client.get("/v1/nowhere", headers=auth), 404, "route-not-found")
+    _expect(client.delete("/v1/decisions", headers=auth), 405, "method-not-allowed")
+    # nothing above was logged or written
+    assert harness.service.store.last_seq() == 0
+    assert [r.id for r in harness.service.store.scan("agents")] == ["a1"]
+
+
+def test_a_cursor_from_another_list_is_refused(client: Any, harness: Harness) -> None:
+    for n in range(3):
+        harness.add_agent(f"x{n}", "narrow")
+    page = client.get("/v1/agents?limit=1", headers=harness.auth()).json()
+    _expect(client.get(f"/v1/threads?cursor={page['next_cursor']}", headers=harness.auth()),
+            400, "bad-cursor")  # fmt: skip
+
+
+def test_policy_upload_422_with_diagnostics(client: Any, harness: Harness) -> None:
+    bad = {"files": [{"path": "a.charter", "text": "role r {\n  allow nosuch.tool\n}\n"}]}
+    response = client.put("/v1/policy", json=bad, headers=harness.auth())
+    _expect(response, 422, "policy-invalid")
+    diag = response.json()["diagnostics"][0]
+    assert {"code", "message", "file", "line", "column"} <= set(diag)
+    assert diag["file"] == "a.charter" and diag["line"] == 2
+    assert harness.service.store.latest_revision() == 1
+
+
+junk = st.one_of(
+    st.binary(max_size=200),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=20,
+    ).map(lambda v: json.dumps(v).encode()),
+)
+ROUTES = [
+    ("POST", "/v1/decisions"), ("POST", "/v1/decisions/batch"), ("POST", "/v1/fit"),
+    ("POST", "/v1/turns"), ("PUT", "/v1/policy"), ("POST", "/v1/agents"),
+    ("POST", "/v1/identities"), ("POST", "/v1/identities/import"), ("PATCH", "/v1/agents/a1"),
+    ("POST", "/v1/threads"), ("POST", "/v1/roles"), ("POST", "/v1/connections"),
+    ("POST", "/v1/tokens"), ("POST", "/v1/approvals/x/reject"),
+]  # fmt: skip
+
+
+def test_junk_never_yields_500(harness: Harness) -> None:
+    from starlette.testclient import TestClient
+
+    from api.http.app import create_app
+
+    with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
+
+        @settings(max_examples=40)
+        @given(st.sampled_from(ROUTES), junk, st.sampled_from(["application/json", "text/plain"]))
+        def run(route: tuple[str, str], payload: bytes, ctype: str) -> None:
+            method, path = route
+            response = client.request(
+                method, path, content=payload, headers={**harness.auth(), "content-type": ctype}
+            )
+            assert response.status_code < 500, (path, payload, response.text)
+
+        run()
+
+
+def test_unexpected_errors_are_a_500_problem_that_leaks_nothing(harness: Harness) -> None:
+    from starlette.testclient import TestClient
+
+    from api.http.app import create_app
+
+    app = create_app(harness.service)
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret-in-message")
+
+    harness.service.store.read_decisions = boom  # type: ignore[method-assign]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/v1/decisions", headers=harness.auth())
+    assert response.status_code == 500
+    assert response.json()["code"] == "internal-error"
+    assert "secret" not in response.text

@@ -1,0 +1,76 @@
+"""Signing identities per seed-facts.md, and sealing at rest."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import nacl.signing
+import pytest
+
+from policy import identities
+from policy.identities import IdentityError
+from policy.secrets import KEY_ENV, Sealer, SecretKeyError, key_path_for, load_key
+from policy.store.sqlite import SqliteStore
+
+
+def _setup(tmp_path: Path) -> tuple[SqliteStore, Sealer]:
+    db = tmp_path / "s.db"
+    return SqliteStore(db), Sealer(load_key(db, environ={}))
+
+
+def test_key_file_is_created_0600_and_reused(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    key = load_key(db, environ={})
+    mode = stat.S_IMODE(os.stat(key_path_for(db)).st_mode)
+    assert mode == 0o600
+    assert load_key(db, environ={}) == key
+    assert load_key(db, environ={KEY_ENV: "ab" * 32}) == bytes.fromhex("ab" * 32)
+    with pytest.raises(SecretKeyError):
+        load_key(db, environ={KEY_ENV: "short"})
+    sealed = Sealer(key).seal(b"seed")
+    assert b"seed" not in sealed and Sealer(key).open(sealed) == b"seed"
+    with pytest.raises(SecretKeyError):
+        Sealer(b"\0" * 32).open(sealed)
+
+
+def test_create_names_and_idempotency(tmp_path: Path) -> None:
+    store, sealer = _setup(tmp_path)
+    view, created = identities.create(store, sealer, request_id="r1")
+    assert created and view["id"].startswith("z6Mk")
+    assert view["secret_name"] == f"hm-account-{view['id'][:16]}"
+    assert view["name"] == f"Agent account {view['id'][:10]}"
+    again, created_again = identities.create(store, sealer, request_id="r1")
+    assert again["id"] == view["id"] and not created_again
+    raw = store.get("secrets", view["secret_name"])
+    assert raw is not None and raw["metadata"]["kind"] == "hm-account-key"
+    key = identities.signing_key(store, sealer, view["id"])
+    assert identities.account_id(bytes(key.verify_key)) == view["id"]
+    assert "sealed_seed" not in view and bytes(key) not in raw["sealed_seed"]
+
+
+def test_import_update_delete(tmp_path: Path) -> None:
+    store, sealer = _setup(tmp_path)
+    seed = bytes(range(32))
+    expected = identities.account_id(bytes(nacl.signing.SigningKey(seed).verify_key))
+    view = identities.import_seed(store, sealer, seed.hex(), label="mine")
+    assert view["id"] == expected and view["name"] == "mine"
+    with pytest.raises(IdentityError) as exc:
+        identities.import_seed(store, sealer, seed.hex())
+    assert exc.value.status == 409
+    assert exc.value.message == f"This account key is already on the server ({expected})"
+    with pytest.raises(IdentityError) as short:
+        identities.import_seed(store, sealer, "00" * 31)
+    assert short.value.status == 400
+    updated = identities.update(store, expected, label="renamed", metadata={"team": "a"})
+    assert updated["label"] == "renamed" and updated["metadata"] == {"kind": "hm-account-key",
+                                                                    "team": "a"}  # fmt: skip
+    store.insert("secrets", "other", {"name": "other", "metadata": {"kind": "api-key"}})
+    for bad in ("z6Mknothere", "other"):
+        with pytest.raises(IdentityError) as missing:
+            identities.update(store, bad, label="x")
+        assert (missing.value.status, missing.value.message) == (404, "Signing identity not found")
+    identities.delete(store, expected)
+    with pytest.raises(IdentityError):
+        identities.delete(store, expected)

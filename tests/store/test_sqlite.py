@@ -1,0 +1,72 @@
+"""The SQLite store: documents, pages, the gap-free log, the ledger, WAL, two connections."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from policy.store.sqlite import SqliteStore
+
+
+def test_documents_and_pages(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.insert("agents", "a", {"x": 1})
+    assert not store.insert("agents", "a", {"x": 2})
+    assert store.get("agents", "a") == {"x": 1}
+    assert store.update("agents", "a", {"x": 3}, tag="t")
+    assert not store.update("agents", "zz", {"x": 3})
+    store.insert("agents", "b", {"x": 4})
+    first = store.page("agents", 0, 1)
+    assert [r.id for r in first] == ["a"]
+    assert [r.id for r in store.page("agents", first[0].pos, 10)] == ["b"]
+    assert [r.id for r in store.page("agents", 0, 10, tag="t")] == ["a"]
+    assert store.delete("agents", "a") and not store.delete("agents", "a")
+    assert [r.id for r in store.scan("agents")] == ["b"]
+    wal = store._db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert wal == "wal"
+
+
+def test_revisions_and_meta(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.latest_revision() == 0
+    assert store.add_revision({"files": [["a", "b"]]}) == 1
+    assert store.add_revision({"files": []}) == 2
+    assert store.get_revision(1) == {"files": [["a", "b"]]}
+    assert [n for n, _ in store.list_revisions(1, 10)] == [2]
+    store.set_meta("k", {"v": 1})
+    assert store.get_meta("k") == {"v": 1} and store.get_meta("nope") is None
+
+
+def test_log_is_gap_free_across_rollbacks_and_threads(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.append_decisions([{"n": 1}, {"n": 2}]) == [1, 2]
+    with pytest.raises(RuntimeError), store.atomic():
+        store.append_decisions([{"n": 3}])
+        raise RuntimeError("rolled back")
+    assert store.append_decisions([{"n": 4}]) == [3]
+    other = SqliteStore(tmp_path / "s.db")  # a second process's connection
+
+    def write(s: SqliteStore) -> None:
+        for _ in range(50):
+            s.append_decisions([{"n": 0}] * 3)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in (store, other, store, other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seqs = [seq for seq, _ in store.read_decisions(0, 10_000)]
+    assert seqs == list(range(1, 3 + 600 + 1))
+    assert store.changed() or other.changed()
+
+
+def test_ledger_windows(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.charge(["agent:a", "agent:p"], 1_500_000, at_ms=1_000)
+    store.charge(["agent:a"], 500_000, at_ms=5_000)
+    assert store.spent("agent:a", 0) == 2_000_000
+    assert store.spent("agent:a", 2_000) == 500_000
+    assert store.spent("agent:p", 0) == 1_500_000
+    assert store.spent("agent:x", 0) == 0
