@@ -24,12 +24,13 @@ from engine.plan import (
     CompiledPlan,
     HookEntry,
     Plan,
+    PlanParts,
     RuleEntry,
     make_plan,
     make_unknown_tool,
     rule_entry,
 )
-from engine.shape import Validator, build_validators
+from engine.shape import SharedValidator, build_shared_validators
 from policy import ast
 from policy.catalogue import ToolSpec
 
@@ -95,6 +96,7 @@ class ProfilePlan:
             allows,
             hooks,
             execute_missing=spec.runs_code and not self.has_execute,
+            parts=snap.parts,
         )
 
     def plan_for(self, tool: str) -> Plan:
@@ -128,7 +130,10 @@ class Snapshot:
         self.workspace = workspace
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
-        self.validators: dict[str, Validator] = build_validators(workspace.tools.values())
+        self.validators: dict[str, SharedValidator] = build_shared_validators(
+            workspace.tools.values()
+        )
+        self.parts = PlanParts()
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
         self._rule_slots: dict[int, int | None] = {}

@@ -21,7 +21,7 @@ from typing import Any
 from engine.codegen import ConditionFn
 from engine.decision import ConditionError, Decision, Reason
 from engine.runtime import ShapeError, describe
-from engine.shape import Validator
+from engine.shape import SharedValidator
 
 Plan = Callable[[Any, Any, Any, Any], Decision]
 RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
@@ -75,17 +75,15 @@ class CompiledPlan:
         "validate",
     )
 
-    def __init__(self, tool: str, validate: Validator) -> None:
+    def __init__(self, tool: str, validate: SharedValidator, not_granted: Decision) -> None:
         self.tool = tool
         self.validate = validate
         self.denies: tuple[tuple[Reason, ConditionFn | None, Decision], ...] = ()
         self.allows: tuple[tuple[tuple[Reason, ...], ConditionFn | None], ...] = ()
         self.execute_denied: Decision | None = None
         self.near: tuple[Reason, ...] = ()
-        self.not_granted = Decision(
-            "deny", None, (Reason("not-granted", f"no rule grants `{tool}`"),)
-        )
-        self.constant: Decision = self.not_granted
+        self.not_granted = not_granted
+        self.constant: Decision = not_granted
         self.deny_hooks: tuple[tuple[Reason, ConditionFn | None], ...] = ()
         self.rewrite_hooks: tuple[
             tuple[Reason, ConditionFn | None, tuple[tuple[str, ConditionFn], ...]], ...
@@ -109,7 +107,7 @@ def _error(reason: Reason, exc: BaseException, effect: str) -> ConditionError:
 def _run_constant(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     """No deny and no allow can apply: after the shape check the answer is fixed."""
     try:
-        p.validate(args)
+        p.validate(args, p.tool)
     except ShapeError as exc:
         return shape_denied(exc)
     return p.constant
@@ -118,7 +116,7 @@ def _run_constant(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decisio
 def _run_allow(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     """No deny, no hook, and an unconditional allow: shape, then allow."""
     try:
-        a = p.validate(args)
+        a = p.validate(args, p.tool)
     except ShapeError as exc:
         return shape_denied(exc)
     return _new(Decision, ("allow", a, p.allows[0][0], (), ()))
@@ -128,7 +126,7 @@ def _run_roles(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     """Steps 2-5: shape, denies win (an erroring deny applies), the `execute` grant,
     allows add up (an erroring allow does not apply), default deny."""
     try:
-        a = p.validate(args)
+        a = p.validate(args, p.tool)
     except ShapeError as exc:
         return shape_denied(exc)
     for reason, cond, denied in p.denies:
@@ -229,30 +227,75 @@ def make_unknown_tool(tool: str) -> Decision:
     return Decision("deny", None, (Reason("shape", f"unknown tool `{tool}`"),))
 
 
+class PlanParts:
+    """What plans of one snapshot share, so that 25,000 plans cost little memory: one
+    not-granted and one execute answer per tool, and one copy of each distinct rule
+    tuple (the 50 tools under one `ns.*` grant all point at the same tuple)."""
+
+    def __init__(self) -> None:
+        self._not_granted: dict[str, Decision] = {}
+        self._execute: dict[str, Decision] = {}
+        self._tuples: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = {}
+
+    def not_granted(self, tool: str) -> Decision:
+        found = self._not_granted.get(tool)
+        if found is None:
+            reason = Reason("not-granted", f"no rule grants `{tool}`")
+            found = self._not_granted[tool] = Decision("deny", None, (reason,))
+        return found
+
+    def execute_denied(self, tool: str) -> Decision:
+        found = self._execute.get(tool)
+        if found is None:
+            reason = Reason("execute", EXECUTE_MESSAGE.format(name=tool))
+            found = self._execute[tool] = Decision("deny", None, (reason,))
+        return found
+
+    def intern(
+        self, kind: str, entries: Sequence[Any], build: Callable[[], tuple[Any, ...]]
+    ) -> Any:
+        key = (kind, tuple(id(e) for e in entries))
+        found = self._tuples.get(key)
+        if found is None:
+            found = self._tuples[key] = build()
+        return found
+
+
 def make_plan(
     tool: str,
-    validate: Validator,
+    validate: SharedValidator,
     denies: Sequence[RuleEntry],
     allows: Sequence[RuleEntry],
     hooks: Sequence[HookEntry],
     execute_missing: bool = False,
+    parts: PlanParts | None = None,
 ) -> CompiledPlan:
     """The plan for one tool. `allows` in evaluation order (the compiler puts
     unconditional grants first: the first one that applies decides, and its reason is
-    the one reported)."""
-    plan = CompiledPlan(tool, validate)
-    plan.denies = tuple((e.reason, e.fn, e.denied) for e in denies)
-    plan.allows = tuple((e.reasons, e.fn) for e in allows)
-    plan.near = tuple(e.reason for e in allows if e.fn is not None)
+    the one reported). The entries must stay alive as long as `parts` (it keys by id)."""
+    parts = parts or PlanParts()
+    plan = CompiledPlan(tool, validate, parts.not_granted(tool))
+    if denies:
+        plan.denies = parts.intern(
+            "denies", denies, lambda: tuple((e.reason, e.fn, e.denied) for e in denies)
+        )
+    if allows:
+        plan.allows = parts.intern(
+            "allows", allows, lambda: tuple((e.reasons, e.fn) for e in allows)
+        )
+        plan.near = parts.intern(
+            "near", allows, lambda: tuple(e.reason for e in allows if e.fn is not None)
+        )
     if plan.near:
         plan.not_granted = Decision("deny", None, plan.not_granted.reasons, (), plan.near)
     if execute_missing:
-        reason = Reason("execute", EXECUTE_MESSAGE.format(name=tool))
-        plan.execute_denied = Decision("deny", None, (reason,))
-    plan.deny_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "deny")
-    plan.rewrite_hooks = tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite")
-    plan.pause_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "pause")
+        plan.execute_denied = parts.execute_denied(tool)
     if hooks:
+        plan.deny_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "deny")
+        plan.rewrite_hooks = tuple(
+            (h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"
+        )
+        plan.pause_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "pause")
         plan.run = _run_hooks
     elif not denies and (execute_missing or not allows):
         plan.constant = plan.execute_denied or plan.not_granted

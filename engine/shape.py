@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from engine import types as T
@@ -18,6 +19,7 @@ from policy import ast
 from policy.catalogue import ToolSpec
 
 Validator = Callable[[Any], dict[str, Any]]
+SharedValidator = Callable[[Any, str], dict[str, Any]]  # (args, tool name) -> args to use
 
 
 def is_decimal(value: Any) -> bool:
@@ -88,8 +90,8 @@ def _signature(tool: ToolSpec) -> tuple[tuple[str, str, bool, str], ...]:
     )
 
 
-def _factory_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]) -> str:
-    """`f<slot>(n, kn)` returns the validator for tool `n` (with known argument names `kn`).
+def _shared_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]) -> str:
+    """`v<slot>(args, n)` validates the arguments of tool `n` (named only in errors).
 
     Required arguments are read inside one `try` (a missing key raises KeyError, which is
     free in 3.11 until it happens); optional ones are counted so that the final length
@@ -97,13 +99,12 @@ def _factory_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]
     so the first problem reported is the first in the signature."""
     required = sum(1 for _, _, req, _ in signature if req)
     lines = [
-        f"def f{slot}(n, kn):",
-        "    def v(args):",
-        "        if type(args) is not dict:",
-        "            raise ShapeError('arguments of `' + n + '` must be an object')",
-        "        out = args",
-        "        seen = 0",
-        "        try:",
+        f"def v{slot}(args, n):",
+        "    if type(args) is not dict:",
+        "        raise ShapeError('arguments of `' + n + '` must be an object')",
+        "    out = args",
+        "    seen = 0",
+        "    try:",
     ]
     body: list[str] = []
     for name, ty, req, default_src in signature:
@@ -127,13 +128,12 @@ def _factory_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]
             body.append("        out = dict(args)")
             body.append(f"    out[{key}] = {default_src}")
     body.append("pass")
-    lines.extend("            " + line for line in body)
-    lines.append("        except KeyError as exc:")
-    lines.append("            _missing(n, exc)")
-    lines.append(f"        if len(args) != {required} + seen:")
-    lines.append("            _unknown(args, n, kn)")
-    lines.append("        return out")
-    lines.append("    return v")
+    lines.extend("        " + line for line in body)
+    lines.append("    except KeyError as exc:")
+    lines.append("        _missing(n, exc)")
+    lines.append(f"    if len(args) != {required} + seen:")
+    lines.append(f"        _unknown(args, n, kn{slot})")
+    lines.append("    return out")
     return "\n".join(lines) + "\n"
 
 
@@ -142,19 +142,23 @@ def missing_argument(tool: str, exc: KeyError) -> None:
     raise ShapeError(f"missing required argument `{name}` of `{tool}`")
 
 
-def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
-    """One validator per tool. Tools with the same signature share one generated code
-    object (compiled with a single `exec`): 5,000 tools typically have a few dozen
-    signatures, which keeps compile time low and the decision's code hot in the caches."""
+def build_shared_validators(tools: Iterable[ToolSpec]) -> dict[str, SharedValidator]:
+    """Tool name -> its validator `v(args, tool_name)`. Tools with the same signature share
+    one generated function (all compiled with a single `exec`): 5,000 tools typically have
+    a few dozen signatures, which keeps compile time and memory low and the code that
+    decisions run hot in the CPU caches."""
     tools = list(tools)
     slots: dict[tuple[tuple[str, str, bool, str], ...], int] = {}
     sources: list[str] = []
+    namespace: dict[str, Any] = {}
     for tool in tools:
         signature = _signature(tool)
         if signature not in slots:
-            slots[signature] = len(sources)
-            sources.append(_factory_source(len(sources), signature))
-    namespace: dict[str, Any] = {
+            slot = len(sources)
+            slots[signature] = slot
+            sources.append(_shared_source(slot, signature))
+            namespace[f"kn{slot}"] = frozenset(name for name, _, _, _ in signature)
+    namespace |= {
         "ShapeError": ShapeError,
         "_isdec": is_decimal,
         "_ismap": is_map,
@@ -165,8 +169,16 @@ def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
     }
     if sources:
         exec(compile("\n".join(sources), "<charter validators>", "exec"), namespace)
-    out: dict[str, Validator] = {}
-    for tool in tools:
-        factory = namespace[f"f{slots[_signature(tool)]}"]
-        out[tool.name] = factory(tool.name, frozenset(p.name for p in tool.params))
-    return out
+    return {tool.name: namespace[f"v{slots[_signature(tool)]}"] for tool in tools}
+
+
+def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
+    """One validator per tool, `validate(args)`."""
+    return {
+        name: partial(_call_shared, shared, name)
+        for name, shared in build_shared_validators(tools).items()
+    }
+
+
+def _call_shared(shared: SharedValidator, name: str, args: Any) -> dict[str, Any]:
+    return shared(args, name)

@@ -1,0 +1,315 @@
+"""`make bench` = `python -m bench.run`: the decision benchmark of issue 2, item 9.
+
+For each size (100, 1,000 and 10,000 roles; always 100 profiles of 10 roles, 5,000
+toolset tools, 20,000 requests) it goes through the real pipeline (DSL text ->
+`check_sources` -> `compile_workspace` -> `Snapshot.decide`), times the obvious
+baseline on the same requests in the same run, adds cedarpy when installed, prints a
+table with PASS/FAIL per target, and writes the figures into `docs/benchmarks.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import cedar
+from bench.baseline import Baseline
+from bench.timing import Timing, time_calls, timer_overhead_ns
+from bench.workload import Workload, generate
+from engine.check import check_sources
+from engine.compile import Snapshot, compile_workspace
+from engine.decision import Decision
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+TARGET_MEDIAN_NS = 1_000
+TARGET_RATIO = 2.0
+TARGET_P99_NS = 5_000
+TARGET_COMPILE_S = 3.0
+TARGET_BYTES_PER_RULE = 2_048
+TARGET_SIZES = (1_000, 10_000)  # where the issue sets the decide and memory targets
+
+
+@dataclass
+class SizeResult:
+    roles: int
+    rules: int
+    tools: int
+    requests: int
+    check_s: float
+    compile_s: float
+    peak_bytes: int
+    retained_bytes: int
+    snapshot_bytes: int
+    charter: Timing
+    baseline: Timing
+    mix: Counter[str]
+    agree_baseline: int
+    cedar: Timing | None = None
+    cedar_requests: int = 0
+    cedar_agree: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.charter.median_ns / max(self.baseline.median_ns, 1.0)
+
+    @property
+    def bytes_per_rule(self) -> float:
+        return self.retained_bytes / self.rules
+
+    @property
+    def snapshot_bytes_per_rule(self) -> float:
+        return self.snapshot_bytes / self.rules
+
+
+def outcome(decision: Decision) -> str:
+    if decision.effect == "allow":
+        return "allow"
+    if decision.effect == "pause":
+        return "pause"
+    kind = decision.reasons[0].kind if decision.reasons else "?"
+    if kind == "deny":
+        return "deny"
+    if kind == "not-granted":
+        return "condition-false" if decision.near_misses else "not-granted"
+    return kind
+
+
+def _median_time(fn: Any, repeats: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def _memory(work: Workload) -> tuple[int, int, int]:
+    """(peak, retained by workspace + snapshot, retained by the snapshot alone), bytes,
+    with every request decided once so that lazily built plans are counted."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    workspace = check_sources(work.sources)
+    after_check = tracemalloc.get_traced_memory()[0]
+    snapshot = compile_workspace(workspace)
+    for request in work.requests:
+        snapshot.decide(request)
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak - base, current - base, current - after_check
+
+
+def run_size(roles: int, requests: int, rounds: int, repeats: int, overhead: float) -> SizeResult:
+    work = generate(roles=roles, requests=requests)
+    check_s, workspace = _median_time(lambda: check_sources(work.sources), repeats)
+    compile_s, snapshot = _median_time(lambda: compile_workspace(workspace), repeats)
+    assert isinstance(snapshot, Snapshot)
+    mix: Counter[str] = Counter(outcome(snapshot.decide(r)) for r in work.requests)
+    baseline = Baseline(work)
+    agree = sum(baseline.decide(r) == (snapshot.decide(r).effect == "allow") for r in work.requests)
+    charter_t = time_calls(snapshot.decide, work.requests, rounds, overhead)
+    baseline_t = time_calls(baseline.decide, work.requests, rounds, overhead)
+    peak, retained, snap_bytes = _memory(work)
+    result = SizeResult(
+        roles,
+        work.rule_count,
+        len(work.tools),
+        len(work.requests),
+        check_s,
+        compile_s,
+        peak,
+        retained,
+        snap_bytes,
+        charter_t,
+        baseline_t,
+        mix,
+        agree,
+    )
+    if cedar.available():
+        sample = work.requests[: min(1_000, len(work.requests))]
+        engine = cedar.CedarEngine(work)
+        cedar_requests = [cedar.request(r) for r in sample]
+        result.cedar = time_calls(engine.decide, cedar_requests, 1, overhead)
+        result.cedar_requests = len(sample)
+        result.cedar_agree = sum(
+            engine.decide(c) == (snapshot.decide(r).effect == "allow")
+            for c, r in zip(cedar_requests, sample, strict=True)
+        )
+    return result
+
+
+# ---- report -----------------------------------------------------------------------------
+def _us(ns: float) -> str:
+    return f"{ns / 1000:.3f} µs"
+
+
+def _verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def targets(results: list[SizeResult]) -> list[tuple[str, str, str]]:
+    """(target, measured, PASS/FAIL) rows."""
+    rows: list[tuple[str, str, str]] = []
+    for r in results:
+        if r.roles in TARGET_SIZES:
+            rows.append(
+                (
+                    f"{r.roles:,} roles: decide median <= 1 µs",
+                    _us(r.charter.median_ns),
+                    _verdict(r.charter.median_ns <= TARGET_MEDIAN_NS),
+                )
+            )
+            rows.append(
+                (
+                    f"{r.roles:,} roles: median <= 2x baseline",
+                    f"{r.ratio:.2f}x",
+                    _verdict(r.ratio <= TARGET_RATIO),
+                )
+            )
+        rows.append(
+            (
+                f"{r.roles:,} roles: p99 <= 5 µs",
+                _us(r.charter.p99_ns),
+                _verdict(r.charter.p99_ns <= TARGET_P99_NS),
+            )
+        )
+        if r.roles in TARGET_SIZES:
+            rows.append(
+                (
+                    f"{r.roles:,} roles: <= 2 KB per rule (workspace + snapshot)",
+                    f"{r.bytes_per_rule:,.0f} B",
+                    _verdict(r.bytes_per_rule <= TARGET_BYTES_PER_RULE),
+                )
+            )
+        if r.roles == 10_000:
+            total = r.check_s + r.compile_s
+            rows.append(
+                (
+                    "10,000 roles: check + compile <= 3 s",
+                    f"{total:.2f} s",
+                    _verdict(total <= TARGET_COMPILE_S),
+                )
+            )
+    return rows
+
+
+def render(results: list[SizeResult], machine: dict[str, str], command: str) -> str:
+    out = [f"Command: `{command}`", ""]
+    out += [f"- {k}: {v}" for k, v in machine.items()]
+    out += [
+        "",
+        "| roles | rules | engine | median | p99 | decisions/s | check | compile | "
+        "peak mem | retained / rule | snapshot / rule |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        out.append(
+            f"| {r.roles:,} | {r.rules:,} | charter | {_us(r.charter.median_ns)} | "
+            f"{_us(r.charter.p99_ns)} | {r.charter.per_second:,.0f} | {r.check_s:.2f} s | "
+            f"{r.compile_s:.2f} s | {r.peak_bytes / 2**20:.1f} MiB | "
+            f"{r.bytes_per_rule:,.0f} B | {r.snapshot_bytes_per_rule:,.0f} B |"
+        )
+        out.append(
+            f"| {r.roles:,} | {r.rules:,} | baseline (dict + lambdas) | "
+            f"{_us(r.baseline.median_ns)} | {_us(r.baseline.p99_ns)} | "
+            f"{r.baseline.per_second:,.0f} | | | | | |"
+        )
+        if r.cedar is not None:
+            out.append(
+                f"| {r.roles:,} | {r.rules:,} | cedarpy ({r.cedar_requests:,} requests) | "
+                f"{_us(r.cedar.median_ns)} | {_us(r.cedar.p99_ns)} | "
+                f"{r.cedar.per_second:,.0f} | | | | | |"
+            )
+    out += [
+        "",
+        "| roles | charter / baseline (median) | request mix (actual outcomes) | agreement |",
+    ]
+    out += ["| --- | --- | --- | --- |"]
+    for r in results:
+        mix = ", ".join(f"{k} {v / r.requests:.1%}" for k, v in sorted(r.mix.items()))
+        agree = f"baseline {r.agree_baseline:,}/{r.requests:,}"
+        if r.cedar is not None:
+            agree += f"; cedarpy {r.cedar_agree:,}/{r.cedar_requests:,}"
+        out.append(f"| {r.roles:,} | {r.ratio:.2f}x | {mix} | {agree} |")
+    if not any(r.cedar is not None for r in results):
+        out += ["", "cedarpy is not installed (`pip install '.[bench]'`): no Cedar row."]
+    out += ["", "| target | measured | verdict |", "| --- | --- | --- |"]
+    out += [f"| {t} | {m} | {v} |" for t, m, v in targets(results)]
+    return "\n".join(out) + "\n"
+
+
+def machine_info(load_before: str) -> dict[str, str]:
+    cpu = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "machine": f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} CPUs",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "load average (1/5/15 min) before / after": f"{load_before} / {_load()}",
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def write_docs(report: str) -> None:
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        text += f"\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{report}{END}{tail}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--sizes", default="100,1000,10000", help="role counts, comma-separated")
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5, help="timed passes over the requests")
+    parser.add_argument("--repeats", type=int, default=3, help="check/compile runs (median)")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite the docs")
+    opts = parser.parse_args(argv)
+    load_before = _load()
+    overhead = timer_overhead_ns()
+    print(f"timer overhead (median of back-to-back perf_counter_ns): {overhead:.0f} ns")
+    results = []
+    for size in (int(s) for s in opts.sizes.split(",")):
+        print(f"-- {size:,} roles ...", flush=True)
+        results.append(run_size(size, opts.requests, opts.rounds, opts.repeats, overhead))
+    command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = render(results, machine_info(load_before), command.strip())
+    report += f"\nTimer overhead subtracted from each call: {overhead:.0f} ns.\n"
+    print(report)
+    if not opts.no_docs:
+        write_docs(report)
+        print(f"figures written to {DOCS}")
+    return 0  # figures, not a gate: the verdicts are in the table
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
