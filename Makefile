@@ -30,6 +30,7 @@ fuzz: install
 
 bench: install
 	$(PY) -m bench.run
+	$(PY) -m bench.fit_bench
 
 fmt: install
 	$(VENV)/bin/ruff format $(PACKAGES) tests bench

@@ -104,22 +104,57 @@ def _disj(parts: list[ast.Expr]) -> ast.Expr | None:
     return out
 
 
-def _sat(formula: Any, axioms: list[Any]) -> bool | None:
-    solver = z3.Solver()
-    solver.set("timeout", _SOLVER_MS)
-    solver.add(*axioms, formula)
-    answer = solver.check()
-    return None if answer == z3.unknown else answer == z3.sat
+def _contingent(spec: ToolSpec, where: ast.Expr) -> bool:
+    """A lone comparison of an always-present typed argument with a literal that some
+    valid calls pass and others fail: `narrow` with no need to ask the solver."""
+    if not (
+        isinstance(where, ast.Compare)
+        and isinstance(where.left, ast.Path)
+        and where.left.root == "args"
+        and len(where.left.parts) == 1
+        and isinstance(where.right, ast.Lit)
+    ):
+        return False
+    param = spec.param(where.left.parts[0])
+    if param is None or not (param.required or param.default is not None):
+        return False
+    kind, lit = param.type.kind, where.right
+    if (kind, lit.kind) in (("int", "int"), ("decimal", "int"), ("decimal", "decimal")):
+        return where.op in ("<", "<=", ">", ">=", "==", "!=")
+    if kind == "str" and lit.kind == "str":
+        if where.op in ("==", "!="):
+            return True
+        return where.op in ("startswith", "endswith", "contains") and lit.value != ""
+    return False
+
+
+class _Sat:
+    """One solver per tool, holding the axioms; each question is pushed and popped."""
+
+    def __init__(self, axioms: list[Any]) -> None:
+        self.solver = z3.Solver()
+        self.solver.set("timeout", _SOLVER_MS)
+        self.solver.add(*axioms)
+
+    def __call__(self, formula: Any) -> bool | None:
+        self.solver.push()
+        self.solver.add(formula)
+        answer = self.solver.check()
+        self.solver.pop()
+        return None if answer == z3.unknown else answer == z3.sat
 
 
 class _Lister:
     def __init__(self, snapshot: Snapshot, profile: ast.Profile) -> None:
         ws = snapshot.workspace
         self.side = Side(ws, profile)
-        self.hooks = ws.profile_hooks(profile)
+        self.hooks_by_tool: dict[str, list[ast.Hook]] = {}
+        for hook in ws.profile_hooks(profile):
+            for spec in ws.matching_tools(hook.patterns):
+                self.hooks_by_tool.setdefault(spec.name, []).append(hook)
 
     def hooks_for(self, tool: str) -> list[ast.Hook]:
-        return [h for h in self.hooks if any(p.matches(tool) for p in h.patterns)]
+        return self.hooks_by_tool.get(tool, [])
 
     def list_tool(self, spec: ToolSpec) -> ToolListing:
         hooks = self.hooks_for(spec.name)
@@ -133,6 +168,10 @@ class _Lister:
         deny_hooks = [h for h in hooks if h.kind == "deny"]
         if self.side.trivially_allows(spec) and not deny_hooks:
             return ToolListing(spec.name, "allow", hooks=notes)
+        if not deny_hooks and not self.side.denies(spec.name) and len(allows) == 1:
+            where = allows[0][0].where
+            if where is not None and _contingent(spec, where):
+                return ToolListing(spec.name, "narrow", expr_text(where), (where,), True, notes)
         try:
             return self._residual(spec, allows, deny_hooks, notes)
         except Unsupported:
@@ -173,22 +212,25 @@ class _Lister:
         for rule, _ in allows:
             value, err = enc.condition(rule.where)
             grants.append((rule.where, all_and(negate(err), value), err))
-        axioms = enc.axioms()
+        sat = _Sat(enc.axioms())
         not_denied = negate(any_or(*(f for _, f in fires)))
         allowed = all_and(not_denied, any_or(*(g for _, g, _ in grants)))
         with Z3_LOCK:
-            can_allow = _sat(allowed, axioms)
+            can_allow = sat(allowed)
             if can_allow is False:
                 return ToolListing(spec.name, "deny", hooks=notes)
-            if can_allow and _sat(negate(allowed), axioms) is False:
+            if can_allow and sat(negate(allowed)) is False:
                 return ToolListing(spec.name, "allow", hooks=notes)
             # Keep only denies that can fire and grants that can grant.
-            kept_denies = [w for w, f in fires if _sat(f, axioms) is not False]
+            kept_denies = [w for w, f in fires if sat(f) is not False]
             kept: list[tuple[ast.Expr | None, bool]] = []
             for where, holds, err in grants:
-                if _sat(all_and(not_denied, holds), axioms) is False:
+                if len(grants) == 1:  # it can grant: `allowed` was satisfiable
+                    kept.append((where, True))
                     continue
-                kept.append((where, _sat(err, axioms) is not False))
+                if sat(all_and(not_denied, holds)) is False:
+                    continue
+                kept.append((where, sat(err) is not False))
         if any(w is None for w in kept_denies):  # pragma: no cover - caught as unsat above
             return ToolListing(spec.name, "deny", hooks=notes)
         kept.sort(key=lambda item: item[1])  # allows that can never error first

@@ -37,16 +37,41 @@ class Side:
     _rules: dict[str, list[tuple[ast.Rule, str]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _buckets: dict[str, list[tuple[int, ast.Rule, str]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def _index(self) -> dict[str, list[tuple[int, ast.Rule, str]]]:
+        """The side's rules bucketed by pattern (`=name`, `ns.`, `*`), numbered in order."""
+        buckets = self._buckets
+        if "\0built" not in buckets:
+            buckets["\0built"] = []
+            order = 0
+            for name in dict.fromkeys(self.profile.roles):
+                for rule in self.workspace.roles[name].rules:
+                    for pattern in dict.fromkeys(rule.patterns):
+                        key = {"exact": "=" + pattern.text, "namespace": pattern.namespace + "."}
+                        bucket = key.get(pattern.kind, "*")
+                        buckets.setdefault(bucket, []).append((order, rule, name))
+                    order += 1
+        return buckets
 
     def rules_for(self, tool: str) -> list[tuple[ast.Rule, str]]:
         found = self._rules.get(tool)
         if found is None:
-            found = [
-                (rule, name)
-                for name in dict.fromkeys(self.profile.roles)
-                for rule in self.workspace.roles[name].rules
-                if any(p.matches(tool) for p in rule.patterns)
-            ]
+            index = self._index()
+            hits = [*index.get("=" + tool, ()), *index.get("*", ())]
+            if "." in tool:  # `ns.*` matches every tool under `ns.`
+                parts = tool.split(".")
+                for end in range(1, len(parts)):
+                    hits.extend(index.get(".".join(parts[:end]) + ".", ()))
+            if not hits:
+                self._rules[tool] = []
+                return []
+            seen: dict[int, tuple[ast.Rule, str]] = {}
+            for order, rule, name in sorted(hits, key=lambda hit: hit[0]):
+                seen.setdefault(order, (rule, name))
+            found = list(seen.values())
             self._rules[tool] = found
         return found
 
