@@ -83,7 +83,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
             text = Path(args.file).read_text(encoding="utf-8")
             decls = parse(text, args.file).declarations
             kind = "profile" if any(isinstance(d, ast.Profile) for d in decls) else "role"
-            result = fit_source(snap, args.caller, text, kind=kind, timeout_ms=args.timeout_ms)
+            result = fit_source(
+                snap, args.caller, text, kind=kind, timeout_ms=args.timeout_ms, path=args.file
+            )
     except CharterError as exc:
         return _fail(exc, args.format)
     except OSError as exc:

@@ -120,12 +120,13 @@ def fit_source(
     *,
     kind: str = "role",
     timeout_ms: int = 2000,
+    path: str = "<candidate>",
 ) -> FitResult:
     """Check DSL text of a candidate role (kind="role": its grants only) or profile
     (kind="profile"; it may refer to the workspace's roles and hooks) against the caller.
     Raises policy.diagnostics.CharterError for bad text."""
     _profile(caller.workspace, caller_profile, "caller")
-    cand_ws, found = candidate_workspace(caller.workspace, source, kind)
+    cand_ws, found = candidate_workspace(caller.workspace, source, kind, path)
     if isinstance(found, ast.Profile):
         return fit_workspace_profile(
             caller.workspace, caller_profile, cand_ws, found.name, timeout_ms=timeout_ms

@@ -31,6 +31,10 @@ def preferences(enc: Encoder) -> list[Any]:
     for var in enc.paths.values():
         if var.ty == "str":
             out.append(z3.InRe(var.value, _PRINTABLE))
+        elif var.ty == "list:str":
+            for i in range(4):
+                inside = i < z3.Length(var.value)
+                out.append(z3.Implies(inside, z3.InRe(var.value[i], _PRINTABLE)))
         elif var.ty == "any":
             v = var.value
             out.append(z3.Implies(VAL.is_vstr(v), z3.InRe(VAL.str_of(v), _PRINTABLE)))

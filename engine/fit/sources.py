@@ -27,16 +27,16 @@ def _kept_text(file: ast.SourceFile, keep: tuple[type, ...], replaced: set[str])
 
 
 def candidate_workspace(
-    workspace: Workspace, source: str, kind: str
+    workspace: Workspace, source: str, kind: str, path: str = CANDIDATE_FILE
 ) -> tuple[Workspace, list[ast.Role] | ast.Profile]:
     """The workspace the candidate lives in, and the candidate's role(s) or profile."""
     if kind not in ("role", "profile"):
         raise ValueError(f"kind must be `role` or `profile`, not `{kind}`")
-    parsed = parse(source, CANDIDATE_FILE)  # raises CharterSyntaxError (a CharterError)
+    parsed = parse(source, path)  # raises CharterSyntaxError (a CharterError)
     declared = {d.name for d in parsed.declarations if not isinstance(d, ast.Test)}
     keep: tuple[type, ...] = (ast.Toolset,) if kind == "role" else (ast.Toolset, ast.Role, ast.Hook)
     sources = [(f.path, _kept_text(f, keep, declared)) for f in workspace.files]
-    sources.append((CANDIDATE_FILE, source))
+    sources.append((path, source))
     checked = check_sources(sources)
     if kind == "role":
         roles = [d for d in parsed.declarations if isinstance(d, ast.Role)]
@@ -51,10 +51,8 @@ def candidate_workspace(
 
 
 def _shape_error(what: str, parsed: ast.SourceFile) -> CharterError:
-    span = (
-        parsed.declarations[0].span if parsed.declarations else ast.Span(CANDIDATE_FILE, 1, 1, 1, 1)
-    )
+    span = parsed.declarations[0].span if parsed.declarations else ast.Span(parsed.path, 1, 1, 1, 1)
     return CharterError(
         [Diagnostic("E0901", f"{what}; found something else", span, "check the candidate text")],
-        {CANDIDATE_FILE: parsed.text},
+        {parsed.path: parsed.text},
     )
