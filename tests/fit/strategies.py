@@ -3,6 +3,7 @@ toolsets (tests/fit/support.py), roles built from them, and calls to sample."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -45,6 +46,7 @@ SEARCH_ATOMS = st.one_of(
 ATOMS = {"mail.send": SEND_ATOMS, "mail.search": SEARCH_ATOMS}
 
 
+@cache  # one strategy object per tool: hypothesis caches work per strategy
 def conditions(tool: str) -> st.SearchStrategy[str]:
     return st.recursive(
         ATOMS[tool],
