@@ -191,9 +191,9 @@ def targets(results: list[SizeResult]) -> list[tuple[str, str, str]]:
         if r.roles in TARGET_SIZES:
             rows.append(
                 (
-                    f"{r.roles:,} roles: <= 2 KB per rule (workspace + snapshot)",
-                    f"{r.bytes_per_rule:,.0f} B",
-                    _verdict(r.bytes_per_rule <= TARGET_BYTES_PER_RULE),
+                    f"{r.roles:,} roles: <= 2 KB per rule (compiled snapshot)",
+                    f"{r.snapshot_bytes_per_rule:,.0f} B",
+                    _verdict(r.snapshot_bytes_per_rule <= TARGET_BYTES_PER_RULE),
                 )
             )
         if r.roles == 10_000:

@@ -25,6 +25,11 @@ from engine.shape import SharedValidator
 
 Plan = Callable[[Any, Any, Any, Any], Decision]
 RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
+_Hooks = tuple[
+    tuple[tuple[Reason, "ConditionFn | None"], ...],
+    tuple[tuple[Reason, "ConditionFn | None", tuple[tuple[str, "ConditionFn"], ...]], ...],
+    tuple[tuple[Reason, "ConditionFn | None"], ...],
+]
 
 EXECUTE_MESSAGE = (
     "Tool {name} runs code in the sandbox, which is not enabled for this agent. "
@@ -62,14 +67,11 @@ class CompiledPlan:
 
     __slots__ = (
         "allows",
-        "constant",
         "denies",
-        "deny_hooks",
         "execute_denied",
+        "hooks",
         "near",
         "not_granted",
-        "pause_hooks",
-        "rewrite_hooks",
         "run",
         "tool",
         "validate",
@@ -82,13 +84,10 @@ class CompiledPlan:
         self.allows: tuple[tuple[tuple[Reason, ...], ConditionFn | None], ...] = ()
         self.execute_denied: Decision | None = None
         self.near: tuple[Reason, ...] = ()
+        # Shared per tool; for a `_run_constant` plan, the constant answer. A not-granted
+        # answer with near misses is built when needed (rare; saves one object per plan).
         self.not_granted = not_granted
-        self.constant: Decision = not_granted
-        self.deny_hooks: tuple[tuple[Reason, ConditionFn | None], ...] = ()
-        self.rewrite_hooks: tuple[
-            tuple[Reason, ConditionFn | None, tuple[tuple[str, ConditionFn], ...]], ...
-        ] = ()
-        self.pause_hooks: tuple[tuple[Reason, ConditionFn | None], ...] = ()
+        self.hooks: _Hooks = ((), (), ())  # deny hooks, rewrite hooks, pause hooks
         self.run: RunFn = _run_roles
 
     def __call__(self, args: Any, x: Any = None, g: Any = None, t: Any = None) -> Decision:
@@ -110,7 +109,7 @@ def _run_constant(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decisio
         p.validate(args, p.tool)
     except ShapeError as exc:
         return shape_denied(exc)
-    return p.constant
+    return p.not_granted
 
 
 def _run_allow(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
@@ -154,6 +153,8 @@ def _run_roles(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
                 errors = []
             errors.append(_error(reasons[0], exc, "ignored allow"))
     if errors is None:
+        if p.near:
+            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
         return p.not_granted
     return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
 
@@ -166,7 +167,8 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     a = decision.args
     reasons = decision.reasons
     errors = decision.errors
-    for reason, cond in p.deny_hooks:
+    deny_hooks, rewrite_hooks, pause_hooks = p.hooks
+    for reason, cond in deny_hooks:
         try:
             if cond is None or cond(a, x, g, t):
                 return Decision("deny", None, (*reasons, reason), errors)
@@ -178,7 +180,7 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
                 (*errors, _error(reason, exc, "applied deny hook")),
             )
     rewritten = False
-    for reason, cond, assignments in p.rewrite_hooks:
+    for reason, cond, assignments in rewrite_hooks:
         try:
             if cond is not None and not cond(a, x, g, t):
                 continue
@@ -208,7 +210,7 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
             )
         a = again.args
         errors = (*errors, *again.errors)
-    for reason, cond in p.pause_hooks:
+    for reason, cond in pause_hooks:
         try:
             if cond is None or cond(a, x, g, t):
                 return Decision("pause", a, (*reasons, reason), errors)
@@ -286,19 +288,19 @@ def make_plan(
         plan.near = parts.intern(
             "near", allows, lambda: tuple(e.reason for e in allows if e.fn is not None)
         )
-    if plan.near:
-        plan.not_granted = Decision("deny", None, plan.not_granted.reasons, (), plan.near)
     if execute_missing:
         plan.execute_denied = parts.execute_denied(tool)
     if hooks:
-        plan.deny_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "deny")
-        plan.rewrite_hooks = tuple(
-            (h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"
+        plan.hooks = (
+            tuple((h.reason, h.fn) for h in hooks if h.kind == "deny"),
+            tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"),
+            tuple((h.reason, h.fn) for h in hooks if h.kind == "pause"),
         )
-        plan.pause_hooks = tuple((h.reason, h.fn) for h in hooks if h.kind == "pause")
         plan.run = _run_hooks
     elif not denies and (execute_missing or not allows):
-        plan.constant = plan.execute_denied or plan.not_granted
+        if plan.execute_denied is not None:
+            plan.not_granted = plan.execute_denied
+        plan.near = ()  # a constant answer: no allow can apply, so none was a near miss
         plan.run = _run_constant
     elif not denies and allows[0].fn is None and not execute_missing:
         plan.run = _run_allow
