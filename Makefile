@@ -30,6 +30,7 @@ fuzz: install
 
 bench: install
 	$(PY) -m bench.run
+	$(PY) -m bench.http_bench
 	$(PY) -m bench.fit_bench
 
 fmt: install
@@ -37,10 +38,7 @@ fmt: install
 	$(VENV)/bin/ruff check --fix $(PACKAGES) tests bench
 
 serve: install
-	$(VENV)/bin/charter check fixtures/workspace
-	$(VENV)/bin/charter test fixtures/workspace
-	$(VENV)/bin/charter explain --workspace fixtures/workspace --profile support \
-	  --tool mail.send --args '{"to": "bob@example.com", "subject": "hi", "body": "hello"}'
+	$(VENV)/bin/charter serve --db charter.db --workspace fixtures/workspace --host 127.0.0.1 --port 8080
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -9,6 +9,8 @@ transaction, so every decision is logged exactly once with a gap-free sequence n
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -51,11 +53,28 @@ class _Prepared:
 def redact(snapshot: Snapshot, tool: str, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if args is None:
         return None
-    spec = snapshot.tools.get(tool)
-    hidden = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+    hidden = _hidden(snapshot, tool)
     if not hidden:
-        return dict(args)
+        return args if type(args) is dict else dict(args)
     return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
+
+
+_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
+    """The tool's secret argument names, cached per snapshot (a dict look-up per call)."""
+    per_tool = _HIDDEN.get(snapshot)
+    if per_tool is None:
+        per_tool = _HIDDEN.setdefault(snapshot, {})
+    found = per_tool.get(tool)
+    if found is None:
+        spec = snapshot.tools.get(tool)
+        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+        per_tool[tool] = found
+    return found
 
 
 def agent_context(agent: Doc) -> dict[str, Any]:
@@ -175,7 +194,7 @@ def decide_detailed(
             raw.append(decision.args)
             call = p.call
             entry: dict[str, Any] = {
-                "id": new_id(),
+                "id": os.urandom(12).hex(),
                 "at": now,
                 "agent": call.agent,
                 "profile": p.agent["profile"],

@@ -142,3 +142,15 @@ def test_eight_clients_with_policy_uploads(live: Any, harness: Harness) -> None:
     assert [seq for seq, _ in log] == list(range(1, 8 * per_client + 1))
     assert len({e["id"] for _, e in log}) == 8 * per_client
     assert len({e["revision"] for _, e in log}) >= 2
+
+
+def test_secrets_are_redacted_in_the_log_and_responses(live: Any, harness: Harness) -> None:
+    seed = "22" * 32
+    agent = harness.auth(harness.agent_token)
+    made = live.post("/v1/identities/import", json={"seed": seed}, headers=agent)
+    assert made.status_code == 201, made.text
+    body = {"agent": "a1", "tool": "identities.import", "args": {"seed": seed}}
+    decided = live.post("/v1/decisions", json=body, headers=harness.auth())
+    assert seed not in decided.text
+    log = live.get("/v1/decisions", headers=harness.auth()).text
+    assert seed not in log and "[redacted]" in log

@@ -46,7 +46,7 @@ def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
                   "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}},
         )  # fmt: skip
         assert response.status_code == 200, response.text
-        assert response.json()["effect"] in ("allow", "pause")
+        assert response.json()["effect"] == "allow"  # the README promises this
         metrics = httpx.get(f"{url}/metrics").text
         assert "charter_decisions_total" in metrics and "charter_policy_revision 1" in metrics
         assert httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/decisions"]["post"]

@@ -1,0 +1,241 @@
+"""`python -m bench.http_bench`: decisions over HTTP against the framework's ceiling.
+
+Servers: `charter serve` on a fresh database with fixtures/workspace (1 and 2 workers),
+and, on the same uvicorn + starlette stack, a minimal endpoint returning constant JSON
+(the ceiling). The load generator is a small asyncio HTTP/1.1 keep-alive client (one
+connection per concurrent client), running on the same machine; it writes a table to
+stdout and the figures into docs/http.md between the BENCH markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "http.md"
+START, END = "<!-- BENCH:START -->", "<!-- BENCH:END -->"
+CALL = {"agent": "demo-support", "tool": "mail.send",
+        "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
+CONSTANT = b'{"effect":"allow","reasons":[]}'
+
+
+def ceiling_app() -> Starlette:
+    async def constant(request: Request) -> Response:
+        await request.body()
+        return Response(CONSTANT, media_type="application/json")
+
+    return Starlette(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+
+
+@dataclass
+class Result:
+    server: str
+    workers: int
+    mode: str
+    clients: int
+    requests: int
+    seconds: float
+    latencies: list[float]
+    per_request: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+    @property
+    def decisions(self) -> float:
+        return self.rps * self.per_request
+
+    def pct(self, p: float) -> float:
+        data = sorted(self.latencies)
+        return data[min(len(data) - 1, int(p * len(data)))] * 1000 if data else 0.0
+
+
+async def _client(port: int, payload: bytes, stop: float, latencies: list[float]) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    done = 0
+    try:
+        while time.perf_counter() < stop:
+            started = time.perf_counter()
+            writer.write(payload)
+            status = await reader.readline()
+            if b" 200 " not in status:
+                raise RuntimeError(f"bad response {status!r}")
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            latencies.append(time.perf_counter() - started)
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+def _request(body: bytes, token: str) -> bytes:
+    head = (
+        f"POST {{path}} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _load(port: int, payload: bytes, clients: int, seconds: float) -> tuple[int, list[float]]:
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+    counts = await asyncio.gather(
+        *(_client(port, payload, stop, latencies) for _ in range(clients))
+    )
+    return sum(counts), latencies
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait(port: int, process: subprocess.Popen[bytes]) -> None:
+    import socket
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError("the server exited")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the server did not start")
+
+
+def _start(kind: str, workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes], int, str]:
+    port = _free_port()
+    if kind == "ceiling":
+        cmd = [sys.executable, "-m", "uvicorn", "bench.http_bench:ceiling_app", "--factory",
+               "--port", str(port), "--workers", str(workers), "--log-level", "warning",
+               "--no-access-log"]  # fmt: skip
+        token = "none"
+    else:
+        db = tmp / f"bench-{workers}.db"
+        cmd = [sys.executable, "-m", "api.cli", "serve", "--db", str(db), "--workspace",
+               str(ROOT / "fixtures" / "workspace"), "--port", str(port),
+               "--workers", str(workers)]  # fmt: skip
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _wait(port, process)
+    if kind != "ceiling":
+        token = Path(f"{tmp / f'bench-{workers}.db'}.admin-token").read_text().strip()
+    return process, port, token
+
+
+def run(seconds: float, levels: list[int], worker_counts: list[int]) -> list[Result]:
+    results: list[Result] = []
+    single = json.dumps(CALL).encode()
+    batch = json.dumps({"calls": [CALL] * 100}).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        for workers in worker_counts:
+            for kind in ("ceiling", "charter"):
+                process, port, token = _start(kind, workers, Path(tmp))
+                try:
+                    modes = [("single", "/v1/decisions", single, 1)]
+                    if kind == "charter":
+                        modes.append(("batch100", "/v1/decisions/batch", batch, 100))
+                    for mode, path, body, per in modes:
+                        payload = _request(body, token).replace(b"{path}", path.encode())
+                        asyncio.run(_load(port, payload, 4, 0.5))  # warm up
+                        for clients in levels:
+                            count, lat = asyncio.run(_load(port, payload, clients, seconds))
+                            result = Result(kind, workers, mode, clients, count, seconds, lat, per)
+                            results.append(result)
+                            print(_row(result), flush=True)
+                finally:
+                    process.terminate()
+                    process.wait(20)
+    return results
+
+
+def _row(r: Result) -> str:
+    return (f"| {r.server} | {r.workers} | {r.mode} | {r.clients} | {r.rps:,.0f} | "
+            f"{r.decisions:,.0f} | {r.pct(0.5):.2f} | {r.pct(0.99):.2f} |")  # fmt: skip
+
+
+def report(results: list[Result]) -> str:
+    lines = [
+        f"Run {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPUs "
+        f"(shared by the servers and the load generator), Python {platform.python_version()}.",
+        "",
+        "| server | workers | mode | clients | requests/s | decisions/s | p50 ms | p99 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(_row(r) for r in results),
+        "",
+    ]
+    ceiling = {(r.workers, r.clients): r.rps for r in results if r.server == "ceiling"}
+    for r in results:
+        if r.server == "charter" and r.mode == "single" and (r.workers, r.clients) in ceiling:
+            share = r.rps / ceiling[(r.workers, r.clients)]
+            lines.append(
+                f"- single, {r.workers} worker(s), {r.clients} clients: "
+                f"{share:.0%} of the ceiling (target >= 60%)"
+            )
+    for r in results:
+        if r.server == "charter" and r.mode == "batch100":
+            lines.append(
+                f"- batch of 100, {r.workers} worker(s), {r.clients} clients: "
+                f"{r.decisions / r.workers:,.0f} decisions/s per worker (target >= 100,000)"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(text: str) -> None:
+    if not DOC.exists():
+        return
+    doc = DOC.read_text()
+    if START in doc and END in doc:
+        head, rest = doc.split(START, 1)
+        _, tail = rest.split(END, 1)
+        DOC.write_text(f"{head}{START}\n{text}{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.http_bench")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--clients", default="1,16,64")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    results = run(
+        args.seconds,
+        [int(x) for x in args.clients.split(",")],
+        [int(x) for x in args.workers.split(",")],
+    )
+    text = report(results)
+    sys.stdout.write(text)
+    if not args.no_write:
+        write_doc(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
