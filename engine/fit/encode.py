@@ -82,7 +82,10 @@ class Encoder:
         else:
             item = ty[5:]
             item = "real" if item == "decimal" else item
-            var = PathVar(key, "list:" + item, z3.Const(label, seq_sort(item)), present)
+            if item in ("str", "int", "real", "bool"):
+                var = PathVar(key, "list:" + item, z3.Const(label, seq_sort(item)), present)
+            else:  # lists of maps or lists: only their length is modelled
+                var = PathVar(key, "opaque:" + ty, z3.Int(label + "#len"), present)
         self.paths[key] = var
         return var
 
@@ -131,6 +134,8 @@ class Encoder:
                 out.append(
                     z3.Implies(var.present, z3.And(parent.present, VAL.is_vmap(parent.value)))
                 )
+            if var.ty.startswith("opaque:"):
+                out.append(var.value >= 0)
         for s in self.hosted:
             out.append(z3.Implies(z3.Not(HOST_FAILS(s)), z3.Length(HOST(s)) > 0))
         return out
@@ -184,6 +189,8 @@ class Encoder:
         if call.fn == "len":
             if inner.ty == "str" or inner.ty.startswith("list:"):
                 return Term("int", z3.Length(inner.expr), inner.err)
+            if inner.ty.startswith("opaque:"):
+                return Term("int", inner.expr, inner.err)
             if inner.ty == "listlit":
                 return Term("int", z3.IntVal(len(inner.items)), inner.err)
             if inner.ty == "any":
@@ -331,8 +338,14 @@ def _any_eq(a: Term, b: Term) -> Any:
     raise Unsupported("comparing an unchecked value with a list")
 
 
+def _opaque(*terms: Term) -> None:
+    if any(t.ty.startswith("opaque:") for t in terms):
+        raise Unsupported("the items of a list of maps or lists are outside the fit fragment")
+
+
 def equal(a: Term, b: Term) -> Any:
     """`runtime.eq`: values of different kinds are unequal, never an error."""
+    _opaque(a, b)
     if a.ty == "any":
         return _any_eq(a, b)
     if b.ty == "any":
@@ -344,6 +357,7 @@ def equal(a: Term, b: Term) -> Any:
 
 def member(item: Term, items: Term) -> tuple[Any, Any]:
     """(`item in items`, error): the right side must be a list."""
+    _opaque(item, items)
     if items.ty == "listlit":
         return any_or(*(equal(item, i) for i in items.items)), FALSE
     if items.ty.startswith("list:"):

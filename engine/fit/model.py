@@ -73,6 +73,9 @@ def _plain(model: Any, var_value: Any, ty: str) -> Any:
         return _number(value)
     if ty == "bool":
         return z3.is_true(value)
+    if ty.startswith("opaque:"):
+        size = value.as_long()
+        return [{} if ty == "opaque:list:map" else [] for _ in range(size)]
     if ty.startswith("list:"):
         size = model.eval(z3.Length(var_value), model_completion=True).as_long()
         item = ty[5:]

@@ -63,7 +63,8 @@ class Term:
     """One expression's meaning: a value of static type `ty`, unless `err` holds.
 
     `ty` is `str`, `int`, `real`, `bool`, `null`, `any` (a `VAL`), `list:T` (a z3 Seq of
-    T) or `listlit` (a literal list; `items` holds its members)."""
+    T), `opaque:list:T` (a list of maps or lists: only its length, an Int) or `listlit`
+    (a literal list; `items` holds its members)."""
 
     ty: str
     expr: Any
@@ -75,7 +76,7 @@ class Term:
         """The run-time kind when it is static (`number` for int and real)."""
         if self.ty in ("int", "real"):
             return "number"
-        if self.ty.startswith("list:") or self.ty == "listlit":
+        if self.ty.startswith(("list:", "opaque:")) or self.ty == "listlit":
             return "list"
         return self.ty
 

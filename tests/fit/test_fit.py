@@ -204,3 +204,21 @@ def test_to_json_round_trips_through_json() -> None:
     data = json.loads(json.dumps(result.to_json()))
     assert data["fits"] is False
     assert data["violations"][0]["counterexample"]["tool"] == "mail.search"
+
+
+def test_lists_of_maps_are_modelled_by_their_length() -> None:
+    toolsets = "toolset bill {\n  tool invoice(lines: list[map], total: int)\n}\n"
+    snap = snapshot(
+        "role c { allow bill.invoice where len(args.lines) > 0 }\nprofile caller { roles c }",
+        toolsets,
+    )
+    assert fit_source(
+        snap, "caller", "role r { allow bill.invoice where len(args.lines) >= 2 }"
+    ).fits
+    result = fit_source(snap, "caller", "role r { allow bill.invoice where args.total > 0 }")
+    call = result.violations[0].counterexample
+    assert call is not None and call["args"]["lines"] == []
+    assert roles_effect(snap, "caller", call) == "deny"
+    # Reading the items is outside the fragment: refused as unsupported, never "fits".
+    odd = fit_source(snap, "caller", "role r { allow bill.invoice where args.lines == [] }")
+    assert [v.kind for v in odd.violations] == ["unsupported"]
