@@ -16,7 +16,7 @@ from typing import Any
 from bench.workload import generate
 from engine.check import Workspace, check_sources
 from engine.compile import compile_workspace
-from engine.fit import fit_role
+from engine.fit import fit_role, fit_source
 from engine.listing import list_tools
 from grammar.fmt import expr_text
 
@@ -75,6 +75,14 @@ def main() -> None:
         label = "widening" if widen else "narrowing"
         assert result.fits is (not widen), result.violations
         _report(f"fit, 20-rule {label} role vs 10-role caller `{profile}`", times, 200)
+    roles = ", ".join(ws.profiles[profile].roles)
+    text = f"profile kid {{\n  roles {roles}\n}}\n"
+    times, result = _timed(lambda: fit_source(snap, profile, text, kind="profile"), 5)
+    assert result.fits, result.violations
+    print(
+        f"fit_source, a profile of the caller's 10 roles (text checked against the "
+        f"workspace): median {statistics.median(times):.0f} ms ({len(times)} runs)"
+    )
     listing_times = []
     for name in list(ws.profiles)[:10]:
         times, listing = _timed(lambda n=name: list_tools(snap, n), 1)  # type: ignore[misc]

@@ -16,10 +16,15 @@ from policy.diagnostics import CharterError, Diagnostic
 CANDIDATE_FILE = "<candidate>"
 
 
-def _kept_text(file: ast.SourceFile, keep: tuple[type, ...], replaced: set[str]) -> str:
+def _kept_text(file: ast.SourceFile, wanted: set[str], replaced: set[str]) -> str:
+    """The file with only toolsets and the `wanted` roles and hooks left in place."""
     lines = file.text.split("\n")
     for decl in file.declarations:
-        if isinstance(decl, keep) and decl.name not in replaced:
+        if isinstance(decl, ast.Toolset) or (
+            isinstance(decl, ast.Role | ast.Hook)
+            and decl.name in wanted
+            and decl.name not in replaced
+        ):
             continue
         for index in range(decl.span.line - 1, min(decl.span.end_line, len(lines))):
             lines[index] = ""
@@ -31,11 +36,23 @@ def candidate_workspace(
 ) -> tuple[Workspace, list[ast.Role] | ast.Profile]:
     """The workspace the candidate lives in, and the candidate's role(s) or profile."""
     if kind not in ("role", "profile"):
-        raise ValueError(f"kind must be `role` or `profile`, not `{kind}`")
+        raise CharterError(
+            [
+                Diagnostic(
+                    "E0904", f"unknown candidate kind `{kind}`", help="use `role` or `profile`"
+                )
+            ]
+        )
     parsed = parse(source, path)  # raises CharterSyntaxError (a CharterError)
     declared = {d.name for d in parsed.declarations if not isinstance(d, ast.Test)}
-    keep: tuple[type, ...] = (ast.Toolset,) if kind == "role" else (ast.Toolset, ast.Role, ast.Hook)
-    sources = [(f.path, _kept_text(f, keep, declared)) for f in workspace.files]
+    # Only what a candidate profile names is needed (re-checking 1,000 roles is slow).
+    wanted = {
+        name
+        for d in parsed.declarations
+        if isinstance(d, ast.Profile) and kind == "profile"
+        for name in (*d.roles, *d.hooks)
+    }
+    sources = [(f.path, _kept_text(f, wanted, declared)) for f in workspace.files]
     sources.append((path, source))
     checked = check_sources(sources)
     if kind == "role":
