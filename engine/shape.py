@@ -65,7 +65,8 @@ def literal(expr: ast.Expr) -> Any:
 
 
 def unknown_argument(args: Mapping[str, Any], tool: str, known: frozenset[str]) -> None:
-    extra = sorted(k for k in args if k not in known)
+    # Keys of a junk request need not be strings, nor comparable with each other.
+    extra = sorted((k for k in args if k not in known), key=repr)
     name = extra[0] if extra else "?"
     hint = f"; its arguments: {', '.join(sorted(known))}" if known else "; it takes none"
     raise ShapeError(f"`{tool}` has no argument `{name}`{hint}")
