@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engine.builtins import builtin_tools
 from engine.check import match_tools
-from engine.types import from_ref
+from engine.types import from_ref, join
 from grammar.fmt import format_file
 from policy import ast
 from policy.catalogue import ToolSpec
@@ -113,12 +113,21 @@ def default_for(ref: ast.TypeRef) -> st.SearchStrategy[ast.Expr]:
     return st.lists(item, max_size=2).map(lambda xs: ast.ListLit(tuple(xs)))
 
 
+def param_type(toolset: str, name: str) -> ast.TypeRef:
+    """`price` is an `int` in some toolsets and a `decimal` in others: a condition over
+    `ns.*`-wide patterns then sees the joined type (`decimal`)."""
+    if name == "price":
+        return _ref("int" if toolset in ("gmail", "crm") else "decimal")
+    return PARAM_TYPES[name]
+
+
 @st.composite
-def params(draw: st.DrawFn) -> tuple[ast.Param, ...]:
-    names = draw(st.lists(st.sampled_from(sorted(PARAM_TYPES)), max_size=4, unique=True))
+def params(draw: st.DrawFn, toolset: str) -> tuple[ast.Param, ...]:
+    pool = sorted((*PARAM_TYPES, "price"))
+    names = draw(st.lists(st.sampled_from(pool), max_size=4, unique=True))
     out = []
     for name in names:
-        ref = PARAM_TYPES[name]
+        ref = param_type(toolset, name)
         mode = draw(st.sampled_from(("required", "optional", "default")))
         default = draw(default_for(ref)) if mode == "default" else None
         out.append(ast.Param(name, ref, default, optional=mode == "optional"))
@@ -133,7 +142,7 @@ def toolsets(draw: st.DrawFn) -> tuple[ast.Toolset, ...]:
         tool_names = draw(
             st.lists(st.sampled_from(TOOL_NAMES), min_size=1, max_size=3, unique=True)
         )
-        tools = tuple(ast.ToolDecl(t, draw(params())) for t in tool_names)
+        tools = tuple(ast.ToolDecl(t, draw(params(name))) for t in tool_names)
         url = draw(st.sampled_from((None, f"https://tools.example.com/{name}")))
         runs_code = one_in(draw, 5)
         out.append(ast.Toolset(name, url, draw(st.booleans()), runs_code, tools))
@@ -166,9 +175,11 @@ def common_slots(tools: Sequence[ToolSpec]) -> tuple[Slot, ...]:
         return ()
     out = []
     for param in tools[0].params:
-        ty = from_ref(param.type)
-        others = [t.param(param.name) for t in tools[1:]]
-        if all(o is not None and from_ref(o.type) == ty for o in others):
+        ty: str | None = from_ref(param.type)
+        for other in tools[1:]:
+            found = other.param(param.name)
+            ty = join(ty, from_ref(found.type)) if found is not None and ty else None
+        if ty is not None:
             out.append(Slot(param.name, ty))
     return tuple(out)
 
