@@ -129,18 +129,17 @@ def _contingent(spec: ToolSpec, where: ast.Expr) -> bool:
 
 
 class _Sat:
-    """One solver per tool, holding the axioms; each question is pushed and popped."""
+    """Satisfiability questions about one tool, under its axioms."""
 
     def __init__(self, axioms: list[Any]) -> None:
-        self.solver = z3.Solver()
-        self.solver.set("timeout", _SOLVER_MS)
-        self.solver.add(*axioms)
+        self.axioms = axioms
 
     def __call__(self, formula: Any) -> bool | None:
-        self.solver.push()
-        self.solver.add(formula)
-        answer = self.solver.check()
-        self.solver.pop()
+        # A fresh solver per question: z3 can stall on `push` after a sat sequence check.
+        solver = z3.Solver()
+        solver.set("timeout", _SOLVER_MS)
+        solver.add(*self.axioms, formula)
+        answer = solver.check()
         return None if answer == z3.unknown else answer == z3.sat
 
 
@@ -203,7 +202,9 @@ class _Lister:
         deny_hooks: list[ast.Hook],
         notes: tuple[HookNote, ...],
     ) -> ToolListing:
-        enc = Encoder(spec)
+        enc = Encoder(spec).prepare(
+            [*self._denies(spec, deny_hooks), *(r.where for r, _ in allows)]
+        )
         fires: list[tuple[ast.Expr | None, Any]] = []
         for where in self._denies(spec, deny_hooks):
             value, err = enc.condition(where)

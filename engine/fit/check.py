@@ -14,7 +14,7 @@ import z3
 
 from engine.fit.access import Side
 from engine.fit.encode import Encoder
-from engine.fit.model import CallBuilder, preferences
+from engine.fit.model import MAX_SIZE, CallBuilder, TooLarge, preferences, size_bounds
 from engine.fit.result import Violation
 from engine.fit.terms import Unsupported, negate
 from policy import ast
@@ -72,14 +72,24 @@ def _unknown(
 
 
 def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
-    """A concrete call from a satisfiable solver, preferring readable values."""
-    model = solver.model()
-    solver.push()
-    solver.add(*preferences(enc))
-    if _check(solver, deadline, _PREFERENCE_MS) == z3.sat:
-        model = solver.model()
-    solver.pop()
-    return CallBuilder(enc, model).call()
+    """A concrete call from a satisfiable solver, preferring small, readable values;
+    None when every model found is too large to build a call from."""
+    models = [solver.model()]
+    asserted = list(solver.assertions())
+    small, capped, nice = size_bounds(enc), size_bounds(enc, MAX_SIZE), preferences(enc)
+    layers = ([*small, *nice], small, [*capped, *nice], capped)
+    for extra in layers:
+        # A fresh solver each time: z3 can stall on `push` after a sat sequence check.
+        nicer = _solver([*asserted, *extra])
+        if _check(nicer, deadline, _PREFERENCE_MS) == z3.sat:
+            models.insert(0, nicer.model())
+            break
+    for model in models:
+        try:
+            return CallBuilder(enc, model).call()
+        except TooLarge:
+            continue
+    return None
 
 
 def _location(rule: ast.Rule) -> str:
@@ -125,7 +135,9 @@ def _widenings_of_tool(
     caller_name: str,
 ) -> list[Violation]:
     tool = spec.name
-    enc = Encoder(spec)
+    enc = Encoder(spec).prepare(
+        [r.where for side in (caller, candidate) for r, _ in side.rules_for(tool)]
+    )
     try:
         grants = candidate.grants(enc)
         cand_denied = candidate.deny_fires(enc)
@@ -142,28 +154,17 @@ def _widenings_of_tool(
             )
         ]
     out: list[Violation] = []
-    solver = _solver(enc.axioms())
-    solver.add(negate(cand_denied), negate(caller_allows))
+    base = [*enc.axioms(), negate(cand_denied), negate(caller_allows)]
     for rule, role, holds in grants:
-        solver.push()
-        solver.add(holds)
+        solver = _solver([*base, holds])
         answer = _check(solver, deadline)
         if answer == z3.unsat:
-            solver.pop()
             continue
         if answer != z3.sat:
-            out.append(
-                replace(
-                    _unknown(
-                        solver, deadline, f"`{tool}` for role `{role}`", role, _location(rule)
-                    ),
-                    tool=tool,
-                )
-            )
-            solver.pop()
+            what = f"`{tool}` for role `{role}`"
+            out.append(replace(_unknown(solver, deadline, what, role, _location(rule)), tool=tool))
             continue
         call = find_call(solver, enc, deadline)
-        solver.pop()
         out.append(_confirm_widening(caller, candidate, spec, call, rule, role, caller_name))
     return out
 
@@ -211,7 +212,9 @@ def dropped_denies(
     for tool in caller.denied_tools():
         spec = caller.workspace.tools[tool]
         same_tool = candidate.workspace.tools.get(tool) == spec
-        enc = Encoder(spec)
+        enc = Encoder(spec).prepare(
+            [r.where for side in (caller, candidate) for r, _ in side.denies(tool)]
+        )
         try:
             caller_denies = caller.deny_fires(enc)
             cand_denies = candidate.deny_fires(enc) if same_tool else z3.BoolVal(False)

@@ -57,6 +57,31 @@ class Encoder:
         self.paths: dict[tuple[str, ...], PathVar] = {}
         self.lowered: list[Any] = []  # string arguments given to `lower`
         self.hosted: list[Any] = []  # string arguments given to `host`
+        self.length_only: set[str] = set()
+
+    def prepare(self, conditions: list[ast.Expr | None]) -> Encoder:
+        """Note the `str` arguments that every condition reads only through `len`: they
+        are modelled by their length alone (z3's string solver is slow on long strings,
+        and `len(args.body) <= 10000` needs one)."""
+        under_len = {
+            node.args[0].parts[0]
+            for cond in conditions
+            if cond is not None
+            for node in ast.walk_expr(cond)
+            if isinstance(node, ast.Call)
+            and node.fn == "len"
+            and isinstance(node.args[0], ast.Path)
+            and node.args[0].root == "args"
+            and len(node.args[0].parts) == 1
+        }
+        self.length_only = {
+            name
+            for name in under_len
+            if (p := self.tool.param(name)) is not None
+            and from_ref(p.type) == "str"
+            and _only_under_len(name, conditions)
+        }
+        return self
 
     # ---- variables -----------------------------------------------------------------
     def arg(self, name: str) -> PathVar:
@@ -69,7 +94,9 @@ class Encoder:
         ty = from_ref(param.type)
         label = "args." + name
         present = TRUE if param.required or param.default is not None else z3.Bool("has:" + label)
-        if ty == "str":
+        if ty == "str" and name in self.length_only:
+            var = PathVar(key, "strlen", z3.Int(label + "#len"), present)
+        elif ty == "str":
             var = PathVar(key, "str", z3.String(label), present)
         elif ty == "int":
             var = PathVar(key, "int", z3.Int(label), present)
@@ -134,7 +161,7 @@ class Encoder:
                 out.append(
                     z3.Implies(var.present, z3.And(parent.present, VAL.is_vmap(parent.value)))
                 )
-            if var.ty.startswith("opaque:"):
+            if var.ty.startswith("opaque:") or var.ty == "strlen":
                 out.append(var.value >= 0)
         for s in self.hosted:
             out.append(z3.Implies(z3.Not(HOST_FAILS(s)), z3.Length(HOST(s)) > 0))
@@ -165,6 +192,8 @@ class Encoder:
             raise Unsupported("map literals are outside the fit fragment")
         if isinstance(expr, ast.Path):
             var = self.path_var(expr)
+            if var.ty == "strlen":  # prepare() saw only `len` reads
+                raise Unsupported(f"`{expr}` is read other than through `len`")
             return Term(var.ty, var.value, negate(var.present))
         if isinstance(expr, ast.Call):
             return self._call(expr)
@@ -185,6 +214,15 @@ class Encoder:
             if not isinstance(arg, ast.Path):
                 raise Unsupported("`has` of something other than a path")
             return Term("bool", self.path_var(arg).present)
+        if (
+            call.fn == "len"
+            and isinstance(arg, ast.Path)
+            and arg.root == "args"
+            and len(arg.parts) == 1
+            and arg.parts[0] in self.length_only
+        ):
+            var = self.arg(arg.parts[0])
+            return Term("int", var.value, negate(var.present))
         inner = self.term(arg)
         if call.fn == "len":
             if inner.ty == "str" or inner.ty.startswith("list:"):
@@ -253,6 +291,33 @@ class Encoder:
                 raise Unsupported("`like` with a pattern that is not a literal string")
             return Term("bool", z3.InRe(a, glob_regex(str(cmp.right.value))), err)
         raise Unsupported(f"operator `{op}` is outside the fit fragment")
+
+
+def _only_under_len(name: str, conditions: list[ast.Expr | None]) -> bool:
+    """Is `args.<name>` read only as `len(args.<name>)` (or tested with `has`)?"""
+    for cond in conditions:
+        if cond is None:
+            continue
+        stack: list[ast.Expr] = [cond]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Call) and node.fn in ("len", "has"):
+                arg = node.args[0]
+                if isinstance(arg, ast.Path) and arg.root == "args" and arg.parts == (name,):
+                    continue
+            if isinstance(node, ast.Path) and node.root == "args" and node.parts[:1] == (name,):
+                return False
+            if isinstance(node, ast.ListLit):
+                stack.extend(node.items)
+            elif isinstance(node, ast.MapLit):
+                stack.extend(v for _, v in node.entries)
+            elif isinstance(node, ast.Call):
+                stack.extend(node.args)
+            elif isinstance(node, ast.Not):
+                stack.append(node.operand)
+            elif isinstance(node, ast.BoolOp | ast.Compare):
+                stack.extend((node.left, node.right))
+    return True
 
 
 def _literal(lit: ast.Lit) -> Term:

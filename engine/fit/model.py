@@ -26,6 +26,42 @@ _HOSTNAME = z3.Concat(
 )
 
 
+# Largest list or map a counterexample is built with, and largest string read back from
+# z3; a model asking for more is not turned into a call (the solver is asked again with
+# sizes bounded first). A string read only through `len` is built directly, up to
+# MAX_TEXT characters.
+MAX_SIZE = 4096
+MAX_TEXT = 1_000_000
+_SMALL = 16
+
+
+def size_bounds(enc: Encoder, limit: int = _SMALL) -> list[Any]:
+    """Prefer small values: a model may pick a list of a million items."""
+    out: list[Any] = []
+    for var in enc.paths.values():
+        if var.ty == "str" or var.ty.startswith("list:"):
+            out.append(z3.Length(var.value) <= limit)
+        elif var.ty.startswith("opaque:"):
+            out.append(var.value <= limit)
+        elif var.ty == "any":
+            v = var.value
+            out.append(z3.Implies(VAL.is_vstr(v), z3.Length(VAL.str_of(v)) <= limit))
+            out.append(z3.Implies(VAL.is_vlist(v), VAL.list_len(v) <= limit))
+            out.append(z3.Implies(VAL.is_vmap(v), VAL.map_len(v) <= limit))
+    return out
+
+
+class TooLarge(Exception):
+    """The model's values are too large to build a call from."""
+
+
+def _size(value: Any, limit: int = MAX_SIZE) -> int:
+    size = int(value.as_long())
+    if size > limit:
+        raise TooLarge(size)
+    return size
+
+
 def preferences(enc: Encoder) -> list[Any]:
     out: list[Any] = []
     for var in enc.paths.values():
@@ -66,18 +102,23 @@ def _number(value: Any) -> int | Decimal:
 def _plain(model: Any, var_value: Any, ty: str) -> Any:
     value = model.eval(var_value, model_completion=True)
     if ty == "str":
-        return value.as_string()
+        text = value.as_string()
+        if len(text) > MAX_SIZE:
+            raise TooLarge(len(text))
+        return text
     if ty == "int":
         return value.as_long()
     if ty == "real":
         return _number(value)
     if ty == "bool":
         return z3.is_true(value)
+    if ty == "strlen":
+        return "x" * _size(value, MAX_TEXT)
     if ty.startswith("opaque:"):
-        size = value.as_long()
+        size = _size(value)
         return [{} if ty == "opaque:list:map" else [] for _ in range(size)]
     if ty.startswith("list:"):
-        size = model.eval(z3.Length(var_value), model_completion=True).as_long()
+        size = _size(model.eval(z3.Length(var_value), model_completion=True))
         item = ty[5:]
         return [_plain(model, var_value[i], item) for i in range(size)]
     raise AssertionError(ty)
@@ -104,14 +145,14 @@ class CallBuilder:
         if self._true(VAL.is_vnull(v)):
             return None
         if self._true(VAL.is_vlist(v)):
-            size = self.model.eval(VAL.list_len(v), model_completion=True).as_long()
+            size = _size(self.model.eval(VAL.list_len(v), model_completion=True))
             return [None] * size
         out: dict[str, Any] = {}
         for key in var.children:
             child = self.enc.paths[key]
             if self._true(child.present):
                 out[key[-1]] = self._any(child)
-        size = self.model.eval(VAL.map_len(v), model_completion=True).as_long()
+        size = _size(self.model.eval(VAL.map_len(v), model_completion=True))
         filler = 0
         while len(out) < size:  # keys no condition can name (`~` is not an identifier)
             out[f"~{filler}"] = None
