@@ -222,3 +222,18 @@ def test_lists_of_maps_are_modelled_by_their_length() -> None:
     # Reading the items is outside the fragment: refused as unsupported, never "fits".
     odd = fit_source(snap, "caller", "role r { allow bill.invoice where args.lines == [] }")
     assert [v.kind for v in odd.violations] == ["unsupported"]
+
+
+def test_long_strings_read_only_through_len() -> None:
+    snap = snapshot(
+        "role c { allow mail.send where len(args.body) <= 10000 }\nprofile caller { roles c }"
+    )
+    assert fit_source(snap, "caller", "role r { allow mail.send where len(args.body) < 5000 }").fits
+    call = _widens_in(snap, "role r { allow mail.send where len(args.body) <= 20000 }")
+    assert len(call["args"]["body"]) > 10000  # type: ignore[index]
+
+
+def test_huge_models_are_bounded() -> None:
+    snap = snapshot("role c { allow mail.send where len(args.cc) < 3 }\nprofile caller { roles c }")
+    call = _widens_in(snap, "role r { allow mail.send where len(context.x) > 20 }")
+    assert call["context"] is not None
