@@ -216,22 +216,21 @@ class _Lister:
         sat = _Sat(enc.axioms())
         not_denied = negate(any_or(*(f for _, f in fires)))
         allowed = all_and(not_denied, any_or(*(g for _, g, _ in grants)))
-        with Z3_LOCK:
-            can_allow = sat(allowed)
-            if can_allow is False:
-                return ToolListing(spec.name, "deny", hooks=notes)
-            if can_allow and sat(negate(allowed)) is False:
-                return ToolListing(spec.name, "allow", hooks=notes)
-            # Keep only denies that can fire and grants that can grant.
-            kept_denies = [w for w, f in fires if sat(f) is not False]
-            kept: list[tuple[ast.Expr | None, bool]] = []
-            for where, holds, err in grants:
-                if len(grants) == 1:  # it can grant: `allowed` was satisfiable
-                    kept.append((where, True))
-                    continue
-                if sat(all_and(not_denied, holds)) is False:
-                    continue
-                kept.append((where, sat(err) is not False))
+        can_allow = sat(allowed)
+        if can_allow is False:
+            return ToolListing(spec.name, "deny", hooks=notes)
+        if can_allow and sat(negate(allowed)) is False:
+            return ToolListing(spec.name, "allow", hooks=notes)
+        # Keep only denies that can fire and grants that can grant.
+        kept_denies = [w for w, f in fires if sat(f) is not False]
+        kept: list[tuple[ast.Expr | None, bool]] = []
+        for where, holds, err in grants:
+            if len(grants) == 1:  # it can grant: `allowed` was satisfiable
+                kept.append((where, True))
+                continue
+            if sat(all_and(not_denied, holds)) is False:
+                continue
+            kept.append((where, sat(err) is not False))
         if any(w is None for w in kept_denies):  # pragma: no cover - caught as unsat above
             return ToolListing(spec.name, "deny", hooks=notes)
         kept.sort(key=lambda item: item[1])  # allows that can never error first
@@ -264,4 +263,5 @@ def list_tools(snapshot: Snapshot, profile: str) -> list[ToolListing]:
             [Diagnostic("E0902", f"unknown profile `{profile}`", help=f"profiles: {known}")]
         )
     lister = _Lister(snapshot, prof)
-    return [lister.list_tool(spec) for spec in snapshot.workspace.tools.values()]
+    with Z3_LOCK:  # z3's context is shared: building terms needs the lock too
+        return [lister.list_tool(spec) for spec in snapshot.workspace.tools.values()]
