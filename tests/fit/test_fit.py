@@ -9,7 +9,7 @@ from engine.compile import compile_workspace
 from engine.fit import fit_budget, fit_profile, fit_source
 from policy import ast
 from policy.diagnostics import CharterError
-from tests.fit.support import roles_effect, snapshot
+from tests.fit.support import TOOLSETS, roles_effect, snapshot
 
 CALLER = """
 role mailer {
@@ -237,3 +237,14 @@ def test_huge_models_are_bounded() -> None:
     snap = snapshot("role c { allow mail.send where len(args.cc) < 3 }\nprofile caller { roles c }")
     call = _widens_in(snap, "role r { allow mail.send where len(context.x) > 20 }")
     assert call["context"] is not None
+
+
+def test_a_tool_only_the_candidate_workspace_has_widens() -> None:
+    caller = snapshot("role c { allow mail.search }\nprofile caller { roles c\n hooks none }")
+    extra = "toolset crm {\n  tool export(table: str)\n}\n"
+    candidate = snapshot(
+        "role c { allow mail.search, crm.export }\nprofile kid { roles c\n hooks none }",
+        toolsets=extra + "\n" + TOOLSETS,
+    )
+    result = fit_profile(caller, "caller", candidate, "kid")
+    assert [(v.kind, v.tool) for v in result.violations] == [("widens", "crm.export")]
