@@ -36,6 +36,10 @@ def _allows(snap: Snapshot, profile: str, c: dict[str, Any]) -> bool:
     return roles_effect(snap, profile, c) == "allow"
 
 
+# Generous: a loaded machine must not turn the solver's answer into a (sound) timeout.
+TIMEOUT_MS = 30_000
+
+
 def _assert_real(snap: Snapshot, result: FitResult, caller: str, candidate: str) -> None:
     """(b): every counterexample is confirmed, by the reference and the compiled engine."""
     for v in result.violations:
@@ -55,7 +59,7 @@ def test_fits_means_no_sampled_call_widens(
     progress("test_fits_means_no_sampled_call_widens")
     snap = _workspace(caller, guard, {"cand": cand})
     ws = snap.workspace
-    result = fit_role(ws, "caller", ws, "cand")
+    result = fit_role(ws, "caller", ws, "cand", timeout_ms=TIMEOUT_MS)
     _assert_real(snap, result, "caller", "cand-p")
     witnesses = [c for c in sample if _allows(snap, "cand-p", c) and not _allows(snap, "caller", c)]
     if result.fits:
@@ -92,9 +96,9 @@ def test_a_chain_of_delegations_only_shrinks(
     snap = snapshot(text)
     ws = snap.workspace
     for index in range(3):
-        step = fit_workspace_profile(ws, f"p{index}", ws, f"p{index + 1}")
+        step = fit_workspace_profile(ws, f"p{index}", ws, f"p{index + 1}", timeout_ms=TIMEOUT_MS)
         assert step.fits, step.violations
-    assert fit_workspace_profile(ws, "p0", ws, "p3").fits
+    assert fit_workspace_profile(ws, "p0", ws, "p3", timeout_ms=TIMEOUT_MS).fits
     for c in sample:
         if _allows(snap, "p3", c):
             assert _allows(snap, "p0", c)
@@ -125,7 +129,7 @@ def test_candidates_built_to_widen_are_refused(
     witnesses = [c for c in sample if _allows(snap, "cand-p", c) and not _allows(snap, "caller", c)]
     assume(witnesses)  # the construction widened for real
     ws = snap.workspace
-    result = fit_role(ws, "caller", ws, "cand")
+    result = fit_role(ws, "caller", ws, "cand", timeout_ms=TIMEOUT_MS)
     assert not result.fits
     _assert_real(snap, result, "caller", "cand-p")
 
@@ -142,7 +146,7 @@ def test_dropping_a_deny_or_a_hook_is_refused(
         text += "profile kid { roles c0, guard\n hooks approve-role-create }\n"
     snap = snapshot(text)
     ws = snap.workspace
-    result = fit_workspace_profile(ws, "caller", ws, "kid")
+    result = fit_workspace_profile(ws, "caller", ws, "kid", timeout_ms=TIMEOUT_MS)
     kinds = {v.kind for v in result.violations}
     assert not result.fits
     assert kinds == ({"drops-deny"} if drop_deny else {"drops-hook"})
