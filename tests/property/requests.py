@@ -109,18 +109,40 @@ def broken_args(draw: st.DrawFn, tool: ToolSpec | None) -> Any:
     return args
 
 
+# Mostly well-formed roots (so conditions over them hold or fail rather than error),
+# sometimes missing, and sometimes of any kind at all.
+typical_context = st.fixed_dictionaries(
+    {
+        "team": strings,
+        "level": st.one_of(small_ints, decimals),
+        "flag": st.booleans(),
+        "tags": st.lists(st.one_of(strings, small_ints), max_size=3),
+    },
+    optional={"ip": strings, "other": any_values},
+)
 contexts = st.one_of(
+    typical_context,
+    typical_context,
     st.none(),
     st.dictionaries(st.sampled_from((*CONTEXT_KEYS, "other")), any_values, max_size=4),
 )
+typical_agent = st.fixed_dictionaries(
+    {
+        "id": strings,
+        "name": strings,
+        "identity": strings,
+        "metadata": st.fixed_dictionaries({}, optional={"team": strings, "x": any_values}),
+    }
+)
 agents = st.one_of(
+    typical_agent,
+    typical_agent,
     st.none(),
     st.fixed_dictionaries(
         {},
         optional={
-            "id": strings,
+            "id": any_values,
             "name": strings,
-            "identity": strings,
             "metadata": st.one_of(
                 st.dictionaries(st.sampled_from(("team", "x")), any_values, max_size=2),
                 any_values,
@@ -128,16 +150,14 @@ agents = st.one_of(
         },
     ),
 )
+typical_thread = st.fixed_dictionaries(
+    {"id": strings, "cost": st.one_of(decimals, small_ints), "depth": small_ints}
+)
 threads = st.one_of(
+    typical_thread,
+    typical_thread,
     st.none(),
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "id": strings,
-            "cost": st.one_of(decimals, small_ints, any_values),
-            "depth": st.one_of(small_ints, any_values),
-        },
-    ),
+    st.fixed_dictionaries({}, optional={"cost": any_values, "depth": any_values}),
 )
 
 

@@ -65,8 +65,12 @@ STRINGS = (
     "ünï",
     'q"\\\n',
 )
+# Prefixes, suffixes and infixes of the pool, so `startswith` and friends are often true.
+AFFIXES = ("team-", "https://", "http", "bob", "@example.com", ".net", "x", "e", "ü")
 GLOBS = ("*", "a*", "*@example.com", "team-*", "*x*", "h*://*")
 CONTEXT_KEYS = ("team", "level", "flag", "ip", "tags")
+STR_KEYS = ("team", "team", "ip", "ip", "level")
+NUM_KEYS = ("level", "level", "team")
 # Built-in tools the rules and hooks talk about (denies may name only built-ins).
 BUILTIN_TARGETS = (
     "agents.delete",
@@ -88,8 +92,10 @@ def one_in(draw: st.DrawFn, n: int) -> bool:
     return bool(draw(st.integers(0, n - 1)) == n // 2)
 
 
-strings = st.one_of(st.sampled_from(STRINGS), st.text(max_size=4))
-small_ints = st.integers(-3, 60)
+# Mostly the shared pool (so string predicates hit), now and then anything.
+strings = st.one_of(st.sampled_from(STRINGS), st.sampled_from(STRINGS), st.text(max_size=4))
+# A few landmark numbers shared by conditions and requests, so `<` vs `<=` matters.
+small_ints = st.one_of(st.sampled_from((0, 1, 5, 20, 50)), st.integers(-3, 60))
 decimals = st.decimals(-100, 100, places=2, allow_nan=False, allow_infinity=False)
 
 
@@ -199,7 +205,8 @@ def _of(slots: Sequence[Slot], *types: str) -> list[Slot]:
 def str_operands(slots: Sequence[Slot]) -> st.SearchStrategy[ast.Expr]:
     options: list[st.SearchStrategy[ast.Expr]] = [
         strings.map(_lit_str),
-        st.sampled_from(CONTEXT_KEYS).map(lambda k: ast.Path("context", (k,))),
+        # Mostly the keys that hold strings in a typical context; others make errors.
+        st.sampled_from(STR_KEYS).map(lambda k: ast.Path("context", (k,))),
         st.sampled_from(
             (
                 ast.Path("agent", ("name",)),
@@ -231,7 +238,7 @@ def num_operands(slots: Sequence[Slot]) -> st.SearchStrategy[ast.Expr]:
                 ast.Call("len", (ast.Path("context", ("tags",)),)),
             )
         ),
-        st.sampled_from(CONTEXT_KEYS).map(lambda k: ast.Path("context", (k,))),
+        st.sampled_from(NUM_KEYS).map(lambda k: ast.Path("context", (k,))),
     ]
     numeric = [s.name for s in _of(slots, "int", "decimal")]
     if numeric:
@@ -242,13 +249,19 @@ def num_operands(slots: Sequence[Slot]) -> st.SearchStrategy[ast.Expr]:
     return st.one_of(options)
 
 
+FAMILIES = ("str", "str", "str", "num", "num", "in", "in", "bool", "has", "null", "list")
+
+
 @st.composite
 def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
-    family = draw(st.sampled_from(("str", "num", "bool", "in", "has", "null", "list")))
+    # Weighted towards comparisons, where compiled fast paths and the reference differ most.
+    family = draw(st.sampled_from(FAMILIES))
     if family == "str":
         op = draw(st.sampled_from(("==", "!=", "startswith", "endswith", "contains", "like")))
         left = draw(str_operands(slots))
         right = _lit_str(draw(st.sampled_from(GLOBS))) if op == "like" else None
+        if op in ("startswith", "endswith", "contains") and draw(st.booleans()):
+            right = _lit_str(draw(st.sampled_from(AFFIXES)))
         return ast.Compare(op, left, right or draw(str_operands(slots)))
     if family == "num":
         op = draw(st.sampled_from(("==", "!=", "<", "<=", ">", ">=")))
