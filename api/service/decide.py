@@ -14,11 +14,12 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 import cbor2
 
-from api.service.budget import caps_for, over_cap, to_micros
+from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError, not_found
 from engine.compile import Snapshot
@@ -121,23 +122,49 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _P
     return _Prepared(call, agent, snapshot, thread, request)
 
 
-def _step6(service: Service, p: _Prepared, decision: Decision) -> Decision:
+class _Batch:
+    """What one batch reads once: the ledger's sums and each agent's chain of caps."""
+
+    def __init__(self, service: Service, now: int) -> None:
+        self.service = service
+        self.now = now
+        self.ledger = Ledger(service.store)
+        self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
+
+    def caps(self, p: _Prepared) -> tuple[list[Cap], list[str]]:
+        key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
+        found = self._caps.get(key)
+        if found is None:
+            found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent)
+            self._caps[key] = found
+        return found
+
+
+def _step6(batch: _Batch, p: _Prepared, decision: Decision) -> Decision:
     """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
+    service = batch.service
     spec = p.snapshot.tools.get(p.call.tool)
     if spec is not None and spec.connection_required:
         reason = _connection_problem(service, p, spec.toolset or "")
         if reason is not None:
             return Decision("deny", None, (*decision.reasons, Reason("connection", reason)))
-    caps, subjects = caps_for(p.snapshot, p.agent, p.thread, service.find_agent)
+    caps, subjects = batch.caps(p)
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
     if caps:
-        cap = over_cap(service.store, caps, cost)
+        cap = over_cap(batch.ledger, caps, cost, batch.now)
         if cap is not None:
             message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
             return Decision("deny", None, (*decision.reasons, Reason("budget", message)))
     if decision.effect == "allow" and cost > 0:
-        service.store.charge(subjects, cost, now_ms())
+        batch.ledger.charge(subjects, cost, batch.now)
     return decision
+
+
+@lru_cache(maxsize=4096)
+def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
+    """Reasons as JSON, built once per distinct tuple (most are the compiled snapshot's
+    shared constants). Callers never mutate the lists they get."""
+    return [r.to_json() for r in reasons]
 
 
 def _connection_problem(service: Service, p: _Prepared, toolset: str) -> str | None:
@@ -180,6 +207,7 @@ def decide_detailed(
     out: list[dict[str, Any]] = []
     raw: list[Mapping[str, Any] | None] = []
     entries: list[dict[str, Any]] = []
+    batch = _Batch(service, now)
     with service.store.atomic():
         for p, decision in zip(prepared, decisions, strict=True):
             if approved and decision.effect == "pause":
@@ -190,27 +218,38 @@ def decide_detailed(
                     decision.errors,
                 )
             if decision.effect != "deny":
-                decision = _step6(service, p, decision)
+                decision = _step6(batch, p, decision)
             raw.append(decision.args)
             call = p.call
+            args = redact(p.snapshot, call.tool, call.args)
+            final = redact(p.snapshot, call.tool, decision.args)
             entry: dict[str, Any] = {
                 "id": os.urandom(12).hex(),
                 "at": now,
                 "agent": call.agent,
                 "profile": p.agent["profile"],
                 "tool": call.tool,
-                "args": redact(p.snapshot, call.tool, call.args),
+                "args": args,
                 "effect": decision.effect,
-                "final_args": redact(p.snapshot, call.tool, decision.args),
-                "reasons": [r.to_json() for r in decision.reasons],
-                "errors": [e.to_json() for e in decision.errors],
-                "near_misses": [r.to_json() for r in decision.near_misses],
+                "reasons": _reasons_json(decision.reasons),
                 "revision": p.snapshot.revision,
-                "thread": call.thread,
-                "turn": call.turn,
-                "expected_cost": None if call.expected_cost is None else str(call.expected_cost),
-                "approval": approval,
             }
+            # Rows leave out what is empty or repeats `args` (encoding is most of a
+            # decision's cost); `expand` gives every row its full shape back.
+            if (final is not None) if decision.effect == "deny" else (final != args):
+                entry["final_args"] = final
+            if decision.errors:
+                entry["errors"] = [e.to_json() for e in decision.errors]
+            if decision.near_misses:
+                entry["near_misses"] = _reasons_json(decision.near_misses)
+            for key, value in (
+                ("thread", call.thread),
+                ("turn", call.turn),
+                ("expected_cost", None if call.expected_cost is None else str(call.expected_cost)),
+                ("approval", approval),
+            ):
+                if value is not None:
+                    entry[key] = value
             if decision.effect == "pause":
                 entry["approval"] = _open_approval(service, p, decision, now, management)
             entries.append(entry)
@@ -221,15 +260,29 @@ def decide_detailed(
     return out, raw
 
 
+_ENTRY_DEFAULTS: dict[str, Any] = {
+    "errors": [], "near_misses": [], "thread": None, "turn": None, "expected_cost": None,
+    "approval": None,
+}  # fmt: skip
+
+
+def expand(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A log row with every field: what a compact row leaves out, filled back in."""
+    full = {**_ENTRY_DEFAULTS, **entry}
+    if "final_args" not in entry:
+        full["final_args"] = None if entry["effect"] == "deny" else entry["args"]
+    return full
+
+
 def response(entry: Mapping[str, Any], seq: int) -> dict[str, Any]:
     body = {
         "id": entry["id"],
         "seq": seq,
         "effect": entry["effect"],
-        "args": entry["final_args"],
+        "args": entry.get("final_args", None if entry["effect"] == "deny" else entry["args"]),
         "reasons": entry["reasons"],
-        "errors": entry["errors"],
-        "near_misses": entry["near_misses"],
+        "errors": entry.get("errors", []),
+        "near_misses": entry.get("near_misses", []),
         "revision": entry["revision"],
     }
     if entry.get("approval"):
@@ -238,7 +291,7 @@ def response(entry: Mapping[str, Any], seq: int) -> dict[str, Any]:
 
 
 def log_view(seq: int, entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {"seq": seq, **entry}
+    return {"seq": seq, **expand(entry)}
 
 
 def _open_approval(

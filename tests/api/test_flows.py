@@ -38,7 +38,7 @@ def test_approval_flow(client: Any, harness: Harness) -> None:
                         headers=auth)  # fmt: skip
     assert third.json()["effect"] == "allow"
     log = [e for _, e in harness.service.store.read_decisions(0, 100)]
-    assert [e["approval"] for e in log][:2] == [approval, approval]
+    assert [e.get("approval") for e in log][:2] == [approval, approval]
 
 
 def test_reject(live: Any, harness: Harness) -> None:
