@@ -56,18 +56,13 @@ def test_decide_always_answers(gw: GenWorkspace, data: st.DataObject) -> None:
     names = [p.name for p in gw.profiles]
     for _ in range(6):
         base = data.draw(requests(gw))
+        spoiled = st.dictionaries(odd_keys, junk, min_size=2, max_size=3).map(
+            lambda extra, a=base.args: _spoiled(a, extra)
+        )
         request = Request(
             data.draw(st.one_of(st.sampled_from(names), strings)),
             data.draw(st.one_of(st.just(base.tool), strings)),
-            data.draw(
-                st.one_of(
-                    st.just(base.args),
-                    junk_args,
-                    st.dictionaries(odd_keys, junk, min_size=2, max_size=3).map(
-                        lambda extra, a=base.args: _spoiled(a, extra)
-                    ),
-                )
-            ),
+            data.draw(st.one_of(st.just(base.args), junk_args, spoiled, spoiled)),
             data.draw(st.one_of(st.just(base.context), junk_roots)),
             data.draw(st.one_of(st.just(base.agent), junk_roots)),
             data.draw(st.one_of(st.just(base.thread), junk_roots)),
