@@ -41,12 +41,20 @@ def _type_check(ty: str, var: str, depth: int = 0) -> str:
     if ty == "bool":
         return f"type({var}) is bool"
     if ty == "decimal":
-        return f"_isdec({var})"
+        # Integers (the common case) pass without a call; floats and Decimals must be finite.
+        return f"(type({var}) is int or _isdec({var}))"
     if ty == "map":
         return f"_ismap({var})"
+    item_type = T.item_of(ty)
+    if item_type in _EXACT:
+        # Exact types of every item in one C-level pass (`bool` is not an `int` here).
+        return f"(type({var}) is list and set(map(type, {var})) <= {_EXACT[item_type]})"
     item = f"i{depth}"
-    inner = _type_check(T.item_of(ty), item, depth + 1)
+    inner = _type_check(item_type, item, depth + 1)
     return f"(type({var}) is list and all({inner} for {item} in {var}))"
+
+
+_EXACT = {"str": "_ONLY_STR", "int": "_ONLY_INT", "bool": "_ONLY_BOOL"}
 
 
 def _literal(expr: ast.Expr) -> Any:
@@ -162,6 +170,9 @@ def build_shared_validators(tools: Iterable[ToolSpec]) -> dict[str, SharedValida
     namespace |= {
         "ShapeError": ShapeError,
         "_isdec": is_decimal,
+        "_ONLY_STR": frozenset({str}),
+        "_ONLY_INT": frozenset({int}),
+        "_ONLY_BOOL": frozenset({bool}),
         "_ismap": is_map,
         "_wrong": wrong_type,
         "_unknown": unknown_argument,
