@@ -6,6 +6,7 @@ the fragment = does not fit, with that reason (sound always).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,7 +50,15 @@ def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
     if budget <= 0:
         return z3.unknown
     solver.set("timeout", budget)
-    return solver.check()
+    # z3 does not always honour its timeout inside the sequence theory; interrupting the
+    # context from a timer bounds the wait (an interrupted check answers `unknown`).
+    guard = threading.Timer(budget / 1000 + 0.5, z3.main_ctx().interrupt)
+    guard.daemon = True
+    guard.start()
+    try:
+        return solver.check()
+    finally:
+        guard.cancel()
 
 
 def _unknown(

@@ -342,6 +342,8 @@ def glob_match(text: Any, pattern: str) -> Any:
     if len(pieces) > 3:
         return z3.InRe(text, glob_regex(pattern))
     first, last = pieces[0], pieces[-1]
+    if len(pieces) == 3 and not first and not last:  # `*x*`
+        return z3.Contains(text, z3.StringVal(pieces[1]))
     parts = [
         z3.Length(text) >= len(first) + len(last),
         z3.PrefixOf(z3.StringVal(first), text),
