@@ -153,6 +153,13 @@ def check_sources(
     return workspace
 
 
+# Names a profile body could not refer to: after `roles` the words `roles`, `hooks` and
+# `budget` start the next line, and `default` and `none` are the hooks list's keywords.
+_RESERVED_NAMES: dict[str, tuple[str, ...]] = {
+    "role": ("roles", "hooks", "budget"),
+    "hook": ("default", "none"),
+}
+
 _URL = re.compile(r"https?://[^\s/$.?#][^\s]*\Z")
 
 
@@ -230,6 +237,17 @@ class _Checker:
                 )
                 continue
             seen[key] = decl.span
+            reserved = _RESERVED_NAMES.get(kind, ())
+            if decl.name in reserved:
+                self.report(
+                    Diagnostic(
+                        "E0117",
+                        f"{kind} name `{decl.name}` is reserved",
+                        decl.span,
+                        f"inside a profile `{decl.name}` is a keyword, so a profile could not "
+                        f"select it; pick another name",
+                    )
+                )
             if isinstance(decl, ast.Toolset):
                 self.collect_toolset(decl)
             elif isinstance(decl, ast.Role):

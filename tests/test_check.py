@@ -160,3 +160,9 @@ def test_only_charter_files_in_a_directory(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.charter").write_text("role r {}\n")
     assert [Path(p).name for p, _ in read_sources([tmp_path])] == ["a.charter"]
+
+
+def test_names_a_profile_could_not_select_are_reserved() -> None:
+    found = errors("role hooks {\n  allow search\n}\nhook none on search {\n  pause\n}\n")
+    assert [(d.code, d.span.line) for d in found] == [("E0117", 1), ("E0117", 4)]
+    assert "`hooks`" in found[0].message and found[0].help is not None
