@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
 from engine import types as T
@@ -18,7 +17,6 @@ from engine.runtime import ShapeError, kind
 from policy import ast
 from policy.catalogue import ToolSpec
 
-Validator = Callable[[Any], dict[str, Any]]
 SharedValidator = Callable[[Any, str], dict[str, Any]]  # (args, tool name) -> args to use
 
 
@@ -182,15 +180,3 @@ def build_shared_validators(tools: Iterable[ToolSpec]) -> dict[str, SharedValida
     if sources:
         exec(compile("\n".join(sources), "<charter validators>", "exec"), namespace)
     return {tool.name: namespace[f"v{slots[_signature(tool)]}"] for tool in tools}
-
-
-def build_validators(tools: Iterable[ToolSpec]) -> dict[str, Validator]:
-    """One validator per tool, `validate(args)`."""
-    return {
-        name: partial(_call_shared, shared, name)
-        for name, shared in build_shared_validators(tools).items()
-    }
-
-
-def _call_shared(shared: SharedValidator, name: str, args: Any) -> dict[str, Any]:
-    return shared(args, name)

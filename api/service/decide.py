@@ -21,7 +21,7 @@ import cbor2
 
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
-from api.service.errors import ServiceError, not_found
+from api.service.errors import ServiceError
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request
 from policy.catalogue import SENSITIVE_ARGS
@@ -87,18 +87,19 @@ def agent_context(agent: Doc) -> dict[str, Any]:
     }
 
 
+def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
+    """The turn or thread `id`, which must belong to `agent` (404 unknown, 409 foreign)."""
+    doc = service.doc(what + "s", what, id)
+    if doc["agent"] != agent["id"]:
+        raise ServiceError(409, f"{what}-agent-mismatch", f"{what} `{id}` belongs to another agent")
+    return doc
+
+
 def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _Prepared:
     agent = service.agent(call.agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        turn = service.store.get("turns", call.turn)
-        if turn is None:
-            raise not_found("turn", call.turn)
-        if turn["agent"] != agent["id"]:
-            raise ServiceError(
-                409, "turn-agent-mismatch", f"turn `{call.turn}` belongs to another agent"
-            )
-        revision = int(turn["revision"])
+        revision = int(_owned(service, "turn", call.turn, agent)["revision"])
     if revision == 0:
         raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
     snapshot = snapshots.get(revision)
@@ -107,13 +108,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _P
     thread = None
     thread_ctx = None
     if call.thread is not None:
-        thread = service.store.get("threads", call.thread)
-        if thread is None:
-            raise not_found("thread", call.thread)
-        if thread["agent"] != agent["id"]:
-            raise ServiceError(
-                409, "thread-agent-mismatch", f"thread `{call.thread}` belongs to another agent"
-            )
+        thread = _owned(service, "thread", call.thread, agent)
         spent = Decimal(service.store.spent(f"thread:{thread['id']}", 0)) / 1_000_000
         thread_ctx = {"id": thread["id"], "cost": spent, "depth": int(thread.get("depth", 0))}
     request = Request(
