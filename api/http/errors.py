@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -11,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.service.encoding import dumps
 from api.service.errors import ServiceError
 
 log = logging.getLogger("charter.http")
@@ -21,10 +21,6 @@ TITLES = {
     415: "Unsupported Media Type", 422: "Unprocessable Content", 500: "Internal Server Error",
     503: "Service Unavailable",
 }  # fmt: skip
-
-
-def dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str).encode()
 
 
 def problem(status: int, code: str, detail: str, **extra: Any) -> Response:

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.http.errors import dumps
+from api.service.encoding import dumps
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
