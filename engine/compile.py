@@ -30,7 +30,7 @@ from engine.plan import (
     make_unknown_tool,
     rule_entry,
 )
-from engine.shape import SharedValidator, build_shared_validators
+from engine.runfns import RunFunctions
 from policy import ast
 from policy.catalogue import ToolSpec
 
@@ -91,12 +91,11 @@ class ProfilePlan:
         hooks = [entry for entry, hook in self.hooks if any(p.matches(tool) for p in hook.patterns)]
         return make_plan(
             tool,
-            snap.validators[tool],
             denies,
             allows,
             hooks,
+            snap.parts,
             execute_missing=spec.runs_code and not self.has_execute,
-            parts=snap.parts,
         )
 
     def plan_for(self, tool: str) -> Plan:
@@ -130,10 +129,7 @@ class Snapshot:
         self.workspace = workspace
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
-        self.validators: dict[str, SharedValidator] = build_shared_validators(
-            workspace.tools.values()
-        )
-        self.parts = PlanParts()
+        self.parts = PlanParts(RunFunctions(workspace.tools.values()))
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
         self._rule_slots: dict[int, int | None] = {}
@@ -156,6 +152,11 @@ class Snapshot:
                 plan = plans.build(tool)
                 if plan is not None:
                     plans.plans[tool] = plan
+            # Every tool an exact or namespace rule reaches has its plan now; what is built
+            # later is reached through `*` or by nothing, so only `star` is read again.
+            plans.rules.exact = {}
+            plans.rules.namespace = {}
+        self.parts.forget_tuples()
         # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
         self._index: dict[str, dict[str, CompiledPlan]] = {
             name: plans.plans for name, plans in self.profiles.items()
@@ -244,14 +245,13 @@ class Snapshot:
 
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
-        """DESIGN.md section 2, steps 2-5 and 7. The hot path: two dict look-ups and the
+        """DESIGN.md section 2, steps 2-5 and 7. The hot path: two dict subscripts and the
         plan's run function; everything else (lazy plans, unknown names) is `_decide_slow`."""
-        plans = self._index.get(request.profile)
-        if plans is not None:
-            plan = plans.get(request.tool)
-            if plan is not None:
-                return plan.run(plan, request.args, request.context, request.agent, request.thread)
-        return self._decide_slow(request)
+        try:
+            plan = self._index[request.profile][request.tool]
+        except KeyError:  # free in 3.11 until raised: a lazy plan, or an unknown name
+            return self._decide_slow(request)
+        return plan.run(plan, request.args, request.context, request.agent, request.thread)
 
     def _decide_slow(self, request: Request) -> Decision:
         profile = self.profiles.get(request.profile)

@@ -1,11 +1,9 @@
 """Plans: what decides one tool for one profile.
 
-A plan is data (a slotted `CompiledPlan`) plus one of five shared run functions, picked
-at compile time by what the plan needs: a constant answer after the shape check, a
-straight allow, the general roles check, or roles then hooks. Sharing a handful of run
-functions (instead of one generated function per profile x tool) keeps the code the
-decisions run small and hot in the CPU caches, which is what a decision costs when 20,000
-different requests go through 25,000 plans.
+A plan is data (a slotted `CompiledPlan`) plus its run function, picked at compile time
+by what the plan needs from a few generated per signature (`engine.runfns`: a constant
+answer after the shape check, a straight allow, allows only, denies then allows), or
+`run_hooks` (the roles, then the profile's hooks).
 
 Every plan runs DESIGN.md section 2 in order: shape (validate and apply defaults), denies
 win, allows add up, then the profile's hooks (deny, rewrites re-checked against the
@@ -19,24 +17,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.codegen import ConditionFn
-from engine.decision import ConditionError, Decision, Reason
-from engine.runtime import ShapeError, describe
-from engine.shape import SharedValidator
+from engine.decision import Decision, Reason
+from engine.runfns import RunFn, RunFunctions, condition_error
 
 Plan = Callable[[Any, Any, Any, Any], Decision]
-RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
 _Hooks = tuple[
     tuple[tuple[Reason, "ConditionFn | None"], ...],
     tuple[tuple[Reason, "ConditionFn | None", tuple[tuple[str, "ConditionFn"], ...]], ...],
     tuple[tuple[Reason, "ConditionFn | None"], ...],
+    RunFn,  # the roles check of the tool's signature (run first, and again after rewrites)
 ]
 
 EXECUTE_MESSAGE = (
     "Tool {name} runs code in the sandbox, which is not enabled for this agent. "
     "Its owner can grant code execution in the agent's tool settings."
 )
-
-_new = tuple.__new__  # Decision(...) without a Python-level __init__
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,112 +57,37 @@ class HookEntry:
 
 
 class CompiledPlan:
-    """One profile x tool. Callable as a `Plan`: `plan(args, context, agent, thread)`.
-    The snapshot's hot path calls `plan.run(plan, ...)` directly (one frame less)."""
+    """One profile x tool (a constant plan is shared by every profile that has it).
+    Callable as a `Plan`: `plan(args, context, agent, thread)`. The snapshot's hot path
+    calls `plan.run(plan, ...)` directly (one frame less)."""
 
-    __slots__ = (
-        "allows",
-        "denies",
-        "execute_denied",
-        "hooks",
-        "near",
-        "not_granted",
-        "run",
-        "tool",
-        "validate",
-    )
+    __slots__ = ("allows", "denies", "hooks", "near", "not_granted", "run", "tool")
 
-    def __init__(self, tool: str, validate: SharedValidator, not_granted: Decision) -> None:
+    def __init__(self, tool: str, run: RunFn, not_granted: Decision) -> None:
         self.tool = tool
-        self.validate = validate
+        self.run = run
         self.denies: tuple[tuple[Reason, ConditionFn | None, Decision], ...] = ()
         self.allows: tuple[tuple[tuple[Reason, ...], ConditionFn | None], ...] = ()
-        self.execute_denied: Decision | None = None
         self.near: tuple[Reason, ...] = ()
-        # Shared per tool; for a `_run_constant` plan, the constant answer. A not-granted
-        # answer with near misses is built when needed (rare; saves one object per plan).
+        # The default deny: not granted (shared per tool), or the `execute` answer when
+        # the tool runs code the profile may not run (then no allow can apply).
         self.not_granted = not_granted
-        self.hooks: _Hooks = ((), (), ())  # deny hooks, rewrite hooks, pause hooks
-        self.run: RunFn = _run_roles
+        self.hooks: _Hooks | None = None
 
     def __call__(self, args: Any, x: Any = None, g: Any = None, t: Any = None) -> Decision:
         return self.run(self, args, x, g, t)
 
 
-def shape_denied(exc: ShapeError) -> Decision:
-    return _new(Decision, ("deny", None, (Reason("shape", str(exc)),), (), ()))
-
-
-def _error(reason: Reason, exc: BaseException, effect: str) -> ConditionError:
-    return ConditionError(reason.location or "", describe(exc), effect)
-
-
-# ---- run functions (shared by every plan; `p` is the plan) ------------------------------
-def _run_constant(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
-    """No deny and no allow can apply: after the shape check the answer is fixed."""
-    try:
-        p.validate(args, p.tool)
-    except ShapeError as exc:
-        return shape_denied(exc)
-    return p.not_granted
-
-
-def _run_allow(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
-    """No deny, no hook, and an unconditional allow: shape, then allow."""
-    try:
-        a = p.validate(args, p.tool)
-    except ShapeError as exc:
-        return shape_denied(exc)
-    return _new(Decision, ("allow", a, p.allows[0][0], (), ()))
-
-
-def _run_roles(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
-    """Steps 2-5: shape, denies win (an erroring deny applies), the `execute` grant,
-    allows add up (an erroring allow does not apply), default deny."""
-    try:
-        a = p.validate(args, p.tool)
-    except ShapeError as exc:
-        return shape_denied(exc)
-    for reason, cond, denied in p.denies:
-        if cond is None:
-            return denied
-        try:
-            if cond(a, x, g, t):
-                return denied
-        except Exception as exc:
-            return _new(
-                Decision,
-                ("deny", None, (reason,), (_error(reason, exc, "applied deny"),), ()),
-            )
-    if p.execute_denied is not None:
-        return p.execute_denied
-    errors: list[ConditionError] | None = None
-    for reasons, cond in p.allows:
-        if cond is None:
-            return _new(Decision, ("allow", a, reasons, tuple(errors) if errors else (), ()))
-        try:
-            if cond(a, x, g, t):
-                return _new(Decision, ("allow", a, reasons, tuple(errors) if errors else (), ()))
-        except Exception as exc:
-            if errors is None:
-                errors = []
-            errors.append(_error(reasons[0], exc, "ignored allow"))
-    if errors is None:
-        if p.near:
-            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
-        return p.not_granted
-    return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
-
-
-def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
+def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     """Steps 2-5, then step 7: deny hooks, rewrites (re-checked through the roles), pauses."""
-    decision = _run_roles(p, args, x, g, t)
+    assert p.hooks is not None
+    deny_hooks, rewrite_hooks, pause_hooks, check = p.hooks
+    decision = check(p, args, x, g, t)
     if decision.effect != "allow":
         return decision
     a = decision.args
     reasons = decision.reasons
     errors = decision.errors
-    deny_hooks, rewrite_hooks, pause_hooks = p.hooks
     for reason, cond in deny_hooks:
         try:
             if cond is None or cond(a, x, g, t):
@@ -177,7 +97,7 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
                 "deny",
                 None,
                 (*reasons, reason),
-                (*errors, _error(reason, exc, "applied deny hook")),
+                (*errors, condition_error(reason, exc, "applied deny hook")),
             )
     rewritten = False
     for reason, cond, assignments in rewrite_hooks:
@@ -192,14 +112,14 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
                 "deny",
                 None,
                 (*reasons, reason),
-                (*errors, _error(reason, exc, "rewrite failed, denied")),
+                (*errors, condition_error(reason, exc, "rewrite failed, denied")),
             )
         a = new
         reasons = (*reasons, reason)
         rewritten = True
     if rewritten:
         # A rewrite can never reach what the roles do not allow: check the new call.
-        again = _run_roles(p, a, x, g, t)
+        again = check(p, a, x, g, t)
         if again.effect != "allow":
             return Decision(
                 "deny",
@@ -219,7 +139,7 @@ def _run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
                 "pause",
                 a,
                 (*reasons, reason),
-                (*errors, _error(reason, exc, "applied pause hook")),
+                (*errors, condition_error(reason, exc, "applied pause hook")),
             )
     return Decision("allow", a, reasons, errors)
 
@@ -230,13 +150,17 @@ def make_unknown_tool(tool: str) -> Decision:
 
 
 class PlanParts:
-    """What plans of one snapshot share, so that 25,000 plans cost little memory: one
-    not-granted and one execute answer per tool, and one copy of each distinct rule
-    tuple (the 50 tools under one `ns.*` grant all point at the same tuple)."""
+    """What plans of one snapshot share, so that 25,000 plans cost little memory: the run
+    functions, one not-granted and one execute answer per tool, one copy of each
+    distinct rule or hook tuple (the 50 tools under one `ns.*` grant all point at the
+    same tuple), and one constant plan per tool for every profile in which no rule and
+    no hook reaches it."""
 
-    def __init__(self) -> None:
+    def __init__(self, runs: RunFunctions) -> None:
+        self.runs = runs
         self._not_granted: dict[str, Decision] = {}
         self._execute: dict[str, Decision] = {}
+        self._constant: dict[tuple[str, bool], CompiledPlan] = {}
         self._tuples: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = {}
 
     def not_granted(self, tool: str) -> Decision:
@@ -253,6 +177,18 @@ class PlanParts:
             found = self._execute[tool] = Decision("deny", None, (reason,))
         return found
 
+    def constant(self, tool: str, execute_missing: bool) -> CompiledPlan:
+        """Shape check, then not granted (or the `execute` answer): the same in every
+        profile, so one plan per tool serves them all (plans are never changed once
+        built)."""
+        key = (tool, execute_missing)
+        found = self._constant.get(key)
+        if found is None:
+            answer = self.execute_denied(tool) if execute_missing else self.not_granted(tool)
+            found = CompiledPlan(tool, self.runs.get(tool, "constant"), answer)
+            self._constant[key] = found
+        return found
+
     def intern(
         self, kind: str, entries: Sequence[Any], build: Callable[[], tuple[Any, ...]]
     ) -> Any:
@@ -262,21 +198,33 @@ class PlanParts:
             found = self._tuples[key] = build()
         return found
 
+    def forget_tuples(self) -> None:
+        """Drop the interning index (its keys cost as much as the tuples) once the
+        eager plans are built; plans built later just share less."""
+        self._tuples = {}
+
 
 def make_plan(
     tool: str,
-    validate: SharedValidator,
     denies: Sequence[RuleEntry],
     allows: Sequence[RuleEntry],
     hooks: Sequence[HookEntry],
+    parts: PlanParts,
     execute_missing: bool = False,
-    parts: PlanParts | None = None,
 ) -> CompiledPlan:
     """The plan for one tool. `allows` in evaluation order (the compiler puts
     unconditional grants first: the first one that applies decides, and its reason is
-    the one reported). The entries must stay alive as long as `parts` (it keys by id)."""
-    parts = parts or PlanParts()
-    plan = CompiledPlan(tool, validate, parts.not_granted(tool))
+    the one reported). The entries must stay alive as long as `parts` (it keys by id).
+
+    A tool that runs code the profile may not run is denied unless a deny applies first
+    (DESIGN.md section 2: denies win, then the `execute` grant), so its allows are
+    dropped and its default answer is the `execute` one."""
+    if execute_missing:
+        allows = ()
+    if not denies and not hooks and not allows:
+        return parts.constant(tool, execute_missing)
+    answer = parts.execute_denied(tool) if execute_missing else parts.not_granted(tool)
+    plan = CompiledPlan(tool, parts.runs.get(tool, "roles"), answer)
     if denies:
         plan.denies = parts.intern(
             "denies", denies, lambda: tuple((e.reason, e.fn, e.denied) for e in denies)
@@ -288,22 +236,20 @@ def make_plan(
         plan.near = parts.intern(
             "near", allows, lambda: tuple(e.reason for e in allows if e.fn is not None)
         )
-    if execute_missing:
-        plan.execute_denied = parts.execute_denied(tool)
     if hooks:
-        plan.hooks = (
-            tuple((h.reason, h.fn) for h in hooks if h.kind == "deny"),
-            tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"),
-            tuple((h.reason, h.fn) for h in hooks if h.kind == "pause"),
+        check = plan.run
+        plan.hooks = parts.intern(
+            f"hooks-{id(check)}",
+            hooks,
+            lambda: (
+                tuple((h.reason, h.fn) for h in hooks if h.kind == "deny"),
+                tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"),
+                tuple((h.reason, h.fn) for h in hooks if h.kind == "pause"),
+                check,
+            ),
         )
-        plan.run = _run_hooks
-    elif not denies and (execute_missing or not allows):
-        if plan.execute_denied is not None:
-            plan.not_granted = plan.execute_denied
-        plan.near = ()  # a constant answer: no allow can apply, so none was a near miss
-        plan.run = _run_constant
-    elif not denies and allows[0].fn is None and not execute_missing:
-        plan.run = _run_allow
-    else:
-        plan.run = _run_roles
+        plan.run = run_hooks
+    elif not denies:
+        kind = "allow" if allows[0].fn is None else "allows"
+        plan.run = parts.runs.get(tool, kind)
     return plan

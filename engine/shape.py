@@ -1,14 +1,15 @@
 """Argument validation against a tool's signature (DESIGN.md section 2, step 2).
 
-One validator per tool is generated as Python source and compiled in a batch: it checks
-every argument's type, reports missing required and unknown arguments, and applies
-defaults, returning the arguments to use. Bad input raises `ShapeError`.
+Validation is generated as Python source per distinct signature and inlined into the
+plans' run functions (`engine.runfns`): it checks every argument's type, reports missing
+required and unknown arguments, and applies defaults. Bad input denies with a `shape`
+reason.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -16,8 +17,6 @@ from engine import types as T
 from engine.runtime import ShapeError, kind
 from policy import ast
 from policy.catalogue import ToolSpec
-
-SharedValidator = Callable[[Any, str], dict[str, Any]]  # (args, tool name) -> args to use
 
 
 def is_decimal(value: Any) -> bool:
@@ -83,9 +82,12 @@ def wrong_type(tool: str, name: str, declared: str, value: Any) -> None:
     raise ShapeError(f"argument `{name}` of `{tool}` must be `{shown}`, got a {kind(value)}")
 
 
-def _signature(tool: ToolSpec) -> tuple[tuple[str, str, bool, str], ...]:
-    """What a validator's code depends on: names, types, required-ness and defaults (not
-    the tool's name). Tools with the same signature share one compiled code object."""
+Signature = tuple[tuple[str, str, bool, str], ...]
+
+
+def signature(tool: ToolSpec) -> Signature:
+    """What validation code depends on: names, types, required-ness and defaults (not the
+    tool's name). Tools with the same signature share one compiled code object."""
     return tuple(
         (
             p.name,
@@ -97,51 +99,56 @@ def _signature(tool: ToolSpec) -> tuple[tuple[str, str, bool, str], ...]:
     )
 
 
-def _shared_source(slot: int, signature: tuple[tuple[str, str, bool, str], ...]) -> str:
-    """`v<slot>(args, n)` validates the arguments of tool `n` (named only in errors).
+def validation_lines(slot: int, sig: Signature) -> list[str]:
+    """Code (indented for a function body) that validates `a`, the call's arguments, for
+    the tool named `p.tool`, and leaves in `a` the arguments to use (defaults applied).
+    A bad call returns the shape-denied decision from the enclosing function.
 
     Required arguments are read inside one `try` (a missing key raises KeyError, which is
     free in 3.11 until it happens); optional ones are counted so that the final length
     test catches unknown names without a scan. Arguments are checked in declared order,
-    so the first problem reported is the first in the signature."""
-    required = sum(1 for _, _, req, _ in signature if req)
-    lines = [
-        f"def v{slot}(args, n):",
-        "    if type(args) is not dict:",
-        "        raise ShapeError('arguments of `' + n + '` must be an object')",
-        "    out = args",
-        "    seen = 0",
-        "    try:",
-    ]
-    body: list[str] = []
-    for name, ty, req, default_src in signature:
+    so the first problem reported is the first in the signature. Defaults are filled by
+    `fill<slot>(a)`, which copies: the caller's dict is never changed."""
+    required = sum(1 for _, _, req, _ in sig if req)
+    optional = len(sig) - required
+    body = ["if type(a) is not dict:", "    _not_object(p.tool)"]
+    if optional:
+        body.append("seen = 0")
+    for name, ty, req, _ in sig:
         key = repr(name)
         check = _type_check(ty, "v")
         if req:
-            body.append(f"v = args[{key}]")
-            body.append(f"if not ({check}):")
-            body.append(f"    _wrong(n, {key}, {ty!r}, v)")
+            body += [f"v = a[{key}]", f"if not ({check}):", f"    _wrong(p.tool, {key}, {ty!r}, v)"]
             continue
-        body.append(f"if {key} in args:")
-        body.append("    seen += 1")
-        body.append(f"    v = args[{key}]")
-        body.append(f"    if not ({check}):")
-        body.append(f"        _wrong(n, {key}, {ty!r}, v)")
+        body += [f"if {key} in a:", "    seen += 1", f"    v = a[{key}]", f"    if not ({check}):"]
+        body.append(f"        _wrong(p.tool, {key}, {ty!r}, v)")
+    counted = f"{required} + seen" if optional else f"{required}"
+    body += [f"if len(a) != {counted}:", f"    _unknown(a, p.tool, kn{slot})"]
+    lines = ["    try:", *("        " + line for line in body)]
+    lines += [
+        "    except KeyError as exc:",
+        "        return _missing(p.tool, exc)",
+        "    except ShapeError as exc:",
+        "        return _shape_denied(exc)",
+    ]
+    if any(default for _, _, _, default in sig):
+        lines += [f"    if seen != {optional}:", f"        a = fill{slot}(a)"]
+    return lines
+
+
+def fill_source(slot: int, sig: Signature) -> str:
+    """`fill<slot>(a)`: a copy of `a` with every missing default added, in declared order.
+    A fresh value per call (the repr of a literal rebuilds it), so no caller can mutate
+    the default that another call sees."""
+    lines = [f"def fill{slot}(a):", "    out = dict(a)"]
+    for name, _, _, default_src in sig:
         if default_src:
-            # A fresh value per call (the repr of a literal rebuilds it), so no caller
-            # can mutate the default that another call sees.
-            body.append("else:")
-            body.append("    if out is args:")
-            body.append("        out = dict(args)")
-            body.append(f"    out[{key}] = {default_src}")
-    body.append("pass")
-    lines.extend("        " + line for line in body)
-    lines.append("    except KeyError as exc:")
-    lines.append("        _missing(n, exc)")
-    lines.append(f"    if len(args) != {required} + seen:")
-    lines.append(f"        _unknown(args, n, kn{slot})")
-    lines.append("    return out")
-    return "\n".join(lines) + "\n"
+            lines += [f"    if {name!r} not in out:", f"        out[{name!r}] = {default_src}"]
+    return "\n".join([*lines, "    return out"]) + "\n"
+
+
+def known_names(sig: Signature) -> frozenset[str]:
+    return frozenset(name for name, _, _, _ in sig)
 
 
 def missing_argument(tool: str, exc: KeyError) -> None:
@@ -149,34 +156,21 @@ def missing_argument(tool: str, exc: KeyError) -> None:
     raise ShapeError(f"missing required argument `{name}` of `{tool}`")
 
 
-def build_shared_validators(tools: Iterable[ToolSpec]) -> dict[str, SharedValidator]:
-    """Tool name -> its validator `v(args, tool_name)`. Tools with the same signature share
-    one generated function (all compiled with a single `exec`): 5,000 tools typically have
-    a few dozen signatures, which keeps compile time and memory low and the code that
-    decisions run hot in the CPU caches."""
-    tools = list(tools)
-    slots: dict[tuple[tuple[str, str, bool, str], ...], int] = {}
-    sources: list[str] = []
-    namespace: dict[str, Any] = {}
-    for tool in tools:
-        signature = _signature(tool)
-        if signature not in slots:
-            slot = len(sources)
-            slots[signature] = slot
-            sources.append(_shared_source(slot, signature))
-            namespace[f"kn{slot}"] = frozenset(name for name, _, _, _ in signature)
-    namespace |= {
-        "ShapeError": ShapeError,
-        "_isdec": is_decimal,
-        "_ONLY_STR": frozenset({str}),
-        "_ONLY_INT": frozenset({int}),
-        "_ONLY_BOOL": frozenset({bool}),
-        "_ismap": is_map,
-        "_wrong": wrong_type,
-        "_unknown": unknown_argument,
-        "_missing": missing_argument,
-        "Decimal": Decimal,
-    }
-    if sources:
-        exec(compile("\n".join(sources), "<charter validators>", "exec"), namespace)
-    return {tool.name: namespace[f"v{slots[_signature(tool)]}"] for tool in tools}
+def not_an_object(tool: str) -> None:
+    raise ShapeError(f"arguments of `{tool}` must be an object")
+
+
+HELPERS: dict[str, Any] = {
+    "ShapeError": ShapeError,
+    "_isdec": is_decimal,
+    "_ONLY_STR": frozenset({str}),
+    "_ONLY_INT": frozenset({int}),
+    "_ONLY_BOOL": frozenset({bool}),
+    "_ismap": is_map,
+    "_wrong": wrong_type,
+    "_unknown": unknown_argument,
+    "_not_object": not_an_object,
+    "Decimal": Decimal,
+}
+"""What validation code refers to (the run functions' module adds `_missing` and
+`_shape_denied`, which build decisions)."""

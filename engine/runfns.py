@@ -1,0 +1,154 @@
+"""Run functions: the code every decision runs, generated per (plan kind, signature).
+
+A plan (`engine.plan.CompiledPlan`) is data; its `run` is one of a few functions chosen
+at compile time by what the plan needs, with the validation of the tool's signature
+inlined (one call per decision instead of two). Functions are generated per distinct
+signature, not per plan: 5,000 tools have a few dozen signatures, so decisions run a few
+hundred small code objects that stay hot in the CPU caches (one generated function per
+profile x tool was tried and ran ~3x slower over 20,000 varied requests).
+
+The kinds, each DESIGN.md section 2 in order (shape, denies win, allows add up, default
+deny; nothing here can fail open):
+- `constant`: no deny and no allow can apply; after the shape check the answer is fixed.
+- `allow`: no deny, no hook, an unconditional allow first: shape, then allow.
+- `allows`: no deny: the allows in order (an erroring allow does not apply).
+- `roles`: denies (an erroring deny applies), then the allows.
+Plans with hooks run `engine.plan.run_hooks`, which calls the `roles` function of the
+tool's signature, then the hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from engine.decision import ConditionError, Decision, Reason
+from engine.runtime import ShapeError, describe
+from engine.shape import (
+    HELPERS,
+    Signature,
+    fill_source,
+    known_names,
+    missing_argument,
+    signature,
+    validation_lines,
+)
+from policy.catalogue import ToolSpec
+
+if TYPE_CHECKING:
+    from engine.plan import CompiledPlan
+
+RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
+KINDS = ("constant", "allow", "allows", "roles")
+
+_new = tuple.__new__  # Decision(...) without a Python-level __init__
+
+
+def shape_denied(exc: ShapeError) -> Decision:
+    return _new(Decision, ("deny", None, (Reason("shape", str(exc)),), (), ()))
+
+
+def _missing(tool: str, exc: KeyError) -> Decision:
+    try:
+        missing_argument(tool, exc)
+    except ShapeError as shape:
+        return shape_denied(shape)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def condition_error(reason: Reason, exc: BaseException, effect: str) -> ConditionError:
+    return ConditionError(reason.location or "", describe(exc), effect)
+
+
+def _denied_by_error(reason: Reason, exc: BaseException) -> Decision:
+    error = condition_error(reason, exc, "applied deny")
+    return _new(Decision, ("deny", None, (reason,), (error,), ()))
+
+
+def _ignored(errors: list[ConditionError] | None, reason: Reason, exc: BaseException) -> Any:
+    if errors is None:
+        errors = []
+    errors.append(condition_error(reason, exc, "ignored allow"))
+    return errors
+
+
+def _not_granted(p: CompiledPlan, errors: list[ConditionError] | None) -> Decision:
+    """Default deny; near misses are the conditional allows that did not apply."""
+    if errors is None:
+        if p.near:
+            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
+        return p.not_granted
+    return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
+
+
+_ALLOWS = """
+    errors = None
+    for reasons, cond in p.allows:
+        if cond is None:
+            return _new(Decision, ("allow", a, reasons, () if errors is None else tuple(errors), ()))
+        try:
+            if cond(a, x, g, t):
+                return _new(Decision, ("allow", a, reasons, () if errors is None else tuple(errors), ()))
+        except Exception as exc:
+            errors = _ignored(errors, reasons[0], exc)
+    return _not_granted(p, errors)
+"""
+
+_DENIES = """
+    for reason, cond, denied in p.denies:
+        if cond is None:
+            return denied
+        try:
+            if cond(a, x, g, t):
+                return denied
+        except Exception as exc:
+            return _denied_by_error(reason, exc)
+"""
+
+_BODIES = {
+    "constant": "\n    return p.not_granted\n",
+    "allow": '\n    return _new(Decision, ("allow", a, p.allows[0][0], (), ()))\n',
+    "allows": _ALLOWS,
+    "roles": _DENIES + _ALLOWS,
+}
+
+
+def _source(kind: str, slot: int, sig: Signature) -> str:
+    head = f"def {kind}{slot}(p, a, x, g, t):"
+    return "\n".join([head, *validation_lines(slot, sig)]) + _BODIES[kind]
+
+
+class RunFunctions:
+    """Tool name -> its run function of each kind, built with a single `exec`."""
+
+    def __init__(self, tools: Iterable[ToolSpec]) -> None:
+        slots: dict[Signature, int] = {}
+        self._slot_of: dict[str, int] = {}
+        sources: list[str] = []
+        namespace: dict[str, Any] = {
+            **HELPERS,
+            "Decision": Decision,
+            "_new": _new,
+            "_missing": _missing,
+            "_shape_denied": shape_denied,
+            "_denied_by_error": _denied_by_error,
+            "_ignored": _ignored,
+            "_not_granted": _not_granted,
+        }
+        for tool in tools:
+            sig = signature(tool)
+            slot = slots.get(sig)
+            if slot is None:
+                slot = slots[sig] = len(slots)
+                namespace[f"kn{slot}"] = known_names(sig)
+                sources.append(fill_source(slot, sig))
+                sources.extend(_source(kind, slot, sig) for kind in KINDS)
+            self._slot_of[tool.name] = slot
+        if sources:
+            exec(compile("\n".join(sources), "<charter run functions>", "exec"), namespace)
+        self._functions: list[dict[str, RunFn]] = [
+            {kind: namespace[f"{kind}{slot}"] for kind in KINDS} for slot in range(len(slots))
+        ]
+
+    def get(self, tool: str, kind: str) -> RunFn:
+        return self._functions[self._slot_of[tool]][kind]
