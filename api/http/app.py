@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
 from api.http import decisions, ops, policy, resources
+from api.http.commit import GroupCommit
 from api.http.errors import CatchAll, http_error, service_error
 from api.http.routing import Table, build
 from api.service.core import Service
@@ -27,6 +28,7 @@ def create_app(service: Service) -> Starlette:
         exception_handlers={ServiceError: service_error, HTTPException: http_error},
     )
     app.state.service = service
+    app.state.commit = GroupCommit(service)
     app.state.tokens = TokenCache(service.store)
     app.state.openapi = ops.openapi(TABLE)
     return app

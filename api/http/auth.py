@@ -4,6 +4,8 @@ requests are decided as tool calls under its own profile (api.service.manage).""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from starlette.requests import Request
 
 from api.service.errors import ServiceError
@@ -33,6 +35,14 @@ def require_decide(request: Request, agent: str | None = None) -> Principal:
     """admin or decide, or the agent's own token (for that agent only)."""
     actor = principal(request)
     if actor.scope == "agent" and agent is not None and actor.agent != agent:
+        raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
+    return actor
+
+
+def require_decide_all(request: Request, agents: Iterable[str]) -> Principal:
+    """require_decide for every agent of a batch (the token is looked up once)."""
+    actor = principal(request)
+    if actor.scope == "agent" and any(agent != actor.agent for agent in agents):
         raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
     return actor
 

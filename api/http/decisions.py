@@ -11,12 +11,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http.auth import require_admin, require_decide
+from api.http.auth import require_admin, require_decide, require_decide_all
 from api.http.body import body, check_depth
+from api.http.commit import GroupCommit
 from api.http.pagination import int_query
 from api.http.routing import Spec, Table, json_response
 from api.service.core import Service
-from api.service.decide import Call, decide_calls, log_view
+from api.service.decide import Call, log_view
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn
@@ -43,22 +44,19 @@ async def decide_one(request: Request) -> Response:
     started = time.perf_counter()
     item = await body(request, m.DecisionRequest)
     require_decide(request, item.agent)
-    service = _service(request)
-    result = decide_calls(service, [_call(item)])[0]
-    service.metrics.observe(time.perf_counter() - started)
+    commit: GroupCommit = request.app.state.commit
+    result = (await commit.decide([_call(item)]))[0]
+    _service(request).metrics.observe(time.perf_counter() - started)
     return json_response(result)
 
 
 async def decide_batch(request: Request) -> Response:
     started = time.perf_counter()
     batch = await body(request, m.BatchRequest)
-    actor = None
-    for item in batch.calls:
-        actor = require_decide(request, item.agent)
-    assert actor is not None
-    service = _service(request)
-    results = decide_calls(service, [_call(item) for item in batch.calls])
-    service.metrics.observe(time.perf_counter() - started)
+    require_decide_all(request, [item.agent for item in batch.calls])
+    commit: GroupCommit = request.app.state.commit
+    results = await commit.decide([_call(item) for item in batch.calls])
+    _service(request).metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})
 
 

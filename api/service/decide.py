@@ -49,7 +49,7 @@ class Call:
 
 
 @dataclass(slots=True)
-class _Prepared:
+class Prepared:
     call: Call
     agent: Doc
     snapshot: Snapshot
@@ -122,7 +122,7 @@ def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
     return doc
 
 
-def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _Prepared:
+def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Prepared:
     agent = service.agent(call.agent)
     revision = service.snapshots.latest
     if call.turn is not None:
@@ -141,7 +141,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> _P
     request = Request(
         agent["profile"], call.tool, call.args, call.context, _agent_context(agent), thread_ctx
     )
-    return _Prepared(call, agent, snapshot, thread, request)
+    return Prepared(call, agent, snapshot, thread, request)
 
 
 class _Batch:
@@ -153,7 +153,7 @@ class _Batch:
         self.ledger = Ledger(service.store)
         self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
 
-    def caps(self, p: _Prepared) -> tuple[list[Cap], list[str]]:
+    def caps(self, p: Prepared) -> tuple[list[Cap], list[str]]:
         key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
         found = self._caps.get(key)
         if found is None:
@@ -162,7 +162,7 @@ class _Batch:
         return found
 
 
-def _step6(batch: _Batch, p: _Prepared, decision: Decision) -> Decision:
+def _step6(batch: _Batch, p: Prepared, decision: Decision) -> Decision:
     """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
     service = batch.service
     spec = p.snapshot.tools.get(p.call.tool)
@@ -204,7 +204,7 @@ def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
     return value
 
 
-def _connection_problem(service: Service, p: _Prepared, toolset: str) -> str | None:
+def _connection_problem(service: Service, p: Prepared, toolset: str) -> str | None:
     """An agent may use workspace-owned connections and its own identity's, nothing else.
     Naming a connection picks it (it must be eligible); else any eligible one will do."""
     identity = p.agent.get("identity")
@@ -244,7 +244,7 @@ def decide_detailed(
 
 def prepare(
     service: Service, calls: Sequence[Call], snapshots: dict[int, Snapshot]
-) -> list[_Prepared]:
+) -> list[Prepared]:
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
     steps 2-5 and 7 on the snapshot. Raises ServiceError (a 404, a 409) for the whole
     request: nothing is written for it. Call `service.sync()` first."""
@@ -256,7 +256,7 @@ def prepare(
 
 def write(
     service: Service,
-    prepared: Sequence[_Prepared],
+    prepared: Sequence[Prepared],
     *,
     management: bool = False,
     approval: str | None = None,
@@ -372,7 +372,7 @@ def log_view(seq: int, entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _open_approval(
-    service: Service, p: _Prepared, decision: Decision, now: int, management: bool
+    service: Service, p: Prepared, decision: Decision, now: int, management: bool
 ) -> str:
     call = p.call
     approval_id = new_id()

@@ -1,0 +1,109 @@
+"""Group commit: concurrent decision requests share one transaction, and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from api.http.app import create_app
+from api.http.commit import GroupCommit
+from api.service.decide import Call, expand
+from api.service.errors import ServiceError
+from tests.api.conftest import Harness
+
+MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+
+
+@contextmanager
+def counting_transactions(harness: Harness) -> Iterator[list[int]]:
+    store = harness.service.store
+    real = store.atomic
+    count = [0]
+    depth = [0]
+
+    @contextmanager
+    def atomic() -> Iterator[None]:  # counts outermost transactions only
+        count[0] += depth[0] == 0
+        depth[0] += 1
+        try:
+            with real():
+                yield
+        finally:
+            depth[0] -= 1
+
+    store.atomic = atomic  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        store.atomic = real  # type: ignore[method-assign]
+
+
+def test_concurrent_requests_share_one_transaction(harness: Harness) -> None:
+    commit = GroupCommit(harness.service)
+    good = [Call("a1", "mail.send", MAIL)]
+    bad_agent = [Call("nobody", "mail.send", MAIL)]
+    batch_with_bad_turn = [Call("a1", "mail.send", MAIL), Call("a1", "mail.send", MAIL, turn="t")]
+
+    async def run() -> list[Any]:
+        requests = [good, bad_agent, good, batch_with_bad_turn, good * 3]
+        return await asyncio.gather(*(commit.decide(c) for c in requests), return_exceptions=True)
+
+    with counting_transactions(harness) as transactions:
+        results = asyncio.run(run())
+    assert transactions[0] == 1
+    assert [r["seq"] for r in results[0]] == [1]
+    assert isinstance(results[1], ServiceError) and results[1].code == "agent-not-found"
+    assert [r["seq"] for r in results[2]] == [2]
+    assert isinstance(results[3], ServiceError) and results[3].code == "turn-not-found"
+    assert [r["seq"] for r in results[4]] == [3, 4, 5]
+    log = harness.service.store.read_decisions(0, 100)
+    assert [seq for seq, _ in log] == [1, 2, 3, 4, 5]  # the refused requests wrote nothing
+
+
+def test_budget_holds_across_a_group(harness: Harness) -> None:
+    """Ten concurrent 3 USD refunds against a 10 USD cap: exactly three are allowed."""
+    commit = GroupCommit(harness.service)
+    refund = [Call("a1", "billing.refund", {"amount": 5}, expected_cost=Decimal(3))]
+
+    async def run() -> list[list[dict[str, Any]]]:
+        return await asyncio.gather(*(commit.decide(refund) for _ in range(10)))
+
+    effects = [r[0]["effect"] for r in asyncio.run(run())]
+    assert effects.count("allow") == 3 and effects.count("deny") == 7
+    assert harness.service.store.spent("agent:a1", 0) == 9_000_000
+
+
+def test_http_requests_in_one_loop(harness: Harness) -> None:
+    """Many requests in flight on one event loop: each answered with its own decision,
+    every one logged once, the sequence gap-free, errors only for the bad ones."""
+    app = create_app(harness.service)
+
+    async def run() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            calls = []
+            for i in range(40):
+                agent = "nobody" if i % 10 == 3 else "a1"
+                to = "eve@evil.net" if i % 7 == 0 else "bob@example.com"
+                body = {"agent": agent, "tool": "mail.send", "args": {**MAIL, "to": to}}
+                calls.append(client.post("/v1/decisions", json=body, headers=harness.auth()))
+            return await asyncio.gather(*calls)
+
+    responses = asyncio.run(run())
+    statuses = [r.status_code for r in responses]
+    assert statuses.count(404) == 4 and statuses.count(200) == 36
+    bodies = [r.json() for r in responses if r.status_code == 200]
+    assert sorted(b["seq"] for b in bodies) == list(range(1, 37))
+    log = {
+        expand(e)["id"]: (seq, expand(e)) for seq, e in harness.service.store.read_decisions(0, 100)
+    }
+    assert len(log) == 36
+    for body in bodies:
+        seq, entry = log[body["id"]]
+        assert seq == body["seq"] and entry["effect"] == body["effect"]
+        assert entry["args"]["to"] == ("eve@evil.net" if body["effect"] == "deny" else MAIL["to"])
