@@ -1,4 +1,13 @@
-"""The lark Transformer that turns a parse tree into frozen AST nodes with spans.
+"""Reduce actions: turn the children of one grammar rule into a frozen AST node with a span.
+
+`grammar.parser` drives lark's LALR tables itself and calls one method per rule (named
+after the rule's alias or name, like a lark Transformer) as soon as the rule is reduced,
+so no parse tree is built. Each method gets the rule's children as lark would pass them
+to a transformer (anonymous punctuation dropped, `[x]` as None, repetitions spliced in)
+and the half-open character range the rule covers, `start` to `end`.
+
+Tokens arrive as plain `str`, except string literals, which arrive as `StrToken` (a `str`
+that knows its offset) so that a bad escape can be pointed at.
 
 Problems the grammar cannot express (a `*` in the middle of a pattern, a hook mixing
 actions, bad string escapes, ...) are collected in `errors` rather than raised, so a
@@ -8,10 +17,11 @@ file reports all of them at once.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token
 from lark.tree import Meta
 
 from policy import ast
@@ -19,6 +29,7 @@ from policy.diagnostics import Diagnostic
 
 
 def span_of(file: str, meta: Meta | Token) -> ast.Span:
+    """The span of a lark tree node or token (used on the error paths, which run lark)."""
     line = getattr(meta, "line", 0) or 0
     col = getattr(meta, "column", 0) or 0
     end_line = getattr(meta, "end_line", line) or line
@@ -34,39 +45,65 @@ def unquote(token: str) -> str:
     return value
 
 
-class Builder(Transformer[Token, list[ast.Declaration]]):
-    """Builds AST nodes. Problems that the grammar cannot express go to `errors`."""
+class StrToken(str):
+    """A string-literal token (quotes and escapes as written) and its offset in the text."""
 
-    def __init__(self, file: str) -> None:
-        super().__init__(visit_tokens=False)
+    start: int
+
+
+Items = list[Any]
+Offset = int  # a position in the text (not `int`: a method below is called `int`)
+
+
+class Builder:
+    """Builds AST nodes for one file. Problems the grammar cannot express go to `errors`."""
+
+    def __init__(self, file: str, text: str) -> None:
         self.file = file
         self.errors: list[Diagnostic] = []
+        # Offsets of the line breaks: lines are numbered as lark numbers them (only "\n").
+        newlines: list[int] = []
+        find = text.find
+        at = find("\n")
+        while at >= 0:
+            newlines.append(at)
+            at = find("\n", at + 1)
+        self._newlines = newlines
 
-    def _sp(self, meta: Meta | Token) -> ast.Span:
-        return span_of(self.file, meta)
+    # ---- positions ----------------------------------------------------------------
+    def _sp(self, start: Offset, end: Offset) -> ast.Span:
+        """The span of the text from `start` to `end` (offsets; no token spans a line)."""
+        newlines = self._newlines
+        line = bisect_left(newlines, start)
+        col = start - newlines[line - 1] if line else start + 1
+        end_line = bisect_left(newlines, end, line)
+        end_col = end - newlines[end_line - 1] if end_line else end + 1
+        return ast.Span(self.file, line + 1, col, end_line + 1, end_col)
 
-    def _error(self, code: str, message: str, where: Meta | Token, help: str | None = None) -> None:
-        self.errors.append(Diagnostic(code, message, self._sp(where), help))
+    def _line(self, start: int) -> int:
+        return bisect_left(self._newlines, start) + 1
 
-    def _string(self, token: Token) -> str:
+    def _error(self, code: str, message: str, where: ast.Span, help: str | None = None) -> None:
+        self.errors.append(Diagnostic(code, message, where, help))
+
+    def _string(self, token: StrToken) -> str:
         try:
-            return unquote(str(token))
+            return unquote(token)
         except ValueError:
             self._error(
                 "E0003",
                 f"invalid escape in string literal `{token}`",
-                token,
+                self._sp(token.start, token.start + len(token)),
                 'strings use JSON escapes: \\", \\\\, \\n, \\t, \\uXXXX',
             )
             return str(token)[1:-1]
 
     # ---- top level ----------------------------------------------------------------
-    def start(self, items: list[ast.Declaration]) -> list[ast.Declaration]:
+    def start(self, items: Items, start: Offset, end: Offset) -> list[ast.Declaration]:
         return items
 
     # ---- toolsets -----------------------------------------------------------------
-    @v_args(meta=True)
-    def toolset(self, meta: Meta, items: list[Any]) -> ast.Toolset:
+    def toolset(self, items: Items, start: Offset, end: Offset) -> ast.Toolset:
         name, *body = items
         url: str | None = None
         connection = runs_code = False
@@ -91,87 +128,77 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
             elif item[0] == "runs":
                 runs_code = True
         return ast.Toolset(
-            str(name),
+            name,
             url,
             connection,
             runs_code,
             tuple(tools),
-            span=self._sp(meta),
+            span=self._sp(start, end),
             item_lines=tuple(lines),
         )
 
-    @v_args(meta=True)
-    def url_item(self, meta: Meta, items: list[Token]) -> tuple[str, str, Meta]:
-        return ("url", self._string(items[0]), meta)
+    def url_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, str, ast.Span]:
+        return ("url", self._string(items[0]), self._sp(start, end))
 
-    @v_args(meta=True)
-    def connection_item(self, meta: Meta, _: list[Any]) -> tuple[str, Meta]:
-        return ("connection", meta)
+    def connection_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return ("connection", self._sp(start, end))
 
-    @v_args(meta=True)
-    def runs_code_item(self, meta: Meta, _: list[Any]) -> tuple[str, Meta]:
-        return ("runs", meta)
+    def runs_code_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return ("runs", self._sp(start, end))
 
-    @v_args(meta=True)
-    def tool_decl(self, meta: Meta, items: list[Any]) -> ast.ToolDecl:
+    def tool_decl(self, items: Items, start: Offset, end: Offset) -> ast.ToolDecl:
         name, *params = items
         clean = tuple(p for p in params if p is not None)
-        return ast.ToolDecl(str(name), clean, span=self._sp(meta))
+        return ast.ToolDecl(name, clean, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def param(self, meta: Meta, items: list[Any]) -> ast.Param:
+    def param(self, items: Items, start: Offset, end: Offset) -> ast.Param:
         name, optional, type_, default = items
+        span = self._sp(start, end)
         if optional is not None and default is not None:
             self._error(
                 "E0005",
                 f"parameter `{name}` is marked optional and also has a default",
-                meta,
+                span,
                 "a default already makes a parameter optional: drop the `?`",
             )
-        return ast.Param(str(name), type_, default, optional is not None, span=self._sp(meta))
+        return ast.Param(name, type_, default, optional is not None, span=span)
 
-    @v_args(meta=True)
-    def scalar_type(self, meta: Meta, items: list[Token]) -> ast.TypeRef:
-        return ast.TypeRef(str(items[0]), span=self._sp(meta))  # type: ignore[arg-type]
+    def scalar_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
+        return ast.TypeRef(items[0], span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def list_type(self, meta: Meta, items: list[ast.TypeRef]) -> ast.TypeRef:
-        return ast.TypeRef("list", items[0], span=self._sp(meta))
+    def list_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
+        return ast.TypeRef("list", items[0], span=self._sp(start, end))
 
     # ---- roles --------------------------------------------------------------------
-    @v_args(meta=True)
-    def role(self, meta: Meta, items: list[Any]) -> ast.Role:
+    def role(self, items: Items, start: Offset, end: Offset) -> ast.Role:
         name, *rules = items
-        return ast.Role(str(name), tuple(rules), span=self._sp(meta))
+        return ast.Role(name, tuple(rules), span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def rule(self, meta: Meta, items: list[Any]) -> ast.Rule:
+    def rule(self, items: Items, start: Offset, end: Offset) -> ast.Rule:
         effect, patterns, where = items
-        return ast.Rule(str(effect), patterns, where, span=self._sp(meta))  # type: ignore[arg-type]
+        return ast.Rule(effect, patterns, where, span=self._sp(start, end))
 
-    def patterns(self, items: list[ast.Pattern]) -> tuple[ast.Pattern, ...]:
+    def patterns(self, items: Items, start: Offset, end: Offset) -> tuple[ast.Pattern, ...]:
         return tuple(items)
 
-    @v_args(meta=True)
-    def all_pattern(self, meta: Meta, _: list[Token]) -> ast.Pattern:
-        return ast.Pattern("*", span=self._sp(meta))
+    def all_pattern(self, items: Items, start: Offset, end: Offset) -> ast.Pattern:
+        return ast.Pattern("*", span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def name_pattern(self, meta: Meta, items: list[Token]) -> ast.Pattern:
-        parts = [str(t) for t in items]
-        if "*" in parts[:-1] or (parts[-1] == "*" and len(parts) != 2):
+    def name_pattern(self, items: Items, start: Offset, end: Offset) -> ast.Pattern:
+        span = self._sp(start, end)
+        if "*" in items[:-1] or (items[-1] == "*" and len(items) != 2):
             self._error(
                 "E0006",
-                f"`{'.'.join(parts)}` is not a tool pattern",
-                meta,
+                f"`{'.'.join(items)}` is not a tool pattern",
+                span,
                 "a pattern is an exact name (`gmail.send`), a namespace (`gmail.*`) or `*`",
             )
-        return ast.Pattern(".".join(parts), span=self._sp(meta))
+        return ast.Pattern(".".join(items), span=span)
 
     # ---- hooks --------------------------------------------------------------------
-    @v_args(meta=True)
-    def hook(self, meta: Meta, items: list[Any]) -> ast.Hook:
+    def hook(self, items: Items, start: Offset, end: Offset) -> ast.Hook:
         name, patterns, where, *actions = items
+        span = self._sp(start, end)
         kinds = {a[0] for a in actions}
         kind = actions[0][0]
         message: str | None = None
@@ -180,7 +207,7 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
             self._error(
                 "E0007",
                 f"hook `{name}` mixes actions; a hook does one thing",
-                meta,
+                span,
                 "split it into one hook per action: `pause`, `deny`, or `rewrite` lines",
             )
         if kind == "rewrite":
@@ -188,37 +215,30 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
         else:
             message = actions[0][1]
         return ast.Hook(
-            str(name),
+            name,
             patterns,
             where,
             kind,
             message,
             rewrites,
-            span=self._sp(meta),
+            span=span,
             item_lines=tuple((a[0], a[2]) for a in actions if a[0] != "rewrite"),
         )
 
-    @v_args(meta=True)
-    def pause_action(self, meta: Meta, items: list[Token | None]) -> tuple[str, str | None, int]:
-        return ("pause", self._string(items[0]) if items[0] is not None else None, meta.line)
+    def pause_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, str | None, int]:
+        message = items[0]
+        return ("pause", None if message is None else self._string(message), self._line(start))
 
-    @v_args(meta=True)
-    def deny_action(self, meta: Meta, items: list[Token | None]) -> tuple[str, str | None, int]:
+    def deny_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, str | None, int]:
         message = items[-1]  # items[0] is the kept `deny` token
-        return (
-            "deny",
-            self._string(message) if message and message.type == "STRING" else None,
-            meta.line,
-        )
+        return ("deny", None if message is None else self._string(message), self._line(start))
 
-    @v_args(meta=True)
-    def rewrite_action(self, meta: Meta, items: list[Any]) -> tuple[str, ast.Rewrite]:
+    def rewrite_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Rewrite]:
         target, value = items
-        return ("rewrite", ast.Rewrite(target, value, span=self._sp(meta)))
+        return ("rewrite", ast.Rewrite(target, value, span=self._sp(start, end)))
 
     # ---- profiles -----------------------------------------------------------------
-    @v_args(meta=True)
-    def profile(self, meta: Meta, items: list[Any]) -> ast.Profile:
+    def profile(self, items: Items, start: Offset, end: Offset) -> ast.Profile:
         name, *body = items
         roles: tuple[str, ...] = ()
         hooks: tuple[str, ...] = ("default",)
@@ -242,45 +262,46 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
             else:
                 budget = value
         return ast.Profile(
-            str(name), roles, hooks, budget, written, span=self._sp(meta), item_lines=lines
+            name, roles, hooks, budget, written, span=self._sp(start, end), item_lines=lines
         )
 
-    @v_args(meta=True)
-    def roles_item(self, meta: Meta, items: list[Token | None]) -> tuple[str, Any, Meta]:
-        return ("roles", tuple(str(t) for t in items if t is not None), meta)
+    def roles_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
+        names = tuple(t for t in items if t is not None)
+        return ("roles", names, self._sp(start, end))
 
-    @v_args(meta=True)
-    def hooks_item(self, meta: Meta, items: list[Token]) -> tuple[str, Any, Meta]:
-        names = tuple(str(t) for t in items)
+    def hooks_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
+        names = tuple(items)
+        span = self._sp(start, end)
         if "none" in names and len(names) > 1:
             self._error(
                 "E0008",
                 "`hooks none` cannot be combined with other hooks",
-                meta,
+                span,
                 "write `hooks none` alone, or list the hooks you want",
             )
-        return ("hooks", names, meta)
+        return ("hooks", names, span)
 
-    def hook_ref(self, items: list[Token]) -> Token:
-        return items[0]
+    def hook_ref(self, items: Items, start: Offset, end: Offset) -> str:
+        name: str = items[0]
+        return name
 
-    @v_args(meta=True)
-    def budget_item(self, meta: Meta, items: list[Any]) -> tuple[str, Any, Meta]:
+    def budget_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
         amount, period = items
+        span = self._sp(start, end)
         value = amount.value
         if value < 0:
             self._error(
                 "E0009",
                 "a budget cannot be negative",
-                meta,
+                span,
                 "write an amount of 0 or more, or leave out `budget` for no cap",
             )
-        return ("budget", ast.Budget(Decimal(value), str(period), span=self._sp(meta)), meta)  # type: ignore[arg-type]
+        return ("budget", ast.Budget(Decimal(value), period, span=span), span)
 
     # ---- tests --------------------------------------------------------------------
-    @v_args(meta=True)
-    def test(self, meta: Meta, items: list[Any]) -> ast.Test:
+    def test(self, items: Items, start: Offset, end: Offset) -> ast.Test:
         name, *body = items
+        span = self._sp(start, end)
         profiles = [b for b in body if isinstance(b, tuple)]
         expects = tuple(b for b in body if isinstance(b, ast.Expect))
         profile = profiles[0][0] if profiles else ""
@@ -288,7 +309,7 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
             self._error(
                 "E0010",
                 f"test {name} names no profile",
-                meta,
+                span,
                 "add a `profile NAME` line to the test",
             )
         elif len(profiles) > 1:
@@ -302,120 +323,105 @@ class Builder(Transformer[Token, list[ast.Declaration]]):
             self._string(name),
             profile,
             expects,
-            span=self._sp(meta),
+            span=span,
             item_lines=tuple(("profile", p[1].line) for p in profiles[:1]),
         )
 
-    @v_args(meta=True)
-    def test_profile(self, meta: Meta, items: list[Token]) -> tuple[str, Meta]:
-        return (str(items[0]), meta)
+    def test_profile(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return (items[0], self._sp(start, end))
 
-    @v_args(meta=True)
-    def expect(self, meta: Meta, items: list[Any]) -> ast.Expect:
+    def expect(self, items: Items, start: Offset, end: Offset) -> ast.Expect:
         effect, tool, args, *rest = items
         context = next((r[1] for r in rest if r is not None and r[0] == "context"), None)
         rewritten = next((r[1] for r in rest if r is not None and r[0] == "rewritten"), None)
-        return ast.Expect(str(effect), tool, args, context, rewritten, span=self._sp(meta))  # type: ignore[arg-type]
+        return ast.Expect(effect, tool, args, context, rewritten, span=self._sp(start, end))
 
-    def expect_context(self, items: list[ast.MapLit]) -> tuple[str, ast.MapLit]:
+    def expect_context(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
         return ("context", items[0])
 
-    def expect_rewritten(self, items: list[ast.MapLit]) -> tuple[str, ast.MapLit]:
+    def expect_rewritten(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
         return ("rewritten", items[0])
 
-    def tool_name(self, items: list[Token]) -> str:
-        return ".".join(str(t) for t in items)
+    def tool_name(self, items: Items, start: Offset, end: Offset) -> str:
+        return ".".join(items)
 
     # ---- values and expressions ---------------------------------------------------
-    @v_args(meta=True)
-    def list_value(self, meta: Meta, items: list[Any]) -> ast.ListLit:
-        return ast.ListLit(tuple(i for i in items if i is not None), span=self._sp(meta))
+    def list_value(self, items: Items, start: Offset, end: Offset) -> ast.ListLit:
+        return ast.ListLit(tuple(i for i in items if i is not None), span=self._sp(start, end))
 
     list_expr = list_value
 
-    @v_args(meta=True)
-    def map_value(self, meta: Meta, items: list[Any]) -> ast.MapLit:
+    def map_value(self, items: Items, start: Offset, end: Offset) -> ast.MapLit:
         entries = tuple(i for i in items if i is not None)
+        span = self._sp(start, end)
         seen: set[str] = set()
         for key, _value in entries:
             if key in seen:
                 self._error(
                     "E0011",
                     f"key `{key}` appears twice in this map",
-                    meta,
+                    span,
                     "keep one of the two entries",
                 )
             seen.add(key)
-        return ast.MapLit(entries, span=self._sp(meta))
+        return ast.MapLit(entries, span=span)
 
-    def map_entry(self, items: list[Any]) -> tuple[str, ast.Expr]:
+    def map_entry(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Expr]:
         key, value = items
-        name = self._string(key) if key.type == "STRING" else str(key)
+        name = self._string(key) if isinstance(key, StrToken) else key
         return (name, value)
 
-    @v_args(meta=True)
-    def or_expr(self, meta: Meta, items: list[ast.Expr]) -> ast.BoolOp:
-        return ast.BoolOp("or", items[0], items[1], span=self._sp(meta))
+    def or_expr(self, items: Items, start: Offset, end: Offset) -> ast.BoolOp:
+        return ast.BoolOp("or", items[0], items[1], span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def and_expr(self, meta: Meta, items: list[ast.Expr]) -> ast.BoolOp:
-        return ast.BoolOp("and", items[0], items[1], span=self._sp(meta))
+    def and_expr(self, items: Items, start: Offset, end: Offset) -> ast.BoolOp:
+        return ast.BoolOp("and", items[0], items[1], span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def not_expr(self, meta: Meta, items: list[ast.Expr]) -> ast.Not:
-        return ast.Not(items[0], span=self._sp(meta))
+    def not_expr(self, items: Items, start: Offset, end: Offset) -> ast.Not:
+        return ast.Not(items[0], span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def compare(self, meta: Meta, items: list[Any]) -> ast.Compare:
+    def compare(self, items: Items, start: Offset, end: Offset) -> ast.Compare:
         left, op, right = items
-        return ast.Compare(str(op), left, right, span=self._sp(meta))
+        return ast.Compare(op, left, right, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def not_in(self, meta: Meta, items: list[Any]) -> ast.Compare:
+    def not_in(self, items: Items, start: Offset, end: Offset) -> ast.Compare:
         left, _not, right = items
-        return ast.Compare("not in", left, right, span=self._sp(meta))
+        return ast.Compare("not in", left, right, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def call(self, meta: Meta, items: list[Any]) -> ast.Call:
+    def call(self, items: Items, start: Offset, end: Offset) -> ast.Call:
         name, *args = items
-        return ast.Call(str(name), tuple(a for a in args if a is not None), span=self._sp(meta))
+        return ast.Call(name, tuple(a for a in args if a is not None), span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def path(self, meta: Meta, items: list[Token]) -> ast.Path:
-        root, *parts = (str(t) for t in items)
+    def path(self, items: Items, start: Offset, end: Offset) -> ast.Path:
+        root, *parts = items
+        span = self._sp(start, end)
         if root not in ast.PATH_ROOTS:
             self._error(
                 "E0012",
                 f"`{root}` is not a place a condition can read",
-                meta,
+                span,
                 "paths start at `args`, `agent`, `thread` or `context`",
             )
-        return ast.Path(root, tuple(parts), span=self._sp(meta))
+        return ast.Path(root, tuple(parts), span=span)
 
-    @v_args(meta=True)
-    def string(self, meta: Meta, items: list[Token]) -> ast.Lit:
-        return ast.Lit("str", self._string(items[0]), span=self._sp(meta))
+    def string(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        return ast.Lit("str", self._string(items[0]), span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def int(self, meta: Meta, items: list[Token]) -> ast.Lit:
-        return ast.Lit("int", int(items[0]), span=self._sp(meta))
+    def int(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        return ast.Lit("int", int(items[0]), span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def decimal(self, meta: Meta, items: list[Token]) -> ast.Lit:
+    def decimal(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
         try:
-            value = Decimal(str(items[0]))
+            value = Decimal(items[0])
         except InvalidOperation:  # pragma: no cover - the lexer only passes digits
             value = Decimal(0)
-        return ast.Lit("decimal", value, span=self._sp(meta))
+        return ast.Lit("decimal", value, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def true(self, meta: Meta, _: list[Token]) -> ast.Lit:
-        return ast.Lit("bool", True, span=self._sp(meta))
+    def true(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        return ast.Lit("bool", True, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def false(self, meta: Meta, _: list[Token]) -> ast.Lit:
-        return ast.Lit("bool", False, span=self._sp(meta))
+    def false(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        return ast.Lit("bool", False, span=self._sp(start, end))
 
-    @v_args(meta=True)
-    def null(self, meta: Meta, _: list[Token]) -> ast.Lit:
-        return ast.Lit("null", None, span=self._sp(meta))
+    def null(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        return ast.Lit("null", None, span=self._sp(start, end))
