@@ -133,10 +133,9 @@ def _wait(port: int, process: subprocess.Popen[bytes]) -> None:
 
 def _start(kind: str, workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes], int, str]:
     port = _free_port()
-    if kind == "ceiling":
-        cmd = [sys.executable, "-m", "uvicorn", "bench.http_bench:ceiling_app", "--factory",
-               "--port", str(port), "--workers", str(workers), "--log-level", "warning",
-               "--no-access-log"]  # fmt: skip
+    if kind == "ceiling":  # through charter serve's own launcher: the same server stack
+        cmd = [sys.executable, "-m", "bench.http_bench", "--serve-ceiling", str(port),
+               "--workers", str(workers)]  # fmt: skip
         token = "none"
     else:
         db = tmp / f"bench-{workers}.db"
@@ -224,7 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,16,64")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--serve-ceiling", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_ceiling:
+        from api.cli_serve import run_uvicorn
+
+        workers = int(args.workers.split(",")[0])
+        run_uvicorn("bench.http_bench:ceiling_app", "127.0.0.1", args.serve_ceiling, workers,
+                    factory=True)  # fmt: skip
+        return 0
     results = run(
         args.seconds,
         [int(x) for x in args.clients.split(",")],
