@@ -7,8 +7,10 @@ declarations, `resolve` tool patterns and references, `type` conditions and rewr
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path as FsPath
@@ -126,10 +128,34 @@ def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) 
     return check_sources(read_sources(paths), options)
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a workspace is built.
+
+    Parsing 10,000 roles allocates ~400,000 long-lived objects (nodes, spans, tuples) and
+    no reference cycles. Each time the young generations fill up, CPython's collector
+    walks them, and every few times the whole heap: 5 full collections took ~0.4 s of a
+    1.4 s check. Paused, nothing is lost (what the build throws away is freed by
+    reference counting) and the new objects are looked at about once, after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def check_sources(
     sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()
 ) -> Workspace:
     """Parse and check a set of files as one workspace; raise CharterError with all errors."""
+    with _collector_paused():
+        return _check_sources(sources, options)
+
+
+def _check_sources(sources: Iterable[tuple[str, str]], options: CheckOptions) -> Workspace:
     files: list[ast.SourceFile] = []
     errors: list[Diagnostic] = []
     sources = list(sources)
