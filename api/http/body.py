@@ -55,8 +55,14 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def check_depth(value: Any, what: str) -> None:
-    if value is not None and depth(value) > MAX_DEPTH:
+    if value is None or (type(value) is dict and not any(map(_nests, value.values()))):
+        return  # the common case: an object of plain values
+    if depth(value) > MAX_DEPTH:
         raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
+
+
+def _nests(value: Any) -> bool:
+    return isinstance(value, dict | list)
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import cbor2
 
@@ -36,11 +37,12 @@ from policy.store import Doc
 REDACTED = "[redacted]"
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
+    """One call to decide (a named tuple: built once per call, so it is built cheaply)."""
+
     agent: str
     tool: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: Mapping[str, Any] = MappingProxyType({})
     thread: str | None = None
     turn: str | None = None
     context: Mapping[str, Any] | None = None
@@ -152,6 +154,17 @@ class _Batch:
         self.now = now
         self.ledger = Ledger(service.store)
         self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
+        self._eligible: dict[tuple[str, str | None], list[str]] = {}
+
+    def eligible(self, toolset: str, identity: str | None) -> list[str]:
+        """Connections an agent with `identity` may use: workspace-owned or its own."""
+        key = (toolset, identity)
+        found = self._eligible.get(key)
+        if found is None:
+            connections = self.service.connections_for(toolset)
+            found = [cid for cid, owner in connections if owner is None or owner == identity]
+            self._eligible[key] = found
+        return found
 
     def caps(self, p: Prepared) -> tuple[list[Cap], list[str]]:
         key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
@@ -164,10 +177,9 @@ class _Batch:
 
 def _step6(batch: _Batch, p: Prepared, decision: Decision) -> Decision:
     """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
-    service = batch.service
     spec = p.snapshot.tools.get(p.call.tool)
     if spec is not None and spec.connection_required:
-        reason = _connection_problem(service, p, spec.toolset or "")
+        reason = _connection_problem(batch, p, spec.toolset or "")
         if reason is not None:
             return Decision("deny", None, (*decision.reasons, Reason("connection", reason)))
     caps, subjects = batch.caps(p)
@@ -204,11 +216,10 @@ def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
     return value
 
 
-def _connection_problem(service: Service, p: Prepared, toolset: str) -> str | None:
+def _connection_problem(batch: _Batch, p: Prepared, toolset: str) -> str | None:
     """An agent may use workspace-owned connections and its own identity's, nothing else.
     Naming a connection picks it (it must be eligible); else any eligible one will do."""
-    identity = p.agent.get("identity")
-    eligible = [cid for cid, owner in service.connections_for(toolset) if owner in (None, identity)]
+    eligible = batch.eligible(toolset, p.agent.get("identity"))
     if p.call.connection is None:
         if not eligible:
             return f"toolset `{toolset}` needs a connection and none is eligible"
