@@ -45,27 +45,47 @@ def percentile(sorted_samples: Sequence[float], q: float) -> float:
 def time_calls(
     fn: Callable[[Any], Any], inputs: Sequence[Any], rounds: int, overhead_ns: float
 ) -> Timing:
+    return time_side_by_side({"fn": fn}, inputs, rounds, overhead_ns)["fn"]
+
+
+def time_side_by_side(
+    fns: dict[str, Callable[[Any], Any]], inputs: Sequence[Any], rounds: int, overhead_ns: float
+) -> dict[str, Timing]:
+    """Time several engines on the same inputs in alternating rounds (A B, then B A, ...):
+    a noisy neighbour or a frequency change then lands on all of them alike, which keeps
+    their ratio meaningful on a shared machine. Each engine runs over all the inputs in
+    a round, so none evicts another's data mid-round."""
     now = time.perf_counter_ns
-    samples: list[int] = []
-    append = samples.append
+    names = list(fns)
+    samples: dict[str, list[int]] = {name: [] for name in names}
+    loops: dict[str, list[float]] = {name: [] for name in names}
     # The garbage collector stays on (a collection landing in a call is charged to it),
     # but what was built before timing is frozen out of its scans, as a server does after
     # loading a snapshot: otherwise each full collection walks the whole workspace.
     gc.collect()
     gc.freeze()
-    for _ in range(rounds):
-        for item in inputs:
+    for round_no in range(rounds):
+        order = names if round_no % 2 == 0 else names[::-1]
+        for name in order:
+            fn, append = fns[name], samples[name].append
+            for item in inputs:
+                t0 = now()
+                fn(item)
+                t1 = now()
+                append(t1 - t0)
+    for round_no in range(rounds):
+        order = names if round_no % 2 == 0 else names[::-1]
+        for name in order:
+            fn = fns[name]
             t0 = now()
-            fn(item)
-            t1 = now()
-            append(t1 - t0)
-    loops = []
-    for _ in range(rounds):
-        t0 = now()
-        for item in inputs:
-            fn(item)
-        loops.append((now() - t0) / len(inputs))
+            for item in inputs:
+                fn(item)
+            loops[name].append((now() - t0) / len(inputs))
     gc.unfreeze()
+    return {name: _timing(samples[name], loops[name], overhead_ns) for name in names}
+
+
+def _timing(samples: list[int], loops: list[float], overhead_ns: float) -> Timing:
     adjusted = sorted(max(0.0, s - overhead_ns) for s in samples)
     mean = statistics.median(loops)
     return Timing(

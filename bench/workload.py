@@ -14,6 +14,7 @@ tool with 2-4 typed arguments; roles of 3-5 rules, about 5% denies on built-in t
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -322,3 +323,15 @@ def _request(
     if rule.condition is not None:
         _satisfy(rule.condition, args, rng, want=intent == "allow")
     return Request(profile, tool, args)
+
+
+def as_received(requests: list[Request]) -> list[Request]:
+    """The requests as a decision service receives them: decoded from JSON text. The
+    generator builds requests from the same string objects as the Python model, so an
+    engine whose tables were built from that model (the baseline) would find every tool
+    name by pointer identity, a shortcut no deployment has: real names arrive in fresh
+    strings and every engine compares them."""
+    return [
+        Request(**json.loads(json.dumps({"profile": r.profile, "tool": r.tool, "args": r.args})))
+        for r in requests
+    ]

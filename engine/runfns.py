@@ -72,15 +72,7 @@ def _ignored(errors: list[ConditionError] | None, reason: Reason, exc: BaseExcep
     return errors
 
 
-def _not_granted(p: CompiledPlan, errors: list[ConditionError] | None) -> Decision:
-    """Default deny; near misses are the conditional allows that did not apply."""
-    if errors is None:
-        if p.near:
-            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
-        return p.not_granted
-    return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
-
-
+# Default deny at the end: near misses are the conditional allows that did not apply.
 _ALLOWS = """
     errors = None
     for reasons, cond in p.allows:
@@ -91,7 +83,11 @@ _ALLOWS = """
                 return _new(Decision, ("allow", a, reasons, () if errors is None else tuple(errors), ()))
         except Exception as exc:
             errors = _ignored(errors, reasons[0], exc)
-    return _not_granted(p, errors)
+    if errors is None:
+        if p.near:
+            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
+        return p.not_granted
+    return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
 """
 
 _DENIES = """
@@ -107,7 +103,8 @@ _DENIES = """
 
 _BODIES = {
     "constant": "\n    return p.not_granted\n",
-    "allow": '\n    return _new(Decision, ("allow", a, p.allows[0][0], (), ()))\n',
+    # An `allow` plan has no near misses; its `near` holds the reasons of its grant.
+    "allow": '\n    return _new(Decision, ("allow", a, p.near, (), ()))\n',
     "allows": _ALLOWS,
     "roles": _DENIES + _ALLOWS,
 }
@@ -115,7 +112,8 @@ _BODIES = {
 
 def _source(kind: str, slot: int, sig: Signature) -> str:
     head = f"def {kind}{slot}(p, a, x, g, t):"
-    return "\n".join([head, *validation_lines(slot, sig)]) + _BODIES[kind]
+    lines = validation_lines(slot, sig, fill=kind != "constant")  # a fixed answer needs no defaults
+    return "\n".join([head, *lines]) + _BODIES[kind]
 
 
 class RunFunctions:
@@ -133,7 +131,6 @@ class RunFunctions:
             "_shape_denied": shape_denied,
             "_denied_by_error": _denied_by_error,
             "_ignored": _ignored,
-            "_not_granted": _not_granted,
         }
         for tool in tools:
             sig = signature(tool)

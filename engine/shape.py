@@ -99,7 +99,7 @@ def signature(tool: ToolSpec) -> Signature:
     )
 
 
-def validation_lines(slot: int, sig: Signature) -> list[str]:
+def validation_lines(slot: int, sig: Signature, fill: bool = True) -> list[str]:
     """Code (indented for a function body) that validates `a`, the call's arguments, for
     the tool named `p.tool`, and leaves in `a` the arguments to use (defaults applied).
     A bad call returns the shape-denied decision from the enclosing function.
@@ -108,7 +108,8 @@ def validation_lines(slot: int, sig: Signature) -> list[str]:
     free in 3.11 until it happens); optional ones are counted so that the final length
     test catches unknown names without a scan. Arguments are checked in declared order,
     so the first problem reported is the first in the signature. Defaults are filled by
-    `fill<slot>(a)`, which copies: the caller's dict is never changed."""
+    `fill<slot>(a)`, which copies: the caller's dict is never changed (`fill=False` when
+    the caller only needs to know that the call is well-formed)."""
     required = sum(1 for _, _, req, _ in sig if req)
     optional = len(sig) - required
     body = ["if type(a) is not dict:", "    _not_object(p.tool)"]
@@ -131,7 +132,7 @@ def validation_lines(slot: int, sig: Signature) -> list[str]:
         "    except ShapeError as exc:",
         "        return _shape_denied(exc)",
     ]
-    if any(default for _, _, _, default in sig):
+    if fill and any(default for _, _, _, default in sig):
         lines += [f"    if seen != {optional}:", f"        a = fill{slot}(a)"]
     return lines
 
