@@ -35,11 +35,15 @@ CONSTANT = b'{"effect":"allow","reasons":[]}'
 
 
 def ceiling_app() -> Starlette:
+    from api.cli_serve import tune_gc
+
     async def constant(request: Request) -> Response:
         await request.body()
         return Response(CONSTANT, media_type="application/json")
 
-    return Starlette(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+    app = Starlette(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+    tune_gc()  # as charter serve's processes do
+    return app
 
 
 @dataclass

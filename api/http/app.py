@@ -43,4 +43,8 @@ def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
     import os
 
-    return create_app(open_service(os.environ.get("CHARTER_DB", "charter.db")))
+    from api.cli_serve import tune_gc
+
+    app = create_app(open_service(os.environ.get("CHARTER_DB", "charter.db")))
+    tune_gc()
+    return app

@@ -1,17 +1,17 @@
 """Group commit: decision requests that arrive together share one write transaction.
 
-A decision request is parsed and authorized in its handler, then queued; the first one
-queued schedules a flush for the event loop's next turn, so every request that became
-ready in the meantime (the loop reads all readable connections before it runs their
-handlers) joins it. The flush resolves each request on its own (an unknown agent fails
-that request only, and nothing of it is written), then decides step 6 and logs all of
-them in ONE transaction: one BEGIN IMMEDIATE, one sequence read, one INSERT of all rows,
-one COMMIT. Only then is each request answered, so no response is sent before its
-decisions are committed, and the sequence stays gap-free (assigned inside the
-transaction). A batch request is one entry: its calls stay all or nothing.
+A decision request is parsed and authorized in its handler, then handed here. The first
+one (the leader) yields for one turn of the event loop, so every request that became
+ready meanwhile (the loop reads all readable connections before it runs their handlers)
+joins its group; then the leader resolves each request of the group on its own (an
+unknown agent fails that request only, and nothing of it is written), decides step 6
+and logs all of them in ONE transaction: one BEGIN IMMEDIATE, one sequence read, one
+INSERT of all rows, one COMMIT. Only then is any of them answered, so no response is
+sent before its decisions are committed, and the sequence stays gap-free (assigned
+inside the transaction). A batch request is one member: its calls stay all or nothing.
 
-A lone request pays one extra turn of the loop; under load, N concurrent requests pay for
-one commit instead of N.
+A lone request commits at once; under load, N concurrent requests pay for one commit
+instead of N.
 """
 
 from __future__ import annotations
@@ -24,54 +24,87 @@ from api.service.core import Service
 from api.service.decide import Call, Prepared, prepare, write
 from engine.compile import Snapshot
 
-Waiting = tuple[Sequence[Call], "asyncio.Future[list[dict[str, Any]]]"]
+Answer = list[dict[str, Any]]
+
+
+class _Member:
+    __slots__ = ("calls", "error", "future", "result")
+
+    def __init__(self, calls: Sequence[Call], future: asyncio.Future[Answer] | None) -> None:
+        self.calls = calls
+        self.future = future  # None for the leader, which reads result / error itself
+        self.result: Answer | None = None
+        self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        if self.future is None:
+            self.error = self.error or error
+        elif not self.future.done():
+            self.future.set_exception(error)
+
+    def answer(self, result: Answer) -> None:
+        if self.future is None:
+            self.result = result
+        elif not self.future.done():
+            self.future.set_result(result)
 
 
 class GroupCommit:
     def __init__(self, service: Service) -> None:
         self.service = service
-        # One queue per event loop (the in-process test client runs its own loop).
-        self._queues: dict[asyncio.AbstractEventLoop, list[Waiting]] = {}
+        # The group being collected, per event loop (the in-process test client runs its
+        # own loop in another thread).
+        self._groups: dict[asyncio.AbstractEventLoop, list[_Member]] = {}
 
-    async def decide(self, calls: Sequence[Call]) -> list[dict[str, Any]]:
+    async def decide(self, calls: Sequence[Call]) -> Answer:
         """Decide and log `calls` (one request: all or nothing); their response documents."""
         loop = asyncio.get_running_loop()
-        queue = self._queues.get(loop)
-        if queue is None:
-            queue = self._queues[loop] = []
-        future: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-        queue.append((calls, future))
-        if len(queue) == 1:
-            loop.call_soon(self._flush, loop)
-        return await future
+        group = self._groups.get(loop)
+        if group is not None:  # a leader is collecting: join its group
+            future: asyncio.Future[Answer] = loop.create_future()
+            group.append(_Member(calls, future))
+            return await future
+        leader = _Member(calls, None)
+        group = self._groups[loop] = [leader]
+        # asyncio's loop keeps what is ready to run in `_ready`: when that is empty no
+        # other request can join this turn, so a lone request does not wait for one.
+        if getattr(loop, "_ready", True):
+            try:
+                await asyncio.sleep(0)  # one turn of the loop: whoever is ready joins
+            except BaseException:
+                group.remove(leader)  # cancelled: nothing of ours is logged
+                self._commit(self._groups.pop(loop))
+                raise
+        self._commit(self._groups.pop(loop))
+        if leader.error is not None:
+            raise leader.error
+        assert leader.result is not None
+        return leader.result
 
-    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        waiting = self._queues.pop(loop, [])
+    def _commit(self, group: list[_Member]) -> None:
         service = self.service
-        ready: list[tuple[int, int, asyncio.Future[list[dict[str, Any]]]]] = []
+        ready: list[tuple[int, int, _Member]] = []
         prepared: list[Prepared] = []
         try:
             service.sync()
             snapshots: dict[int, Snapshot] = {}
-            for calls, future in waiting:
-                if future.done():  # cancelled: the client is gone, nothing is logged
-                    continue
+            for member in group:
+                if member.future is not None and member.future.done():
+                    continue  # cancelled: the client is gone, nothing is logged
                 try:
-                    mine = prepare(service, calls, snapshots)
+                    mine = prepare(service, member.calls, snapshots)
                 except Exception as exc:  # a 404, a 409: this request only
-                    future.set_exception(exc)
+                    member.fail(exc)
                     continue
-                ready.append((len(prepared), len(prepared) + len(mine), future))
+                ready.append((len(prepared), len(prepared) + len(mine), member))
                 prepared.extend(mine)
             if not ready:
                 return
             with service.store.atomic():
                 responses, _ = write(service, prepared)
         except Exception as exc:  # the store failed: every request still waiting gets it
-            for _, future in waiting:
-                if not future.done():
-                    future.set_exception(exc)
+            for member in group:
+                member.fail(exc)
             return
-        for start, end, future in ready:
-            if not future.done():
-                future.set_result(responses[start:end])
+        for start, end, member in ready:
+            member.answer(responses[start:end])
