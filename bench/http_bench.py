@@ -95,6 +95,10 @@ async def _client(port: int, payload: bytes, stop: float, latencies: list[float]
     return done
 
 
+def _payload(token: str, path: str, body: bytes) -> bytes:
+    return _request(body, token).replace(b"{path}", path.encode())
+
+
 def _request(body: bytes, token: str) -> bytes:
     head = (
         f"POST {{path}} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -153,30 +157,49 @@ def _start(kind: str, workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes],
     return process, port, token
 
 
+def _measure(
+    server: str, workers: int, mode: str, port: int, payload: bytes, clients: int,
+    seconds: float, per: int,
+) -> Result:  # fmt: skip
+    count, lat = asyncio.run(_load(port, payload, clients, seconds))
+    result = Result(server, workers, mode, clients, count, seconds, lat, per)
+    print(_row(result), flush=True)
+    return result
+
+
 def run(seconds: float, levels: list[int], worker_counts: list[int]) -> list[Result]:
+    """Both servers run side by side and each client level is measured on the ceiling and
+    then on charter, back to back: on a shared machine whose load drifts, the ratio
+    compares two figures taken under the same conditions."""
     results: list[Result] = []
     single = json.dumps(CALL).encode()
     batch = json.dumps({"calls": [CALL] * 100}).encode()
     with tempfile.TemporaryDirectory() as tmp:
         for workers in worker_counts:
-            for kind in ("ceiling", "charter"):
-                process, port, token = _start(kind, workers, Path(tmp))
-                try:
-                    modes = [("single", "/v1/decisions", single, 1)]
-                    if kind == "charter":
-                        modes.append(("batch100", "/v1/decisions/batch", batch, 100))
-                    for mode, path, body, per in modes:
-                        payload = _request(body, token).replace(b"{path}", path.encode())
-                        asyncio.run(_load(port, payload, 4, 0.5))  # warm up
-                        for clients in levels:
-                            count, lat = asyncio.run(_load(port, payload, clients, seconds))
-                            result = Result(kind, workers, mode, clients, count, seconds, lat, per)
-                            results.append(result)
-                            print(_row(result), flush=True)
-                finally:
+            servers = {kind: _start(kind, workers, Path(tmp)) for kind in ("ceiling", "charter")}
+            try:
+                singles = {
+                    kind: _payload(token, "/v1/decisions", single)
+                    for kind, (_, _, token) in servers.items()
+                }
+                batches = _payload(servers["charter"][2], "/v1/decisions/batch", batch)
+                for kind in servers:  # warm up
+                    asyncio.run(_load(servers[kind][1], singles[kind], 4, 0.5))
+                asyncio.run(_load(servers["charter"][1], batches, 4, 0.5))
+                for clients in levels:
+                    for kind in servers:
+                        results.append(_measure(kind, workers, "single", servers[kind][1],
+                                                singles[kind], clients, seconds, 1))  # fmt: skip
+                for clients in levels:
+                    results.append(_measure("charter", workers, "batch100",
+                                            servers["charter"][1], batches, clients, seconds,
+                                            100))  # fmt: skip
+            finally:
+                for process, _, _ in servers.values():
                     process.terminate()
                     process.wait(20)
-    return results
+    order = {"ceiling": 0, "charter": 1}
+    return sorted(results, key=lambda r: (r.workers, order[r.server], r.mode != "single"))
 
 
 def _row(r: Result) -> str:
