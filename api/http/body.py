@@ -55,14 +55,17 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def check_depth(value: Any, what: str) -> None:
-    if value is None or (type(value) is dict and not any(map(_nests, value.values()))):
+    if value is None or (type(value) is dict and _flat(value)):
         return  # the common case: an object of plain values
     if depth(value) > MAX_DEPTH:
         raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
 
 
-def _nests(value: Any) -> bool:
-    return isinstance(value, dict | list)
+def _flat(value: dict[str, Any]) -> bool:
+    for item in value.values():  # noqa: SIM110 (a loop: twice as fast as all() here)
+        if type(item) is dict or type(item) is list:  # parsed JSON: exact types
+            return False
+    return True
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
