@@ -67,68 +67,78 @@ def _lark() -> Lark:
 
 Reducer = Callable[[Builder, list[Any], int, int], Any]
 
+# How a rule is reduced (see `_run`).
+PASS = 0  # `?rule: x`: the only child is the value; only the state changes
+CALL = 1  # a reducer (a Builder method behind lark's child filter) makes the value
+LIST = 2  # a repetition starts: a list of its last child
+APPEND = 3  # a repetition goes on: its last child is appended to the list
+ACCEPT = 4  # `start`: the parse is over
+
+_EOF = "eof"  # the scanners' group for the end of the text (lark's `$END`)
+
 
 @dataclass(frozen=True, slots=True)
 class _Tables:
     start: int
-    end: int
     # by state: terminal -> shift (the next state, >= 0) or reduce (~rule index);
     # nonterminal -> the state to go to after reducing it
     actions: list[dict[str, int]]
-    # by state: the contextual lexer's scanner, and the keywords a matched terminal may
-    # turn into (lark's "unless" callbacks: `allow` matches NAME, then becomes ALLOW)
+    # by state: the contextual lexer's scanner (ignored text first, then one terminal),
+    # and the keywords a matched terminal may turn into (lark's "unless" callbacks:
+    # `allow` matches NAME, then becomes ALLOW where ALLOW is expected)
     scanners: list[Callable[[str, int], re.Match[str] | None]]
     keywords: list[dict[str, dict[str, str]]]
-    ignore: frozenset[str]
-    # by rule: (length, the nonterminal it makes, reducer, 1 if it makes a tree node);
-    # a reducer of None passes the rule's only child through (`?rule: x`)
-    rules: list[tuple[int, str, Reducer | None, int]]
+    # by rule: (length, the nonterminal it makes, how, reducer, 1 if lark would have
+    # made a tree node for it, else 0)
+    rules: list[tuple[int, str, int, Reducer | None, int]]
 
 
-def _reducer(rule: Any, index: int) -> tuple[Reducer | None, int]:
-    """The code that turns the children of `rule` into a value, as lark's tree builder
-    would shape them (`parse_tree_builder.py`: child filter, placeholders, `?rule`
-    expansion, `_rule` inlining) and then hand them to a transformer method."""
+def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
+    """How to turn the children of `rule` into a value, as lark's tree builder would
+    shape them (`parse_tree_builder.py`: child filter, placeholders, `?rule` expansion,
+    `_rule` inlining) and then hand them to a transformer method."""
     expansion = rule.expansion
+    size = len(expansion)
     empty = rule.options.empty_indices
     if empty:
         text = "".join("1" if b else "0" for b in empty)
         nones = [len(ones) for ones in text.split("0")]
     else:
-        nones = [0] * (len(expansion) + 1)
+        nones = [0] * (size + 1)
     parts: list[str] = []
     for i, sym in enumerate(expansion):
         parts += ["None"] * nones[i]
         if rule.options.keep_all_tokens or not (sym.is_term and sym.filter_out):
             inline = not sym.is_term and sym.name.startswith("_")
             parts.append(f"*v[{i}]" if inline else f"v[{i}]")
-    parts += ["None"] * nones[len(expansion)]
+    parts += ["None"] * nones[size]
     origin = rule.origin.name
+    last = f"v[{size - 1}]"
     if origin.startswith("_"):
         # A repetition (`x*`, `x+`) or an inlined `_rule`: a list spliced into the parent.
-        if parts and parts[0] == "*v[0]" and expansion[0].name == origin:
-            # Left recursion: extend the list in place (the parser owns it).
-            rest = ", ".join(parts[1:])
-            source = f"def r(b, v, s, e):\n    l = v[0]\n    l.extend(({rest},))\n    return l\n"
-        else:
-            source = f"def r(b, v, s, e):\n    return [{', '.join(parts)}]\n"
-        return _compile(source, index), 0
+        if parts == [last]:
+            return LIST, None, 0
+        if parts == ["*v[0]", last] and expansion[0].name == origin:
+            return APPEND, None, 0  # left recursion: the parser owns the list
+        source = f"def r(b, v, s, e):\n    return [{', '.join(parts)}]\n"  # pragma: no cover
+        return CALL, _compile(source, index), 0  # pragma: no cover
     name = rule.alias or rule.options.template_source or origin
     items = f"[{', '.join(parts)}]"
     if rule.options.expand1 and not rule.alias:
         if len(parts) == 1 and not parts[0].startswith("*"):
-            if parts[0] == "v[0]" and len(expansion) == 1:
-                return None, 0
-            return _compile(f"def r(b, v, s, e):\n    return {parts[0]}\n", index), 0
+            if parts == ["v[0]"] and size == 1:
+                return PASS, None, 0
+            return CALL, _compile(f"def r(b, v, s, e):\n    return {parts[0]}\n", index), 0
         # pragma: no cover - not in this grammar: decided per call, as lark does
         source = (
             f"def r(b, v, s, e):\n    c = {items}\n"
             f"    return c[0] if len(c) == 1 else b.{name}(c, s, e)\n"
         )
-        return _compile(source, index), 1  # pragma: no cover
+        return CALL, _compile(source, index), 1  # pragma: no cover
     if not callable(getattr(Builder, name, None)):  # pragma: no cover - grammar/build mismatch
         raise TypeError(f"grammar.build.Builder has no method for rule `{name}`")
-    return _compile(f"def r(b, v, s, e):\n    return b.{name}({items}, s, e)\n", index), 1
+    reducer = _compile(f"def r(b, v, s, e):\n    return b.{name}({items}, s, e)\n", index)
+    return ACCEPT if origin == "start" else CALL, reducer, 1
 
 
 def _compile(source: str, index: int) -> Reducer:
@@ -138,11 +148,17 @@ def _compile(source: str, index: int) -> Reducer:
     return reducer
 
 
-def _scanner(lexer: Any) -> tuple[Any, dict[str, dict[str, str]]]:
-    """The state's scanner and keyword table, taken from lark's own lexer for the state
-    (the same terminals in the same order, so the same first match wins)."""
+def _scanner(lexer: Any, ignore: list[Any]) -> tuple[Any, dict[str, dict[str, str]]]:
+    """The state's scanner and keyword table, from lark's own lexer for the state: the
+    same terminals in the same order, so the same first match wins. Ignored text (space,
+    comments) is skipped by the same match, atomically (`*+`: no backtracking): no other
+    terminal can start where one of those does."""
     scanner = lexer.scanner
-    pattern = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in scanner.terminals)
+    skip = "|".join(t.pattern.to_regexp() for t in ignore)
+    terminals = "|".join(
+        f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in scanner.terminals if t not in ignore
+    )
+    pattern = f"(?:{skip})*+(?:{terminals}|(?P<{_EOF}>\\Z))"
     keywords: dict[str, dict[str, str]] = {}
     for kind, callback in lexer.callback.items():
         if not isinstance(callback, UnlessCallback):  # pragma: no cover - no lexer callbacks
@@ -165,44 +181,39 @@ def _tables() -> _Tables:
         raise TypeError("expected lark's contextual lexer")  # pragma: no cover
     table = frontend.parser.parser.parse_table
     rule_index: dict[Any, int] = {}
-    rules: list[tuple[int, str, Reducer | None, int]] = []
+    rules: list[tuple[int, str, int, Reducer | None, int]] = []
     count = len(table.states)
     actions: list[dict[str, int]] = [{} for _ in range(count)]
     for state, row in table.states.items():
         for symbol, (action, arg) in row.items():
-            symbol = str(symbol)  # plain `str` keys: lark's `Token.__eq__` is slow
+            symbol = _EOF if symbol == "$END" else str(symbol)  # plain `str`: fast `==`
             if action is Shift:
                 actions[state][symbol] = arg
             else:
                 if arg not in rule_index:
                     rule_index[arg] = len(rules)
-                    reducer, grows = _reducer(arg, len(rules))
-                    rules.append((len(arg.expansion), str(arg.origin.name), reducer, grows))
+                    how, reducer, grows = _reducer(arg, len(rules))
+                    rules.append((len(arg.expansion), str(arg.origin.name), how, reducer, grows))
                 actions[state][symbol] = ~rule_index[arg]
+    ignore = [lk.get_terminal(name) for name in lk.ignore_tokens]
     scanners = []
     keywords = []
     built: dict[int, tuple[Any, dict[str, dict[str, str]]]] = {}
     for state in range(count):
         lexer = contextual.lexers[state]
         if id(lexer) not in built:
-            built[id(lexer)] = _scanner(lexer)
+            built[id(lexer)] = _scanner(lexer, ignore)
         scanner, words = built[id(lexer)]
         scanners.append(scanner)
         keywords.append(words)
-    if any("$END" in row and row["$END"] >= 0 for row in actions):
-        raise TypeError("the end of input is shifted")  # pragma: no cover
-    ignore = frozenset(str(kind) for kind in lk.ignore_tokens)
-    if any(kind in ignore for words in keywords for kind in words):
-        raise TypeError("an ignored terminal has keywords")  # pragma: no cover
-    return _Tables(
-        table.start_states["start"],
-        table.end_states["start"],
-        actions,
-        scanners,
-        keywords,
-        ignore,
-        rules,
-    )
+    start = table.start_states["start"]
+    if (
+        any(row.get(_EOF, -1) >= 0 for row in actions)
+        or any(t.name in words for t in ignore for words in keywords)
+        or actions[start]["start"] != table.end_states["start"]
+    ):
+        raise TypeError("unexpected LALR tables")  # pragma: no cover
+    return _Tables(start, actions, scanners, keywords, rules)
 
 
 # ---- the parse loop ---------------------------------------------------------------------
@@ -217,14 +228,16 @@ _WORD_CHAR = re.compile(r"[a-z0-9_-]")
 
 def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declaration], int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
-    `WholeWords` post-lexer would; returns the declarations and the parse tree's height
-    (the depth limit is on the tree lark would have built)."""
+    `WholeWords` post-lexer would; returns the declarations and the height of the parse
+    tree lark would have built (the depth limit is on that tree).
+
+    One entry per stack level in five parallel lists: the state, the value, where its
+    text starts and ends (lark's "container" positions: a node's span runs from its
+    first child's start to its last child's end, punctuation included) and its height."""
     actions = tables.actions
     scanners = tables.scanners
     keywords = tables.keywords
-    ignore = tables.ignore
     rules = tables.rules
-    end_state = tables.end
     word_char = _WORD_CHAR.match
     state = tables.start
     states = [state]
@@ -233,75 +246,68 @@ def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declara
     ends: list[int] = []
     heights: list[int] = []
     pos = 0
-    length = len(text)
-    glue = -1  # the offset right after a token a word must not be glued to
-    kind = ""
-    value: Any = None
-    start = end = 0
+    glue = -1  # where a token ended that the next word must not be glued to
     while True:
-        if pos < length:
-            match = scanners[state](text, pos)
-            if match is None:
-                raise _Rejected
-            kind = match.lastgroup  # type: ignore[assignment]
-            end = match.end()
-            if kind in ignore:
-                pos = end
-                continue
-            value = match.group()
-            words = keywords[state].get(kind)
-            if words is not None:
-                kind = words.get(value, kind)
-            if pos == glue and word_char(value):
-                raise _Rejected  # WholeWords: a keyword glued to the next word
-            glue = end if kind != "NAME" and value[-1].isalpha() else -1
-            if kind == "STRING":
-                value = StrToken(value)
-                value.start = pos
-            start = pos
-            pos = end
-        else:
-            kind = "$END"
+        match = scanners[state](text, pos)
+        if match is None:
+            raise _Rejected
+        kind: str = match.lastgroup  # type: ignore[assignment]
+        start, pos = match.span(kind)
+        value: Any = text[start:pos]
+        words = keywords[state].get(kind)
+        if words is not None:
+            kind = words.get(value, kind)
+        if start == glue and word_char(value):
+            raise _Rejected  # WholeWords: a keyword glued to the next word
+        glue = pos if kind != "NAME" and value[-1:].isalpha() else -1
+        if kind == "STRING":
+            value = StrToken(value)
+            value.start = start
         row = actions[state]
         while True:
-            act = row.get(kind)
-            if act is None:
-                raise _Rejected
+            try:
+                act = row[kind]
+            except KeyError:
+                raise _Rejected from None
             if act >= 0:
                 break
-            size, origin, reducer, grows = rules[~act]
-            if reducer is None:  # `?rule: x` -> x, nothing else changes
+            size, origin, how, reducer, grows = rules[~act]
+            if how == PASS:
                 state = actions[states[-2]][origin]
                 states[-1] = state
-            elif size:
-                node = reducer(builder, values[-size:], starts[-size], ends[-1])
-                height = max(heights[-size:]) + grows
-                s = starts[-size]
-                e = ends[-1]
-                del values[-size:], states[-size:], starts[-size:], ends[-size:], heights[-size:]
-                state = actions[states[-1]][origin]
-                states.append(state)
-                values.append(node)
-                starts.append(s)
-                ends.append(e)
-                heights.append(height)
+                row = actions[state]
+                continue
+            if how == CALL:
+                node = reducer(builder, values[-size:], starts[-size], ends[-1])  # type: ignore[misc]
+            elif how == APPEND:
+                node = values[-size]
+                node.append(values[-1])
+            elif how == LIST:
+                node = [values[-1]]
+            else:  # ACCEPT
+                if not size:
+                    return reducer(builder, [], 0, 0), 0  # type: ignore[misc]
+                node = reducer(builder, values[-size:], starts[-size], ends[-1])  # type: ignore[misc]
+                return node, max(heights[-size:]) + grows
+            if size == 1:
+                values[-1] = node
+                heights[-1] += grows
             else:
-                node = reducer(builder, [], pos, pos)
-                state = actions[state][origin]
-                states.append(state)
-                values.append(node)
-                starts.append(pos)
-                ends.append(pos)
-                heights.append(grows - 1)
-            if state == end_state and kind == "$END":
-                declarations: list[ast.Declaration] = values[-1]
-                return declarations, heights[-1]
+                height = max(heights[-size:]) + grows
+                end = ends[-1]
+                keep = 1 - size
+                del values[keep:], states[keep:], starts[keep:], ends[keep:], heights[keep:]
+                values[-1] = node
+                ends[-1] = end
+                heights[-1] = height
+            state = actions[states[-2]][origin]
+            states[-1] = state
             row = actions[state]
         state = act
         states.append(act)
         values.append(value)
         starts.append(start)
-        ends.append(end)
+        ends.append(pos)
         heights.append(-1)
 
 
