@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import random
+from dataclasses import fields, is_dataclass
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from lark import Token
+from lark.exceptions import LarkError
 
-from grammar.parser import ParseOptions, parse
+from grammar.parser import ParseOptions, _lark, parse
+from grammar.syntax_errors import GluedWord
 from policy import ast
 from policy.diagnostics import CharterSyntaxError
 
@@ -252,3 +257,91 @@ def test_a_keyword_glued_to_a_word_is_reported_as_one_word(
     assert diag.span.end_col - diag.span.col == len(word)
     if suggestion is not None:
         assert diag.help == f"did you mean `{suggestion}`?"
+
+
+# ---- the parser runs lark's tables itself: it must agree with lark --------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _fixture_texts() -> list[str]:
+    texts = [EVERYTHING]
+    for path in sorted(FIXTURES.rglob("*.charter")):
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return texts
+
+
+def _lark_positions(text: str) -> set[tuple[int, int, int, int]] | None:
+    """Every position lark's own tree gives a node or a token, or None if it rejects."""
+    try:
+        tree = _lark().parse(text)
+    except (LarkError, GluedWord):
+        return None
+    out: set[tuple[int, int, int, int]] = set()
+    for node in tree.iter_subtrees():
+        if not node.meta.empty:
+            meta = node.meta
+            out.add((meta.line, meta.column, meta.end_line, meta.end_column))
+        for child in node.children:
+            if isinstance(child, Token):
+                out.add((child.line, child.column, child.end_line, child.end_column))  # type: ignore[arg-type]
+    return out
+
+
+def _spans(node: object) -> list[ast.Span]:
+    """The spans of every node below `node` (walking dataclass fields and tuples)."""
+    out: list[ast.Span] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Span):
+            if item is not ast.NO_SPAN:
+                out.append(item)
+        elif isinstance(item, tuple | list):
+            stack.extend(item)
+        elif is_dataclass(item) and not isinstance(item, ast.SourceFile | type):
+            stack.extend(getattr(item, f.name) for f in fields(item))
+    return out
+
+
+def _mutants(texts: list[str], count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    pieces = [*'(){}[],.:*?="\\# \n', "allow", "deny", "where", " and ", " or ", "not ", " in "]
+    pieces += ["tool:*", '"x"', "24h", "list[", '"\\q"', "1.5", "-3", "allowx", "x.*"]
+    out = []
+    for _ in range(count):
+        text = rng.choice(texts)
+        at = rng.randrange(len(text) + 1)
+        roll = rng.random()
+        if roll < 0.4:
+            out.append(text[:at] + text[at + rng.randrange(1, 6) :])
+        elif roll < 0.8:
+            out.append(text[:at] + rng.choice(pieces) + text[at:])
+        else:
+            other = rng.randrange(len(text) + 1)
+            out.append(text[:at] + text[other : other + 20] + text[at:])
+    return out
+
+
+def test_the_parser_accepts_what_lark_accepts_with_lark_positions() -> None:
+    texts = _fixture_texts()
+    texts += _mutants([t for t in texts if len(t) < 3000], 600, seed=11)
+    accepted = rejected = 0
+    for text in texts:
+        positions = _lark_positions(text)
+        try:
+            tree = parse(text, "f.charter")
+        except CharterSyntaxError as exc:
+            codes = {d.code for d in exc.diagnostics}
+            syntax = bool(codes & {"E0001", "E0002"})
+            assert syntax == (positions is None), (text, exc.diagnostics)
+            rejected += syntax
+            continue
+        assert positions is not None, text
+        accepted += 1
+        for span in _spans(tree.declarations):
+            assert (span.line, span.col, span.end_line, span.end_col) in positions, (text, span)
+    assert accepted > 100 and rejected > 100
