@@ -12,12 +12,13 @@ from starlette.responses import Response
 
 from api.http import models as m
 from api.http.auth import require_admin, require_decide, require_decide_all
-from api.http.body import body, check_depth
+from api.http.body import body, read_body
+from api.http.calls import batch_calls, one_call
 from api.http.commit import GroupCommit
 from api.http.pagination import int_query
 from api.http.routing import Spec, Table, json_response
 from api.service.core import Service
-from api.service.decide import Call, log_view
+from api.service.decide import log_view
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn
@@ -31,31 +32,22 @@ def _service(request: Request) -> Service:
     return service
 
 
-def _call(item: m.DecisionRequest) -> Call:
-    check_depth(item.args, "args")
-    check_depth(item.context, "context")
-    return Call(
-        item.agent, item.tool, item.args, item.thread, item.turn, item.context,
-        item.expected_cost, item.connection,
-    )  # fmt: skip
-
-
 async def decide_one(request: Request) -> Response:
     started = time.perf_counter()
-    item = await body(request, m.DecisionRequest)
-    require_decide(request, item.agent)
+    call = one_call(await read_body(request))
+    require_decide(request, call.agent)
     commit: GroupCommit = request.app.state.commit
-    result = (await commit.decide([_call(item)]))[0]
+    result = (await commit.decide([call]))[0]
     _service(request).metrics.observe(time.perf_counter() - started)
     return json_response(result)
 
 
 async def decide_batch(request: Request) -> Response:
     started = time.perf_counter()
-    batch = await body(request, m.BatchRequest)
-    require_decide_all(request, [item.agent for item in batch.calls])
+    calls = batch_calls(await read_body(request))
+    require_decide_all(request, [call.agent for call in calls])
     commit: GroupCommit = request.app.state.commit
-    results = await commit.decide([_call(item) for item in batch.calls])
+    results = await commit.decide(calls)
     _service(request).metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})
 

@@ -274,11 +274,13 @@ def write(
     approved: bool = False,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Step 6 and the log for prepared calls, inside the caller's `store.atomic()`:
-    (responses, the final arguments unredacted), in order."""
+    (responses, the final arguments unredacted), in order. The hot loop of a batch: each
+    call's row and response are built here directly (one row encode per call)."""
     now = now_ms()
     raw: list[Mapping[str, Any] | None] = []
-    entries: list[dict[str, Any]] = []
+    bodies: list[dict[str, Any]] = []
     rows: list[dict[str, bytes]] = []
+    counts: dict[str, int] = {}
     batch = _Batch(service, now)
     ids = os.urandom(12 * len(prepared)).hex()
     for i, p in enumerate(prepared):
@@ -293,34 +295,36 @@ def write(
             )
         if decision.effect != "deny":
             decision = _step6(batch, p, decision)
+        effect = decision.effect
         raw.append(decision.args)
         call = p.call
         hidden = _hidden(p.snapshot, call.tool)
         args = _redact(hidden, call.args)
         final = _redact(hidden, decision.args)
+        decision_id = ids[24 * i : 24 * i + 24]
+        reasons = _reasons_json(decision.reasons)
+        revision = p.snapshot.revision
         entry: dict[str, Any] = {
-            "id": ids[24 * i : 24 * i + 24],
+            "id": decision_id,
             "at": now,
             "agent": call.agent,
             "profile": p.agent["profile"],
             "tool": call.tool,
             "args": args,
-            "effect": decision.effect,
-            "reasons": _reasons_json(decision.reasons),
-            "revision": p.snapshot.revision,
+            "effect": effect,
+            "reasons": reasons,
+            "revision": revision,
         }
         # Rows leave out what is empty or repeats `args`; `expand` gives every row its
         # full shape back.
-        if (
-            (final is not None)
-            if decision.effect == "deny"
-            else (final is not args and final != args)
-        ):
+        if (final is not None) if effect == "deny" else (final is not args and final != args):
             entry["final_args"] = final
-        if decision.errors:
-            entry["errors"] = [e.to_json() for e in decision.errors]
-        if decision.near_misses:
-            entry["near_misses"] = _reasons_json(decision.near_misses)
+        errors = [e.to_json() for e in decision.errors] if decision.errors else []
+        if errors:
+            entry["errors"] = errors
+        near = _reasons_json(decision.near_misses) if decision.near_misses else []
+        if near:
+            entry["near_misses"] = near
         if call.thread is not None:
             entry["thread"] = call.thread
         if call.turn is not None:
@@ -329,17 +333,25 @@ def write(
             entry["expected_cost"] = str(call.expected_cost)
         if approval is not None:
             entry["approval"] = approval
-        if decision.effect == "pause":
+        if effect == "pause":
             entry["approval"] = _open_approval(service, p, decision, now, management)
-        entries.append(entry)
         rows.append({"json": dumps(entry)})
+        # What `response(entry, seq)` gives, built from what is at hand: the response's
+        # `args` are always `final` (None for a deny that rewrote nothing).
+        body = {
+            "id": decision_id, "seq": 0, "effect": effect, "args": final, "reasons": reasons,
+            "errors": errors, "near_misses": near, "revision": revision,
+        }  # fmt: skip
+        if entry.get("approval"):
+            body["approval_id"] = entry["approval"]
+        bodies.append(body)
+        counts[effect] = counts.get(effect, 0) + 1
     seqs = service.store.append_decisions(rows)
-    metrics = service.metrics
-    out = []
-    for entry, seq in zip(entries, seqs, strict=True):
-        metrics.decided(entry["effect"])
-        out.append(response(entry, seq))
-    return out, raw
+    for body, seq in zip(bodies, seqs, strict=True):
+        body["seq"] = seq
+    for name, n in counts.items():
+        service.metrics.decided(name, n)
+    return bodies, raw
 
 
 _ENTRY_DEFAULTS: dict[str, Any] = {
