@@ -136,14 +136,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
     _say(f"serving {db} on http://{args.host}:{args.port} ({args.workers} worker(s))")
+    stack = {"loop": args.loop, "http": args.http}
     if args.workers > 1:
         service.store.close()
         os.environ["CHARTER_DB"] = db
-        run_uvicorn("api.http.app:app_from_env", args.host, args.port, args.workers, factory=True)
+        run_uvicorn(
+            "api.http.app:app_from_env", args.host, args.port, args.workers, factory=True, **stack
+        )
     else:
         app = create_app(service)
         tune_gc()
-        run_uvicorn(app, args.host, args.port)
+        run_uvicorn(app, args.host, args.port, **stack)
     return 0
 
 
@@ -168,6 +171,10 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto",
+                   help="the event loop (auto: uvloop when installed)")  # fmt: skip
+    p.add_argument("--http", choices=["auto", "h11", "httptools"], default="auto",
+                   help="the HTTP/1.1 parser (auto: httptools when installed)")  # fmt: skip
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="issue an API token (printed once)")

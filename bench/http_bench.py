@@ -139,17 +139,23 @@ def _wait(port: int, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("the server did not start")
 
 
-def _start(kind: str, workers: int, tmp: Path) -> tuple[subprocess.Popen[bytes], int, str]:
+STACKS = {"auto": ("auto", "auto"), "asyncio-h11": ("asyncio", "h11")}
+
+
+def _start(
+    kind: str, workers: int, tmp: Path, stack: str = "auto"
+) -> tuple[subprocess.Popen[bytes], int, str]:
     port = _free_port()
+    loop, http = STACKS[stack]
     if kind == "ceiling":  # through charter serve's own launcher: the same server stack
         cmd = [sys.executable, "-m", "bench.http_bench", "--serve-ceiling", str(port),
-               "--workers", str(workers)]  # fmt: skip
+               "--workers", str(workers), "--stack", stack]  # fmt: skip
         token = "none"
     else:
         db = tmp / f"bench-{workers}.db"
         cmd = [sys.executable, "-m", "api.cli", "serve", "--db", str(db), "--workspace",
                str(ROOT / "fixtures" / "workspace"), "--port", str(port),
-               "--workers", str(workers)]  # fmt: skip
+               "--workers", str(workers), "--loop", loop, "--http", http]  # fmt: skip
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
     _wait(port, process)
     if kind != "ceiling":
@@ -167,7 +173,9 @@ def _measure(
     return result
 
 
-def run(seconds: float, levels: list[int], worker_counts: list[int]) -> list[Result]:
+def run(
+    seconds: float, levels: list[int], worker_counts: list[int], stack: str = "auto"
+) -> list[Result]:
     """Both servers run side by side and each client level is measured on the ceiling and
     then on charter, back to back: on a shared machine whose load drifts, the ratio
     compares two figures taken under the same conditions."""
@@ -176,7 +184,9 @@ def run(seconds: float, levels: list[int], worker_counts: list[int]) -> list[Res
     batch = json.dumps({"calls": [CALL] * 100}).encode()
     with tempfile.TemporaryDirectory() as tmp:
         for workers in worker_counts:
-            servers = {kind: _start(kind, workers, Path(tmp)) for kind in ("ceiling", "charter")}
+            servers = {
+                kind: _start(kind, workers, Path(tmp), stack) for kind in ("ceiling", "charter")
+            }
             try:
                 singles = {
                     kind: _payload(token, "/v1/decisions", single)
@@ -207,10 +217,24 @@ def _row(r: Result) -> str:
             f"{r.decisions:,.0f} | {r.pct(0.5):.2f} | {r.pct(0.99):.2f} |")  # fmt: skip
 
 
-def report(results: list[Result]) -> str:
+def _stack_name(stack: str) -> str:
+    import importlib.util
+
+    import uvicorn
+
+    loop, http = STACKS[stack]
+    if loop == "auto":
+        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    if http == "auto":
+        http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"uvicorn {uvicorn.__version__} ({loop}, {http})"
+
+
+def report(results: list[Result], stack: str = "auto") -> str:
     lines = [
         f"Run {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} CPUs "
-        f"(shared by the servers and the load generator), Python {platform.python_version()}.",
+        f"(shared by the servers and the load generator), Python {platform.python_version()}, "
+        f"both servers on {_stack_name(stack)} + starlette.",
         "",
         "| server | workers | mode | clients | requests/s | decisions/s | p50 ms | p99 ms |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -250,21 +274,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,16,64")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--stack", choices=sorted(STACKS), default="auto",
+                        help="uvicorn's loop and HTTP parser for both servers (auto: uvloop "
+                        "and httptools when installed)")  # fmt: skip
     parser.add_argument("--serve-ceiling", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_ceiling:
         from api.cli_serve import run_uvicorn
 
         workers = int(args.workers.split(",")[0])
+        loop, http = STACKS[args.stack]
         run_uvicorn("bench.http_bench:ceiling_app", "127.0.0.1", args.serve_ceiling, workers,
-                    factory=True)  # fmt: skip
+                    factory=True, loop=loop, http=http)  # fmt: skip
         return 0
     results = run(
         args.seconds,
         [int(x) for x in args.clients.split(",")],
         [int(x) for x in args.workers.split(",")],
+        args.stack,
     )
-    text = report(results)
+    text = report(results, args.stack)
     sys.stdout.write(text)
     if not args.no_write:
         write_doc(text)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import pytest
 
 from api.http.app import create_app
 from api.http.commit import GroupCommit
@@ -43,7 +44,15 @@ def counting_transactions(harness: Harness) -> Iterator[list[int]]:
         store.atomic = real  # type: ignore[method-assign]
 
 
-def test_concurrent_requests_share_one_transaction(harness: Harness) -> None:
+def _run(loop: str, main: Any) -> Any:
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_concurrent_requests_share_one_transaction(harness: Harness, loop: str) -> None:
     commit = GroupCommit(harness.service)
     good = [Call("a1", "mail.send", MAIL)]
     bad_agent = [Call("nobody", "mail.send", MAIL)]
@@ -54,7 +63,7 @@ def test_concurrent_requests_share_one_transaction(harness: Harness) -> None:
         return await asyncio.gather(*(commit.decide(c) for c in requests), return_exceptions=True)
 
     with counting_transactions(harness) as transactions:
-        results = asyncio.run(run())
+        results = _run(loop, run())
     assert transactions[0] == 1
     assert [r["seq"] for r in results[0]] == [1]
     assert isinstance(results[1], ServiceError) and results[1].code == "agent-not-found"
@@ -63,6 +72,17 @@ def test_concurrent_requests_share_one_transaction(harness: Harness) -> None:
     assert [r["seq"] for r in results[4]] == [3, 4, 5]
     log = harness.service.store.read_decisions(0, 100)
     assert [seq for seq, _ in log] == [1, 2, 3, 4, 5]  # the refused requests wrote nothing
+
+
+def test_a_lone_leader_under_uvloop_stops_waiting(harness: Harness) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    commit = GroupCommit(harness.service)
+
+    async def one_by_one() -> list[int]:
+        return [(await commit.decide([Call("a1", "mail.send", MAIL)]))[0]["seq"] for _ in range(40)]
+
+    assert uvloop.run(one_by_one()) == list(range(1, 41))
+    assert commit._alone == 10  # eight lone turns, then a probe on every 16th request
 
 
 def test_budget_holds_across_a_group(harness: Harness) -> None:
