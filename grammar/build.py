@@ -55,33 +55,59 @@ Items = list[Any]
 Offset = int  # a position in the text (not `int`: a method below is called `int`)
 
 
+# Line numbers as shared int objects: Python caches only the ints up to 256, and a span
+# holding a fresh pair of them costs 56 bytes more. Replaced, never changed in place, so
+# a parse running in another thread keeps a consistent table; kept for files of up to
+# 16,384 lines (a longer file gets a table of its own, dropped after the parse).
+_NUMBERS: tuple[int, ...] = ()
+_SHARED_LINES = 1 << 14
+
+
+def _line_numbers(lines: int) -> tuple[int, ...]:
+    """A table whose item `n` is the int `n`, for `n` up to `lines`."""
+    global _NUMBERS
+    numbers = _NUMBERS
+    if len(numbers) <= lines:
+        if lines >= _SHARED_LINES:
+            return tuple(range(lines + 1))
+        numbers = _NUMBERS = tuple(range(min(max(2 * lines, 1024), _SHARED_LINES)))
+    return numbers
+
+
 class Builder:
     """Builds AST nodes for one file. Problems the grammar cannot express go to `errors`."""
 
     def __init__(self, file: str, text: str) -> None:
         self.file = file
         self.errors: list[Diagnostic] = []
-        # Offsets of the line breaks: lines are numbered as lark numbers them (only "\n").
-        newlines: list[int] = []
+        # Where each line starts, less one: the offsets of the line breaks after a -1 for
+        # line 1. Lines are numbered as lark numbers them (only "\n" ends one).
+        breaks = [-1]
         find = text.find
         at = find("\n")
         while at >= 0:
-            newlines.append(at)
+            breaks.append(at)
             at = find("\n", at + 1)
-        self._newlines = newlines
+        self._breaks = breaks
+        self._numbers = _line_numbers(len(breaks))
 
     # ---- positions ----------------------------------------------------------------
     def _sp(self, start: Offset, end: Offset) -> ast.Span:
         """The span of the text from `start` to `end` (offsets; no token spans a line)."""
-        newlines = self._newlines
-        line = bisect_left(newlines, start)
-        col = start - newlines[line - 1] if line else start + 1
-        end_line = bisect_left(newlines, end, line)
-        end_col = end - newlines[end_line - 1] if end_line else end + 1
-        return ast.Span(self.file, line + 1, col, end_line + 1, end_col)
+        breaks = self._breaks
+        numbers = self._numbers
+        line = bisect_left(breaks, start)
+        end_line = bisect_left(breaks, end, line)
+        return ast.Span(
+            self.file,
+            numbers[line],
+            start - breaks[line - 1],
+            numbers[end_line],
+            end - breaks[end_line - 1],
+        )
 
-    def _line(self, start: int) -> int:
-        return bisect_left(self._newlines, start) + 1
+    def _line(self, start: Offset) -> int:
+        return self._numbers[bisect_left(self._breaks, start)]
 
     def _error(self, code: str, message: str, where: ast.Span, help: str | None = None) -> None:
         self.errors.append(Diagnostic(code, message, where, help))
