@@ -21,6 +21,7 @@ from policy.secrets import Sealer
 from policy.store import Doc, Store
 
 AGENT_STATUSES = ("idle", "running", "stopped", "error")
+CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
 
 
 def now_ms() -> int:
@@ -40,16 +41,29 @@ class Service:
         self._agents: dict[str, Doc] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         self._lock = threading.Lock()
+        self._epoch: Any = store.get_meta(CACHE_EPOCH)
         self.started_at = now_ms()
 
     # ---- caches ---------------------------------------------------------------------------
     def sync(self) -> None:
-        """Drop what another process may have changed (cheap when nothing did)."""
+        """Catch up with what another process changed (cheap when nothing did).
+
+        Any commit by another process changes the store's data version, and with several
+        workers nearly all of those are decisions, which change nothing cached here. So the
+        agent and connection caches are dropped only when the `cache_epoch` value moved:
+        every process moves it when it changes an agent or a connection (`forget_*`)."""
         if self.store.changed():
-            with self._lock:
-                self._agents.clear()
-                self._connections.clear()
             self.snapshots.refresh()
+            epoch = self.store.get_meta(CACHE_EPOCH)
+            if epoch != self._epoch:
+                self._epoch = epoch
+                with self._lock:
+                    self._agents.clear()
+                    self._connections.clear()
+
+    def _move_epoch(self) -> None:
+        self._epoch = new_id()
+        self.store.set_meta(CACHE_EPOCH, self._epoch)
 
     def connections_for(self, toolset: str) -> list[tuple[str, str | None]]:
         """(id, owner identity or None) of every connection for a toolset, cached."""
@@ -62,12 +76,16 @@ class Service:
         return found
 
     def forget_connections(self) -> None:
+        """After a connection was added or removed (here and in every other process)."""
         with self._lock:
             self._connections.clear()
+        self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:
+        """After an agent was changed or deleted (here and in every other process)."""
         with self._lock:
             self._agents.pop(agent_id, None)
+        self._move_epoch()
 
     def find_agent(self, agent_id: str) -> Doc | None:
         cached = self._agents.get(agent_id)

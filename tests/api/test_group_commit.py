@@ -127,3 +127,28 @@ def test_http_requests_in_one_loop(harness: Harness) -> None:
         seq, entry = log[body["id"]]
         assert seq == body["seq"] and entry["effect"] == body["effect"]
         assert entry["args"]["to"] == ("eve@evil.net" if body["effect"] == "deny" else MAIL["to"])
+
+
+def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
+    harness: Harness,
+) -> None:
+    """Two services on one file, as two `--workers`: the other's decisions leave this
+    one's caches alone; the other's agent change reaches this one at its next sync."""
+    from api.http.app import open_service
+    from api.service.decide import decide_calls
+    from api.service.resources import agents_update
+    from api.service.tokens import Principal
+
+    other = open_service(harness.db)
+    mine = harness.service
+    decide_calls(mine, [Call("a1", "mail.send", MAIL)])
+    cached = mine.agent("a1")
+    decide_calls(other, [Call("a1", "mail.send", MAIL)] * 3)
+    mine.sync()
+    assert mine.agent("a1") is cached  # decisions elsewhere: nothing dropped
+    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+    mine.sync()
+    assert mine.agent("a1")["profile"] == "narrow"
+    seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
+    assert seqs == [5]  # gap-free across both
+    other.store.close()
