@@ -114,8 +114,10 @@ class GroupCommit:
                 prepared.extend(mine)
             if not ready:
                 return
-            with service.store.atomic():
-                responses, _ = write(service, prepared)
+            new_refs: set[str] = set()
+            with service.store.atomic():  # never nested: this transaction is ours
+                responses, _ = write(service, prepared, new_refs=new_refs)
+            service.reason_refs.update(new_refs)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)

@@ -18,7 +18,7 @@ from api.http.commit import GroupCommit
 from api.http.pagination import int_query
 from api.http.routing import Spec, Table, json_response
 from api.service.core import Service
-from api.service.decide import log_view
+from api.service.decide import log_view, reasons_resolver
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn
@@ -56,9 +56,12 @@ async def read_log(request: Request) -> Response:
     require_admin(request)
     after = int_query(request, "after_seq", 0, minimum=0)
     limit = int_query(request, "limit", 100, minimum=1, maximum=MAX_LOG_PAGE)
-    rows = _service(request).store.read_decisions(after, limit)
+    service = _service(request)
+    rows = service.store.read_decisions(after, limit)
     last = rows[-1][0] if rows else after
-    return json_response({"decisions": [log_view(s, e) for s, e in rows], "next_after_seq": last})
+    resolve = reasons_resolver(service)
+    decisions = [log_view(s, e, resolve) for s, e in rows]
+    return json_response({"decisions": decisions, "next_after_seq": last})
 
 
 def _engine(module: str) -> Any:

@@ -42,6 +42,7 @@ class Service:
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         self._lock = threading.Lock()
         self._epoch: Any = store.get_meta(CACHE_EPOCH)
+        self.reason_refs: set[str] = set()  # `reasons` documents known to be committed
         self.started_at = now_ms()
 
     # ---- caches ---------------------------------------------------------------------------

@@ -15,8 +15,9 @@ with orjson costs a tenth of encoding its fields as CBOR; `expand` reads either 
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -195,25 +196,31 @@ def _step6(batch: _Batch, p: Prepared, decision: Decision) -> Decision:
 
 
 @lru_cache(maxsize=4096)
-def _reasons_value(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
-    return [r.to_json() for r in reasons]
+def _reasons_value(reasons: tuple[Reason, ...]) -> tuple[list[dict[str, Any]], str]:
+    value = [r.to_json() for r in reasons]
+    return value, hashlib.sha256(dumps(value)).hexdigest()[:24]
 
 
-# id(tuple) -> (the tuple, its JSON). Most tuples are the compiled snapshot's shared
-# constants, so an identity look-up saves hashing every Reason of the tuple per call.
-_REASONS: dict[int, tuple[tuple[Reason, ...], list[dict[str, Any]]]] = {}
+# id(tuple) -> (the tuple, its JSON, its ref). Most tuples are the compiled snapshot's
+# shared constants, so an identity look-up saves hashing every Reason of the tuple per call.
+_REASONS: dict[int, tuple[tuple[Reason, ...], list[dict[str, Any]], str]] = {}
+
+
+def _reasons(reasons: tuple[Reason, ...]) -> tuple[list[dict[str, Any]], str]:
+    """Reasons as JSON and the ref a log row names them by (the first 96 bits of the
+    JSON's SHA-256), built once per distinct tuple. Callers never mutate the lists."""
+    hit = _REASONS.get(id(reasons))
+    if hit is not None and hit[0] is reasons:
+        return hit[1], hit[2]
+    value, ref = _reasons_value(reasons)
+    if len(_REASONS) > 4096:
+        _REASONS.clear()
+    _REASONS[id(reasons)] = (reasons, value, ref)
+    return value, ref
 
 
 def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
-    """Reasons as JSON, built once per distinct tuple. Callers never mutate the lists."""
-    hit = _REASONS.get(id(reasons))
-    if hit is not None and hit[0] is reasons:
-        return hit[1]
-    value = _reasons_value(reasons)
-    if len(_REASONS) > 4096:
-        _REASONS.clear()
-    _REASONS[id(reasons)] = (reasons, value)
-    return value
+    return _reasons(reasons)[0]
 
 
 def _connection_problem(batch: _Batch, p: Prepared, toolset: str) -> str | None:
@@ -272,11 +279,20 @@ def write(
     management: bool = False,
     approval: str | None = None,
     approved: bool = False,
+    new_refs: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Step 6 and the log for prepared calls, inside the caller's `store.atomic()`:
     (responses, the final arguments unredacted), in order. The hot loop of a batch: each
-    call's row and response are built here directly (one row encode per call)."""
+    call's row and response are built here directly (one row encode per call).
+
+    A row names its reasons by ref; each distinct list of reasons is a `reasons` document
+    (content-addressed, so every process writes the same one), written in the same
+    transaction as the first row that names it. Refs in `service.reason_refs` are known to
+    be committed and not written again; the refs written here are added to `new_refs`, for
+    a caller that owns the transaction to mark them known once it has committed."""
     now = now_ms()
+    known = service.reason_refs
+    fresh: dict[str, list[dict[str, Any]]] = {}
     raw: list[Mapping[str, Any] | None] = []
     bodies: list[dict[str, Any]] = []
     rows: list[dict[str, bytes]] = []
@@ -302,7 +318,9 @@ def write(
         args = _redact(hidden, call.args)
         final = _redact(hidden, decision.args)
         decision_id = ids[24 * i : 24 * i + 24]
-        reasons = _reasons_json(decision.reasons)
+        reasons, ref = _reasons(decision.reasons)
+        if ref not in known and ref not in fresh:
+            fresh[ref] = reasons
         revision = p.snapshot.revision
         entry: dict[str, Any] = {
             "id": decision_id,
@@ -312,7 +330,7 @@ def write(
             "tool": call.tool,
             "args": args,
             "effect": effect,
-            "reasons": reasons,
+            "reasons_ref": ref,
             "revision": revision,
         }
         # Rows leave out what is empty or repeats `args`; `expand` gives every row its
@@ -346,6 +364,10 @@ def write(
             body["approval_id"] = entry["approval"]
         bodies.append(body)
         counts[effect] = counts.get(effect, 0) + 1
+    for ref, value in fresh.items():
+        service.store.insert("reasons", ref, {"reasons": value})
+    if new_refs is not None:
+        new_refs.update(fresh)
     seqs = service.store.append_decisions(rows)
     for body, seq in zip(bodies, seqs, strict=True):
         body["seq"] = seq
@@ -360,38 +382,37 @@ _ENTRY_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def expand(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A log row with every field: a JSON row decoded, what a compact row leaves out
-    filled back in."""
+def expand(entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """A log row with every field: a JSON row decoded, its reasons looked up by ref with
+    `resolve` (None without one), what a compact row leaves out filled back in."""
     if "json" in entry and len(entry) == 1:
         entry = loads(entry["json"])
     full = {**_ENTRY_DEFAULTS, **entry}
+    ref = full.pop("reasons_ref", None)
+    if ref is not None:
+        full["reasons"] = resolve(ref) if resolve is not None else None
     if "final_args" not in entry:
         full["final_args"] = None if entry["effect"] == "deny" else entry["args"]
     return full
 
 
-def response(entry: Mapping[str, Any], seq: int) -> dict[str, Any]:
-    effect = entry["effect"]
-    body = {
-        "id": entry["id"],
-        "seq": seq,
-        "effect": effect,
-        "args": entry["final_args"] if "final_args" in entry else (
-            None if effect == "deny" else entry["args"]
-        ),
-        "reasons": entry["reasons"],
-        "errors": entry.get("errors", []),
-        "near_misses": entry.get("near_misses", []),
-        "revision": entry["revision"],
-    }  # fmt: skip
-    if entry.get("approval"):
-        body["approval_id"] = entry["approval"]
-    return body
+def reasons_resolver(service: Service) -> Callable[[str], Any]:
+    """Looks a row's reasons up by ref (one read per distinct ref)."""
+    found: dict[str, Any] = {}
+
+    def resolve(ref: str) -> Any:
+        if ref not in found:
+            doc = service.store.get("reasons", ref)
+            found[ref] = None if doc is None else doc["reasons"]
+        return found[ref]
+
+    return resolve
 
 
-def log_view(seq: int, entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {"seq": seq, **expand(entry)}
+def log_view(
+    seq: int, entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None
+) -> dict[str, Any]:
+    return {"seq": seq, **expand(entry, resolve)}
 
 
 def _open_approval(

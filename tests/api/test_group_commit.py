@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -152,3 +153,35 @@ def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
     seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
     assert seqs == [5]  # gap-free across both
     other.store.close()
+
+
+def test_log_rows_name_their_reasons_and_the_log_shows_them(client: Any, harness: Harness) -> None:
+    calls = [{"agent": "a1", "tool": "mail.send", "args": MAIL},
+             {"agent": "a1", "tool": "mail.send", "args": {**MAIL, "to": "e@evil.net"}}]  # fmt: skip
+    auth = harness.auth()
+    answered = client.post("/v1/decisions/batch", json={"calls": calls * 3}, headers=auth)
+    answered = answered.json()["decisions"]
+    single = client.post("/v1/decisions", json=calls[0], headers=auth).json()
+    log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
+    assert [d["reasons"] for d in log] == [d["reasons"] for d in [*answered, single]]
+    assert all(d["reasons"] for d in log)
+    rows = [e for _, e in harness.service.store.read_decisions(0, 100)]
+    assert all("reasons_ref" in json.loads(r["json"]) for r in rows)
+    refs = {row.id for row in harness.service.store.scan("reasons")}
+    assert len(refs) == 2  # one document per distinct list of reasons
+
+
+def test_a_rolled_back_reasons_document_is_written_again(harness: Harness) -> None:
+    from api.service.decide import decide_calls, prepare, write
+
+    service = harness.service
+    refs: set[str] = set()
+    try:
+        with service.store.atomic():
+            write(service, prepare(service, [Call("a1", "mail.send", MAIL)], {}), new_refs=refs)
+            raise RuntimeError("rolled back")
+    except RuntimeError:
+        pass
+    assert refs and not service.reason_refs  # only a committed transaction marks them known
+    decide_calls(service, [Call("a1", "mail.send", MAIL)])
+    assert {row.id for row in service.store.scan("reasons")} == refs
