@@ -336,7 +336,11 @@ def write(
         # Rows leave out what is empty or repeats `args`; `expand` gives every row its
         # full shape back.
         if (final is not None) if effect == "deny" else (final is not args and final != args):
-            entry["final_args"] = final
+            added = _added(args, final)
+            if added is None:
+                entry["final_args"] = final
+            else:  # the usual difference: the tool's defaults filled in
+                entry["final_added"] = added
         errors = [e.to_json() for e in decision.errors] if decision.errors else []
         if errors:
             entry["errors"] = errors
@@ -376,6 +380,18 @@ def write(
     return bodies, raw
 
 
+def _added(
+    args: Mapping[str, Any] | None, final: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """What `final` adds to `args` when it keeps every argument as it was, else None."""
+    if args is None or final is None:
+        return None
+    for key, value in args.items():
+        if key not in final or not (final[key] is value or final[key] == value):
+            return None
+    return {k: v for k, v in final.items() if k not in args}
+
+
 _ENTRY_DEFAULTS: dict[str, Any] = {
     "errors": [], "near_misses": [], "thread": None, "turn": None, "expected_cost": None,
     "approval": None,
@@ -391,7 +407,10 @@ def expand(entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None
     ref = full.pop("reasons_ref", None)
     if ref is not None:
         full["reasons"] = resolve(ref) if resolve is not None else None
-    if "final_args" not in entry:
+    added = full.pop("final_added", None)
+    if added is not None:
+        full["final_args"] = {**entry["args"], **added}
+    elif "final_args" not in entry:
         full["final_args"] = None if entry["effect"] == "deny" else entry["args"]
     return full
 

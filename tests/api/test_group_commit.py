@@ -185,3 +185,18 @@ def test_a_rolled_back_reasons_document_is_written_again(harness: Harness) -> No
     assert refs and not service.reason_refs  # only a committed transaction marks them known
     decide_calls(service, [Call("a1", "mail.send", MAIL)])
     assert {row.id for row in service.store.scan("reasons")} == refs
+
+
+def test_log_rows_keep_only_the_defaults_a_call_gained(client: Any, harness: Harness) -> None:
+    auth = harness.auth()
+    refund = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 5}}
+    answered = client.post("/v1/decisions", json=refund, headers=auth).json()
+    assert answered["args"] == {"amount": 5, "reason": ""}
+    denied = client.post("/v1/decisions", json={**refund, "args": {"amount": "x"}}, headers=auth)
+    (_, row), (_, row2) = harness.service.store.read_decisions(0, 10)
+    assert json.loads(row["json"])["final_added"] == {"reason": ""}
+    log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
+    assert log[0]["final_args"] == answered["args"] and log[0]["args"] == {"amount": 5}
+    assert log[1]["final_args"] == denied.json()["args"]
+    assert log[1]["effect"] == "deny" and "final_added" not in log[1]
+    assert "final_added" not in json.loads(row2["json"]) or log[1]["final_args"] is not None
