@@ -200,3 +200,16 @@ def test_log_rows_keep_only_the_defaults_a_call_gained(client: Any, harness: Har
     assert log[1]["final_args"] == denied.json()["args"]
     assert log[1]["effect"] == "deny" and "final_added" not in log[1]
     assert "final_added" not in json.loads(row2["json"]) or log[1]["final_args"] is not None
+
+
+def test_big_integers_are_answered_and_logged_exactly(client: Any, harness: Harness) -> None:
+    """orjson refuses integers beyond 64 bits; the standard library writes them, so such an
+    argument is no 500, and the log keeps the exact value."""
+    auth = harness.auth()
+    big = 2**70
+    body = {"agent": "a1", "tool": "billing.refund", "args": {"amount": big, "note": big}}
+    answered = client.post("/v1/decisions", json=body, headers=auth)
+    assert answered.status_code == 200
+    log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
+    assert log[0]["args"] == {"amount": big, "note": big}
+    assert log[0]["id"] == answered.json()["id"]
