@@ -202,6 +202,9 @@ class _Checker:
         self.profiles: dict[str, ast.Profile] = {}
         self.tests: list[ast.Test] = []
         self.by_namespace: dict[str, list[str]] = {}
+        # The tools each conditional rule matches (by id: the rules live as long as this),
+        # found once by `resolve` and typed against by `type_conditions`.
+        self.rule_tools: dict[int, list[ToolSpec]] = {}
         self.texts: dict[str, str] = {f.path: f.text for f in files}
 
     def item_span(
@@ -399,6 +402,8 @@ class _Checker:
         for role in self.roles.values():
             for rule in role.rules:
                 tools = self.resolve_patterns(rule.patterns)
+                if rule.where is not None:
+                    self.rule_tools[id(rule)] = tools  # what its condition is typed against
                 if rule.effect == "deny":
                     authored = [t.name for t in tools if not t.builtin]
                     if authored:
@@ -480,9 +485,7 @@ class _Checker:
         for role in self.roles.values():
             for rule in role.rules:
                 if rule.where is not None:
-                    conditions.append(
-                        (rule.where, match_tools(self.tools, rule.patterns, self.by_namespace))
-                    )
+                    conditions.append((rule.where, self.rule_tools[id(rule)]))
         for hook in self.hooks.values():
             tools = match_tools(self.tools, hook.patterns, self.by_namespace)
             if hook.where is not None:
