@@ -26,6 +26,9 @@ from api.service.decide import Call, Prepared, prepare, write
 from engine.compile import Snapshot
 
 Answer = list[dict[str, Any]]
+# A group closes to newcomers at this many calls (a later request leads the next group):
+# one huge transaction costs more per decision than a few moderate ones.
+MAX_GROUP_CALLS = 500
 
 
 class _Member:
@@ -50,12 +53,20 @@ class _Member:
             self.future.set_result(result)
 
 
+class _Group:
+    __slots__ = ("calls", "members")
+
+    def __init__(self, leader: _Member) -> None:
+        self.members = [leader]
+        self.calls = len(leader.calls)
+
+
 class GroupCommit:
     def __init__(self, service: Service) -> None:
         self.service = service
         # The group being collected, per event loop (the in-process test client runs its
         # own loop in another thread).
-        self._groups: dict[asyncio.AbstractEventLoop, list[_Member]] = {}
+        self._groups: dict[asyncio.AbstractEventLoop, _Group] = {}
         self._alone = 0  # leaders in a row that waited a turn and were joined by nobody
         self._skipped = 0
 
@@ -75,25 +86,31 @@ class GroupCommit:
         """Decide and log `calls` (one request: all or nothing); their response documents."""
         loop = asyncio.get_running_loop()
         group = self._groups.get(loop)
-        if group is not None:  # a leader is collecting: join its group
-            future: asyncio.Future[Answer] = loop.create_future()
-            group.append(_Member(calls, future))
+        if group is not None and group.calls + len(calls) <= MAX_GROUP_CALLS:
+            future: asyncio.Future[Answer] = loop.create_future()  # join the open group
+            group.members.append(_Member(calls, future))
+            group.calls += len(calls)
             return await future
         leader = _Member(calls, None)
-        group = self._groups[loop] = [leader]
+        group = self._groups[loop] = _Group(leader)  # (a full group stays with its leader)
         if self._worth_waiting(loop):
             try:
                 await asyncio.sleep(0)  # one turn of the loop: whoever is ready joins
             except BaseException:
-                group.remove(leader)  # cancelled: nothing of ours is logged
-                self._commit(self._groups.pop(loop))
+                group.members.remove(leader)  # cancelled: nothing of ours is logged
+                self._close(loop, group)
                 raise
-            self._alone = self._alone + 1 if len(group) == 1 else 0
-        self._commit(self._groups.pop(loop))
+            self._alone = self._alone + 1 if len(group.members) == 1 else 0
+        self._close(loop, group)
         if leader.error is not None:
             raise leader.error
         assert leader.result is not None
         return leader.result
+
+    def _close(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
+        if self._groups.get(loop) is group:
+            del self._groups[loop]
+        self._commit(group.members)
 
     def _commit(self, group: list[_Member]) -> None:
         service = self.service

@@ -213,3 +213,21 @@ def test_big_integers_are_answered_and_logged_exactly(client: Any, harness: Harn
     log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
     assert log[0]["args"] == {"amount": big, "note": big}
     assert log[0]["id"] == answered.json()["id"]
+
+
+def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
+    from api.http.commit import MAX_GROUP_CALLS
+
+    commit = GroupCommit(harness.service)
+    batch = [Call("a1", "mail.send", MAIL)] * 100
+    count = 12
+
+    async def run() -> list[list[dict[str, Any]]]:
+        return await asyncio.gather(*(commit.decide(batch) for _ in range(count)))
+
+    with counting_transactions(harness) as transactions:
+        answers = asyncio.run(run())
+    per_group = MAX_GROUP_CALLS // 100
+    assert transactions[0] == -(-count // per_group)
+    seqs = sorted(d["seq"] for answer in answers for d in answer)
+    assert seqs == list(range(1, 100 * count + 1))
