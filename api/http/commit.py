@@ -9,6 +9,7 @@ and logs all of them in ONE transaction: one BEGIN IMMEDIATE, one sequence read,
 INSERT of all rows, one COMMIT. Only then is any of them answered, so no response is
 sent before its decisions are committed, and the sequence stays gap-free (assigned
 inside the transaction). A batch request is one member: its calls stay all or nothing.
+A group takes newcomers up to MAX_GROUP_CALLS calls; past that a request leads the next.
 
 A lone request commits at once (asyncio's loop tells whether anything else is ready to
 run; under uvloop, which does not, the leader stops waiting after a run of lone turns and
