@@ -384,11 +384,8 @@ def _added(
     args: Mapping[str, Any] | None, final: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """What `final` adds to `args` when it keeps every argument as it was, else None."""
-    if args is None or final is None:
+    if args is None or final is None or not args.items() <= final.items():
         return None
-    for key, value in args.items():
-        if key not in final or not (final[key] is value or final[key] == value):
-            return None
     return {k: v for k, v in final.items() if k not in args}
 
 
