@@ -93,7 +93,8 @@ class Builder:
 
     # ---- positions ----------------------------------------------------------------
     def _sp(self, start: Offset, end: Offset) -> ast.Span:
-        """The span of the text from `start` to `end` (offsets; no token spans a line)."""
+        """The span of the text from offset `start` to offset `end`, in lines and columns
+        as lark counts them (an end right before a line break stays on that line)."""
         breaks = self._breaks
         numbers = self._numbers
         line = bisect_left(breaks, start)
