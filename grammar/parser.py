@@ -137,8 +137,12 @@ def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
         return CALL, _compile(source, index), 1  # pragma: no cover
     if not callable(getattr(Builder, name, None)):  # pragma: no cover - grammar/build mismatch
         raise TypeError(f"grammar.build.Builder has no method for rule `{name}`")
+    how = ACCEPT if origin == "start" else CALL
+    if parts == [f"v[{i}]" for i in range(size)]:
+        method: Reducer = getattr(Builder, name)  # every child kept: no glue needed
+        return how, method, 1
     reducer = _compile(f"def r(b, v, s, e):\n    return b.{name}({items}, s, e)\n", index)
-    return ACCEPT if origin == "start" else CALL, reducer, 1
+    return how, reducer, 1
 
 
 def _compile(source: str, index: int) -> Reducer:
