@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,21 @@ def test_names_a_profile_could_not_select_are_reserved() -> None:
     found = errors("role hooks {\n  allow search\n}\nhook none on search {\n  pause\n}\n")
     assert [(d.code, d.span.line) for d in found] == [("E0117", 1), ("E0117", 4)]
     assert "`hooks`" in found[0].message and found[0].help is not None
+
+
+def test_checking_leaves_the_garbage_collector_as_it_found_it() -> None:
+    # check_sources pauses the cyclic collector while it builds; it must restore it.
+    good = [("a.charter", "role a { allow search }")]
+    bad = [("b.charter", "role a { allow nowhere.at-all }")]
+    assert gc.isenabled()
+    check_sources(good)
+    assert gc.isenabled()
+    with pytest.raises(CharterError):
+        check_sources(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        check_sources(good)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
