@@ -156,6 +156,9 @@ class _Batch:
         self.ledger = Ledger(service.store)
         self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
+        # (snapshot, agent, thread, tool, connection) -> (connection problem, caps,
+        # subjects). Keyed by identity: every keyed object lives as long as the batch.
+        self.static: dict[tuple[int, int, int, str, str | None], tuple[Any, ...]] = {}
 
     def eligible(self, toolset: str, identity: str | None) -> list[str]:
         """Connections an agent with `identity` may use: workspace-owned or its own."""
@@ -178,12 +181,17 @@ class _Batch:
 
 def _step6(batch: _Batch, p: Prepared, decision: Decision) -> Decision:
     """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
-    spec = p.snapshot.tools.get(p.call.tool)
-    if spec is not None and spec.connection_required:
-        reason = _connection_problem(batch, p, spec.toolset or "")
-        if reason is not None:
-            return Decision("deny", None, (*decision.reasons, Reason("connection", reason)))
-    caps, subjects = batch.caps(p)
+    key = (id(p.snapshot), id(p.agent), id(p.thread), p.call.tool, p.call.connection)
+    static = batch.static.get(key)  # all but the ledger's sums: the same for like calls
+    if static is None:
+        spec = p.snapshot.tools.get(p.call.tool)
+        problem = None
+        if spec is not None and spec.connection_required:
+            problem = _connection_problem(batch, p, spec.toolset or "")
+        static = batch.static[key] = (problem, *batch.caps(p))
+    problem, caps, subjects = static
+    if problem is not None:
+        return Decision("deny", None, (*decision.reasons, Reason("connection", problem)))
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
     if caps:
         cap = over_cap(batch.ledger, caps, cost, batch.now)
@@ -266,9 +274,27 @@ def prepare(
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
     steps 2-5 and 7 on the snapshot. Raises ServiceError (a 404, a 409) for the whole
     request: nothing is written for it. Call `service.sync()` first."""
-    prepared = [_prepare(service, call, snapshots) for call in calls]
-    for p in prepared:
+    prepared = []
+    latest = service.snapshots.latest
+    agents: dict[str, tuple[Doc, dict[str, Any]]] = {}  # a batch is mostly one agent's
+    for call in calls:
+        if call.turn is not None or call.thread is not None:
+            p = _prepare(service, call, snapshots)
+        else:  # the common case, inline: no turn to pin a revision, no thread
+            hit = agents.get(call.agent)
+            if hit is None:
+                agent = service.agent(call.agent)
+                hit = agents[call.agent] = (agent, _agent_context(agent))
+            if latest == 0:
+                raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+            snapshot = snapshots.get(latest)
+            if snapshot is None:
+                snapshot = snapshots[latest] = service.snapshots.get(latest)
+            agent, context = hit
+            request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
+            p = Prepared(call, agent, snapshot, None, request)
         p.decision = p.snapshot.decide(p.request)
+        prepared.append(p)
     return prepared
 
 
