@@ -25,10 +25,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import cbor2
+import orjson
 
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
-from api.service.encoding import dumps, loads
+from api.service.encoding import ORJSON_OPTIONS, dumps, loads
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request
@@ -179,17 +180,25 @@ class _Batch:
         return found
 
 
-def _step6(batch: _Batch, p: Prepared, decision: Decision) -> Decision:
-    """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
+def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
+    """What step 6 and the row need that is the same for like calls (all but the
+    ledger's sums): (connection problem, caps, ledger subjects, secret argument names)."""
     key = (id(p.snapshot), id(p.agent), id(p.thread), p.call.tool, p.call.connection)
-    static = batch.static.get(key)  # all but the ledger's sums: the same for like calls
+    static = batch.static.get(key)
     if static is None:
         spec = p.snapshot.tools.get(p.call.tool)
         problem = None
         if spec is not None and spec.connection_required:
             problem = _connection_problem(batch, p, spec.toolset or "")
-        static = batch.static[key] = (problem, *batch.caps(p))
-    problem, caps, subjects = static
+        caps, subjects = batch.caps(p)
+        hidden = _hidden(p.snapshot, p.call.tool)
+        static = batch.static[key] = (problem, caps, subjects, hidden)
+    return static
+
+
+def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ...]) -> Decision:
+    """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
+    problem, caps, subjects, _ = static
     if problem is not None:
         return Decision("deny", None, (*decision.reasons, Reason("connection", problem)))
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
@@ -335,14 +344,23 @@ def write(
                 (*decision.reasons, Reason("approved", f"approved in approval `{approval}`")),
                 decision.errors,
             )
+        static = _static(batch, p)
         if decision.effect != "deny":
-            decision = _step6(batch, p, decision)
+            decision = _step6(batch, p, decision, static)
         effect = decision.effect
         raw.append(decision.args)
         call = p.call
-        hidden = _hidden(p.snapshot, call.tool)
-        args = _redact(hidden, call.args)
-        final = _redact(hidden, decision.args)
+        hidden = static[3]
+        args: Mapping[str, Any] | None
+        final: Mapping[str, Any] | None
+        if hidden:
+            args = _redact(hidden, call.args)
+            final = _redact(hidden, decision.args)
+        else:  # nothing secret: the arguments as they are (see _redact)
+            args = call.args if type(call.args) is dict else dict(call.args)
+            final = decision.args
+            if final is not None and type(final) is not dict:
+                final = dict(final)
         decision_id = ids[24 * i : 24 * i + 24]
         reasons, ref = _reasons(decision.reasons)
         if ref not in known and ref not in fresh:
@@ -379,19 +397,24 @@ def write(
             entry["turn"] = call.turn
         if call.expected_cost is not None:
             entry["expected_cost"] = str(call.expected_cost)
-        if approval is not None:
-            entry["approval"] = approval
+        approval_id = approval
         if effect == "pause":
-            entry["approval"] = _open_approval(service, p, decision, now, management)
-        rows.append({"json": dumps(entry)})
+            approval_id = _open_approval(service, p, decision, now, management)
+        if approval_id is not None:
+            entry["approval"] = approval_id
+        try:
+            row = orjson.dumps(entry, default=str, option=ORJSON_OPTIONS)
+        except TypeError:  # what orjson refuses (integers beyond 64 bits)
+            row = dumps(entry)
+        rows.append({"json": row})
         # What `response(entry, seq)` gives, built from what is at hand: the response's
         # `args` are always `final` (None for a deny that rewrote nothing).
         body = {
             "id": decision_id, "seq": 0, "effect": effect, "args": final, "reasons": reasons,
             "errors": errors, "near_misses": near, "revision": revision,
         }  # fmt: skip
-        if entry.get("approval"):
-            body["approval_id"] = entry["approval"]
+        if approval_id:
+            body["approval_id"] = approval_id
         bodies.append(body)
         counts[effect] = counts.get(effect, 0) + 1
     for ref, value in fresh.items():

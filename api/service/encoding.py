@@ -15,13 +15,13 @@ import orjson
 
 # What orjson would write its own way goes through str(), as the standard library's
 # `default=str` always did.
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
 def dumps(body: Any) -> bytes:
     """Compact JSON as UTF-8 bytes; anything else (Decimal, ...) as its str()."""
     try:
-        return orjson.dumps(body, default=str, option=_OPTIONS)
+        return orjson.dumps(body, default=str, option=ORJSON_OPTIONS)
     except TypeError:
         return json.dumps(body, separators=(",", ":"), default=str).encode()
 
