@@ -18,6 +18,10 @@ OK = {"agent": "a1", "tool": "mail.send", "args": {"to": "x"}}
 CASES: list[Any] = [
     OK,
     {"agent": "a1", "tool": "t"},
+    {"agent": "a1", "tool": "t", "turn": "tu"},
+    {"agent": "a1", "tool": "t", "thread": "th"},
+    {"agent": "a1", "tool": "t", "context": {"k": 1}},
+    {"agent": "a1", "tool": "t", "expected_cost": 2},
     {**OK, "thread": "th", "turn": "tu", "connection": "c", "context": {"k": [1, {"a": 2}]}},
     {**OK, "thread": None, "turn": None, "connection": None, "context": None},
     {**OK, "expected_cost": 3},
