@@ -219,7 +219,8 @@ def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
     from api.http.commit import MAX_GROUP_CALLS
 
     commit = GroupCommit(harness.service)
-    batch = [Call("a1", "mail.send", MAIL)] * 100
+    size = MAX_GROUP_CALLS // 3 - 1
+    batch = [Call("a1", "mail.send", MAIL)] * size
     count = 12
 
     async def run() -> list[list[dict[str, Any]]]:
@@ -227,7 +228,20 @@ def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
 
     with counting_transactions(harness) as transactions:
         answers = asyncio.run(run())
-    per_group = MAX_GROUP_CALLS // 100
-    assert transactions[0] == -(-count // per_group)
+    assert transactions[0] == count // 3  # three to a group
     seqs = sorted(d["seq"] for answer in answers for d in answer)
-    assert seqs == list(range(1, 100 * count + 1))
+    assert seqs == list(range(1, size * count + 1))
+
+
+def test_a_full_size_request_does_not_wait_for_company(harness: Harness) -> None:
+    from api.http.commit import MAX_GROUP_CALLS
+
+    commit = GroupCommit(harness.service)
+    big = [Call("a1", "mail.send", MAIL)] * MAX_GROUP_CALLS
+
+    async def run() -> list[list[dict[str, Any]]]:
+        return await asyncio.gather(*(commit.decide(big) for _ in range(3)))
+
+    with counting_transactions(harness) as transactions:
+        asyncio.run(run())
+    assert transactions[0] == 3
