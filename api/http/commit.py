@@ -19,6 +19,7 @@ probes now and then); under load, N concurrent requests pay for one commit inste
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +71,10 @@ class GroupCommit:
         # The group being collected, per event loop (the in-process test client runs its
         # own loop in another thread).
         self._groups: dict[asyncio.AbstractEventLoop, _Group] = {}
+        # The running loop per thread: asyncio.get_running_loop() makes a getpid()
+        # system call each time (Python 3.11), once per request otherwise. A thread runs
+        # one loop at a time, so a cached loop that is running is the caller's.
+        self._loops: dict[int, asyncio.AbstractEventLoop] = {}
         self._alone = 0  # leaders in a row that waited a turn and were joined by nobody
         self._skipped = 0
 
@@ -87,7 +92,9 @@ class GroupCommit:
 
     async def decide(self, calls: Sequence[Call]) -> Answer:
         """Decide and log `calls` (one request: all or nothing); their response documents."""
-        loop = asyncio.get_running_loop()
+        loop = self._loops.get(threading.get_ident())
+        if loop is None or not loop.is_running():
+            loop = self._loops[threading.get_ident()] = asyncio.get_running_loop()
         group = self._groups.get(loop)
         if group is not None and group.calls + len(calls) <= MAX_GROUP_CALLS:
             future: asyncio.Future[Answer] = loop.create_future()  # join the open group
