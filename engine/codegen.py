@@ -163,6 +163,16 @@ class _Gen:
         return f"{_STRING_OPS[op]}({left}, {right})"
 
 
+def _fresh_literal(value: Any, made: dict[tuple[type, Any], Any]) -> Any:
+    if type(value) is not str:
+        return value
+    key = (str, value)
+    found = made.get(key)
+    if found is None:
+        found = made[key] = (value + " ")[:-1]
+    return found
+
+
 class ConditionCompiler:
     """Collects conditions, then compiles them all with one `exec` (fast for 10k rules).
 
@@ -205,5 +215,10 @@ class ConditionCompiler:
             code = compile("\n".join(self._sources), "<charter conditions>", "exec")
             exec(code, namespace)
         factories = [namespace[f"f{i}"] for i in range(len(self._sources))]
-        self._functions = [factories[f](*consts) for f, consts in self._calls]
+        # Literals are copied into fresh objects made side by side: the parser's lie
+        # scattered over the workspace's heap, a cache miss each time a condition reads one.
+        fresh: dict[tuple[type, Any], Any] = {}
+        self._functions = [
+            factories[f](*(_fresh_literal(c, fresh) for c in consts)) for f, consts in self._calls
+        ]
         return self._functions
