@@ -15,4 +15,9 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+settings.register_profile(
+    "custom",  # HYPOTHESIS_PROFILE=custom HYPOTHESIS_EXAMPLES=3000: a run of a chosen length
+    parent=settings.get_profile("long"),
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "1000")),
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
