@@ -104,8 +104,7 @@ class ProfilePlan:
             plan = self.build(tool)
             if plan is None:
                 return _UnknownTool(make_unknown_tool(tool))
-            # Idempotent: a race builds the same plan twice.
-            self.plans[self._snapshot.names.get(tool, tool)] = plan
+            self.plans[tool] = plan  # idempotent: a race builds the same plan twice
         return plan
 
 
@@ -135,7 +134,7 @@ class Snapshot:
         # compares the caller's string with the key, and keys that came from the parser
         # lie scattered over the whole workspace's heap (one more cache miss a decision
         # at 10,000 roles); these lie side by side and are shared by every profile.
-        self.names: dict[str, str] = {name: _fresh(name) for name in sorted(workspace.tools)}
+        names = {name: _fresh(name) for name in sorted(workspace.tools)}
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
         self._rule_slots: dict[int, int | None] = {}
@@ -157,7 +156,7 @@ class Snapshot:
             for tool in eager[profile.name]:
                 plan = plans.build(tool)
                 if plan is not None:
-                    plans.plans[self.names.get(tool, tool)] = plan
+                    plans.plans[names.get(tool, tool)] = plan
             # Every tool an exact or namespace rule reaches has its plan now; what is built
             # later is reached through `*` or by nothing, so only `star` is read again.
             plans.rules.exact = {}

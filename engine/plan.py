@@ -41,11 +41,13 @@ class RuleEntry:
     reason: Reason
     fn: ConditionFn | None
     reasons: tuple[Reason, ...]  # (reason,), built once
-    denied: Decision  # the answer when this rule is a deny that applies
+    denied: Decision | None  # for a deny, its answer when it applies (None for an allow)
 
 
 def rule_entry(reason: Reason, fn: ConditionFn | None) -> RuleEntry:
-    return RuleEntry(reason, fn, (reason,), Decision("deny", None, (reason,)))
+    reasons = (reason,)
+    denied = Decision("deny", None, reasons) if reason.kind == "deny" else None
+    return RuleEntry(reason, fn, reasons, denied)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,7 @@ class PlanParts:
         self.runs = runs
         self._not_granted: dict[str, Decision] = {}
         self._execute: dict[str, Decision] = {}
-        self._constant: dict[tuple[str, bool], CompiledPlan] = {}
+        self._constant: tuple[dict[str, CompiledPlan], dict[str, CompiledPlan]] = ({}, {})
         self._tuples: dict[tuple[str, tuple[int, ...]], tuple[Any, ...]] = {}
 
     def not_granted(self, tool: str) -> Decision:
@@ -184,12 +186,11 @@ class PlanParts:
         """Shape check, then not granted (or the `execute` answer): the same in every
         profile, so one plan per tool serves them all (plans are never changed once
         built)."""
-        key = (tool, execute_missing)
-        found = self._constant.get(key)
+        plans = self._constant[execute_missing]  # keyed by name alone: no tuple per tool
+        found = plans.get(tool)
         if found is None:
             answer = self.execute_denied(tool) if execute_missing else self.not_granted(tool)
-            found = CompiledPlan(tool, self.runs.get(tool, "constant"), answer)
-            self._constant[key] = found
+            found = plans[tool] = CompiledPlan(tool, self.runs.get(tool, "constant"), answer)
         return found
 
     def intern(
