@@ -39,6 +39,24 @@ def _enc(body: Mapping[str, Any]) -> bytes:
     return bytes(cbor2.dumps(dict(body)))
 
 
+def _enc_row(entry: Mapping[str, Any]) -> bytes:
+    """A decision row. A row the service encoded already (`{"json": b"{...}"}`, a JSON
+    object) is stored as those bytes; anything else as CBOR. The two never clash: a JSON
+    object starts with `{` (0x7b), which in CBOR would begin a text string, and every
+    CBOR row is a map (0xa0-0xbf)."""
+    if len(entry) == 1:
+        raw = entry.get("json")
+        if type(raw) is bytes and raw[:1] == b"{":
+            return raw
+    return _enc(entry)
+
+
+def _dec_row(blob: bytes) -> Doc:
+    if blob[:1] == b"{":
+        return {"json": bytes(blob)}
+    return _dec(blob)
+
+
 def _dec(blob: bytes) -> Doc:
     value = cbor2.loads(blob)
     assert isinstance(value, dict)
@@ -186,7 +204,7 @@ class SqliteStore:
             seqs = list(range(first, first + len(entries)))
             self._db.executemany(
                 "INSERT INTO decisions (seq, body) VALUES (?, ?)",
-                [(seq, _enc(entry)) for seq, entry in zip(seqs, entries, strict=True)],
+                [(seq, _enc_row(entry)) for seq, entry in zip(seqs, entries, strict=True)],
             )
         return seqs
 
@@ -196,7 +214,7 @@ class SqliteStore:
                 "SELECT seq, body FROM decisions WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             ).fetchall()
-        return [(int(seq), _dec(body)) for seq, body in rows]
+        return [(int(seq), _dec_row(body)) for seq, body in rows]
 
     def last_seq(self) -> int:
         with self._lock:

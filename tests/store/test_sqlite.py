@@ -70,3 +70,17 @@ def test_ledger_windows(tmp_path: Path) -> None:
     assert store.spent("agent:a", 2_000) == 500_000
     assert store.spent("agent:p", 0) == 1_500_000
     assert store.spent("agent:x", 0) == 0
+
+
+def test_pre_encoded_json_rows_are_stored_as_is_and_read_back(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    rows = [
+        {"json": b'{"tool":"mail.send"}'},  # the service's encoded row: kept as its bytes
+        {"json": b"not an object"},  # anything else goes through CBOR unchanged
+        {"json": b'{"a":1}', "other": 2},
+        {"n": 1},
+    ]
+    assert store.append_decisions(rows) == [1, 2, 3, 4]
+    assert [doc for _, doc in store.read_decisions(0, 10)] == rows
+    raw = store._db.execute("SELECT body FROM decisions WHERE seq = 1").fetchone()[0]
+    assert bytes(raw) == b'{"tool":"mail.send"}'
