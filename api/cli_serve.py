@@ -47,12 +47,22 @@ def _write_secret_file(path: Path, text: str) -> None:
     os.chmod(path, 0o600)
 
 
+def workspace_files(workspace: str) -> list[tuple[str, str]]:
+    """The directory's `*.charter` files, named relative to it (`mail.charter:7:3` in a
+    reason, as an upload names them): where the server keeps its files is nobody's
+    business, and shorter locations make smaller responses and log rows."""
+    root = Path(workspace)
+    if not root.is_dir():
+        return [(Path(name).name, text) for name, text in read_sources([workspace])]
+    return [(Path(name).relative_to(root).as_posix(), text) for name, text in read_sources([root])]
+
+
 def prepare(service: Service, db: str, workspace: str | None) -> None:
     """Everything a first start needs, done once in the parent before any worker starts."""
     store = service.store
     empty = store.latest_revision() == 0
     if workspace is not None:
-        files = read_sources([workspace])
+        files = workspace_files(workspace)
         _, current = service.files(store.latest_revision() or None)
         if files != current:
             with store.atomic():

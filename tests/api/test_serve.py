@@ -47,6 +47,10 @@ def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
         )  # fmt: skip
         assert response.status_code == 200, response.text
         assert response.json()["effect"] == "allow"  # the README promises this
+        # Reasons name files relative to the workspace, never where the server keeps them.
+        locations = [r["location"] for r in response.json()["reasons"] if "location" in r]
+        assert locations and all(not loc.startswith(("/", str(ROOT))) for loc in locations)
+        assert all(loc.split(":")[0].endswith(".charter") for loc in locations)
         metrics = httpx.get(f"{url}/metrics").text
         assert "charter_decisions_total" in metrics and "charter_policy_revision 1" in metrics
         assert httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/decisions"]["post"]
