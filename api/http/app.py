@@ -37,6 +37,7 @@ def create_app(service: Service) -> Starlette:
 
 def open_service(db: str | Path) -> Service:
     store = SqliteStore(db)
+    store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     return Service(store, Sealer(load_key(db)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,22 @@ def test_pre_encoded_json_rows_are_stored_as_is_and_read_back(tmp_path: Path) ->
     assert [doc for _, doc in store.read_decisions(0, 10)] == rows
     raw = store._db.execute("SELECT body FROM decisions WHERE seq = 1").fetchone()[0]
     assert bytes(raw) == b'{"tool":"mail.send"}'
+
+
+def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    empty = path.stat().st_size  # the schema only: new pages go to the WAL first
+    store.checkpoint_in_background(interval=0.005)
+    store.checkpoint_in_background()  # idempotent: still one thread
+    assert sum(t.name == "charter-wal-checkpoint" for t in threading.enumerate()) == 1
+    seqs = [seq for _ in range(20) for seq in store.append_decisions([{"n": "x" * 200}] * 50)]
+    assert seqs == list(range(1, 1001))
+    # ~60 pages: far below any automatic checkpoint, so only the thread copies them back.
+    deadline = time.monotonic() + 5
+    while path.stat().st_size == empty and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.stat().st_size > empty
+    store.close()
+    assert not any(t.name == "charter-wal-checkpoint" for t in threading.enumerate())
+    assert [seq for seq, _ in SqliteStore(tmp_path / "s.db").read_decisions(0, 2000)] == seqs
