@@ -253,7 +253,7 @@ class SqliteStore:
             )
 
     # ---- checkpoints ----------------------------------------------------------------------
-    def checkpoint_in_background(self, interval: float = 0.01, wal_pages: int = 4000) -> None:
+    def checkpoint_in_background(self, interval: float = 0.05, wal_pages: int = 4000) -> None:
         """Copy the WAL back into the database from a thread of its own.
 
         Left to SQLite, the commit that fills the WAL to 1,000 pages checkpoints it on
