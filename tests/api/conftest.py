@@ -118,8 +118,10 @@ def make_harness(tmp_path: Path) -> Harness:
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Harness:
-    return make_harness(tmp_path)
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    made = make_harness(tmp_path)
+    yield made
+    made.service.store.close()  # stops its checkpoint thread
 
 
 def free_port() -> int:
