@@ -43,6 +43,10 @@ class Service:
         self._lock = threading.Lock()
         self._epoch: Any = store.get_meta(CACHE_EPOCH)
         self.reason_refs: set[str] = set()  # `reasons` documents known to be committed
+        # What step 6 needs that is the same for like calls (see decide._static), kept
+        # across requests; dropped with the agent and connection caches it derives from.
+        # (id(agent), tool, connection) -> (snapshot, agent, parts); see decide._static.
+        self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
         self.started_at = now_ms()
 
     # ---- caches ---------------------------------------------------------------------------
@@ -61,6 +65,7 @@ class Service:
                 with self._lock:
                     self._agents.clear()
                     self._connections.clear()
+                    self.static_parts = {}
 
     def _move_epoch(self) -> None:
         self._epoch = new_id()
@@ -80,12 +85,14 @@ class Service:
         """After a connection was added or removed (here and in every other process)."""
         with self._lock:
             self._connections.clear()
+            self.static_parts = {}
         self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:
         """After an agent was changed or deleted (here and in every other process)."""
         with self._lock:
             self._agents.pop(agent_id, None)
+            self.static_parts = {}  # a parent's change reaches its children's caps
         self._move_epoch()
 
     def find_agent(self, agent_id: str) -> Doc | None:

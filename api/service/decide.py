@@ -212,14 +212,32 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     ledger's sums): (connection problem, caps, ledger subjects, secret argument names)."""
     key = (id(p.snapshot), id(p.agent), id(p.thread), p.call.tool, p.call.connection)
     static = batch.static.get(key)
-    if static is None:
-        spec = p.snapshot.tools.get(p.call.tool)
-        problem = None
-        if spec is not None and spec.connection_required:
-            problem = _connection_problem(batch, p, spec.toolset or "")
-        caps, subjects = batch.caps(p)
-        hidden = _hidden(p.snapshot, p.call.tool)
-        static = batch.static[key] = (problem, caps, subjects, hidden)
+    if static is not None:
+        return static
+    # Across requests too, for calls outside a thread (a thread is read afresh for each
+    # request, so it would never hit): the entry keeps the snapshot and the agent it was
+    # made from and is used only while the request's are those very objects (the
+    # service's cached agent; a changed agent or connection empties the whole cache).
+    shared = p.thread is None
+    if shared:
+        shared_key = (key[1], p.call.tool, p.call.connection)
+        hit = batch.service.static_parts.get(shared_key)
+        if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent:
+            found: tuple[Any, ...] = hit[2]
+            batch.static[key] = found
+            return found
+    spec = p.snapshot.tools.get(p.call.tool)
+    problem = None
+    if spec is not None and spec.connection_required:
+        problem = _connection_problem(batch, p, spec.toolset or "")
+    caps, subjects = batch.caps(p)
+    hidden = _hidden(p.snapshot, p.call.tool)
+    static = batch.static[key] = (problem, caps, subjects, hidden)
+    if shared:
+        parts = batch.service.static_parts
+        if len(parts) >= 4096:
+            parts.clear()
+        parts[shared_key] = (p.snapshot, p.agent, static)
     return static
 
 

@@ -78,6 +78,27 @@ def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -
     assert "profile `support`" in blocked["reasons"][-1]["message"]
 
 
+def test_a_parents_new_budget_reaches_a_child_decided_before(harness: Harness, live: Any) -> None:
+    """What step 6 keeps between requests (caps, connections) is dropped when an agent
+    changes: the child's next call sees its parent's new cap."""
+    store = harness.service.store
+    harness.add_agent("kid", "wide")
+    kid = dict(store.get("agents", "kid") or {})
+    kid["parent"] = "a1"
+    store.update("agents", "kid", kid)
+    harness.service.forget_agent("kid")
+    call = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
+    assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
+    assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
+    parent = dict(store.get("agents", "a1") or {})
+    parent["budget"] = {"amount": "5", "period": "total"}
+    store.update("agents", "a1", parent)
+    harness.service.forget_agent("a1")
+    blocked = decide(live, harness, **call, expected_cost="2").json()
+    assert blocked["effect"] == "deny"  # 4 spent of the parent's new 5
+    assert blocked["reasons"][-1]["kind"] == "budget"
+
+
 def test_thread_max_cost(live: Any, harness: Harness) -> None:
     thread = live.post(
         "/v1/threads", json={"agent": "a1", "max_cost": "1.5"}, headers=harness.auth()
