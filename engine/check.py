@@ -137,25 +137,20 @@ def _collector_paused() -> Iterator[None]:
     walks them, and every few times the whole heap: 5 full collections took ~0.4 s of a
     1.4 s check. Paused, nothing is lost (what the build throws away is freed by
     reference counting) and the new objects are looked at about once, after it."""
-    if not gc.isenabled():
-        yield
-        return
+    enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
 
 
+@_collector_paused()
 def check_sources(
     sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()
 ) -> Workspace:
     """Parse and check a set of files as one workspace; raise CharterError with all errors."""
-    with _collector_paused():
-        return _check_sources(sources, options)
-
-
-def _check_sources(sources: Iterable[tuple[str, str]], options: CheckOptions) -> Workspace:
     files: list[ast.SourceFile] = []
     errors: list[Diagnostic] = []
     sources = list(sources)
@@ -202,9 +197,10 @@ class _Checker:
         self.profiles: dict[str, ast.Profile] = {}
         self.tests: list[ast.Test] = []
         self.by_namespace: dict[str, list[str]] = {}
-        # The tools each conditional rule matches (by id: the rules live as long as this),
-        # found once by `resolve` and typed against by `type_conditions`.
-        self.rule_tools: dict[int, list[ToolSpec]] = {}
+        # What `resolve` found once and `type_conditions` types against: each rule
+        # condition with the tools its rule matches, and each hook with its tools.
+        self.rule_conditions: list[tuple[ast.Expr, list[ToolSpec]]] = []
+        self.hook_tools: list[tuple[ast.Hook, list[ToolSpec]]] = []
         self.texts: dict[str, str] = {f.path: f.text for f in files}
 
     def item_span(
@@ -403,7 +399,7 @@ class _Checker:
             for rule in role.rules:
                 tools = self.resolve_patterns(rule.patterns)
                 if rule.where is not None:
-                    self.rule_tools[id(rule)] = tools  # what its condition is typed against
+                    self.rule_conditions.append((rule.where, tools))
                 if rule.effect == "deny":
                     authored = [t.name for t in tools if not t.builtin]
                     if authored:
@@ -418,7 +414,7 @@ class _Checker:
                         )
         for hook in self.hooks.values():
             lenient = hook.span.file == "<default hooks>"
-            self.resolve_patterns(hook.patterns, lenient=lenient)
+            self.hook_tools.append((hook, self.resolve_patterns(hook.patterns, lenient=lenient)))
         for profile in self.profiles.values():
             for name in profile.roles:
                 if name not in self.roles:
@@ -432,13 +428,13 @@ class _Checker:
                         )
                     )
             for name in profile.hooks:
-                if name not in ("default", "none") and name not in self.hooks:
+                if name not in _RESERVED_NAMES["hook"] and name not in self.hooks:
                     self.report(
                         Diagnostic(
                             "E0105",
                             f"profile `{profile.name}` installs unknown hook `{name}`",
                             self.item_span(profile, "hooks", name),
-                            did_you_mean(name, [*self.hooks, "default", "none"])
+                            did_you_mean(name, [*self.hooks, *_RESERVED_NAMES["hook"]])
                             or "declare the hook, or check the spelling",
                         )
                     )
@@ -481,13 +477,8 @@ class _Checker:
     # ---- stage: type -------------------------------------------------------------------
     def type_conditions(self) -> None:
         limit = self.options.parse.max_expr_nodes
-        conditions: list[tuple[ast.Expr, list[ToolSpec]]] = []
-        for role in self.roles.values():
-            for rule in role.rules:
-                if rule.where is not None:
-                    conditions.append((rule.where, self.rule_tools[id(rule)]))
-        for hook in self.hooks.values():
-            tools = match_tools(self.tools, hook.patterns, self.by_namespace)
+        conditions = list(self.rule_conditions)
+        for hook, tools in self.hook_tools:
             if hook.where is not None:
                 conditions.append((hook.where, tools))
             for rewrite in hook.rewrites:

@@ -163,13 +163,19 @@ class _Gen:
         return f"{_STRING_OPS[op]}({left}, {right})"
 
 
-def _fresh_literal(value: Any, made: dict[tuple[type, Any], Any]) -> Any:
+def fresh_copy(text: str) -> str:
+    """A new string equal to `text` (slicing or `str()` would return the same object),
+    for strings the hot path reads: made at compile time they lie side by side, where
+    the parser's lie scattered over the whole workspace's heap."""
+    return (text + " ")[:-1]
+
+
+def _fresh_literal(value: Any, made: dict[str, str]) -> Any:
     if type(value) is not str:
         return value
-    key = (str, value)
-    found = made.get(key)
+    found = made.get(value)
     if found is None:
-        found = made[key] = (value + " ")[:-1]
+        found = made[value] = fresh_copy(value)
     return found
 
 
@@ -215,9 +221,9 @@ class ConditionCompiler:
             code = compile("\n".join(self._sources), "<charter conditions>", "exec")
             exec(code, namespace)
         factories = [namespace[f"f{i}"] for i in range(len(self._sources))]
-        # Literals are copied into fresh objects made side by side: the parser's lie
-        # scattered over the workspace's heap, a cache miss each time a condition reads one.
-        fresh: dict[tuple[type, Any], Any] = {}
+        # String literals are fresh copies (see fresh_copy): a condition reads its literal
+        # on every call, and the parser's copy would cost a cache miss each time.
+        fresh: dict[str, str] = {}
         self._functions = [
             factories[f](*(_fresh_literal(c, fresh) for c in consts)) for f, consts in self._calls
         ]

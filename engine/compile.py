@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.check import Workspace
-from engine.codegen import ConditionCompiler
+from engine.codegen import ConditionCompiler, fresh_copy
 from engine.decision import Decision, Reason, Request
 from engine.plan import (
     CompiledPlan,
@@ -130,11 +130,9 @@ class Snapshot:
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
         self.parts = PlanParts(RunFunctions(workspace.tools.values()))
-        # The index's keys: one fresh copy of every tool name, made together. A look-up
-        # compares the caller's string with the key, and keys that came from the parser
-        # lie scattered over the whole workspace's heap (one more cache miss a decision
-        # at 10,000 roles); these lie side by side and are shared by every profile.
-        names = {name: _fresh(name) for name in sorted(workspace.tools)}
+        # The index's keys: one fresh copy of every tool name, shared by every profile (a
+        # look-up compares the caller's string with the key; see fresh_copy).
+        names = {name: fresh_copy(name) for name in sorted(workspace.tools)}
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
         self._rule_slots: dict[int, int | None] = {}
@@ -164,7 +162,7 @@ class Snapshot:
         self.parts.forget_tuples()
         # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
         self._index: dict[str, dict[str, CompiledPlan]] = {
-            _fresh(name): plans.plans for name, plans in self.profiles.items()
+            fresh_copy(name): plans.plans for name, plans in self.profiles.items()
         }
 
     # ---- compile ----------------------------------------------------------------------
@@ -281,11 +279,6 @@ def _has_execute(rules: _ProfileRules) -> bool:
 
 
 _NO_PROFILE = "unknown profile"
-
-
-def _fresh(name: str) -> str:
-    """A new string equal to `name` (slicing or `str()` would return the same object)."""
-    return (name + " ")[:-1]
 
 
 def decide(snapshot: Snapshot, request: Request) -> Decision:

@@ -49,11 +49,7 @@ def shape_denied(exc: ShapeError) -> Decision:
 
 
 def _missing(tool: str, exc: KeyError) -> Decision:
-    try:
-        missing_argument(tool, exc)
-    except ShapeError as shape:
-        return shape_denied(shape)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return shape_denied(missing_argument(tool, exc))
 
 
 def condition_error(reason: Reason, exc: BaseException, effect: str) -> ConditionError:
@@ -65,7 +61,9 @@ def _denied_by_error(reason: Reason, exc: BaseException) -> Decision:
     return _new(Decision, ("deny", None, (reason,), (error,), ()))
 
 
-def _ignored(errors: list[ConditionError] | None, reason: Reason, exc: BaseException) -> Any:
+def _ignored(
+    errors: list[ConditionError] | None, reason: Reason, exc: BaseException
+) -> list[ConditionError]:
     if errors is None:
         errors = []
     errors.append(condition_error(reason, exc, "ignored allow"))

@@ -152,9 +152,10 @@ def known_names(sig: Signature) -> frozenset[str]:
     return frozenset(name for name, _, _, _ in sig)
 
 
-def missing_argument(tool: str, exc: KeyError) -> None:
+def missing_argument(tool: str, exc: KeyError) -> ShapeError:
+    """The error for a required argument that `exc` (from `args[name]`) found missing."""
     name = exc.args[0] if exc.args else "?"
-    raise ShapeError(f"missing required argument `{name}` of `{tool}`")
+    return ShapeError(f"missing required argument `{name}` of `{tool}`")
 
 
 def not_an_object(tool: str) -> None:

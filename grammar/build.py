@@ -21,20 +21,8 @@ from bisect import bisect_left
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from lark import Token
-from lark.tree import Meta
-
 from policy import ast
 from policy.diagnostics import Diagnostic
-
-
-def span_of(file: str, meta: Meta | Token) -> ast.Span:
-    """The span of a lark tree node or token (used on the error paths, which run lark)."""
-    line = getattr(meta, "line", 0) or 0
-    col = getattr(meta, "column", 0) or 0
-    end_line = getattr(meta, "end_line", line) or line
-    end_col = getattr(meta, "end_column", col) or col
-    return ast.Span(file, line, col, end_line, end_col)
 
 
 def unquote(token: str) -> str:
@@ -55,25 +43,6 @@ Items = list[Any]
 Offset = int  # a position in the text (not `int`: a method below is called `int`)
 
 
-# Line numbers as shared int objects: Python caches only the ints up to 256, and a span
-# holding a fresh pair of them costs 56 bytes more. Replaced, never changed in place, so
-# a parse running in another thread keeps a consistent table; kept for files of up to
-# 16,384 lines (a longer file gets a table of its own, dropped after the parse).
-_NUMBERS: tuple[int, ...] = ()
-_SHARED_LINES = 1 << 14
-
-
-def _line_numbers(lines: int) -> tuple[int, ...]:
-    """A table whose item `n` is the int `n`, for `n` up to `lines`."""
-    global _NUMBERS
-    numbers = _NUMBERS
-    if len(numbers) <= lines:
-        if lines >= _SHARED_LINES:
-            return tuple(range(lines + 1))
-        numbers = _NUMBERS = tuple(range(min(max(2 * lines, 1024), _SHARED_LINES)))
-    return numbers
-
-
 class Builder:
     """Builds AST nodes for one file. Problems the grammar cannot express go to `errors`."""
 
@@ -89,7 +58,9 @@ class Builder:
             breaks.append(at)
             at = find("\n", at + 1)
         self._breaks = breaks
-        self._numbers = _line_numbers(len(breaks))
+        # Line numbers as shared int objects: Python caches only the ints up to 256, and
+        # a span holding a fresh pair of them costs 56 bytes more.
+        self._numbers = tuple(range(len(breaks) + 1))
 
     # ---- positions ----------------------------------------------------------------
     def _sp(self, start: Offset, end: Offset) -> ast.Span:

@@ -30,9 +30,16 @@ import lark
 from lark import Lark, Token, Tree
 from lark.lexer import ContextualLexer, PatternStr, UnlessCallback
 from lark.parsers.lalr_analysis import Shift
+from lark.tree import Meta
 
-from grammar.build import Builder, StrToken, span_of
-from grammar.syntax_errors import GluedWord, WholeWords, glued_diagnostic, syntax_diagnostic
+from grammar.build import Builder, StrToken
+from grammar.syntax_errors import (
+    WORD_CHAR,
+    GluedWord,
+    WholeWords,
+    glued_diagnostic,
+    syntax_diagnostic,
+)
 from policy import ast
 from policy.diagnostics import CharterSyntaxError, Diagnostic
 
@@ -120,8 +127,7 @@ def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
             return LIST, None, 0
         if parts == ["*v[0]", last] and expansion[0].name == origin:
             return APPEND, None, 0  # left recursion: the parser owns the list
-        source = f"def r(b, v, s, e):\n    return [{', '.join(parts)}]\n"  # pragma: no cover
-        return CALL, _compile(source, index), 0  # pragma: no cover
+        raise TypeError(f"unsupported list rule `{rule}`")  # pragma: no cover - not in this grammar
     name = rule.alias or rule.options.template_source or origin
     items = f"[{', '.join(parts)}]"
     if rule.options.expand1 and not rule.alias:
@@ -129,12 +135,7 @@ def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
             if parts == ["v[0]"] and size == 1:
                 return PASS, None, 0
             return CALL, _compile(f"def r(b, v, s, e):\n    return {parts[0]}\n", index), 0
-        # pragma: no cover - not in this grammar: decided per call, as lark does
-        source = (
-            f"def r(b, v, s, e):\n    c = {items}\n"
-            f"    return c[0] if len(c) == 1 else b.{name}(c, s, e)\n"
-        )
-        return CALL, _compile(source, index), 1  # pragma: no cover
+        raise TypeError(f"unsupported `?rule` shape `{rule}`")  # pragma: no cover
     if not callable(getattr(Builder, name, None)):  # pragma: no cover - grammar/build mismatch
         raise TypeError(f"grammar.build.Builder has no method for rule `{name}`")
     how = ACCEPT if origin == "start" else CALL
@@ -227,9 +228,6 @@ class _Rejected(Exception):
     """The input is not in the language (or a word is glued): lark will say why."""
 
 
-_WORD_CHAR = re.compile(r"[a-z0-9_-]")
-
-
 def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declaration], int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
     `WholeWords` post-lexer would; returns the declarations and the height of the parse
@@ -242,7 +240,7 @@ def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declara
     scanners = tables.scanners
     keywords = tables.keywords
     rules = tables.rules
-    word_char = _WORD_CHAR.match
+    word_char = WORD_CHAR.match
     state = tables.start
     states = [state]
     values: list[Any] = []
@@ -334,8 +332,9 @@ def parse(
             ]
         )
     builder = Builder(file, text)
+    tables = _tables()  # outside the `try`: a grammar/Builder mismatch must fail loudly
     try:
-        declarations, height = _run(_tables(), text, builder)
+        declarations, height = _run(tables, text, builder)
     except _Rejected:
         raise CharterSyntaxError(_diagnose(text, file, options)) from None
     except Exception as exc:  # a reduce action failed (a bug, or e.g. a 5,000-digit int)
@@ -368,19 +367,26 @@ def _diagnose(
     return [Diagnostic("E0001", reason, ast.Span(file, 1, 1, 1, 1))]
 
 
+def _span_of(file: str, meta: Meta) -> ast.Span:
+    """The span of a node of lark's tree (the error paths run lark)."""
+    line = getattr(meta, "line", 0) or 0
+    col = getattr(meta, "column", 0) or 0
+    end_line = getattr(meta, "end_line", line) or line
+    end_col = getattr(meta, "end_column", col) or col
+    return ast.Span(file, line, col, end_line, end_col)
+
+
 def _check_shape(tree: Tree[Token], file: str, options: ParseOptions) -> list[Diagnostic]:
     """Depth and size limits, checked iteratively so a deep input cannot blow the stack."""
     stack: list[tuple[Tree[Token], int]] = [(tree, 0)]
-    nodes = 0
     while stack:
         node, depth = stack.pop()
-        nodes += 1
         if depth > options.max_depth:
             return [
                 Diagnostic(
                     "E0013",
                     f"nesting is deeper than the limit of {options.max_depth}",
-                    span_of(file, node.meta),
+                    _span_of(file, node.meta),
                     "split the condition into simpler rules",
                 )
             ]

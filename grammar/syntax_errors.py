@@ -17,7 +17,9 @@ from grammar.tokens import character_help, describe_expected, describe_token, to
 from policy import ast
 from policy.diagnostics import Diagnostic, did_you_mean
 
-_WORD_CHAR = re.compile(r"[a-z0-9_-]")
+# A character that continues a word: a keyword followed by one is glued to it (WholeWords,
+# and the parser's own loop, which applies the same rule).
+WORD_CHAR = re.compile(r"[a-z0-9_-]")
 _KEYWORD_WORDS = frozenset((
     "toolset", "url", "connection", "required", "runs", "code", "tool", "list", "role", "allow",
     "deny", "where", "hook", "on", "pause", "rewrite", "profile", "roles", "hooks", "default",
@@ -50,7 +52,7 @@ class WholeWords:
                 and previous.type != "NAME"
                 and previous.end_pos == token.start_pos
                 and previous[-1:].isalpha()
-                and _WORD_CHAR.match(token[:1])
+                and WORD_CHAR.match(token[:1])
             ):
                 raise GluedWord(previous, token)
             yield token

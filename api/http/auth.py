@@ -33,10 +33,7 @@ def require_admin(request: Request) -> Principal:
 
 def require_decide(request: Request, agent: str | None = None) -> Principal:
     """admin or decide, or the agent's own token (for that agent only)."""
-    actor = principal(request)
-    if actor.scope == "agent" and agent is not None and actor.agent != agent:
-        raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
-    return actor
+    return require_decide_all(request, () if agent is None else (agent,))
 
 
 def require_decide_all(request: Request, agents: Iterable[str]) -> Principal:

@@ -17,12 +17,10 @@ from typing import Any
 from pydantic_core import from_json
 
 from api.http import models as m
-from api.http.body import _flat, check_depth, parse
+from api.http.body import check_depth, parse
 from api.service.decide import Call
 
 _FIELDS = frozenset(m.DecisionRequest.model_fields)
-_MAX_ID = 256  # agent and tool: 1 to 256 characters
-_MAX_BATCH = 1000
 
 
 def _call(item: m.DecisionRequest) -> Call:
@@ -40,9 +38,9 @@ def _fast_call(item: Any) -> Call | None:
         return None
     agent = item.get("agent")
     tool = item.get("tool")
-    if type(agent) is not str or not 0 < len(agent) <= _MAX_ID:
+    if type(agent) is not str or not 0 < len(agent) <= m.MAX_ID:
         return None
-    if type(tool) is not str or not 0 < len(tool) <= _MAX_ID:
+    if type(tool) is not str or not 0 < len(tool) <= m.MAX_ID:
         return None
     args = item.get("args", None)
     if args is None:
@@ -73,10 +71,7 @@ def _fast_call(item: Any) -> Call | None:
 def _check_depths(calls: list[Call]) -> list[Call]:
     """After every call validated, as the models' path does (a 422 wins over a 400)."""
     for call in calls:
-        args = call.args
-        if call.context is None and type(args) is dict and _flat(args):
-            continue  # the usual call, checked inline
-        check_depth(args, "args")
+        check_depth(call.args, "args")
         check_depth(call.context, "context")
     return calls
 
@@ -101,7 +96,7 @@ def batch_calls(raw: bytes) -> list[Call]:
     body = _parsed(raw)
     if type(body) is dict and body.keys() == {"calls"}:
         items = body["calls"]
-        if type(items) is list and 0 < len(items) <= _MAX_BATCH:
+        if type(items) is list and 0 < len(items) <= m.MAX_BATCH:
             calls = []
             for item in items:
                 call = _fast_call(item)

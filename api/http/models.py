@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Id = Field(min_length=1, max_length=256)
+MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
+MAX_BATCH = 1000  # calls in one batch
+Id = Field(min_length=1, max_length=MAX_ID)
 
 
 class Strict(BaseModel):
@@ -16,7 +18,7 @@ class Strict(BaseModel):
 
 class DecisionRequest(Strict):
     agent: str = Id
-    tool: str = Field(min_length=1, max_length=256)
+    tool: str = Field(min_length=1, max_length=MAX_ID)
     args: dict[str, Any] = Field(default_factory=dict)
     thread: str | None = None
     turn: str | None = None
@@ -26,7 +28,7 @@ class DecisionRequest(Strict):
 
 
 class BatchRequest(Strict):
-    calls: list[DecisionRequest] = Field(min_length=1, max_length=1000)
+    calls: list[DecisionRequest] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class Reason(BaseModel):

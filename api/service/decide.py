@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -26,11 +27,10 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import cbor2
-import orjson
 
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
-from api.service.encoding import ORJSON_OPTIONS, dumps, loads
+from api.service.encoding import dumps, loads
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request
@@ -75,22 +75,21 @@ def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str,
     return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
 
 
-# (snapshot, tool) -> the tool's secret argument names. Keyed by the snapshot's id and
-# holding the snapshot, so the id cannot be reused while its entry is here.
-_HIDDEN: dict[tuple[int, str], tuple[Snapshot, frozenset[str]]] = {}
+_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
-    """The tool's secret argument names, cached (a dict look-up per call)."""
-    key = (id(snapshot), tool)
-    hit = _HIDDEN.get(key)
-    if hit is not None and hit[0] is snapshot:
-        return hit[1]
-    spec = snapshot.tools.get(tool)
-    found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
-    if len(_HIDDEN) > 16_384:
-        _HIDDEN.clear()
-    _HIDDEN[key] = (snapshot, found)
+    """The tool's secret argument names, cached per snapshot (gone with the snapshot)."""
+    per_tool = _HIDDEN.get(snapshot)
+    if per_tool is None:
+        per_tool = _HIDDEN.setdefault(snapshot, {})
+    found = per_tool.get(tool)
+    if found is None:
+        spec = snapshot.tools.get(tool)
+        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+        per_tool[tool] = found
     return found
 
 
@@ -184,9 +183,6 @@ class _Batch:
         self.ledger = Ledger(service.store)
         self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
-        # (snapshot, agent, thread, tool, connection) -> (connection problem, caps,
-        # subjects). Keyed by identity: every keyed object lives as long as the batch.
-        self.static: dict[tuple[int, int, int, str, str | None], tuple[Any, ...]] = {}
 
     def eligible(self, toolset: str, identity: str | None) -> list[str]:
         """Connections an agent with `identity` may use: workspace-owned or its own."""
@@ -210,21 +206,16 @@ class _Batch:
 def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     """What step 6 and the row need that is the same for like calls (all but the
     ledger's sums): (connection problem, caps, ledger subjects, secret argument names)."""
-    key = (id(p.snapshot), id(p.agent), id(p.thread), p.call.tool, p.call.connection)
-    static = batch.static.get(key)
-    if static is not None:
-        return static
-    # Across requests too, for calls outside a thread (a thread is read afresh for each
-    # request, so it would never hit): the entry keeps the snapshot and the agent it was
-    # made from and is used only while the request's are those very objects (the
-    # service's cached agent; a changed agent or connection empties the whole cache).
+    # Kept across requests for calls outside a thread (a thread is read afresh for each
+    # call, so it would never hit): the entry keeps the snapshot and the agent it was
+    # made from and is used only while the call's are those very objects (the service's
+    # cached agent; a changed agent or connection empties the whole cache).
     shared = p.thread is None
     if shared:
-        shared_key = (key[1], p.call.tool, p.call.connection)
+        shared_key = (id(p.agent), p.call.tool, p.call.connection)
         hit = batch.service.static_parts.get(shared_key)
         if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent:
             found: tuple[Any, ...] = hit[2]
-            batch.static[key] = found
             return found
     spec = p.snapshot.tools.get(p.call.tool)
     problem = None
@@ -232,7 +223,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
         problem = _connection_problem(batch, p, spec.toolset or "")
     caps, subjects = batch.caps(p)
     hidden = _hidden(p.snapshot, p.call.tool)
-    static = batch.static[key] = (problem, caps, subjects, hidden)
+    static = (problem, caps, subjects, hidden)
     if shared:
         parts = batch.service.static_parts
         if len(parts) >= 4096:
@@ -396,16 +387,8 @@ def write(
         raw.append(decision.args)
         call = p.call
         hidden = static[3]
-        args: Mapping[str, Any] | None
-        final: Mapping[str, Any] | None
-        if hidden:
-            args = _redact(hidden, call.args)
-            final = _redact(hidden, decision.args)
-        else:  # nothing secret: the arguments as they are (see _redact)
-            args = call.args if type(call.args) is dict else dict(call.args)
-            final = decision.args
-            if final is not None and type(final) is not dict:
-                final = dict(final)
+        args = _redact(hidden, call.args)
+        final = _redact(hidden, decision.args)
         decision_id = ids[24 * i : 24 * i + 24]
         reasons, ref = _reasons(decision.reasons)
         if ref not in known and ref not in fresh:
@@ -447,11 +430,7 @@ def write(
             approval_id = _open_approval(service, p, decision, now, management)
         if approval_id is not None:
             entry["approval"] = approval_id
-        try:
-            row = orjson.dumps(entry, default=str, option=ORJSON_OPTIONS)
-        except TypeError:  # what orjson refuses (integers beyond 64 bits)
-            row = dumps(entry)
-        rows.append({"json": row})
+        rows.append({"json": dumps(entry)})
         # What `response(entry, seq)` gives, built from what is at hand: the response's
         # `args` are always `final` (None for a deny that rewrote nothing).
         body = {
