@@ -5,8 +5,9 @@ one (the leader) yields for one turn of the event loop, so every request that be
 ready meanwhile (the loop reads all readable connections before it runs their handlers)
 joins its group, and for a few more turns while the group keeps growing; then the leader resolves each request of the group on its own (an
 unknown agent fails that request only, and nothing of it is written), decides step 6
-and logs all of them in ONE transaction: one BEGIN IMMEDIATE, one sequence read, one
-INSERT of all rows, one COMMIT. Only then is any of them answered, so no response is
+and logs all of them in ONE transaction: one BEGIN IMMEDIATE, one look at what other
+processes committed (PRAGMA data_version, inside the transaction), one INSERT of all rows
+(numbered max + 1 on), one COMMIT. Only then is any of them answered, so no response is
 sent before its decisions are committed, and the sequence stays gap-free (assigned
 inside the transaction). A batch request is one member: its calls stay all or nothing.
 A group takes newcomers up to MAX_GROUP_CALLS calls; past that a request leads the next.
@@ -135,30 +136,57 @@ class GroupCommit:
 
     def _commit(self, group: list[_Member]) -> None:
         service = self.service
-        ready: list[tuple[int, int, _Member]] = []
-        prepared: list[Prepared] = []
         try:
-            service.sync()
-            snapshots: dict[int, Snapshot] = {}
-            for member in group:
-                if member.future is not None and member.future.done():
-                    continue  # cancelled: the client is gone, nothing is logged
-                try:
-                    mine = prepare(service, member.calls, snapshots)
-                except Exception as exc:  # a 404, a 409: this request only
-                    member.fail(exc)
-                    continue
-                ready.append((len(prepared), len(prepared) + len(mine), member))
-                prepared.extend(mine)
-            if not ready:
-                return
+            # Prepared on the caches as they are, then checked inside the write
+            # transaction: if another process committed since the last look (a new
+            # revision, a changed agent), the caches catch up and every request is
+            # prepared again, on what nobody can change before this COMMIT. The usual
+            # case (nothing changed) costs no read transaction of its own.
+            outcome = self._prepare(group)
+            if not any(type(mine) is list for _, mine in outcome):
+                # All refused (or gone): look again on fresh caches, outside any write
+                # transaction; a request refused then writes nothing and opens none.
+                if service.sync():
+                    outcome = self._prepare(group)
+                if not any(type(mine) is list for _, mine in outcome):
+                    for member, mine in outcome:
+                        assert isinstance(mine, Exception)
+                        member.fail(mine)
+                    return
+            ready: list[tuple[int, int, _Member]] = []
+            responses: Answer = []
             new_refs: set[str] = set()
             with service.store.atomic():  # never nested: this transaction is ours
-                responses, _ = write(service, prepared, new_refs=new_refs)
+                if service.sync():
+                    outcome = self._prepare(group)
+                prepared: list[Prepared] = []
+                for member, mine in outcome:
+                    if type(mine) is list:
+                        ready.append((len(prepared), len(prepared) + len(mine), member))
+                        prepared.extend(mine)
+                if prepared:
+                    responses, _ = write(service, prepared, new_refs=new_refs)
             service.reason_refs.update(new_refs)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)
             return
+        for member, mine in outcome:
+            if isinstance(mine, BaseException):
+                member.fail(mine)  # a 404, a 409: this request only, nothing written
         for start, end, member in ready:
             member.answer(responses[start:end])
+
+    def _prepare(self, group: list[_Member]) -> list[tuple[_Member, list[Prepared] | Exception]]:
+        """Each waiting member's prepared calls, or the error that refuses it alone."""
+        service = self.service
+        snapshots: dict[int, Snapshot] = {}
+        outcome: list[tuple[_Member, list[Prepared] | Exception]] = []
+        for member in group:
+            if member.future is not None and member.future.done():
+                continue  # cancelled: the client is gone, nothing is logged
+            try:
+                outcome.append((member, prepare(service, member.calls, snapshots)))
+            except Exception as exc:  # a 404, a 409: this request only
+                outcome.append((member, exc))
+        return outcome

@@ -50,22 +50,26 @@ class Service:
         self.started_at = now_ms()
 
     # ---- caches ---------------------------------------------------------------------------
-    def sync(self) -> None:
-        """Catch up with what another process changed (cheap when nothing did).
+    def sync(self) -> bool:
+        """Catch up with what another process changed (cheap when nothing did); whether
+        anything had changed. Inside a write transaction it costs no read transaction of
+        its own, and nobody else can commit until it ends.
 
         Any commit by another process changes the store's data version, and with several
         workers nearly all of those are decisions, which change nothing cached here. So the
         agent and connection caches are dropped only when the `cache_epoch` value moved:
         every process moves it when it changes an agent or a connection (`forget_*`)."""
-        if self.store.changed():
-            self.snapshots.refresh()
-            epoch = self.store.get_meta(CACHE_EPOCH)
-            if epoch != self._epoch:
-                self._epoch = epoch
-                with self._lock:
-                    self._agents.clear()
-                    self._connections.clear()
-                    self.static_parts = {}
+        if not self.store.changed():
+            return False
+        self.snapshots.refresh()
+        epoch = self.store.get_meta(CACHE_EPOCH)
+        if epoch != self._epoch:
+            self._epoch = epoch
+            with self._lock:
+                self._agents.clear()
+                self._connections.clear()
+                self.static_parts = {}
+        return True
 
     def _move_epoch(self) -> None:
         self._epoch = new_id()

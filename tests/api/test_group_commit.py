@@ -245,3 +245,28 @@ def test_a_full_size_request_does_not_wait_for_company(harness: Harness) -> None
     with counting_transactions(harness) as transactions:
         asyncio.run(run())
     assert transactions[0] == 3
+
+
+def test_a_group_sees_what_another_process_committed_just_before(harness: Harness) -> None:
+    """The group's look at other processes' commits is inside its write transaction: an
+    upload and an agent change made elsewhere since the last request are decided on,
+    and the sequence stays gap-free across both processes' single-row inserts."""
+    from api.http.app import open_service
+    from api.service.decide import decide_calls
+    from api.service.resources import agents_update
+    from api.service.tokens import Principal
+    from tests.api.conftest import POLICY
+
+    other = open_service(harness.db)
+    commit = GroupCommit(harness.service)
+    first = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
+    with other.store.atomic():
+        other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
+    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+    assert decide_calls(other, [Call("a1", "mail.send", MAIL)])[0]["seq"] == 2
+    second = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
+    assert second["revision"] == first["revision"] + 1
+    assert second["seq"] == 3
+    (_, row), *_ = harness.service.store.read_decisions(2, 1)
+    assert expand(row)["profile"] == "narrow"
+    other.store.close()
