@@ -8,13 +8,13 @@ from collections.abc import Iterable
 
 from starlette.requests import Request
 
+from api.http.body import header
 from api.service.errors import ServiceError
 from api.service.tokens import Principal, TokenCache
 
 
 def principal(request: Request) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+    scheme, _, token = (header(request, b"authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
     tokens: TokenCache = request.app.state.tokens

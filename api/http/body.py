@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from api.service.errors import ServiceError
 
@@ -14,21 +14,41 @@ MAX_DEPTH = 32
 M = TypeVar("M", bound=BaseModel)
 
 
+def header(request: Request, name: bytes) -> str | None:
+    """A request header's first value (`name` in lower case, as ASGI gives names), read
+    straight from the scope: what `request.headers.get` gives, without building Headers."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
 async def read_body(request: Request) -> bytes:
-    length = request.headers.get("content-length")
+    length = header(request, b"content-length")
     if length is not None:
         if not length.isdigit():
             raise ServiceError(400, "bad-content-length", "Content-Length is not a number")
         if int(length) > MAX_BODY:
             raise _too_large()
+    # The ASGI messages read directly (what request.stream() does, without its async
+    # generator): a small body is one message.
+    receive = request.receive
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
             raise _too_large()
+        if not message.get("more_body", False):
+            if not chunks:
+                return chunk
+            chunks.append(chunk)
+            return b"".join(chunks)
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _too_large() -> ServiceError:

@@ -38,7 +38,7 @@ async def decide_one(request: Request) -> Response:
     require_decide(request, call.agent)
     commit: GroupCommit = request.app.state.commit
     result = (await commit.decide([call]))[0]
-    _service(request).metrics.observe(time.perf_counter() - started)
+    commit.service.metrics.observe(time.perf_counter() - started)
     return json_response(result)
 
 
@@ -48,7 +48,7 @@ async def decide_batch(request: Request) -> Response:
     require_decide_all(request, [call.agent for call in calls])
     commit: GroupCommit = request.app.state.commit
     results = await commit.decide(calls)
-    _service(request).metrics.observe(time.perf_counter() - started)
+    commit.service.metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})
 
 

@@ -129,3 +129,40 @@ def test_unexpected_errors_are_a_500_problem_that_leaks_nothing(harness: Harness
     assert response.status_code == 500
     assert response.json()["code"] == "internal-error"
     assert "secret" not in response.text
+
+
+def test_a_body_read_in_pieces_without_a_length() -> None:
+    """read_body reads the ASGI messages itself: pieces are joined, a chunked body over
+    1 MiB is a 413 without a Content-Length, and a disconnect is ClientDisconnect."""
+    import asyncio
+
+    import pytest
+    from starlette.requests import ClientDisconnect, Request
+
+    from api.http.body import MAX_BODY, header, read_body
+    from api.service.errors import ServiceError
+
+    def request(messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]]) -> Request:
+        pending = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return pending.pop(0)
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": headers}
+        return Request(scope, receive)
+
+    piece = {"type": "http.request", "body": b'{"a":', "more_body": True}
+    last = {"type": "http.request", "body": b"1}", "more_body": False}
+    assert asyncio.run(read_body(request([piece, last], []))) == b'{"a":1}'
+    one = request([last], [(b"content-length", b"2"), (b"x-other", b"1")])
+    assert asyncio.run(read_body(one)) == b"1}"
+    assert header(one, b"content-length") == "2" and header(one, b"authorization") is None
+    huge = {"type": "http.request", "body": b"a" * (MAX_BODY // 2 + 1), "more_body": True}
+    with pytest.raises(ServiceError) as refused:
+        asyncio.run(read_body(request([huge, huge, last], [])))
+    assert refused.value.code == "body-too-large"
+    with pytest.raises(ServiceError) as refused:
+        asyncio.run(read_body(request([last], [(b"content-length", b"x")])))
+    assert refused.value.code == "bad-content-length"
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(read_body(request([piece, {"type": "http.disconnect"}], [])))
