@@ -28,9 +28,11 @@ def create_app(service: Service) -> Starlette:
         middleware=[Middleware(CatchAll)],
         exception_handlers={ServiceError: service_error, HTTPException: http_error},
     )
+    tokens = TokenCache(service.store)
+    service.on_epoch.append(tokens.forget)
     app.state.service = service
-    app.state.commit = GroupCommit(service)
-    app.state.tokens = TokenCache(service.store)
+    app.state.commit = GroupCommit(service, tokens)
+    app.state.tokens = tokens
     app.state.openapi = ops.openapi(TABLE)
     return app
 

@@ -9,16 +9,29 @@ from collections.abc import Iterable
 from starlette.requests import Request
 
 from api.http.body import header
+from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.tokens import Principal, TokenCache
 
 
-def principal(request: Request) -> Principal:
+def bearer(request: Request) -> str:
     scheme, _, token = (header(request, b"authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
+    return token.strip()
+
+
+def principal(request: Request, token: str | None = None, *, synced: bool = False) -> Principal:
+    """Who sent the request. The token cache is brought up to date first (another
+    process may have revoked the token), except for decision requests (`synced`), whose
+    group commit checks their tokens again inside its transaction if anything moved."""
+    if token is None:
+        token = bearer(request)
+    if not synced:
+        service: Service = request.app.state.service
+        service.sync()
     tokens: TokenCache = request.app.state.tokens
-    found = tokens.lookup(token.strip())
+    found = tokens.lookup(token)
     if found is None:
         raise ServiceError(401, "unauthorized", "the token is not valid")
     return found
@@ -38,7 +51,18 @@ def require_decide(request: Request, agent: str | None = None) -> Principal:
 
 def require_decide_all(request: Request, agents: Iterable[str]) -> Principal:
     """require_decide for every agent of a batch (the token is looked up once)."""
-    actor = principal(request)
+    return _may_decide(principal(request), agents)
+
+
+def authorize_decisions(request: Request, agents: Iterable[str]) -> str:
+    """require_decide_all for a decision request, on the token cache as it is: the bearer
+    token, for the group commit to check again if anything moved (GroupCommit.decide)."""
+    token = bearer(request)
+    _may_decide(principal(request, token, synced=True), agents)
+    return token
+
+
+def _may_decide(actor: Principal, agents: Iterable[str]) -> Principal:
     if actor.scope == "agent" and any(agent != actor.agent for agent in agents):
         raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
     return actor

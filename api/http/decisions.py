@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http.auth import require_admin, require_decide, require_decide_all
+from api.http.auth import authorize_decisions, require_admin, require_decide
 from api.http.body import body, read_body
 from api.http.calls import batch_calls, one_call
 from api.http.commit import GroupCommit
@@ -35,9 +35,9 @@ def _service(request: Request) -> Service:
 async def decide_one(request: Request) -> Response:
     started = time.perf_counter()
     call = one_call(await read_body(request))
-    require_decide(request, call.agent)
+    token = authorize_decisions(request, (call.agent,))
     commit: GroupCommit = request.app.state.commit
-    result = (await commit.decide([call]))[0]
+    result = (await commit.decide([call], token))[0]
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response(result)
 
@@ -45,9 +45,9 @@ async def decide_one(request: Request) -> Response:
 async def decide_batch(request: Request) -> Response:
     started = time.perf_counter()
     calls = batch_calls(await read_body(request))
-    require_decide_all(request, [call.agent for call in calls])
+    token = authorize_decisions(request, [call.agent for call in calls])
     commit: GroupCommit = request.app.state.commit
-    results = await commit.decide(calls)
+    results = await commit.decide(calls, token)
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})
 

@@ -86,9 +86,10 @@ async def create_token(request: Request) -> Response:
 async def delete_token(request: Request) -> Response:
     require_admin(request)
     service: Service = request.app.state.service
-    if not service.store.delete("tokens", request.path_params["id"]):
-        raise ServiceError(404, "token-not-found", "token not found")
-    request.app.state.tokens.forget()
+    with service.store.atomic():
+        if not service.store.delete("tokens", request.path_params["id"]):
+            raise ServiceError(404, "token-not-found", "token not found")
+        service.forget_tokens()  # here at once, in every other process at its next sync
     return json_response(None, 204)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from api.service.errors import ServiceError, not_found
@@ -48,27 +48,36 @@ class Service:
         # (id(agent), tool, connection) -> (snapshot, agent, parts); see decide._static.
         self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
         self.started_at = now_ms()
+        # Called when another process moved the cache epoch, and on forget_tokens (the
+        # HTTP app's token cache registers its `forget`).
+        self.on_epoch: list[Callable[[], None]] = []
 
     # ---- caches ---------------------------------------------------------------------------
     def sync(self) -> bool:
         """Catch up with what another process changed (cheap when nothing did); whether
-        anything had changed. Inside a write transaction it costs no read transaction of
-        its own, and nobody else can commit until it ends.
+        the latest revision or the cache epoch moved (another process's decisions alone
+        move neither). Inside a write transaction it costs no read transaction of its
+        own, and nobody else can commit until it ends.
 
         Any commit by another process changes the store's data version, and with several
         workers nearly all of those are decisions, which change nothing cached here. So the
         agent and connection caches are dropped only when the `cache_epoch` value moved:
-        every process moves it when it changes an agent or a connection (`forget_*`)."""
+        every process moves it when it changes an agent or a connection or revokes a token
+        (`forget_*`); the token caches in `on_epoch` are dropped then too."""
         if not self.store.changed():
             return False
+        latest = self.snapshots.latest
         self.snapshots.refresh()
         epoch = self.store.get_meta(CACHE_EPOCH)
-        if epoch != self._epoch:
-            self._epoch = epoch
-            with self._lock:
-                self._agents.clear()
-                self._connections.clear()
-                self.static_parts = {}
+        if epoch == self._epoch:
+            return self.snapshots.latest != latest
+        self._epoch = epoch
+        with self._lock:
+            self._agents.clear()
+            self._connections.clear()
+            self.static_parts = {}
+        for drop in self.on_epoch:
+            drop()
         return True
 
     def _move_epoch(self) -> None:
@@ -90,6 +99,12 @@ class Service:
         with self._lock:
             self._connections.clear()
             self.static_parts = {}
+        self._move_epoch()
+
+    def forget_tokens(self) -> None:
+        """After a token was revoked: dropped from every process's token cache."""
+        for drop in self.on_epoch:
+            drop()
         self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:

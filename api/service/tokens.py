@@ -14,7 +14,7 @@ from policy.store import Doc, Store
 
 SCOPES = ("admin", "decide")
 PREFIX = "chr_"
-CACHE_SECONDS = 2.0  # a revoked token stops working within this long in other processes
+UNKNOWN_SECONDS = 2.0  # how long a look-up that found no token is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,27 +53,43 @@ def view(doc: Doc) -> Doc:
 
 
 class TokenCache:
+    """Token look-ups by the token's SHA-256. A token found stays cached until `forget()`:
+    revoking a token calls it here and moves the service's cache epoch, so every other
+    process drops its cache at its next `Service.sync()` (a decision request's group
+    commit syncs inside its write transaction and checks its requests' tokens again if
+    anything moved; other requests sync before their look-up). A look-up that found no
+    token is remembered for UNKNOWN_SECONDS."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._found: dict[str, Principal] = {}
+        self._unknown: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def lookup(self, token: str) -> Principal | None:
         hashed = digest(token)
+        found = self._found.get(hashed)
+        if found is not None:
+            return found
         now = time.monotonic()
-        hit = self._cache.get(hashed)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+        if self._unknown.get(hashed, 0.0) > now:
+            return None
         doc = self.store.get("tokens", hashed[:16])
         principal = None
         if doc is not None and secrets.compare_digest(doc["hash"], hashed):
             principal = Principal(doc["id"], doc["scope"], doc.get("agent"))
         with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[hashed] = (now + CACHE_SECONDS, principal)
+            if principal is None:
+                if len(self._unknown) > 10_000:
+                    self._unknown.clear()
+                self._unknown[hashed] = now + UNKNOWN_SECONDS
+            else:
+                if len(self._found) > 10_000:
+                    self._found.clear()
+                self._found[hashed] = principal
         return principal
 
     def forget(self) -> None:
         with self._lock:
-            self._cache.clear()
+            self._found.clear()
+            self._unknown.clear()

@@ -128,3 +128,72 @@ def test_agent_role_create_pauses_under_default_hooks(live: Any, harness: Harnes
     assert approved.json()["decision"]["effect"] == "allow"
     assert approved.json()["result"]["name"] == "team-x"
     assert harness.service.store.latest_revision() == 2
+
+
+def test_a_revoked_token_stops_at_once_in_another_process(harness: Harness) -> None:
+    """Two apps on one file, as two `--workers`: a token cached by the other one stops
+    working there as soon as this one has revoked it, for a decision (checked again in
+    the group commit's transaction) and for any other request; nothing is logged."""
+    from starlette.testclient import TestClient
+
+    from api.http.app import create_app, open_service
+
+    other_service = open_service(harness.db)
+    body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    with (
+        TestClient(create_app(harness.service), raise_server_exceptions=False) as here,
+        TestClient(create_app(other_service), raise_server_exceptions=False) as there,
+    ):
+        made = here.post("/v1/tokens", json={"scope": "admin"}, headers=harness.auth()).json()
+        token = harness.auth(made["token"])
+        assert there.post("/v1/decisions", json=body, headers=token).status_code == 200
+        assert there.get("/v1/agents/a1/tools", headers=token).status_code == 200  # cached
+        logged = harness.service.store.last_seq()
+        assert here.delete(f"/v1/tokens/{made['id']}", headers=harness.auth()).status_code == 204
+        refused = there.post("/v1/decisions", json=body, headers=token)
+        assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+        batch = there.post("/v1/decisions/batch", json={"calls": [body]}, headers=token)
+        assert batch.status_code == 401
+        assert there.get("/v1/agents/a1/tools", headers=token).status_code == 401
+        assert there.post("/v1/tokens", json={"scope": "admin"}, headers=token).status_code == 401
+        assert harness.service.store.last_seq() == logged
+        assert there.post("/v1/decisions", json=body, headers=harness.auth()).status_code == 200
+    other_service.store.close()
+
+
+def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness) -> None:
+    """The group commit's own check: a request authorized on a cached token, whose token
+    another process revoked before the group's transaction began, is a 401 and writes
+    nothing; the other members of the group are decided."""
+    import asyncio
+
+    from api.http.app import open_service
+    from api.http.commit import GroupCommit
+    from api.service import tokens
+    from api.service.decide import Call
+    from api.service.errors import ServiceError
+
+    other = open_service(harness.db)
+    cache = tokens.TokenCache(harness.service.store)
+    harness.service.on_epoch.append(cache.forget)
+    commit = GroupCommit(harness.service, cache)
+    doomed, doc = tokens.issue(harness.service.store, "decide")
+    assert cache.lookup(doomed) is not None and cache.lookup(harness.decide) is not None
+    with other.store.atomic():
+        other.store.delete("tokens", doc["id"])
+        other.forget_tokens()
+    call = [Call("a1", "mail.send", MAIL)]
+
+    async def run() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                commit.decide(call, doomed), commit.decide(call, harness.decide),
+                return_exceptions=True,
+            )
+        )  # fmt: skip
+
+    refused, decided = asyncio.run(run())
+    assert isinstance(refused, ServiceError) and refused.status == 401
+    assert [d["seq"] for d in decided] == [1]
+    assert harness.service.store.last_seq() == 1
+    other.store.close()
