@@ -122,8 +122,10 @@ class GroupCommit:
             group.calls += len(calls)
             return await future
         leader = _Member(calls, None, token)
-        group = self._groups[loop] = _Group(leader)  # (a full group stays with its leader)
-        if len(calls) < MAX_GROUP_CALLS and self._worth_waiting(loop):
+        if len(calls) >= MAX_GROUP_CALLS or not self._worth_waiting(loop):
+            self._commit([leader])  # no turn to wait: nobody could join, no group to open
+        else:
+            group = self._groups[loop] = _Group(leader)  # (a full one stays with its leader)
             try:
                 await asyncio.sleep(0)  # one turn of the loop: whoever is ready joins
                 turns, size = 1, len(group.members)
@@ -138,7 +140,7 @@ class GroupCommit:
                 self._close(loop, group)
                 raise
             self._alone = self._alone + 1 if len(group.members) == 1 else 0
-        self._close(loop, group)
+            self._close(loop, group)
         if leader.error is not None:
             raise leader.error
         assert leader.result is not None

@@ -381,7 +381,9 @@ def write(
                 decision.errors,
             )
         static = _static(batch, p)
-        if decision.effect != "deny":
+        if decision.effect != "deny" and (
+            static[0] is not None or static[1] or p.call.expected_cost is not None
+        ):  # (no connection problem, no cap and no cost: step 6 has nothing to say)
             decision = _step6(batch, p, decision, static)
         effect = decision.effect
         raw.append(decision.args)
