@@ -81,7 +81,7 @@ class _Transaction:
             store._depth += 1
             return
         try:
-            store._db.execute("BEGIN IMMEDIATE")
+            store._cursor.execute("BEGIN IMMEDIATE")
         except BaseException:
             store._lock.release()
             raise
@@ -99,7 +99,7 @@ class _Transaction:
             try:
                 if kind is None:
                     try:
-                        store._db.execute("COMMIT")
+                        store._cursor.execute("COMMIT")
                     except BaseException:
                         if store._db.in_transaction:
                             store._db.execute("ROLLBACK")
@@ -127,6 +127,10 @@ class SqliteStore:
             # NORMAL in WAL: a power cut may lose the last commits, never corrupt the file.
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.executescript(SCHEMA)
+        # One cursor for the statements of every decision request (BEGIN, COMMIT, the data
+        # version, a lone INSERT), each run and read to its end under the lock: a new
+        # cursor per statement cost more than the statement's own Python.
+        self._cursor = self._db.cursor()
         self._data_version = self._version()
         self._checkpointer: tuple[threading.Thread, threading.Event] | None = None
 
@@ -135,7 +139,7 @@ class SqliteStore:
         return _Transaction(self)
 
     def _version(self) -> int:
-        row = self._db.execute("PRAGMA data_version").fetchone()
+        row = self._cursor.execute("PRAGMA data_version").fetchone()
         return int(row[0])
 
     def changed(self) -> bool:
@@ -234,7 +238,7 @@ class SqliteStore:
                 # One row (a lone decision): SQLite gives a row without a rowid max + 1
                 # (1 in an empty table), the same number the SELECT below would give,
                 # inside the same write lock; one statement fewer.
-                cursor = self._db.execute(
+                cursor = self._cursor.execute(
                     "INSERT INTO decisions (body) VALUES (?)", (_enc_row(entries[0]),)
                 )
                 assert cursor.lastrowid is not None
