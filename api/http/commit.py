@@ -155,10 +155,13 @@ class GroupCommit:
         service = self.service
         try:
             # Prepared on the caches as they are, then checked inside the write
-            # transaction: if another process committed since the last look (a new
-            # revision, a changed agent), the caches catch up and every request is
-            # prepared again, on what nobody can change before this COMMIT. The usual
-            # case (nothing changed) costs no read transaction of its own.
+            # transaction: if another process changed something since the last look (a
+            # new revision, an agent, a connection, a token), the caches catch up, the
+            # transaction ends empty, every request is prepared again outside the write
+            # lock (where a new revision compiles) and the next transaction looks again
+            # (a second change meanwhile: prepared inside it, on what nobody can change
+            # before its COMMIT). The usual case (nothing changed) costs no read
+            # transaction of its own.
             outcome = self._prepare(group)
             if not any(type(mine) is list for _, mine in outcome):
                 # All refused (or gone): look again on fresh caches, outside any write
@@ -173,16 +176,25 @@ class GroupCommit:
             ready: list[tuple[int, int, _Member]] = []
             responses: Answer = []
             new_refs: set[str] = set()
-            with service.store.atomic():  # never nested: this transaction is ours
-                if service.sync():
-                    outcome = self._prepare(group, recheck=True)
-                prepared: list[Prepared] = []
-                for member, mine in outcome:
-                    if type(mine) is list:
-                        ready.append((len(prepared), len(prepared) + len(mine), member))
-                        prepared.extend(mine)
-                if prepared:
-                    responses, _ = write(service, prepared, new_refs=new_refs)
+            for last in (False, True):
+                stale = False
+                with service.store.atomic():  # never nested: this transaction is ours
+                    if service.sync():
+                        if last:
+                            outcome = self._prepare(group, recheck=True)
+                        else:
+                            stale = True
+                    if not stale:
+                        prepared: list[Prepared] = []
+                        for member, mine in outcome:
+                            if type(mine) is list:
+                                ready.append((len(prepared), len(prepared) + len(mine), member))
+                                prepared.extend(mine)
+                        if prepared:
+                            responses, _ = write(service, prepared, new_refs=new_refs)
+                if not stale:
+                    break
+                outcome = self._prepare(group, recheck=True)
             service.reason_refs.update(new_refs)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:

@@ -270,3 +270,35 @@ def test_a_group_sees_what_another_process_committed_just_before(harness: Harnes
     (_, row), *_ = harness.service.store.read_decisions(2, 1)
     assert expand(row)["profile"] == "narrow"
     other.store.close()
+
+
+def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
+    harness: Harness,
+) -> None:
+    """The transaction that finds another process's upload ends empty; the group is
+    prepared again (the new revision compiled) with no write lock held, then logged."""
+    from api.http.app import open_service
+    from tests.api.conftest import POLICY
+
+    other = open_service(harness.db)
+    service = harness.service
+    commit = GroupCommit(service)
+    asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
+    with other.store.atomic():
+        other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
+    real = service.snapshots.get
+    depths: list[tuple[int, int]] = []
+
+    def get(revision: int) -> Any:
+        depths.append((revision, service.store._depth))  # type: ignore[attr-defined]
+        return real(revision)
+
+    service.snapshots.get = get  # type: ignore[method-assign]
+    with counting_transactions(harness) as transactions:
+        answer = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
+    assert answer["seq"] == 2 and answer["revision"] == other.snapshots.latest
+    assert (answer["revision"], 0) in depths
+    assert all(depth == 0 for revision, depth in depths if revision == answer["revision"])
+    assert transactions[0] == 2  # the one that found the upload wrote nothing
+    assert [seq for seq, _ in service.store.read_decisions(0, 10)] == [1, 2]
+    other.store.close()
