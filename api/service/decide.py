@@ -100,20 +100,24 @@ class _Entropy:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool = b""
+        self._used = 0  # how much of the pool is handed out (an offset: no copy of the rest)
         os.register_at_fork(after_in_child=self._forget)  # a child never reuses a parent's
 
     def _forget(self) -> None:
         self._lock = threading.Lock()
         self._pool = b""
+        self._used = 0
 
     def hex(self, n: int) -> str:
         if n > 1024:
             return os.urandom(n).hex()
         with self._lock:
-            if len(self._pool) < n:
+            used = self._used
+            if len(self._pool) - used < n:
                 self._pool = os.urandom(4096)
-            taken, self._pool = self._pool[:n], self._pool[n:]
-        return taken.hex()
+                used = 0
+            self._used = used + n
+            return self._pool[used : used + n].hex()
 
 
 _random_hex = _Entropy().hex
