@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from engine.check import Workspace
 from engine.codegen import ConditionCompiler, fresh_copy
-from engine.decision import Decision, Reason, Request
+from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
     CompiledPlan,
     HookEntry,
@@ -259,7 +259,9 @@ class Snapshot:
     def _decide_slow(self, request: Request) -> Decision:
         profile = self.profiles.get(request.profile)
         if profile is None:
-            return Decision("deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),))
+            return make_decision(
+                "deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),)
+            )
         return profile.plan_for(request.tool)(
             request.args, request.context, request.agent, request.thread
         )

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 DecisionEffect = Literal["allow", "deny", "pause"]
+
+try:  # the C accessor namedtuple's fields use (CPython)
+    from collections import _tuplegetter as _field  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - other interpreters
+    from operator import itemgetter
+
+    def _field(index: int, doc: str) -> Any:
+        return property(itemgetter(index), doc=doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +62,37 @@ class ConditionError:
         return {"location": self.location, "message": self.message, "effect": self.effect}
 
 
-class Decision(NamedTuple):
-    """The answer. A named tuple: decisions are made millions of times a second, and the
-    compiled plans build one with a single C-level `tuple.__new__` (see `make_decision`)
-    instead of running a Python `__init__`. Constant answers (denies, not-granted) are
-    built once per plan and shared; they are immutable."""
+class Decision(tuple[Any, ...]):
+    """The answer: `(effect, args, reasons, errors, near_misses)`, read by name.
 
-    effect: DecisionEffect
-    args: Mapping[str, Any] | None
-    reasons: tuple[Reason, ...]
-    errors: tuple[ConditionError, ...] = ()
-    near_misses: tuple[Reason, ...] = ()
+    A bare tuple subclass, not a NamedTuple: decisions are made millions of times a
+    second, and `Decision((effect, args, reasons, errors, near_misses))` goes straight to
+    tuple's C constructor (a NamedTuple's Python `__new__`, or `tuple.__new__(Decision,
+    ...)`, costs 30-60 ns more per decision). Build one with `make_decision` where
+    readability matters; the compiled plans pass the 5-tuple. Constant answers (denies,
+    not-granted) are built once per plan and shared; they are immutable."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def effect(self) -> DecisionEffect: ...
+        @property
+        def args(self) -> Mapping[str, Any] | None: ...
+        @property
+        def reasons(self) -> tuple[Reason, ...]: ...
+        @property
+        def errors(self) -> tuple[ConditionError, ...]: ...
+        @property
+        def near_misses(self) -> tuple[Reason, ...]: ...
+
+    else:
+        effect = _field(0, "allow, deny or pause")
+        args = _field(1, "the arguments to use (defaults applied, rewritten), or None")
+        reasons = _field(2, "which rules and hooks decided")
+        errors = _field(3, "conditions that failed to evaluate, and what that did")
+        near_misses = _field(4, "for a call not granted: the allows whose condition was false")
 
     @property
     def allowed(self) -> bool:
@@ -90,8 +118,5 @@ def make_decision(
     errors: tuple[ConditionError, ...] = (),
     near_misses: tuple[Reason, ...] = (),
 ) -> Decision:
-    """Readable spelling of the fast constructor; hot paths inline `_new(Decision, (...))`."""
-    return _new(Decision, (effect, args, reasons, errors, near_misses))
-
-
-_new = tuple.__new__
+    """A decision from its fields (hot paths pass the 5-tuple to `Decision` themselves)."""
+    return Decision((effect, args, reasons, errors, near_misses))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.codegen import ConditionFn
-from engine.decision import Decision, Reason
+from engine.decision import Decision, Reason, make_decision
 from engine.runfns import RunFn, RunFunctions, condition_error
 
 Plan = Callable[[Any, Any, Any, Any], Decision]
@@ -46,7 +46,7 @@ class RuleEntry:
 
 def rule_entry(reason: Reason, fn: ConditionFn | None) -> RuleEntry:
     reasons = (reason,)
-    denied = Decision("deny", None, reasons) if reason.kind == "deny" else None
+    denied = make_decision("deny", None, reasons) if reason.kind == "deny" else None
     return RuleEntry(reason, fn, reasons, denied)
 
 
@@ -96,9 +96,9 @@ def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     for reason, cond in deny_hooks:
         try:
             if cond is None or cond(a, x, g, t):
-                return Decision("deny", None, (*reasons, reason), errors)
+                return make_decision("deny", None, (*reasons, reason), errors)
         except Exception as exc:
-            return Decision(
+            return make_decision(
                 "deny",
                 None,
                 (*reasons, reason),
@@ -113,7 +113,7 @@ def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
             for name, value in assignments:
                 new[name] = value(a, x, g, t)
         except Exception as exc:
-            return Decision(
+            return make_decision(
                 "deny",
                 None,
                 (*reasons, reason),
@@ -126,7 +126,7 @@ def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
         # A rewrite can never reach what the roles do not allow: check the new call.
         again = check(p, a, x, g, t)
         if again.effect != "allow":
-            return Decision(
+            return make_decision(
                 "deny",
                 None,
                 (*reasons, *again.reasons),
@@ -138,20 +138,20 @@ def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
     for reason, cond in pause_hooks:
         try:
             if cond is None or cond(a, x, g, t):
-                return Decision("pause", a, (*reasons, reason), errors)
+                return make_decision("pause", a, (*reasons, reason), errors)
         except Exception as exc:
-            return Decision(
+            return make_decision(
                 "pause",
                 a,
                 (*reasons, reason),
                 (*errors, condition_error(reason, exc, "applied pause hook")),
             )
-    return Decision("allow", a, reasons, errors)
+    return make_decision("allow", a, reasons, errors)
 
 
 # ---- building ---------------------------------------------------------------------------
 def make_unknown_tool(tool: str) -> Decision:
-    return Decision("deny", None, (Reason("shape", f"unknown tool `{tool}`"),))
+    return make_decision("deny", None, (Reason("shape", f"unknown tool `{tool}`"),))
 
 
 class PlanParts:
@@ -172,14 +172,14 @@ class PlanParts:
         found = self._not_granted.get(tool)
         if found is None:
             reason = Reason("not-granted", f"no rule grants `{tool}`")
-            found = self._not_granted[tool] = Decision("deny", None, (reason,))
+            found = self._not_granted[tool] = make_decision("deny", None, (reason,))
         return found
 
     def execute_denied(self, tool: str) -> Decision:
         found = self._execute.get(tool)
         if found is None:
             reason = Reason("execute", EXECUTE_MESSAGE.format(name=tool))
-            found = self._execute[tool] = Decision("deny", None, (reason,))
+            found = self._execute[tool] = make_decision("deny", None, (reason,))
         return found
 
     def constant(self, tool: str, execute_missing: bool) -> CompiledPlan:

@@ -27,7 +27,6 @@ from engine.runtime import ShapeError, describe
 from engine.shape import (
     HELPERS,
     Signature,
-    fill_source,
     known_names,
     missing_argument,
     signature,
@@ -41,11 +40,9 @@ if TYPE_CHECKING:
 RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
 KINDS = ("constant", "allow", "allows", "roles")
 
-_new = tuple.__new__  # Decision(...) without a Python-level __init__
-
 
 def shape_denied(exc: ShapeError) -> Decision:
-    return _new(Decision, ("deny", None, (Reason("shape", str(exc)),), (), ()))
+    return Decision(("deny", None, (Reason("shape", str(exc)),), (), ()))
 
 
 def _missing(tool: str, exc: KeyError) -> Decision:
@@ -58,7 +55,7 @@ def condition_error(reason: Reason, exc: BaseException, effect: str) -> Conditio
 
 def _denied_by_error(reason: Reason, exc: BaseException) -> Decision:
     error = condition_error(reason, exc, "applied deny")
-    return _new(Decision, ("deny", None, (reason,), (error,), ()))
+    return Decision(("deny", None, (reason,), (error,), ()))
 
 
 def _ignored(
@@ -75,17 +72,17 @@ _ALLOWS = """
     errors = None
     for reasons, cond in p.allows:
         if cond is None:
-            return _new(Decision, ("allow", a, reasons, () if errors is None else tuple(errors), ()))
+            return Decision(("allow", a, reasons, () if errors is None else tuple(errors), ()))
         try:
             if cond(a, x, g, t):
-                return _new(Decision, ("allow", a, reasons, () if errors is None else tuple(errors), ()))
+                return Decision(("allow", a, reasons, () if errors is None else tuple(errors), ()))
         except Exception as exc:
             errors = _ignored(errors, reasons[0], exc)
     if errors is None:
         if p.near:
-            return _new(Decision, ("deny", None, p.not_granted.reasons, (), p.near))
+            return Decision(("deny", None, p.not_granted.reasons, (), p.near))
         return p.not_granted
-    return _new(Decision, ("deny", None, p.not_granted.reasons, tuple(errors), p.near))
+    return Decision(("deny", None, p.not_granted.reasons, tuple(errors), p.near))
 """
 
 _DENIES = """
@@ -102,7 +99,7 @@ _DENIES = """
 _BODIES = {
     "constant": "\n    return p.not_granted\n",
     # An `allow` plan has no near misses; its `near` holds the reasons of its grant.
-    "allow": '\n    return _new(Decision, ("allow", a, p.near, (), ()))\n',
+    "allow": '\n    return Decision(("allow", a, p.near, (), ()))\n',
     "allows": _ALLOWS,
     "roles": _DENIES + _ALLOWS,
 }
@@ -124,7 +121,6 @@ class RunFunctions:
         namespace: dict[str, Any] = {
             **HELPERS,
             "Decision": Decision,
-            "_new": _new,
             "_missing": _missing,
             "_shape_denied": shape_denied,
             "_denied_by_error": _denied_by_error,
@@ -136,7 +132,6 @@ class RunFunctions:
             if slot is None:
                 slot = slots[sig] = len(slots)
                 namespace[f"kn{slot}"] = known_names(sig)
-                sources.append(fill_source(slot, sig))
                 sources.extend(_source(kind, slot, sig) for kind in KINDS)
             self._slot_of[tool.name] = slot
         if sources:

@@ -99,30 +99,61 @@ def signature(tool: ToolSpec) -> Signature:
     )
 
 
+def _check_lines(ty: str, key: str) -> list[str]:
+    """Statements that check `v`, the value of argument `key`, against type `ty`, and
+    raise the shape error through `_wrong` when it does not match."""
+    wrong = f"    _wrong(p.tool, {key}, {ty!r}, v)"
+    item_type = T.item_of(ty) if ty.startswith("list:") else None
+    if item_type not in _EXACT:
+        return [f"if not ({_type_check(ty, 'v')}):", wrong]
+    # A list of exact items: a short list is walked item by item (no allocation; most
+    # calls pass a few items), a long one checked in one C-level pass over a set of types.
+    return [
+        "if type(v) is not list:",
+        wrong,
+        f"if len(v) < {_SHORT_LIST}:",
+        "    for i in v:",
+        f"        if type(i) is not {item_type}:",
+        "        " + wrong,
+        f"elif not set(map(type, v)) <= {_EXACT[item_type]}:",
+        wrong,
+    ]
+
+
+_SHORT_LIST = 8
+
+
 def validation_lines(slot: int, sig: Signature, fill: bool = True) -> list[str]:
     """Code (indented for a function body) that validates `a`, the call's arguments, for
     the tool named `p.tool`, and leaves in `a` the arguments to use (defaults applied).
-    A bad call returns the shape-denied decision from the enclosing function.
+    A bad call returns the shape-denied decision from the enclosing function (whose
+    namespace holds `kn<slot>`, the signature's `known_names`).
 
     Required arguments are read inside one `try` (a missing key raises KeyError, which is
     free in 3.11 until it happens); optional ones are counted so that the final length
     test catches unknown names without a scan. Arguments are checked in declared order,
-    so the first problem reported is the first in the signature. Defaults are filled by
-    `fill<slot>(a)`, which copies: the caller's dict is never changed (`fill=False` when
-    the caller only needs to know that the call is well-formed)."""
+    so the first problem reported is the first in the signature. A missing argument with
+    a default sets a flag, and defaults are filled in a copy: the caller's dict is never
+    changed (`fill=False` when the caller only needs to know that the call is
+    well-formed)."""
     required = sum(1 for _, _, req, _ in sig if req)
     optional = len(sig) - required
+    defaults = [(name, default) for name, _, _, default in sig if default] if fill else []
     body = ["if type(a) is not dict:", "    _not_object(p.tool)"]
     if optional:
         body.append("seen = 0")
-    for name, ty, req, _ in sig:
+    if defaults:
+        body.append("short = False")
+    for name, ty, req, default in sig:
         key = repr(name)
-        check = _type_check(ty, "v")
+        check = _check_lines(ty, key)
         if req:
-            body += [f"v = a[{key}]", f"if not ({check}):", f"    _wrong(p.tool, {key}, {ty!r}, v)"]
+            body += [f"v = a[{key}]", *check]
             continue
-        body += [f"if {key} in a:", "    seen += 1", f"    v = a[{key}]", f"    if not ({check}):"]
-        body.append(f"        _wrong(p.tool, {key}, {ty!r}, v)")
+        body += [f"if {key} in a:", "    seen += 1", f"    v = a[{key}]"]
+        body += ["    " + line for line in check]
+        if default and fill:
+            body += ["else:", "    short = True"]
     counted = f"{required} + seen" if optional else f"{required}"
     body += [f"if len(a) != {counted}:", f"    _unknown(a, p.tool, kn{slot})"]
     lines = ["    try:", *("        " + line for line in body)]
@@ -132,20 +163,13 @@ def validation_lines(slot: int, sig: Signature, fill: bool = True) -> list[str]:
         "    except ShapeError as exc:",
         "        return _shape_denied(exc)",
     ]
-    if fill and any(default for _, _, _, default in sig):
-        lines += [f"    if seen != {optional}:", f"        a = fill{slot}(a)"]
+    if defaults:
+        # A fresh value per call (the repr of a literal rebuilds it), so no caller can
+        # mutate the default that another call sees.
+        lines += ["    if short:", "        a = dict(a)"]
+        for name, default_src in defaults:
+            lines += [f"        if {name!r} not in a:", f"            a[{name!r}] = {default_src}"]
     return lines
-
-
-def fill_source(slot: int, sig: Signature) -> str:
-    """`fill<slot>(a)`: a copy of `a` with every missing default added, in declared order.
-    A fresh value per call (the repr of a literal rebuilds it), so no caller can mutate
-    the default that another call sees."""
-    lines = [f"def fill{slot}(a):", "    out = dict(a)"]
-    for name, _, _, default_src in sig:
-        if default_src:
-            lines += [f"    if {name!r} not in out:", f"        out[{name!r}] = {default_src}"]
-    return "\n".join([*lines, "    return out"]) + "\n"
 
 
 def known_names(sig: Signature) -> frozenset[str]:

@@ -33,7 +33,7 @@ from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
-from engine.decision import Decision, Reason, Request
+from engine.decision import Decision, Reason, Request, make_decision
 from policy.catalogue import SENSITIVE_ARGS
 from policy.store import Doc
 
@@ -240,13 +240,13 @@ def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ..
     """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
     problem, caps, subjects, _ = static
     if problem is not None:
-        return Decision("deny", None, (*decision.reasons, Reason("connection", problem)))
+        return make_decision("deny", None, (*decision.reasons, Reason("connection", problem)))
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
     if caps:
         cap = over_cap(batch.ledger, caps, cost, batch.now)
         if cap is not None:
             message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
-            return Decision("deny", None, (*decision.reasons, Reason("budget", message)))
+            return make_decision("deny", None, (*decision.reasons, Reason("budget", message)))
     if decision.effect == "allow" and cost > 0:
         batch.ledger.charge(subjects, cost, batch.now)
     return decision
@@ -378,7 +378,7 @@ def write(
         decision = p.decision
         assert decision is not None
         if approved and decision.effect == "pause":
-            decision = Decision(
+            decision = make_decision(
                 "allow",
                 decision.args,
                 (*decision.reasons, Reason("approved", f"approved in approval `{approval}`")),
