@@ -181,6 +181,14 @@ _RESERVED_NAMES: dict[str, tuple[str, ...]] = {
     "hook": ("default", "none"),
 }
 
+
+def _reserved_help(kind: str, name: str) -> str:
+    if kind == "hook":
+        meaning = "the default approval hooks" if name == "default" else "no hooks at all"
+        return f"in a profile, `hooks {name}` means {meaning}, not this hook; pick another name"
+    return f"in a profile, `roles {name}` reads `{name}` as a keyword, not this role; pick another name"
+
+
 _URL = re.compile(r"https?://[^\s/$.?#][^\s]*\Z")
 
 
@@ -269,8 +277,7 @@ class _Checker:
                         "E0117",
                         f"{kind} name `{decl.name}` is reserved",
                         decl.span,
-                        f"inside a profile `{decl.name}` is a keyword, so a profile could not "
-                        f"select it; pick another name",
+                        _reserved_help(kind, decl.name),
                     )
                 )
             if isinstance(decl, ast.Toolset):
