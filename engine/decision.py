@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 DecisionEffect = Literal["allow", "deny", "pause"]
@@ -17,88 +17,16 @@ except ImportError:  # pragma: no cover - other interpreters
         return property(itemgetter(index), doc=doc)
 
 
-class Request(tuple[Any, ...]):
-    """One tool call to decide. `profile` is the agent's profile, resolved by the caller.
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One tool call to decide. `profile` is the agent's profile, resolved by the caller."""
 
-    `Request(profile, tool, args, context, agent, thread)`; an immutable tuple subclass
-    with named fields, like `Decision`. A service builds one per call, and a frozen
-    dataclass's `__init__` cost ~550 ns (one `object.__setattr__` per field); this costs
-    ~200 ns, and `new_request` (tuple's own constructor, no Python frame) ~100 ns."""
-
-    __slots__ = ()
-
-    def __new__(
-        cls,
-        profile: str,
-        tool: str,
-        args: Mapping[str, Any] | None = None,
-        context: Mapping[str, Any] | None = None,
-        agent: Mapping[str, Any] | None = None,
-        thread: Mapping[str, Any] | None = None,
-    ) -> Request:
-        return tuple.__new__(
-            cls, (profile, tool, {} if args is None else args, context, agent, thread)
-        )
-
-    if TYPE_CHECKING:
-
-        @property
-        def profile(self) -> str: ...
-        @property
-        def tool(self) -> str: ...
-        @property
-        def args(self) -> Mapping[str, Any]: ...
-        @property
-        def context(self) -> Mapping[str, Any] | None: ...
-        @property
-        def agent(self) -> Mapping[str, Any] | None: ...
-        @property
-        def thread(self) -> Mapping[str, Any] | None: ...
-
-    else:
-        profile = _field(0, "the agent's profile")
-        tool = _field(1, "the tool called")
-        args = _field(2, "the call's arguments")
-        context = _field(3, "the caller's context, or None")
-        agent = _field(4, "the agent's fields (id, identity, name, metadata), or None")
-        thread = _field(5, "the thread's fields, or None")
-
-    def __getnewargs__(self) -> tuple[Any, ...]:  # copy and pickle go through __new__
-        return tuple(self)
-
-    def replace(self, **changes: Any) -> Request:
-        """A copy with some fields changed (`dataclasses.replace` for this class)."""
-        fields = dict(zip(_REQUEST_FIELDS, self, strict=True))
-        unknown = set(changes) - fields.keys()
-        if unknown:
-            raise TypeError(f"Request has no field {sorted(unknown)[0]!r}")
-        fields.update(changes)
-        return Request(**fields)
-
-    def __repr__(self) -> str:
-        return (
-            "Request("
-            + ", ".join(f"{k}={v!r}" for k, v in zip(_REQUEST_FIELDS, self, strict=True))
-            + ")"
-        )
-
-
-_REQUEST_FIELDS = ("profile", "tool", "args", "context", "agent", "thread")
-
-
-def new_request(
-    profile: str,
-    tool: str,
-    args: Mapping[str, Any],
-    context: Mapping[str, Any] | None,
-    agent: Mapping[str, Any] | None,
-    thread: Mapping[str, Any] | None,
-) -> Request:
-    """`Request(...)` for a hot path that has every field at hand."""
-    return _new_tuple(Request, (profile, tool, args, context, agent, thread))
-
-
-_new_tuple = tuple.__new__
+    profile: str
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    context: Mapping[str, Any] | None = None
+    agent: Mapping[str, Any] | None = None
+    thread: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

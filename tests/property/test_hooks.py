@@ -31,9 +31,9 @@ def test_hooks_never_widen(gw: GenWorkspace, data: st.DataObject) -> None:
         decision = decide(new, request)
         if decision.effect == "deny":
             continue
-        roles_only = request.replace(profile=f"{request.profile}-bare")
+        roles_only = replace(request, profile=f"{request.profile}-bare")
         assert decide(new, roles_only).effect == "allow", (request, decision)
-        as_sent = roles_only.replace(args=dict(decision.args or {}))
+        as_sent = replace(roles_only, args=dict(decision.args or {}))
         assert decide(new, as_sent).effect == "allow", (request, decision)
 
 
@@ -74,8 +74,8 @@ def test_a_rewrite_is_checked_again(gw: GenWorkspace, data: st.DataObject) -> No
             assert any(r.kind == "hook-rewrite" for r in denied.reasons), denied.reasons
         if call.args.get(param) != value:
             # Not allowed as sent, so not allowed at all: the rewrite cannot grant.
-            assert decide(allowed, call.replace(profile="allowed")).effect == "deny"
+            assert decide(allowed, replace(call, profile="allowed")).effect == "deny"
         else:
-            decision = decide(allowed, call.replace(profile="allowed"))
+            decision = decide(allowed, replace(call, profile="allowed"))
             assert decision.effect == "allow" and decision.args is not None
             assert decision.args[param] == value
