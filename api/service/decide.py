@@ -33,7 +33,7 @@ from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
-from engine.decision import Decision, Reason, Request, make_decision
+from engine.decision import Decision, Reason, Request, make_decision, new_request
 from policy.catalogue import SENSITIVE_ARGS
 from policy.store import Doc
 
@@ -340,7 +340,9 @@ def prepare(
             if snapshot is None:
                 snapshot = snapshots[latest] = service.snapshots.get(latest)
             agent, context = hit
-            request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
+            request = new_request(
+                agent["profile"], call.tool, call.args, call.context, context, None
+            )
             p = Prepared(call, agent, snapshot, None, request)
         p.decision = p.snapshot.decide(p.request)
         prepared.append(p)
