@@ -325,13 +325,22 @@ def _request(
     return Request(profile, tool, args)
 
 
-def as_received(requests: list[Request]) -> list[Request]:
+def as_received(requests: list[Request], decoder: str = "stdlib") -> list[Request]:
     """The requests as a decision service receives them: decoded from JSON text. The
     generator builds requests from the same string objects as the Python model, so an
     engine whose tables were built from that model (the baseline) would find every tool
     name by pointer identity, a shortcut no deployment has: real names arrive in fresh
-    strings and every engine compares them."""
-    return [
-        Request(**json.loads(json.dumps({"profile": r.profile, "tool": r.tool, "args": r.args})))
-        for r in requests
-    ]
+    strings and every engine compares them.
+
+    `decoder="stdlib"` (the benchmark's verdicts) decodes each request with `json.loads`
+    into strings of its own: every argument name is a fresh object, so reading it is a
+    cache miss of its own. `decoder="service"` decodes with the parser the HTTP service
+    uses (`pydantic_core.from_json`, as `api.http.calls` does), which caches the strings
+    it makes: argument names and repeated values are shared between requests, as they
+    are in the service."""
+    texts = [json.dumps({"profile": r.profile, "tool": r.tool, "args": r.args}) for r in requests]
+    if decoder == "service":
+        from pydantic_core import from_json
+
+        return [Request(**from_json(text, allow_inf_nan=False)) for text in texts]
+    return [Request(**json.loads(text)) for text in texts]
