@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import socket
 import sys
@@ -94,17 +93,6 @@ def prepare(service: Service, db: str, workspace: str | None) -> None:
         _say(f"admin token (shown once; also in {token_path(db)}, mode 0600):\n  {token}")
 
 
-def tune_gc() -> None:
-    """For a serving process, once its app is built: what exists now (the compiled
-    policy, the grammar, the modules) is moved out of the collector's sight, and the
-    youngest generation is collected every 50,000 allocations instead of 700, so a
-    request's short-lived objects mostly die before a collection has to look at them (a
-    batch of 100 decisions spent about a seventh of its time in the collector)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-
-
 def listening_socket(host: str, port: int) -> socket.socket:
     """The socket `--workers N` processes share. uvicorn's own is made without naming
     the protocol (proto 0), and asyncio sets TCP_NODELAY only on connections accepted
@@ -136,7 +124,7 @@ def run_uvicorn(app: Any, host: str, port: int, workers: int = 1, **options: Any
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from api.http.app import create_app, open_service
+    from api.http.app import create_app, open_service, tune_gc
 
     db = str(args.db)
     service = open_service(db)

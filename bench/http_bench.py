@@ -35,7 +35,7 @@ CONSTANT = b'{"effect":"allow","reasons":[]}'
 
 
 def ceiling_app() -> Starlette:
-    from api.cli_serve import tune_gc
+    from api.http.app import tune_gc
 
     async def constant(request: Request) -> Response:
         await request.body()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -47,8 +48,17 @@ def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
     import os
 
-    from api.cli_serve import tune_gc
-
     app = create_app(open_service(os.environ.get("CHARTER_DB", "charter.db")))
     tune_gc()
     return app
+
+
+def tune_gc() -> None:
+    """For a serving process, once its app is built: what exists now (the compiled
+    policy, the grammar, the modules) is moved out of the collector's sight, and the
+    youngest generation is collected every 50,000 allocations instead of 700, so a
+    request's short-lived objects mostly die before a collection has to look at them (a
+    batch of 100 decisions spent about a seventh of its time in the collector)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
