@@ -4,12 +4,15 @@ a rewritten call is always checked against the roles again."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.decision import Request
+from engine.shape import literal
 from policy import ast
+from policy.catalogue import ToolSpec
 from tests.property.requests import calls, requests
 from tests.property.strategies import GenWorkspace, strings, workspaces
 from tests.property.support import decide, isolated
@@ -35,6 +38,15 @@ def test_hooks_never_widen(gw: GenWorkspace, data: st.DataObject) -> None:
         assert decide(new, roles_only).effect == "allow", (request, decision)
         as_sent = replace(roles_only, args=dict(decision.args or {}))
         assert decide(new, as_sent).effect == "allow", (request, decision)
+
+
+def _sent(tool: ToolSpec, call: Request, param: str) -> Any:
+    """The argument's value as the roles see the call: as sent, or its default (step 2
+    applies defaults before any condition)."""
+    if param in call.args:
+        return call.args[param]
+    spec = tool.param(param)
+    return None if spec is None or spec.default is None else literal(spec.default)
 
 
 def _str_params(gw: GenWorkspace) -> list[tuple[str, str]]:
@@ -72,7 +84,7 @@ def test_a_rewrite_is_checked_again(gw: GenWorkspace, data: st.DataObject) -> No
         assert denied.effect == "deny", (call, denied)
         if param in call.args and call.args[param] != value:  # allowed as sent
             assert any(r.kind == "hook-rewrite" for r in denied.reasons), denied.reasons
-        if call.args.get(param) != value:
+        if _sent(tool, call, param) != value:
             # Not allowed as sent, so not allowed at all: the rewrite cannot grant.
             assert decide(allowed, replace(call, profile="allowed")).effect == "deny"
         else:
