@@ -175,7 +175,6 @@ class GroupCommit:
                     return
             ready: list[tuple[int, int, _Member]] = []
             responses: Answer = []
-            new_refs: set[str] = set()
             for last in (False, True):
                 stale = False
                 with service.store.atomic():  # never nested: this transaction is ours
@@ -191,11 +190,10 @@ class GroupCommit:
                                 ready.append((len(prepared), len(prepared) + len(mine), member))
                                 prepared.extend(mine)
                         if prepared:
-                            responses, _ = write(service, prepared, new_refs=new_refs)
+                            responses, _ = write(service, prepared)
                 if not stale:
                     break
                 outcome = self._prepare(group, recheck=True)
-            service.reason_refs.update(new_refs)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)

@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -356,7 +356,6 @@ def write(
     management: bool = False,
     approval: str | None = None,
     approved: bool = False,
-    new_refs: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Step 6 and the log for prepared calls, inside the caller's `store.atomic()`:
     (responses, the final arguments unredacted), in order. The hot loop of a batch: each
@@ -365,8 +364,8 @@ def write(
     A row names its reasons by ref; each distinct list of reasons is a `reasons` document
     (content-addressed, so every process writes the same one), written in the same
     transaction as the first row that names it. Refs in `service.reason_refs` are known to
-    be committed and not written again; the refs written here are added to `new_refs`, for
-    a caller that owns the transaction to mark them known once it has committed."""
+    be committed and not written again; the refs written here join them when the
+    transaction commits (`store.after_commit`)."""
     now = now_ms()
     known = service.reason_refs
     fresh: dict[str, list[dict[str, Any]]] = {}
@@ -449,10 +448,12 @@ def write(
             body["approval_id"] = approval_id
         bodies.append(body)
         counts[effect] = counts.get(effect, 0) + 1
-    for ref, value in fresh.items():
-        service.store.insert("reasons", ref, {"reasons": value})
-    if new_refs is not None:
-        new_refs.update(fresh)
+    if fresh:
+        for ref, value in fresh.items():
+            service.store.insert("reasons", ref, {"reasons": value})
+        # Known once committed, whichever path owns the transaction (a rolled-back one
+        # leaves them unknown, so the next row that names them writes them again).
+        service.store.after_commit(partial(known.update, tuple(fresh)))
     seqs = service.store.append_decisions(rows)
     for body, seq in zip(bodies, seqs, strict=True):
         body["seq"] = seq

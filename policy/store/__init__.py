@@ -16,7 +16,7 @@ keyed by (kind, id), so a PostgreSQL implementation needs five tables and no joi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,6 +36,12 @@ class Row:
 class Store(Protocol):
     def atomic(self) -> AbstractContextManager[None]:
         """One write transaction; nested calls join the outer one."""
+        ...
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run `action` once the current outermost transaction has committed (never if it
+        rolls back); outside a transaction, at once. For what a caller may only believe
+        once it is durable, such as "this document is written"."""
         ...
 
     def changed(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -104,10 +104,14 @@ class _Transaction:
                         if store._db.in_transaction:
                             store._db.execute("ROLLBACK")
                         raise
+                    actions, store._after_commit = store._after_commit, []
+                    for action in actions:
+                        action()
                 else:
                     store._db.execute("ROLLBACK")
             finally:
                 store._depth = 0
+                store._after_commit = []
         finally:
             store._lock.release()
 
@@ -117,6 +121,7 @@ class SqliteStore:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._after_commit: list[Callable[[], None]] = []  # run after the outer COMMIT
         self._db = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=30.0
         )
@@ -137,6 +142,13 @@ class SqliteStore:
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:
         return _Transaction(self)
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self._depth:
+                self._after_commit.append(action)
+                return
+        action()
 
     def _version(self) -> int:
         row = self._cursor.execute("PRAGMA data_version").fetchone()

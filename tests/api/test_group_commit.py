@@ -175,16 +175,18 @@ def test_a_rolled_back_reasons_document_is_written_again(harness: Harness) -> No
     from api.service.decide import decide_calls, prepare, write
 
     service = harness.service
-    refs: set[str] = set()
     try:
         with service.store.atomic():
-            write(service, prepare(service, [Call("a1", "mail.send", MAIL)], {}), new_refs=refs)
+            write(service, prepare(service, [Call("a1", "mail.send", MAIL)], {}))
+            assert not service.reason_refs  # not before the commit
             raise RuntimeError("rolled back")
     except RuntimeError:
         pass
-    assert refs and not service.reason_refs  # only a committed transaction marks them known
-    decide_calls(service, [Call("a1", "mail.send", MAIL)])
-    assert {row.id for row in service.store.scan("reasons")} == refs
+    assert not service.reason_refs  # only a committed transaction marks them known
+    assert not list(service.store.scan("reasons"))
+    decide_calls(service, [Call("a1", "mail.send", MAIL)])  # not the group commit's path
+    refs = {row.id for row in service.store.scan("reasons")}
+    assert refs and service.reason_refs == refs  # written, and known once committed
 
 
 def test_log_rows_keep_only_the_defaults_a_call_gained(client: Any, harness: Harness) -> None:

@@ -105,3 +105,24 @@ def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -
     store.close()
     assert not started[0].is_alive()
     assert [seq for seq, _ in SqliteStore(tmp_path / "s.db").read_decisions(0, 2000)] == seqs
+
+
+def test_after_commit_runs_once_the_outer_transaction_commits(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    ran: list[str] = []
+    store.after_commit(lambda: ran.append("outside"))  # no transaction: at once
+    assert ran == ["outside"]
+    with store.atomic():
+        store.insert("thing", "a", {"n": 1})
+        with store.atomic():  # nested: joins the outer one
+            store.after_commit(lambda: ran.append("inner"))
+        assert ran == ["outside"]  # not before the outer COMMIT
+    assert ran == ["outside", "inner"]
+    with pytest.raises(RuntimeError), store.atomic():
+        store.insert("thing", "b", {"n": 2})
+        store.after_commit(lambda: ran.append("rolled back"))
+        raise RuntimeError("boom")
+    with store.atomic():
+        pass  # a later commit does not run what a rolled-back transaction queued
+    assert ran == ["outside", "inner"] and store.get("thing", "b") is None
+    store.close()
