@@ -21,6 +21,7 @@ from api.http.body import check_depth, parse
 from api.service.decide import Call
 
 _FIELDS = frozenset(m.DecisionRequest.model_fields)
+_new_call = tuple.__new__
 
 
 def _call(item: m.DecisionRequest) -> Call:
@@ -50,7 +51,9 @@ def _fast_call(item: Any) -> Call | None:
     elif type(args) is not dict:
         return None
     if len(item) == 2 or (len(item) == 3 and "args" in item):
-        return Call(agent, tool, args)  # the usual call: agent, tool, args and nothing else
+        # The usual call: agent, tool, args and nothing else (built by tuple's constructor:
+        # a NamedTuple's own __new__ is a Python function, ~100 ns more per call).
+        return _new_call(Call, (agent, tool, args, None, None, None, None, None))
     thread = item.get("thread")
     turn = item.get("turn")
     connection = item.get("connection")
