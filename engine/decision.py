@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from policy.quickinit import quick_init
+
 DecisionEffect = Literal["allow", "deny", "pause"]
 
 try:  # the C accessor namedtuple's fields use (CPython)
@@ -29,32 +31,9 @@ class Request:
     thread: Mapping[str, Any] | None = None
 
 
-_new_object = object.__new__
-_set_request_fields = tuple(Request.__dict__[name].__set__ for name in Request.__slots__)
-
-
-def new_request(
-    profile: str,
-    tool: str,
-    args: Mapping[str, Any],
-    context: Mapping[str, Any] | None,
-    agent: Mapping[str, Any] | None,
-    thread: Mapping[str, Any] | None,
-) -> Request:
-    """`Request(...)` with every field given, for a service that builds one per call: the
-    dataclass's frozen `__init__` stores each field through `object.__setattr__` (~540 ns
-    for six); this stores through the slots' own descriptors (~270 ns). The request is
-    as frozen as any other. (A tuple subclass was tried: cheaper to build, but every
-    field read on the engine's hot path cost ~10 ns more than a slot's.)"""
-    request = _new_object(Request)
-    sp, st, sa, sc, sg, sh = _set_request_fields
-    sp(request, profile)
-    st(request, tool)
-    sa(request, args)
-    sc(request, context)
-    sg(request, agent)
-    sh(request, thread)
-    return request
+# Built once per call by a service: the frozen dataclass's own `__init__` (one
+# `object.__setattr__` per field) cost ~540 ns, this one ~300 ns.
+quick_init(Request)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,9 @@ from policy.diagnostics import CharterSyntaxError, Diagnostic
 
 @dataclass(frozen=True, slots=True)
 class ParseOptions:
-    """Limits are options, not afterthoughts (cel-go): all are checked before building."""
+    """Limits are options, not afterthoughts (cel-go). The file size is checked before
+    parsing, the nesting depth once the file is parsed, the expression size by the
+    checker (engine.check)."""
 
     max_file_bytes: int = 1 << 20
     max_depth: int = 48
@@ -128,7 +130,7 @@ def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
         if parts == ["*v[0]", last] and expansion[0].name == origin:
             return APPEND, None, 0  # left recursion: the parser owns the list
         raise TypeError(f"unsupported list rule `{rule}`")  # pragma: no cover - not in this grammar
-    name = rule.alias or rule.options.template_source or origin
+    name = rule.alias or origin  # (the grammar has no templates)
     items = f"[{', '.join(parts)}]"
     if rule.options.expand1 and not rule.alias:
         if len(parts) == 1 and not parts[0].startswith("*"):

@@ -7,10 +7,12 @@ they mean the same thing, because `span` is excluded from `__eq__` and `__hash__
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, TypeAlias
 from typing import Literal as TypingLiteral
+from typing import TypeAlias
+
+from policy.quickinit import quick_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,40 +351,8 @@ def walk_expr(expr: Expr) -> list[Expr]:
     return out
 
 
-def _quick_init(cls: type) -> None:
-    """Give a frozen, slotted dataclass a faster `__init__` with the same signature.
-
-    The generated one stores each field with `object.__setattr__(self, name, value)`
-    (frozenness forbids plain assignment), which looks the attribute up by name every
-    time; this one calls each slot's own descriptor. Parsing builds hundreds of
-    thousands of nodes and spans, and this halves what each costs. Nodes stay frozen:
-    assignment still raises, and equality, hashing, `replace()` are untouched."""
-    namespace: dict[str, Any] = {}
-    positional: list[str] = []
-    keyword: list[str] = []
-    body: list[str] = []
-    for f in fields(cls):
-        if not f.init or f.default_factory is not MISSING:  # pragma: no cover - none here
-            raise TypeError(f"{cls.__name__}.{f.name}: only plain fields are supported")
-        namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
-        param = f.name
-        if f.default is not MISSING:
-            namespace[f"_default_{f.name}"] = f.default
-            param += f"=_default_{f.name}"
-        (keyword if f.kw_only else positional).append(param)
-        body.append(f"    _set_{f.name}(self, {f.name})")
-    signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
-    source = f"def __init__({signature}) -> None:\n" + "\n".join(body) + "\n"
-    exec(compile(source, f"<{cls.__name__}.__init__>", "exec"), namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    init.__annotations__ = dict(cls.__init__.__annotations__)  # type: ignore[misc]
-    cls.__init__ = init  # type: ignore[misc]
-
-
 for _node in (
     Span, TypeRef, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Pattern, Param,
     ToolDecl, Toolset, Rule, Role, Rewrite, Hook, Budget, Profile, Expect, Test, SourceFile,
 ):  # fmt: skip
-    _quick_init(_node)
+    quick_init(_node)

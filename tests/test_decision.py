@@ -6,14 +6,16 @@ import dataclasses
 
 import pytest
 
-from engine.decision import Decision, Reason, Request, make_decision, new_request
+from engine.decision import Decision, Reason, Request, make_decision
 
 
-def test_new_request_is_a_frozen_request_like_any_other() -> None:
+def test_the_quick_init_keeps_request_a_frozen_dataclass() -> None:
     fields = ("p", "mail.send", {"to": "a"}, {"k": 1}, {"id": "ag"}, {"id": "th"})
-    fast = new_request(*fields)
+    fast = Request(*fields)  # through policy.quickinit's __init__
     assert type(fast) is Request
-    assert fast == Request(*fields)
+    assert fast == Request(profile="p", tool="mail.send", args={"to": "a"}, context={"k": 1},
+                           agent={"id": "ag"}, thread={"id": "th"})  # fmt: skip
+    assert Request("p", "t").args == {} and Request("p", "t").args is not Request("p", "t").args
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.tool = "other"  # type: ignore[misc]
     assert dataclasses.replace(fast, tool="x").tool == "x"

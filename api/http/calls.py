@@ -25,8 +25,6 @@ _new_call = tuple.__new__
 
 
 def _call(item: m.DecisionRequest) -> Call:
-    check_depth(item.args, "args")
-    check_depth(item.context, "context")
     return Call(
         item.agent, item.tool, item.args, item.thread, item.turn, item.context,
         item.expected_cost, item.connection,
@@ -90,7 +88,7 @@ def one_call(raw: bytes) -> Call:
     """The Call of a `POST /v1/decisions` body (raises ServiceError 400/413/422)."""
     call = _fast_call(_parsed(raw))
     if call is None:
-        return _call(parse(m.DecisionRequest, raw))
+        call = _call(parse(m.DecisionRequest, raw))
     return _check_depths([call])[0]
 
 
@@ -108,4 +106,4 @@ def batch_calls(raw: bytes) -> list[Call]:
                 calls.append(call)
             else:
                 return _check_depths(calls)
-    return [_call(item) for item in parse(m.BatchRequest, raw).calls]
+    return _check_depths([_call(item) for item in parse(m.BatchRequest, raw).calls])

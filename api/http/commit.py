@@ -81,6 +81,13 @@ class _Group:
         self.calls = len(leader.calls)
 
 
+_Outcome = list[tuple[_Member, "list[Prepared] | Exception"]]
+
+
+def _any_ready(outcome: _Outcome) -> bool:
+    return any(type(mine) is list for _, mine in outcome)
+
+
 class GroupCommit:
     def __init__(self, service: Service, tokens: TokenCache | None = None) -> None:
         self.service = service
@@ -163,37 +170,26 @@ class GroupCommit:
             # before its COMMIT). The usual case (nothing changed) costs no read
             # transaction of its own.
             outcome = self._prepare(group)
-            if not any(type(mine) is list for _, mine in outcome):
+            if not _any_ready(outcome):
                 # All refused (or gone): look again on fresh caches, outside any write
                 # transaction; a request refused then writes nothing and opens none.
                 if service.sync():
                     outcome = self._prepare(group, recheck=True)
-                if not any(type(mine) is list for _, mine in outcome):
+                if not _any_ready(outcome):
                     for member, mine in outcome:
                         assert isinstance(mine, Exception)
                         member.fail(mine)
                     return
-            ready: list[tuple[int, int, _Member]] = []
-            responses: Answer = []
-            for last in (False, True):
-                stale = False
-                with service.store.atomic():  # never nested: this transaction is ours
-                    if service.sync():
-                        if last:
-                            outcome = self._prepare(group, recheck=True)
-                        else:
-                            stale = True
-                    if not stale:
-                        prepared: list[Prepared] = []
-                        for member, mine in outcome:
-                            if type(mine) is list:
-                                ready.append((len(prepared), len(prepared) + len(mine), member))
-                                prepared.extend(mine)
-                        if prepared:
-                            responses, _ = write(service, prepared)
+            with service.store.atomic():  # never nested: this transaction is ours
+                stale = service.sync()
                 if not stale:
-                    break
+                    responses, ready = self._write(outcome)
+            if stale:  # ended empty: prepared again outside the write lock, then inside
                 outcome = self._prepare(group, recheck=True)
+                with service.store.atomic():
+                    if service.sync():
+                        outcome = self._prepare(group, recheck=True)
+                    responses, ready = self._write(outcome)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)
@@ -204,18 +200,30 @@ class GroupCommit:
         for start, end, member in ready:
             member.answer(responses[start:end])
 
-    def _prepare(
-        self, group: list[_Member], recheck: bool = False
-    ) -> list[tuple[_Member, list[Prepared] | Exception]]:
+    def _write(self, outcome: _Outcome) -> tuple[Answer, list[tuple[int, int, _Member]]]:
+        """Log the prepared members' calls (inside the caller's transaction): the
+        responses, and each member's slice of them."""
+        ready: list[tuple[int, int, _Member]] = []
+        prepared: list[Prepared] = []
+        for member, mine in outcome:
+            if type(mine) is list:
+                ready.append((len(prepared), len(prepared) + len(mine), member))
+                prepared.extend(mine)
+        if not prepared:
+            return [], ready
+        responses, _ = write(self.service, prepared)
+        return responses, ready
+
+    def _prepare(self, group: list[_Member], recheck: bool = False) -> _Outcome:
         """Each waiting member's prepared calls, or the error that refuses it alone
         (`recheck`: after the caches caught up, each member's token is looked up again)."""
         service = self.service
         snapshots: dict[int, Snapshot] = {}
-        outcome: list[tuple[_Member, list[Prepared] | Exception]] = []
+        outcome: _Outcome = []
         for member in group:
             if member.future is not None and member.future.done():
                 continue  # cancelled: the client is gone, nothing is logged
-            tokens = self.tokens if recheck and member.token is not None else None
+            tokens = self.tokens if recheck else None
             if tokens is not None and member.token and tokens.lookup(member.token) is None:
                 outcome.append((member, _revoked()))
                 continue

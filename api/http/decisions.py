@@ -75,7 +75,6 @@ async def list_tools(request: Request) -> Response:
     agent_id = request.path_params["id"]
     require_decide(request, agent_id)
     service = _service(request)
-    service.sync()
     agent = service.agent(agent_id)
     snapshot = service.current()
     listing = _engine("engine.listing").list_tools(snapshot, agent["profile"])
@@ -93,7 +92,6 @@ async def fit(request: Request) -> Response:
     item = await body(request, m.FitRequest)
     require_decide(request, item.agent)
     service = _service(request)
-    service.sync()
     agent = service.agent(item.agent)
     snapshot = service.current()
     engine = _engine("engine.fit")

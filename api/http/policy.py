@@ -51,7 +51,6 @@ async def put_policy(request: Request) -> Response:
 async def get_policy(request: Request) -> Response:
     require_admin(request)
     service: Service = request.app.state.service
-    service.sync()
     wanted = int_query(request, "revision", 0, minimum=0)
     number, files = service.files(wanted or None)
     return json_response({"revision": number, "files": [{"path": p, "text": t} for p, t in files]})

@@ -49,7 +49,7 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)
-        responses, raw = decide_detailed(service, [call], approval=doc["id"], approved=True)
+        responses, raw = decide_detailed(service, [call], approval=doc["id"])
         final = responses[0]
         doc["status"] = "approved"
         doc["final"] = final

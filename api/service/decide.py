@@ -33,11 +33,12 @@ from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
-from engine.decision import Decision, Reason, Request, make_decision, new_request
+from engine.decision import Decision, Reason, Request, make_decision
 from policy.catalogue import SENSITIVE_ARGS
 from policy.store import Doc
 
 REDACTED = "[redacted]"
+MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
 
 class Call(NamedTuple):
@@ -304,17 +305,17 @@ def decide_detailed(
     *,
     management: bool = False,
     approval: str | None = None,
-    approved: bool = False,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Decide and log every call: (responses, the final arguments unredacted), in order.
 
-    `approved` re-checks an approved call: a pause left by the hooks means the call is
-    allowed by the roles, so it becomes the allow the human granted (never more).
+    With `approval` (the id of the approval a human granted), this re-checks the approved
+    call: a pause left by the hooks means the call is allowed by the roles, so it becomes
+    the allow the human granted (never more).
     """
     service.sync()
     prepared = prepare(service, calls, {})
     with service.store.atomic():
-        return write(service, prepared, management=management, approval=approval, approved=approved)
+        return write(service, prepared, management=management, approval=approval)
 
 
 def prepare(
@@ -340,9 +341,7 @@ def prepare(
             if snapshot is None:
                 snapshot = snapshots[latest] = service.snapshots.get(latest)
             agent, context = hit
-            request = new_request(
-                agent["profile"], call.tool, call.args, call.context, context, None
-            )
+            request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
             p = Prepared(call, agent, snapshot, None, request)
         p.decision = p.snapshot.decide(p.request)
         prepared.append(p)
@@ -355,7 +354,6 @@ def write(
     *,
     management: bool = False,
     approval: str | None = None,
-    approved: bool = False,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Step 6 and the log for prepared calls, inside the caller's `store.atomic()`:
     (responses, the final arguments unredacted), in order. The hot loop of a batch: each
@@ -378,7 +376,7 @@ def write(
     for i, p in enumerate(prepared):
         decision = p.decision
         assert decision is not None
-        if approved and decision.effect == "pause":
+        if approval is not None and decision.effect == "pause":
             decision = make_decision(
                 "allow",
                 decision.args,
@@ -453,6 +451,10 @@ def write(
             service.store.insert("reasons", ref, {"reasons": value})
         # Known once committed, whichever path owns the transaction (a rolled-back one
         # leaves them unknown, so the next row that names them writes them again).
+        # Bounded: budget and approval reasons carry amounts and ids, so new lists keep
+        # coming; forgetting costs only a re-insert, which the store ignores.
+        if len(known) > MAX_KNOWN_REFS:
+            known.clear()
         service.store.after_commit(partial(known.update, tuple(fresh)))
     seqs = service.store.append_decisions(rows)
     for body, seq in zip(bodies, seqs, strict=True):
