@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from api.http import decisions, ops, policy, resources
 from api.http.commit import GroupCommit
 from api.http.errors import CatchAll, http_error, service_error
+from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
 from api.service.errors import ServiceError
@@ -23,18 +24,15 @@ from policy.store.sqlite import SqliteStore
 TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES]
 
 
-def create_app(service: Service) -> Starlette:
-    app = Starlette(
+def create_app(service: Service) -> CharterApp:
+    app = CharterApp(
         routes=build(TABLE),
         middleware=[Middleware(CatchAll)],
         exception_handlers={ServiceError: service_error, HTTPException: http_error},
     )
     tokens = TokenCache(service.store)
     service.on_epoch.append(tokens.forget)
-    app.state.service = service
-    app.state.commit = GroupCommit(service, tokens)
-    app.state.tokens = tokens
-    app.state.openapi = ops.openapi(TABLE)
+    app.charter = Parts(service, GroupCommit(service, tokens), tokens, ops.openapi(TABLE))
     return app
 
 

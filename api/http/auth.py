@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from starlette.requests import Request
 
 from api.http.body import header
-from api.service.core import Service
+from api.http.parts import parts
 from api.service.errors import ServiceError
-from api.service.tokens import Principal, TokenCache
+from api.service.tokens import Principal
 
 
 def bearer(request: Request) -> str:
@@ -27,11 +27,10 @@ def principal(request: Request, token: str | None = None, *, synced: bool = Fals
     group commit checks their tokens again inside its transaction if anything moved."""
     if token is None:
         token = bearer(request)
+    charter = parts(request)
     if not synced:
-        service: Service = request.app.state.service
-        service.sync()
-    tokens: TokenCache = request.app.state.tokens
-    found = tokens.lookup(token)
+        charter.service.sync()
+    found = charter.tokens.lookup(token)
     if found is None:
         raise ServiceError(401, "unauthorized", "the token is not valid")
     return found

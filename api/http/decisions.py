@@ -14,8 +14,8 @@ from api.http import models as m
 from api.http.auth import authorize_decisions, require_admin, require_decide
 from api.http.body import body, read_body
 from api.http.calls import batch_calls, one_call
-from api.http.commit import GroupCommit
 from api.http.pagination import int_query
+from api.http.parts import parts
 from api.http.routing import Spec, Table, json_response
 from api.service.core import Service
 from api.service.decide import log_view, reasons_resolver
@@ -28,15 +28,14 @@ MAX_LOG_PAGE = 1000
 
 
 def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
+    return parts(request).service
 
 
 async def decide_one(request: Request) -> Response:
     started = time.perf_counter()
     call = one_call(await read_body(request))
     token = authorize_decisions(request, (call.agent,))
-    commit: GroupCommit = request.app.state.commit
+    commit = parts(request).commit
     result = (await commit.decide([call], token))[0]
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response(result)
@@ -46,7 +45,7 @@ async def decide_batch(request: Request) -> Response:
     started = time.perf_counter()
     calls = batch_calls(await read_body(request))
     token = authorize_decisions(request, [call.agent for call in calls])
-    commit: GroupCommit = request.app.state.commit
+    commit = parts(request).commit
     results = await commit.decide(calls, token)
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})

@@ -58,19 +58,15 @@ class CatchAll:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Any) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, send)
         except Exception as exc:
             log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
-            if started:
-                raise
             response = problem(500, "internal-error", "the server failed; nothing was changed")
-            await response(scope, receive, send)
+            try:
+                await response(scope, receive, send)
+            except Exception:
+                # The response had started (the server refuses a second start): the
+                # original error goes on up, and the server drops the connection. `send`
+                # is not wrapped to know this beforehand: that cost every request a frame.
+                raise exc from None

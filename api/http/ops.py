@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
+from api.http import parts
 from api.http.routing import Spec, Table, json_response
-from api.service.core import Service
 
 
 async def healthz(request: Request) -> Response:
@@ -18,7 +18,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    service: Service = request.app.state.service
+    service = parts.service(request)
     service.sync()
     try:
         latest = service.store.latest_revision()
@@ -30,7 +30,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    service: Service = request.app.state.service
+    service = parts.service(request)
     service.sync()
     body = service.metrics.render(service.snapshots.latest)
     return Response(body, media_type="text/plain; version=0.0.4")
@@ -87,7 +87,7 @@ def openapi(table: Table) -> dict[str, Any]:
 
 
 async def openapi_json(request: Request) -> Response:
-    return json_response(request.app.state.openapi)
+    return json_response(parts.parts(request).openapi)
 
 
 ROUTES: Table = [

@@ -17,13 +17,14 @@ class Metrics:
         self._lock = threading.Lock()
 
     def decided(self, effect: str, n: int = 1) -> None:
-        self.decisions[effect] = self.decisions.get(effect, 0) + n
+        with self._lock:  # management requests decide on worker threads
+            self.decisions[effect] = self.decisions.get(effect, 0) + n
 
     def observe(self, seconds: float) -> None:
-        with self._lock:
-            self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
-            self.total += seconds
-            self.requests += 1
+        # No lock: only decision handlers call this, on the event loop's thread.
+        self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
+        self.total += seconds
+        self.requests += 1
 
     def render(self, revision: int) -> str:
         lines = [

@@ -166,3 +166,35 @@ def test_a_body_read_in_pieces_without_a_length() -> None:
     assert refused.value.code == "bad-content-length"
     with pytest.raises(ClientDisconnect):
         asyncio.run(read_body(request([piece, {"type": "http.disconnect"}], [])))
+
+
+def test_an_error_after_the_response_started_goes_on_up_unchanged() -> None:
+    """CatchAll does not wrap `send`: once a response has started, the server refuses the
+    500's start (uvicorn raises RuntimeError), and the original error goes on up."""
+    import asyncio
+
+    import pytest
+
+    from api.http.errors import CatchAll
+
+    class Boom(Exception):
+        pass
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise Boom("secret-in-message")
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start" and sent:
+            raise RuntimeError("Expected ASGI message 'http.response.body'")
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "GET", "path": "/x", "headers": []}
+    with pytest.raises(Boom):
+        asyncio.run(CatchAll(app)(scope, receive, send))
+    assert [m["status"] for m in sent] == [200]
