@@ -89,7 +89,9 @@ def one_call(raw: bytes) -> Call:
     call = _fast_call(_parsed(raw))
     if call is None:
         call = _call(parse(m.DecisionRequest, raw))
-    return _check_depths([call])[0]
+    check_depth(call.args, "args")
+    check_depth(call.context, "context")
+    return call
 
 
 def batch_calls(raw: bytes) -> list[Call]:

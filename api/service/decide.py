@@ -182,12 +182,20 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
 class _Batch:
     """What one batch reads once: the ledger's sums and each agent's chain of caps."""
 
+    __slots__ = ("_caps", "_eligible", "_ledger", "now", "service")
+
     def __init__(self, service: Service, now: int) -> None:
         self.service = service
         self.now = now
-        self.ledger = Ledger(service.store)
+        self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
         self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(self.service.store)
+        return self._ledger
 
     def eligible(self, toolset: str, identity: str | None) -> list[str]:
         """Connections an agent with `identity` may use: workspace-owned or its own."""
