@@ -168,17 +168,43 @@ def _measure(
     seconds: float, per: int,
 ) -> Result:  # fmt: skip
     count, lat = asyncio.run(_load(port, payload, clients, seconds))
-    result = Result(server, workers, mode, clients, count, seconds, lat, per)
-    print(_row(result), flush=True)
-    return result
+    return Result(server, workers, mode, clients, count, seconds, lat, per)
+
+
+def _merge(parts: list[Result]) -> Result:
+    first = parts[0]
+    return Result(
+        first.server, first.workers, first.mode, first.clients,
+        sum(p.requests for p in parts), sum(p.seconds for p in parts),
+        [x for p in parts for x in p.latencies], first.per_request,
+    )  # fmt: skip
+
+
+def _side_by_side(
+    servers: dict[str, tuple[subprocess.Popen[bytes], int, str]], payloads: dict[str, bytes],
+    workers: int, mode: str, clients: int, seconds: float, per: int, rounds: int,
+) -> list[Result]:  # fmt: skip
+    """Each server measured `rounds` times for `seconds / rounds`, taking turns, and the
+    turns summed: a drift in the machine's load (seen here: 10-25% over a minute) lands
+    on both servers alike instead of on whichever ran during it."""
+    parts: dict[str, list[Result]] = {kind: [] for kind in payloads}
+    for _ in range(rounds):
+        for kind, payload in payloads.items():
+            parts[kind].append(_measure(kind, workers, mode, servers[kind][1], payload,
+                                        clients, seconds / rounds, per))  # fmt: skip
+    merged = [_merge(found) for found in parts.values()]
+    for result in merged:
+        print(_row(result), flush=True)
+    return merged
 
 
 def run(
-    seconds: float, levels: list[int], worker_counts: list[int], stack: str = "auto"
-) -> list[Result]:
+    seconds: float, levels: list[int], worker_counts: list[int], stack: str = "auto",
+    rounds: int = 3,
+) -> list[Result]:  # fmt: skip
     """Both servers run side by side and each client level is measured on the ceiling and
-    then on charter, back to back: on a shared machine whose load drifts, the ratio
-    compares two figures taken under the same conditions."""
+    on charter in turns (`rounds` of each): on a shared machine whose load drifts, the
+    ratio compares figures taken under the same conditions."""
     results: list[Result] = []
     single = json.dumps(CALL).encode()
     batch = json.dumps({"calls": [CALL] * 100}).encode()
@@ -197,13 +223,11 @@ def run(
                     asyncio.run(_load(servers[kind][1], singles[kind], 4, 0.5))
                 asyncio.run(_load(servers["charter"][1], batches, 4, 0.5))
                 for clients in levels:
-                    for kind in servers:
-                        results.append(_measure(kind, workers, "single", servers[kind][1],
-                                                singles[kind], clients, seconds, 1))  # fmt: skip
+                    results += _side_by_side(servers, singles, workers, "single", clients,
+                                             seconds, 1, rounds)  # fmt: skip
                 for clients in levels:
-                    results.append(_measure("charter", workers, "batch100",
-                                            servers["charter"][1], batches, clients, seconds,
-                                            100))  # fmt: skip
+                    results += _side_by_side(servers, {"charter": batches}, workers,
+                                             "batch100", clients, seconds, 100, 1)  # fmt: skip
             finally:
                 for process, _, _ in servers.values():
                     process.terminate()
@@ -273,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", default="1,16,64")
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns each server takes per client level (the seconds are "
+                        "split between them)")  # fmt: skip
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--stack", choices=sorted(STACKS), default="auto",
                         help="uvicorn's loop and HTTP parser for both servers (auto: uvloop "
@@ -292,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         [int(x) for x in args.clients.split(",")],
         [int(x) for x in args.workers.split(",")],
         args.stack,
+        args.rounds,
     )
     text = report(results, args.stack)
     sys.stdout.write(text)
