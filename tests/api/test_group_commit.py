@@ -83,7 +83,31 @@ def test_a_lone_leader_under_uvloop_stops_waiting(harness: Harness) -> None:
         return [(await commit.decide([Call("a1", "mail.send", MAIL)]))[0]["seq"] for _ in range(40)]
 
     assert uvloop.run(one_by_one()) == list(range(1, 41))
-    assert commit._alone == 10  # eight lone turns, then a probe on every 16th request
+    # eight lone turns, then probes 16 and 32 requests apart: one probe in 40 requests
+    assert commit._alone == 9 and commit._gap == 32
+
+
+def test_probes_space_out_while_alone_and_reset_when_joined(harness: Harness) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    commit = GroupCommit(harness.service)
+    call = [Call("a1", "mail.send", MAIL)]
+
+    async def one_by_one(n: int) -> None:
+        for _ in range(n):
+            await commit.decide(call)
+
+    uvloop.run(one_by_one(8 + 16 + 32 + 64 + 128 + 256 * 3))
+    assert commit._gap == 256  # doubled up to the cap, and no further
+
+    async def together() -> None:
+        await asyncio.gather(*(commit.decide(call) for _ in range(8)))
+
+    uvloop.run(together())  # no probe due: each of the 8 commits alone, nobody waits
+    assert commit._gap == 256 and commit._skipped >= 8
+    commit._skipped = commit._gap - 1  # the next request probes: the other 7 join it
+    uvloop.run(together())
+    assert commit._gap == 16
+    assert commit._alone == 0
 
 
 def test_budget_holds_across_a_group(harness: Harness) -> None:
