@@ -36,8 +36,9 @@ def create_app(service: Service) -> CharterApp:
     return app
 
 
-def open_service(db: str | Path) -> Service:
-    store = SqliteStore(db)
+def open_service(db: str | Path, *, shared: bool = False) -> Service:
+    """`shared`: one of several processes serving `db` (`charter serve --workers N`)."""
+    store = SqliteStore(db, shared=shared)
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     return Service(store, Sealer(load_key(db)))
 
@@ -46,7 +47,7 @@ def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
     import os
 
-    app = create_app(open_service(os.environ.get("CHARTER_DB", "charter.db")))
+    app = create_app(open_service(os.environ.get("CHARTER_DB", "charter.db"), shared=True))
     tune_gc()
     return app
 

@@ -18,6 +18,7 @@ from typing import Any
 import cbor2
 
 from policy.store import Doc, Row
+from policy.store.writerlock import WriterLock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, body BLOB NOT NULL);
@@ -80,8 +81,16 @@ class _Transaction:
         if store._depth:
             store._depth += 1
             return
+        writers = store._writers
         try:
-            store._cursor.execute("BEGIN IMMEDIATE")
+            if writers is not None:
+                writers.acquire()
+            try:
+                store._cursor.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                if writers is not None:
+                    writers.release()
+                raise
         except BaseException:
             store._lock.release()
             raise
@@ -112,12 +121,17 @@ class _Transaction:
             finally:
                 store._depth = 0
                 store._after_commit = []
+                if store._writers is not None:
+                    store._writers.release()
         finally:
             store._lock.release()
 
 
 class SqliteStore:
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    """`shared`: several serving processes write this file (`charter serve --workers N`);
+    their write transactions take a `WriterLock` first (policy/store/writerlock.py)."""
+
+    def __init__(self, path: str | Path = ":memory:", *, shared: bool = False) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
@@ -138,6 +152,9 @@ class SqliteStore:
         self._cursor = self._db.cursor()
         self._data_version = self._version()
         self._checkpointer: tuple[threading.Thread, threading.Event] | None = None
+        self._writers: WriterLock | None = None
+        if shared and self.path != ":memory:":
+            self._writers = WriterLock(f"{self.path}.writer-lock", timeout=30.0)
 
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:
@@ -337,6 +354,8 @@ class SqliteStore:
             self._checkpointer = None
         with self._lock:
             self._db.close()
+            if self._writers is not None:
+                self._writers.close()
 
 
 def _checkpoint_loop(path: str, interval: float, stop: threading.Event) -> None:

@@ -126,3 +126,41 @@ def test_after_commit_runs_once_the_outer_transaction_commits(tmp_path: Path) ->
         pass  # a later commit does not run what a rolled-back transaction queued
     assert ran == ["outside", "inner"] and store.get("thing", "b") is None
     store.close()
+
+
+def test_shared_stores_take_turns_through_the_writer_lock(tmp_path: Path) -> None:
+    """Two serving processes' stores (here two connections): the second's transaction
+    waits on the writer lock while the first's is open, then goes ahead."""
+    path = tmp_path / "s.db"
+    first, second = SqliteStore(path, shared=True), SqliteStore(path, shared=True)
+    order: list[str] = []
+
+    def other() -> None:
+        with second.atomic():
+            order.append("second")
+            second.append_decisions([{"n": 2}])
+
+    with first.atomic():
+        waiter = threading.Thread(target=other)
+        waiter.start()
+        time.sleep(0.05)
+        order.append("first")
+        first.append_decisions([{"n": 1}])
+    waiter.join(5)
+    assert order == ["first", "second"]
+    assert [body["n"] for _, body in first.read_decisions(0, 10)] == [1, 2]
+
+
+def test_the_writer_lock_gives_up_as_sqlite_would(tmp_path: Path) -> None:
+    import sqlite3
+
+    from policy.store.writerlock import WriterLock
+
+    holder = WriterLock(str(tmp_path / "x.writer-lock"), timeout=1.0)
+    waiter = WriterLock(str(tmp_path / "x.writer-lock"), timeout=0.05)
+    holder.acquire()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        waiter.acquire()
+    holder.release()
+    waiter.acquire()  # free again: taken at once
+    waiter.release()
