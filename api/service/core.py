@@ -67,10 +67,10 @@ class Service:
         if not self.store.changed():
             return False
         latest = self.snapshots.latest
-        self.snapshots.refresh()
-        epoch = self.store.get_meta(CACHE_EPOCH)
+        newest, epoch = self.store.latest_with_meta(CACHE_EPOCH)
+        self.snapshots.refresh(newest)
         if epoch == self._epoch:
-            return self.snapshots.latest != latest
+            return newest != latest
         self._epoch = epoch
         with self._lock:
             self._agents.clear()

@@ -25,8 +25,9 @@ class Snapshots:
         self._lock = threading.Lock()
         self.latest = store.latest_revision()
 
-    def refresh(self) -> int:
-        self.latest = self.store.latest_revision()
+    def refresh(self, latest: int | None = None) -> int:
+        """The latest revision, read from the store (or as the caller just read it)."""
+        self.latest = self.store.latest_revision() if latest is None else latest
         return self.latest
 
     def get(self, revision: int) -> Snapshot:

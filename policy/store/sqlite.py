@@ -316,6 +316,15 @@ class SqliteStore:
             row = self._db.execute("SELECT body FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else cbor2.loads(row[0])
 
+    def latest_with_meta(self, key: str) -> tuple[int, Any]:
+        with self._lock:
+            latest, body = self._cursor.execute(
+                "SELECT (SELECT coalesce(max(n), 0) FROM revisions), "
+                "(SELECT body FROM meta WHERE key = ?)",
+                (key,),
+            ).fetchone()
+        return int(latest), None if body is None else cbor2.loads(body)
+
     def set_meta(self, key: str, value: Any) -> None:
         with self._lock:
             self._db.execute(
