@@ -4,10 +4,13 @@ slow hash is needed). A token is `admin`, `decide`, or an agent's own token."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from api.service.core import now_ms
 from policy.store import Doc, Store
@@ -28,8 +31,26 @@ class Principal:
         return self.scope == "admin"
 
 
+def _builtin_sha256() -> Callable[[bytes], Any]:
+    """CPython's own SHA-256 (`_sha256` in 3.11, `_sha2` from 3.12), else hashlib's.
+    The same digest; but hashlib's goes through OpenSSL's EVP set-up on every call, and
+    a decision request hashes its token each time: one decision at a time over HTTP
+    (cold caches), swapping it took 2-3 points off the gap to the framework's ceiling
+    (about 7 µs a request), though both cost ~330 ns in a hot loop."""
+    for module in ("_sha256", "_sha2"):
+        try:
+            found: Callable[[bytes], Any] = importlib.import_module(module).sha256
+            return found
+        except (ImportError, AttributeError):
+            continue
+    return hashlib.sha256
+
+
+_sha256 = _builtin_sha256()
+
+
 def digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    return str(_sha256(token.encode()).hexdigest())
 
 
 def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Doc]:

@@ -197,3 +197,14 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness) -> None:
     assert [d["seq"] for d in decided] == [1]
     assert harness.service.store.last_seq() == 1
     other.store.close()
+
+
+def test_token_digests_are_sha256_whichever_implementation_computes_them() -> None:
+    """tokens.digest uses CPython's own SHA-256 where there is one (cheaper per call than
+    hashlib's OpenSSL set-up); stored hashes must stay what hashlib gives."""
+    import hashlib
+
+    from api.service import tokens
+
+    for token in ("", "chr_abc", tokens.PREFIX + "x" * 43, "é\u2603"):
+        assert tokens.digest(token) == hashlib.sha256(token.encode()).hexdigest()
