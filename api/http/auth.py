@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from starlette.requests import Request
 
 from api.http.body import header
-from api.http.parts import parts
+from api.http.parts import parts_of
 from api.service.errors import ServiceError
 from api.service.tokens import Principal
 
@@ -27,7 +27,7 @@ def principal(request: Request, token: str | None = None, *, synced: bool = Fals
     group commit checks their tokens again inside its transaction if anything moved."""
     if token is None:
         token = bearer(request)
-    charter = parts(request)
+    charter = parts_of(request)
     if not synced:
         charter.service.sync()
     found = charter.tokens.lookup(token)

@@ -15,9 +15,8 @@ from api.http.auth import authorize_decisions, require_admin, require_decide
 from api.http.body import body, read_body
 from api.http.calls import batch_calls, one_call
 from api.http.pagination import int_query
-from api.http.parts import parts
+from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
-from api.service.core import Service
 from api.service.decide import log_view, reasons_resolver
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
@@ -27,15 +26,11 @@ from policy.diagnostics import CharterError
 MAX_LOG_PAGE = 1000
 
 
-def _service(request: Request) -> Service:
-    return parts(request).service
-
-
 async def decide_one(request: Request) -> Response:
     started = time.perf_counter()
     call = one_call(await read_body(request))
     token = authorize_decisions(request, (call.agent,))
-    commit = parts(request).commit
+    commit = parts_of(request).commit
     result = (await commit.decide([call], token))[0]
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response(result)
@@ -45,7 +40,7 @@ async def decide_batch(request: Request) -> Response:
     started = time.perf_counter()
     calls = batch_calls(await read_body(request))
     token = authorize_decisions(request, [call.agent for call in calls])
-    commit = parts(request).commit
+    commit = parts_of(request).commit
     results = await commit.decide(calls, token)
     commit.service.metrics.observe(time.perf_counter() - started)
     return json_response({"decisions": results})
@@ -55,7 +50,7 @@ async def read_log(request: Request) -> Response:
     require_admin(request)
     after = int_query(request, "after_seq", 0, minimum=0)
     limit = int_query(request, "limit", 100, minimum=1, maximum=MAX_LOG_PAGE)
-    service = _service(request)
+    service = service_of(request)
     rows = service.store.read_decisions(after, limit)
     last = rows[-1][0] if rows else after
     resolve = reasons_resolver(service)
@@ -73,7 +68,7 @@ def _engine(module: str) -> Any:
 async def list_tools(request: Request) -> Response:
     agent_id = request.path_params["id"]
     require_decide(request, agent_id)
-    service = _service(request)
+    service = service_of(request)
     agent = service.agent(agent_id)
     snapshot = service.current()
     listing = _engine("engine.listing").list_tools(snapshot, agent["profile"])
@@ -90,7 +85,7 @@ async def list_tools(request: Request) -> Response:
 async def fit(request: Request) -> Response:
     item = await body(request, m.FitRequest)
     require_decide(request, item.agent)
-    service = _service(request)
+    service = service_of(request)
     agent = service.agent(item.agent)
     snapshot = service.current()
     engine = _engine("engine.fit")
@@ -120,7 +115,7 @@ async def fit(request: Request) -> Response:
 async def turns(request: Request) -> Response:
     item = await body(request, m.TurnRequest)
     require_decide(request, item.agent)
-    return json_response(admit_turn(_service(request), item.agent, item.thread), 201)
+    return json_response(admit_turn(service_of(request), item.agent, item.thread), 201)
 
 
 ROUTES: Table = [

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http import parts
+from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
 
 
@@ -18,7 +18,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    service = parts.service(request)
+    service = service_of(request)
     service.sync()
     try:
         latest = service.store.latest_revision()
@@ -30,7 +30,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    service = parts.service(request)
+    service = service_of(request)
     service.sync()
     body = service.metrics.render(service.snapshots.latest)
     return Response(body, media_type="text/plain; version=0.0.4")
@@ -87,7 +87,7 @@ def openapi(table: Table) -> dict[str, Any]:
 
 
 async def openapi_json(request: Request) -> Response:
-    return json_response(parts.parts(request).openapi)
+    return json_response(parts_of(request).openapi)
 
 
 ROUTES: Table = [

@@ -30,10 +30,10 @@ class CharterApp(Starlette):
     charter: Parts
 
 
-def parts(request: Request) -> Parts:
+def parts_of(request: Request) -> Parts:
     found: Parts = request.scope["app"].charter
     return found
 
 
-def service(request: Request) -> Service:
-    return parts(request).service
+def service_of(request: Request) -> Service:
+    return parts_of(request).service

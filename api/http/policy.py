@@ -6,10 +6,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http import parts
 from api.http.auth import require_admin
 from api.http.body import parse, read_body
 from api.http.pagination import int_query
+from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response
 from api.service import pages
 from api.service.errors import ServiceError
@@ -35,7 +35,7 @@ async def put_policy(request: Request) -> Response:
         note = ""
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")
-    service = parts.service(request)
+    service = service_of(request)
     try:
         with service.store.atomic():
             snapshot = service.upload(files, f"token:{actor.token_id}", note)
@@ -50,7 +50,7 @@ async def put_policy(request: Request) -> Response:
 
 async def get_policy(request: Request) -> Response:
     require_admin(request)
-    service = parts.service(request)
+    service = service_of(request)
     wanted = int_query(request, "revision", 0, minimum=0)
     number, files = service.files(wanted or None)
     return json_response({"revision": number, "files": [{"path": p, "text": t} for p, t in files]})
@@ -58,7 +58,7 @@ async def get_policy(request: Request) -> Response:
 
 async def revisions(request: Request) -> Response:
     require_admin(request)
-    service = parts.service(request)
+    service = service_of(request)
     after = pages.decode("revisions", request.query_params.get("cursor"))
     limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
     rows = service.store.list_revisions(after, limit + 1)

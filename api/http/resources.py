@@ -11,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http import parts
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, check_depth
 from api.http.pagination import list_args
+from api.http.parts import service_of
 from api.http.routing import Endpoint, Spec, Table, json_response
 from api.service import tokens
 from api.service.errors import ServiceError
@@ -35,7 +35,7 @@ def managed(
         if listing:
             args.update(list_args(request, *query))
         args.update(request.path_params)
-        service = parts.service(request)
+        service = service_of(request)
         service.sync()
         result = await run_in_threadpool(manage, service, actor, tool, args)
         return json_response(result.body, result.status)
@@ -72,7 +72,7 @@ def _crud(kind: str, key: str, create: type[BaseModel] | None, update: type[Base
 async def create_token(request: Request) -> Response:
     require_admin(request)
     item = await body(request, m.TokenCreate)
-    service = parts.service(request)
+    service = service_of(request)
     if item.scope == "agent":
         if not item.agent:
             raise ServiceError(400, "agent-required", "an agent token names its agent")
@@ -85,7 +85,7 @@ async def create_token(request: Request) -> Response:
 
 async def delete_token(request: Request) -> Response:
     require_admin(request)
-    service = parts.service(request)
+    service = service_of(request)
     with service.store.atomic():
         if not service.store.delete("tokens", request.path_params["id"]):
             raise ServiceError(404, "token-not-found", "token not found")

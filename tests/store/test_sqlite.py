@@ -164,3 +164,13 @@ def test_the_writer_lock_gives_up_as_sqlite_would(tmp_path: Path) -> None:
     holder.release()
     waiter.acquire()  # free again: taken at once
     waiter.release()
+
+
+def test_latest_with_meta_reads_both_at_once(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.latest_with_meta("epoch") == (0, None)
+    store.add_revision({"files": []})
+    store.add_revision({"files": []})
+    store.set_meta("epoch", "e1")
+    assert store.latest_with_meta("epoch") == (2, "e1")
+    assert store.latest_with_meta("other") == (2, None)
