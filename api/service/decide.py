@@ -31,7 +31,7 @@ import cbor2
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
-from api.service.errors import ServiceError
+from api.service.errors import ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request, make_decision
 from policy.catalogue import SENSITIVE_ARGS
@@ -163,7 +163,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
     if call.turn is not None:
         revision = int(_owned(service, "turn", call.turn, agent)["revision"])
     if revision == 0:
-        raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+        raise no_policy()
     snapshot = snapshots.get(revision)
     if snapshot is None:
         snapshot = snapshots[revision] = service.snapshots.get(revision)
@@ -344,7 +344,7 @@ def prepare(
                 agent = service.agent(call.agent)
                 hit = agents[call.agent] = (agent, _agent_context(agent))
             if latest == 0:
-                raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+                raise no_policy()
             snapshot = snapshots.get(latest)
             if snapshot is None:
                 snapshot = snapshots[latest] = service.snapshots.get(latest)

@@ -18,3 +18,7 @@ class ServiceError(Exception):
 
 def not_found(what: str, id: str) -> ServiceError:
     return ServiceError(404, f"{what}-not-found", f"{what} `{id}` not found")
+
+
+def no_policy() -> ServiceError:
+    return ServiceError(409, "no-policy", "no policy has been uploaded yet")

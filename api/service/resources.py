@@ -8,7 +8,7 @@ from typing import Any
 from api.service import fitcheck, pages
 from api.service.budget import to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms
-from api.service.errors import ServiceError, not_found
+from api.service.errors import ServiceError, no_policy, not_found
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
 from policy import identities
@@ -284,7 +284,7 @@ def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
             )
     revision = service.snapshots.latest
     if revision == 0:
-        raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+        raise no_policy()
     doc: Doc = {
         "id": new_id(),
         "agent": agent["id"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from api.service.errors import ServiceError
+from api.service.errors import ServiceError, no_policy
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from policy.store import Store
@@ -53,5 +53,5 @@ class Snapshots:
 
     def current(self) -> Snapshot:
         if self.latest == 0:
-            raise ServiceError(409, "no-policy", "no policy has been uploaded yet")
+            raise no_policy()
         return self.get(self.latest)
