@@ -56,6 +56,7 @@ class Result:
     seconds: float
     latencies: list[float]
     per_request: int
+    cpu: float = float("nan")  # CPU seconds the server's processes used meanwhile
 
     @property
     def rps(self) -> float:
@@ -64,6 +65,10 @@ class Result:
     @property
     def decisions(self) -> float:
         return self.rps * self.per_request
+
+    @property
+    def cpu_per_decision_us(self) -> float:
+        return self.cpu / (self.requests * self.per_request) * 1e6
 
     def pct(self, p: float) -> float:
         data = sorted(self.latencies)
@@ -165,10 +170,44 @@ def _start(
 
 def _measure(
     server: str, workers: int, mode: str, port: int, payload: bytes, clients: int,
-    seconds: float, per: int,
+    seconds: float, per: int, pid: int | None = None,
 ) -> Result:  # fmt: skip
+    before = _cpu_seconds(pid)
     count, lat = asyncio.run(_load(port, payload, clients, seconds))
-    return Result(server, workers, mode, clients, count, seconds, lat, per)
+    cpu = _cpu_seconds(pid) - before
+    return Result(server, workers, mode, clients, count, seconds, lat, per, cpu)
+
+
+def _process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a server and, with --workers, uvicorn's workers)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    todo.extend(int(child) for child in children.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time a server and its workers have used so far (Linux's /proc;
+    NaN elsewhere). Per decision it shows what a worker costs whatever share of the
+    machine it got: with --workers 2 the servers and the load generator share 2 cores."""
+    if pid is None or not os.path.exists(f"/proc/{pid}/stat"):
+        return float("nan")
+    ticks = 0
+    for process in _process_tree(pid):
+        try:
+            with open(f"/proc/{process}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _merge(parts: list[Result]) -> Result:
@@ -176,7 +215,7 @@ def _merge(parts: list[Result]) -> Result:
     return Result(
         first.server, first.workers, first.mode, first.clients,
         sum(p.requests for p in parts), sum(p.seconds for p in parts),
-        [x for p in parts for x in p.latencies], first.per_request,
+        [x for p in parts for x in p.latencies], first.per_request, sum(p.cpu for p in parts),
     )  # fmt: skip
 
 
@@ -190,8 +229,9 @@ def _side_by_side(
     parts: dict[str, list[Result]] = {kind: [] for kind in payloads}
     for _ in range(rounds):
         for kind, payload in payloads.items():
-            parts[kind].append(_measure(kind, workers, mode, servers[kind][1], payload,
-                                        clients, seconds / rounds, per))  # fmt: skip
+            process, port, _ = servers[kind]
+            parts[kind].append(_measure(kind, workers, mode, port, payload, clients,
+                                        seconds / rounds, per, process.pid))  # fmt: skip
     merged = [_merge(found) for found in parts.values()]
     for result in merged:
         print(_row(result), flush=True)
@@ -238,7 +278,8 @@ def run(
 
 def _row(r: Result) -> str:
     return (f"| {r.server} | {r.workers} | {r.mode} | {r.clients} | {r.rps:,.0f} | "
-            f"{r.decisions:,.0f} | {r.pct(0.5):.2f} | {r.pct(0.99):.2f} |")  # fmt: skip
+            f"{r.decisions:,.0f} | {r.pct(0.5):.2f} | {r.pct(0.99):.2f} | "
+            f"{r.cpu_per_decision_us:.1f} |")  # fmt: skip
 
 
 def _stack_name(stack: str) -> str:
@@ -260,8 +301,9 @@ def report(results: list[Result], stack: str = "auto") -> str:
         f"(shared by the servers and the load generator), Python {platform.python_version()}, "
         f"both servers on {_stack_name(stack)} + starlette.",
         "",
-        "| server | workers | mode | clients | requests/s | decisions/s | p50 ms | p99 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| server | workers | mode | clients | requests/s | decisions/s | p50 ms | p99 ms "
+        "| server CPU µs / decision |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(r) for r in results),
         "",
     ]
@@ -279,7 +321,8 @@ def report(results: list[Result], stack: str = "auto") -> str:
             busy = min(r.workers, r.clients)
             lines.append(
                 f"- batch of 100, {r.workers} worker(s), {r.clients} clients: "
-                f"{r.decisions / busy:,.0f} decisions/s per busy worker (target >= 100,000)"
+                f"{r.decisions / busy:,.0f} decisions/s per busy worker (target >= 100,000; "
+                f"{1e6 / r.cpu_per_decision_us:,.0f} per second of a worker's CPU)"
             )
     return "\n".join(lines) + "\n"
 
