@@ -58,3 +58,68 @@ def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
         process.terminate()
         output, _ = process.communicate(timeout=10)
     assert output.count(token) == 1  # shown once
+
+
+def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) -> None:
+    """`charter serve --workers 2`: two processes on one database (they take turns on the
+    writer lock, policy/store/writerlock.py). 8 concurrent clients, each on connections of
+    its own so both workers serve: every decision answered, logged once, gap-free."""
+    import asyncio
+
+    port = free_port()
+    db = tmp_path / "charter.db"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "serve", "--db", str(db), "--workspace",
+         str(ROOT / "fixtures" / "workspace"), "--port", str(port), "--workers", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        ready = 0
+        while ready < 4:  # a few answers in a row: both workers are up
+            try:
+                ready = ready + 1 if httpx.get(f"{url}/readyz").status_code == 200 else 0
+            except httpx.TransportError:
+                ready = 0
+            assert process.poll() is None, "charter serve exited"
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        token = Path(f"{db}.admin-token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        call = {"agent": "demo-support", "tool": "mail.send",
+                "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
+
+        async def client() -> list[int]:
+            seqs = []
+            for _ in range(5):  # a new connection each time: the kernel spreads them
+                async with httpx.AsyncClient(base_url=url, headers=headers) as http:
+                    for _ in range(10):
+                        response = await http.post("/v1/decisions", json=call)
+                        assert response.status_code == 200, response.text
+                        seqs.append(response.json()["seq"])
+            return seqs
+
+        async def everyone() -> list[list[int]]:
+            return list(await asyncio.gather(*(client() for _ in range(8))))
+
+        seqs = sorted(s for one in asyncio.run(everyone()) for s in one)
+        assert seqs == list(range(1, 401))  # each answered with its own number, no gaps
+        log = httpx.get(f"{url}/v1/decisions?after_seq=0&limit=1000", headers=headers).json()
+        assert [d["seq"] for d in log["decisions"]] == seqs
+        # Each worker reports its own metrics; fresh connections reach both. A worker is
+        # told apart by its latency sum, its share of the work by its request count.
+        shares: dict[str, int] = {}
+        for _ in range(60):
+            lines = httpx.get(f"{url}/metrics").text.splitlines()
+            value = {x.split()[0]: x.split()[-1] for x in lines if x.startswith("charter_")}
+            shares[value["charter_decision_request_seconds_sum"]] = int(
+                value["charter_decision_request_seconds_count"]
+            )
+            if len(shares) == 2:
+                break
+        assert len(shares) == 2 and sum(shares.values()) == 400, shares  # both decided
+        assert all(shares.values()), shares
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
