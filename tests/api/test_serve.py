@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -62,8 +63,9 @@ def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
 
 def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) -> None:
     """`charter serve --workers 2`: two processes on one database (they take turns on the
-    writer lock, policy/store/writerlock.py). 8 concurrent clients, each on connections of
-    its own so both workers serve: every decision answered, logged once, gap-free."""
+    writer lock, policy/store/writerlock.py). 8 concurrent clients on fresh connections
+    (so both workers serve) and two policy uploads meanwhile: every decision answered,
+    logged once, gap-free, and never on an older revision than one logged before it."""
     import asyncio
 
     port = free_port()
@@ -90,23 +92,55 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
         call = {"agent": "demo-support", "tool": "mail.send",
                 "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
 
+        workspace = sorted((ROOT / "fixtures" / "workspace").glob("*.charter"))
+        uploaded = asyncio.Event()
+
         async def client() -> list[int]:
-            seqs = []
-            for _ in range(5):  # a new connection each time: the kernel spreads them
+            """Rounds of 10 decisions, each round on a new connection (the kernel spreads
+            them over the workers): at least 5, and until the uploads are done and one
+            round more."""
+            seqs: list[int] = []
+            last = False
+            for round_no in range(200):
+                last = uploaded.is_set() and round_no >= 4
                 async with httpx.AsyncClient(base_url=url, headers=headers) as http:
                     for _ in range(10):
                         response = await http.post("/v1/decisions", json=call)
                         assert response.status_code == 200, response.text
                         seqs.append(response.json()["seq"])
+                if last:
+                    break
             return seqs
 
+        async def uploads() -> None:
+            """Two new revisions while the clients decide, through whichever worker."""
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+                for n in range(2):
+                    await asyncio.sleep(0.05)
+                    files = [{"path": f.name, "text": f.read_text() + f"\n# upload {n}\n"}
+                             for f in workspace]  # fmt: skip
+                    response = await http.put("/v1/policy", json={"files": files})
+                    assert response.status_code == 201, response.text
+            uploaded.set()
+
         async def everyone() -> list[list[int]]:
-            return list(await asyncio.gather(*(client() for _ in range(8))))
+            answers = asyncio.gather(*(client() for _ in range(8)))
+            _, done = await asyncio.gather(uploads(), answers)
+            return done
 
         seqs = sorted(s for one in asyncio.run(everyone()) for s in one)
-        assert seqs == list(range(1, 401))  # each answered with its own number, no gaps
-        log = httpx.get(f"{url}/v1/decisions?after_seq=0&limit=1000", headers=headers).json()
-        assert [d["seq"] for d in log["decisions"]] == seqs
+        assert seqs == list(range(1, len(seqs) + 1))  # each its own number, no gaps
+        logged: list[dict[str, Any]] = []
+        while len(logged) < len(seqs):
+            after = logged[-1]["seq"] if logged else 0
+            page = httpx.get(f"{url}/v1/decisions?after_seq={after}&limit=1000", headers=headers)
+            assert page.json()["decisions"], "the log ends before the answers do"
+            logged += page.json()["decisions"]
+        assert [d["seq"] for d in logged] == seqs
+        # Whichever worker logged it, no decision comes after one on a newer revision:
+        # each checks for the other's commits inside its own write transaction.
+        revisions = [d["revision"] for d in logged]
+        assert revisions == sorted(revisions) and revisions[-1] == 3, set(revisions)
         # Each worker reports its own metrics; fresh connections reach both. A worker is
         # told apart by its latency sum, its share of the work by its request count.
         shares: dict[str, int] = {}
@@ -118,7 +152,7 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
             )
             if len(shares) == 2:
                 break
-        assert len(shares) == 2 and sum(shares.values()) == 400, shares  # both decided
+        assert len(shares) == 2 and sum(shares.values()) == len(seqs), shares
         assert all(shares.values()), shares
     finally:
         process.terminate()
