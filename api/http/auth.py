@@ -10,8 +10,8 @@ from starlette.requests import Request
 
 from api.http.body import header
 from api.http.parts import parts_of
-from api.service.errors import ServiceError
-from api.service.tokens import Principal
+from api.service.errors import ServiceError, invalid_token
+from api.service.tokens import Principal, TokenCache
 
 
 def bearer(request: Request) -> str:
@@ -21,18 +21,18 @@ def bearer(request: Request) -> str:
     return token.strip()
 
 
-def principal(request: Request, token: str | None = None, *, synced: bool = False) -> Principal:
-    """Who sent the request. The token cache is brought up to date first (another
-    process may have revoked the token), except for decision requests (`synced`), whose
-    group commit checks their tokens again inside its transaction if anything moved."""
-    if token is None:
-        token = bearer(request)
+def principal(request: Request) -> Principal:
+    """Who sent the request, on a token cache brought up to date first (another process
+    may have revoked the token)."""
     charter = parts_of(request)
-    if not synced:
-        charter.service.sync()
-    found = charter.tokens.lookup(token)
+    charter.service.sync()
+    return _known(charter.tokens, bearer(request))
+
+
+def _known(tokens: TokenCache, token: str) -> Principal:
+    found = tokens.lookup(token)
     if found is None:
-        raise ServiceError(401, "unauthorized", "the token is not valid")
+        raise invalid_token()
     return found
 
 
@@ -45,19 +45,15 @@ def require_admin(request: Request) -> Principal:
 
 def require_decide(request: Request, agent: str | None = None) -> Principal:
     """admin or decide, or the agent's own token (for that agent only)."""
-    return require_decide_all(request, () if agent is None else (agent,))
-
-
-def require_decide_all(request: Request, agents: Iterable[str]) -> Principal:
-    """require_decide for every agent of a batch (the token is looked up once)."""
-    return _may_decide(principal(request), agents)
+    return _may_decide(principal(request), () if agent is None else (agent,))
 
 
 def authorize_decisions(request: Request, agents: Iterable[str]) -> str:
-    """require_decide_all for a decision request, on the token cache as it is: the bearer
-    token, for the group commit to check again if anything moved (GroupCommit.decide)."""
+    """require_decide for every agent of a decision request, on the token cache as it is
+    (no sync here: the group commit looks for other processes' changes inside its write
+    transaction and then checks the token again); the bearer token, for that check."""
     token = bearer(request)
-    _may_decide(principal(request, token, synced=True), agents)
+    _may_decide(_known(parts_of(request).tokens, token), agents)
     return token
 
 

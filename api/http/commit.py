@@ -26,15 +26,11 @@ from typing import Any
 
 from api.service.core import Service
 from api.service.decide import Call, Prepared, prepare, write
-from api.service.errors import ServiceError
+from api.service.errors import invalid_token
 from api.service.tokens import TokenCache
 from engine.compile import Snapshot
 
 Answer = list[dict[str, Any]]
-
-
-def _revoked() -> ServiceError:
-    return ServiceError(401, "unauthorized", "the token is not valid")
 
 
 # A group closes to newcomers at this many calls (a later request leads the next group),
@@ -245,12 +241,12 @@ class GroupCommit:
         service = self.service
         snapshots: dict[int, Snapshot] = {}
         outcome: _Outcome = []
+        tokens = self.tokens if recheck else None
         for member in group:
             if member.future is not None and member.future.done():
                 continue  # cancelled: the client is gone, nothing is logged
-            tokens = self.tokens if recheck else None
             if tokens is not None and member.token and tokens.lookup(member.token) is None:
-                outcome.append((member, _revoked()))
+                outcome.append((member, invalid_token()))
                 continue
             try:
                 outcome.append((member, prepare(service, member.calls, snapshots)))

@@ -43,8 +43,8 @@ class Service:
         self._lock = threading.Lock()
         self._epoch: Any = store.get_meta(CACHE_EPOCH)
         self.reason_refs: set[str] = set()  # `reasons` documents known to be committed
-        # What step 6 needs that is the same for like calls (see decide._static), kept
-        # across requests; dropped with the agent and connection caches it derives from.
+        # What step 6 needs that is the same for like calls, kept across requests and
+        # dropped with the agent and connection caches it derives from:
         # (id(agent), tool, connection) -> (snapshot, agent, parts); see decide._static.
         self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
         self.started_at = now_ms()

@@ -22,3 +22,7 @@ def not_found(what: str, id: str) -> ServiceError:
 
 def no_policy() -> ServiceError:
     return ServiceError(409, "no-policy", "no policy has been uploaded yet")
+
+
+def invalid_token() -> ServiceError:
+    return ServiceError(401, "unauthorized", "the token is not valid")
