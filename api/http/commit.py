@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from api.service.core import Service
-from api.service.decide import Call, Prepared, prepare, write
+from api.service.decide import Call, Prepared, prepare
+from api.service.decisionlog import Draft, draft, write
 from api.service.errors import invalid_token
 from api.service.tokens import TokenCache
 from engine.compile import Snapshot
@@ -201,16 +202,21 @@ class GroupCommit:
                         assert isinstance(mine, Exception)
                         member.fail(mine)
                     return
+            # Rows and responses are drafted here too, outside the write lock (which the
+            # workers take in turn), unless a call is charged against a budget.
+            prepared, ready = _ready(outcome)
+            drafted = draft(service, prepared)
             with service.store.atomic():  # never nested: this transaction is ours
                 stale = service.sync()
                 if not stale:
-                    responses, ready = self._write(outcome)
+                    responses = _log(service, prepared, drafted)
             if stale:  # ended empty: prepared again outside the write lock, then inside
                 outcome = self._prepare(group, recheck=True)
                 with service.store.atomic():
                     if service.sync():
                         outcome = self._prepare(group, recheck=True)
-                    responses, ready = self._write(outcome)
+                    prepared, ready = _ready(outcome)
+                    responses = _log(service, prepared, None)
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)
@@ -220,20 +226,6 @@ class GroupCommit:
                 member.fail(mine)  # a 404, a 409: this request only, nothing written
         for start, end, member in ready:
             member.answer(responses[start:end])
-
-    def _write(self, outcome: _Outcome) -> tuple[Answer, list[tuple[int, int, _Member]]]:
-        """Log the prepared members' calls (inside the caller's transaction): the
-        responses, and each member's slice of them."""
-        ready: list[tuple[int, int, _Member]] = []
-        prepared: list[Prepared] = []
-        for member, mine in outcome:
-            if type(mine) is list:
-                ready.append((len(prepared), len(prepared) + len(mine), member))
-                prepared.extend(mine)
-        if not prepared:
-            return [], ready
-        responses, _ = write(self.service, prepared)
-        return responses, ready
 
     def _prepare(self, group: list[_Member], recheck: bool = False) -> _Outcome:
         """Each waiting member's prepared calls, or the error that refuses it alone
@@ -253,3 +245,22 @@ class GroupCommit:
             except Exception as exc:  # a 404, a 409: this request only
                 outcome.append((member, exc))
         return outcome
+
+
+def _ready(outcome: _Outcome) -> tuple[list[Prepared], list[tuple[int, int, _Member]]]:
+    """The prepared members' calls in one list, and each member's slice of it."""
+    ready: list[tuple[int, int, _Member]] = []
+    prepared: list[Prepared] = []
+    for member, mine in outcome:
+        if type(mine) is list:
+            ready.append((len(prepared), len(prepared) + len(mine), member))
+            prepared.extend(mine)
+    return prepared, ready
+
+
+def _log(service: Service, prepared: list[Prepared], drafted: Draft | None) -> Answer:
+    """Log the calls inside the caller's transaction (drafted before it, or now): the
+    responses, in order."""
+    if not prepared:
+        return []
+    return (drafted.log(service) if drafted is not None else write(service, prepared))[0]

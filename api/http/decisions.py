@@ -17,7 +17,7 @@ from api.http.calls import batch_calls, one_call
 from api.http.pagination import int_query
 from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
-from api.service.decide import log_view, reasons_resolver
+from api.service.decisionlog import log_view, reasons_resolver
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn

@@ -45,7 +45,7 @@ class Service:
         self.reason_refs: set[str] = set()  # `reasons` documents known to be committed
         # What step 6 needs that is the same for like calls, kept across requests and
         # dropped with the agent and connection caches it derives from:
-        # (id(agent), tool, connection) -> (snapshot, agent, parts); see decide._static.
+        # (id(agent), tool, connection) -> (snapshot, agent, parts); see decisionlog._static.
         self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.service.decide import expand
+from api.service.decisionlog import expand
 from tests.api.conftest import Harness
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}

@@ -14,7 +14,8 @@ import pytest
 
 from api.http.app import create_app
 from api.http.commit import GroupCommit
-from api.service.decide import Call, expand
+from api.service.decide import Call
+from api.service.decisionlog import expand
 from api.service.errors import ServiceError
 from tests.api.conftest import Harness
 
@@ -195,8 +196,35 @@ def test_log_rows_name_their_reasons_and_the_log_shows_them(client: Any, harness
     assert len(refs) == 2  # one document per distinct list of reasons
 
 
+def test_calls_are_drafted_before_the_transaction_unless_a_budget_is_read(
+    harness: Harness,
+) -> None:
+    """The group commit builds rows and responses before BEGIN (with several workers the
+    write lock is held for the INSERTs and the COMMIT alone), except for a call whose
+    step 6 reads the budget sums, which only a transaction may read."""
+    from api.service.decide import prepare
+    from api.service.decisionlog import draft
+
+    service = harness.service
+    budgeted = prepare(service, [Call("a1", "mail.send", MAIL)], {})  # support: 10 usd/24h
+    assert draft(service, budgeted) is None
+    harness.add_agent("plain", "wide")  # no budget anywhere in its chain
+    calls = [Call("plain", "mail.send", MAIL), Call("plain", "mail.send", {**MAIL, "to": "x"})]
+    drafted = draft(service, prepare(service, calls, {}))
+    assert drafted is not None
+    assert [b["effect"] for b in drafted.bodies] == ["allow", "deny"]
+    assert service.store.read_decisions(0, 10) == [] and not service.reason_refs  # nothing yet
+    with service.store.atomic():
+        bodies, _ = drafted.log(service)
+    logged = service.store.read_decisions(0, 10)
+    assert [b["seq"] for b in bodies] == [seq for seq, _ in logged] == [1, 2]
+    assert [expand(row)["id"] for _, row in logged] == [b["id"] for b in bodies]
+    assert service.reason_refs == {row.id for row in service.store.scan("reasons")}
+
+
 def test_a_rolled_back_reasons_document_is_written_again(harness: Harness) -> None:
-    from api.service.decide import decide_calls, prepare, write
+    from api.service.decide import decide_calls, prepare
+    from api.service.decisionlog import write
 
     service = harness.service
     try:

@@ -1,0 +1,475 @@
+"""The decision log: step 6 (connections, then budgets), the pending approval for a
+pause, and the rows, for calls that api.service.decide prepared.
+
+A group of prepared calls is drafted (`draft`: step 6, each call's row and response)
+before its write transaction whenever step 6 needs no budget sums, then logged inside it
+(`Draft.log`: approvals, new reasons, the rows, numbered by the store). Only a call
+charged against a budget is drafted inside the transaction, where the ledger's sums
+cannot move under it (`write`). With several workers this keeps SQLite's write lock, which
+the workers take in turn, for the INSERTs and the COMMIT alone. A log row is the
+decision's JSON (`{"json": bytes}`): encoding it with orjson costs a tenth of encoding
+its fields as CBOR; `expand` reads either kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any
+
+import cbor2
+
+from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
+from api.service.core import Service, new_id, now_ms
+from api.service.encoding import dumps, loads
+from engine.compile import Snapshot
+from engine.decision import Decision, Reason, make_decision
+from policy.catalogue import SENSITIVE_ARGS
+
+if TYPE_CHECKING:
+    from api.service.decide import Prepared
+
+REDACTED = "[redacted]"
+MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
+
+
+def redact(snapshot: Snapshot, tool: str, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return _redact(_hidden(snapshot, tool), args)
+
+
+def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if args is None:
+        return None
+    if not hidden:
+        return args if type(args) is dict else dict(args)
+    return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
+
+
+_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
+    """The tool's secret argument names, cached per snapshot (gone with the snapshot)."""
+    per_tool = _HIDDEN.get(snapshot)
+    if per_tool is None:
+        per_tool = _HIDDEN.setdefault(snapshot, {})
+    found = per_tool.get(tool)
+    if found is None:
+        spec = snapshot.tools.get(tool)
+        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+        per_tool[tool] = found
+    return found
+
+
+class _Entropy:
+    """os.urandom in 4 KiB helpings: a decision id is 12 random bytes, and a system call
+    per request for them showed up in the profile of single decisions."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._used = 0  # how much of the pool is handed out (an offset: no copy of the rest)
+        os.register_at_fork(after_in_child=self._forget)  # a child never reuses a parent's
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = b""
+        self._used = 0
+
+    def hex(self, n: int) -> str:
+        if n > 1024:
+            return os.urandom(n).hex()
+        with self._lock:
+            used = self._used
+            if len(self._pool) - used < n:
+                self._pool = os.urandom(4096)
+                used = 0
+            self._used = used + n
+            return self._pool[used : used + n].hex()
+
+
+_random_hex = _Entropy().hex
+
+
+class _NeedsLedger(Exception):
+    """A call's step 6 reads the budget sums: it is drafted inside the transaction."""
+
+
+class _Batch:
+    """What one batch reads once: the ledger's sums and each agent's chain of caps.
+    `in_transaction`: whether the ledger may be read (its sums are the transaction's)."""
+
+    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "now", "service")
+
+    def __init__(self, service: Service, now: int, in_transaction: bool) -> None:
+        self.service = service
+        self.now = now
+        self.in_transaction = in_transaction
+        self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
+        self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
+        self._eligible: dict[tuple[str, str | None], list[str]] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            if not self.in_transaction:
+                raise _NeedsLedger
+            self._ledger = Ledger(self.service.store)
+        return self._ledger
+
+    def eligible(self, toolset: str, identity: str | None) -> list[str]:
+        """Connections an agent with `identity` may use: workspace-owned or its own."""
+        key = (toolset, identity)
+        found = self._eligible.get(key)
+        if found is None:
+            connections = self.service.connections_for(toolset)
+            found = [cid for cid, owner in connections if owner is None or owner == identity]
+            self._eligible[key] = found
+        return found
+
+    def caps(self, p: Prepared) -> tuple[list[Cap], list[str]]:
+        key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
+        found = self._caps.get(key)
+        if found is None:
+            found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent)
+            self._caps[key] = found
+        return found
+
+
+def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
+    """What step 6 and the row need that is the same for like calls (all but the
+    ledger's sums): (connection problem, caps, ledger subjects, secret argument names)."""
+    # Kept across requests for calls outside a thread (a thread is read afresh for each
+    # call, so it would never hit): the entry keeps the snapshot and the agent it was
+    # made from and is used only while the call's are those very objects (the service's
+    # cached agent; a changed agent or connection empties the whole cache).
+    shared = p.thread is None
+    if shared:
+        shared_key = (id(p.agent), p.call.tool, p.call.connection)
+        hit = batch.service.static_parts.get(shared_key)
+        if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent:
+            found: tuple[Any, ...] = hit[2]
+            return found
+    spec = p.snapshot.tools.get(p.call.tool)
+    problem = None
+    if spec is not None and spec.connection_required:
+        problem = _connection_problem(batch, p, spec.toolset or "")
+    caps, subjects = batch.caps(p)
+    hidden = _hidden(p.snapshot, p.call.tool)
+    static = (problem, caps, subjects, hidden)
+    if shared:
+        parts = batch.service.static_parts
+        if len(parts) >= 4096:
+            parts.clear()
+        parts[shared_key] = (p.snapshot, p.agent, static)
+    return static
+
+
+def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ...]) -> Decision:
+    """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
+    problem, caps, subjects, _ = static
+    if problem is not None:
+        return make_decision("deny", None, (*decision.reasons, Reason("connection", problem)))
+    cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
+    if caps:
+        cap = over_cap(batch.ledger, caps, cost, batch.now)
+        if cap is not None:
+            message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
+            return make_decision("deny", None, (*decision.reasons, Reason("budget", message)))
+    if decision.effect == "allow" and cost > 0:
+        batch.ledger.charge(subjects, cost, batch.now)
+    return decision
+
+
+@lru_cache(maxsize=4096)
+def _reasons_value(reasons: tuple[Reason, ...]) -> tuple[list[dict[str, Any]], str]:
+    value = [r.to_json() for r in reasons]
+    return value, hashlib.sha256(dumps(value)).hexdigest()[:24]
+
+
+# id(tuple) -> (the tuple, its JSON, its ref). Most tuples are the compiled snapshot's
+# shared constants, so an identity look-up saves hashing every Reason of the tuple per call.
+_REASONS: dict[int, tuple[tuple[Reason, ...], list[dict[str, Any]], str]] = {}
+
+
+def _reasons(reasons: tuple[Reason, ...]) -> tuple[list[dict[str, Any]], str]:
+    """Reasons as JSON and the ref a log row names them by (the first 96 bits of the
+    JSON's SHA-256), built once per distinct tuple. Callers never mutate the lists."""
+    hit = _REASONS.get(id(reasons))
+    if hit is not None and hit[0] is reasons:
+        return hit[1], hit[2]
+    value, ref = _reasons_value(reasons)
+    if len(_REASONS) > 4096:
+        _REASONS.clear()
+    _REASONS[id(reasons)] = (reasons, value, ref)
+    return value, ref
+
+
+def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
+    return _reasons(reasons)[0]
+
+
+def _connection_problem(batch: _Batch, p: Prepared, toolset: str) -> str | None:
+    """An agent may use workspace-owned connections and its own identity's, nothing else.
+    Naming a connection picks it (it must be eligible); else any eligible one will do."""
+    eligible = batch.eligible(toolset, p.agent.get("identity"))
+    if p.call.connection is None:
+        if not eligible:
+            return f"toolset `{toolset}` needs a connection and none is eligible"
+        return None
+    if p.call.connection not in eligible:
+        return f"connection `{p.call.connection}` is not eligible for toolset `{toolset}`"
+    return None
+
+
+Answers = tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]
+
+
+class Draft:
+    """Prepared calls past step 6, as rows and responses, waiting for their transaction.
+
+    A row names its reasons by ref; each distinct list of reasons is a `reasons` document
+    (content-addressed, so every process writes the same one), written in the same
+    transaction as the first row that names it. Refs in `service.reason_refs` are known to
+    be committed and not written again; the refs written here join them when the
+    transaction commits (`store.after_commit`)."""
+
+    __slots__ = ("approvals", "bodies", "counts", "fresh", "raw", "rows")
+
+    def __init__(self) -> None:
+        self.approvals: list[dict[str, Any]] = []  # pending approvals the pauses opened
+        self.fresh: dict[str, list[dict[str, Any]]] = {}  # reasons not known as written
+        self.raw: list[Mapping[str, Any] | None] = []  # final arguments, unredacted
+        self.bodies: list[dict[str, Any]] = []  # the responses, numbered by `log`
+        self.rows: list[dict[str, bytes]] = []
+        self.counts: dict[str, int] = {}
+
+    def log(self, service: Service) -> Answers:
+        """Write it all inside the caller's `store.atomic()`: (responses, the final
+        arguments unredacted), in order."""
+        store = service.store
+        for doc in self.approvals:
+            store.insert("approvals", doc["id"], doc, tag="pending")
+        if self.fresh:
+            for ref, value in self.fresh.items():
+                store.insert("reasons", ref, {"reasons": value})
+            # Known once committed (a rolled-back transaction leaves them unknown, so the
+            # next row that names them writes them again). Bounded: budget and approval
+            # reasons carry amounts and ids, so new lists keep coming; forgetting costs
+            # only a re-insert, which the store ignores.
+            known = service.reason_refs
+            if len(known) > MAX_KNOWN_REFS:
+                known.clear()
+            store.after_commit(partial(known.update, tuple(self.fresh)))
+        seqs = store.append_decisions(self.rows)
+        for body, seq in zip(self.bodies, seqs, strict=True):
+            body["seq"] = seq
+        for name, n in self.counts.items():
+            service.metrics.decided(name, n)
+        return self.bodies, self.raw
+
+
+def write(
+    service: Service,
+    prepared: Sequence[Prepared],
+    *,
+    management: bool = False,
+    approval: str | None = None,
+) -> Answers:
+    """Step 6 and the log for prepared calls, all inside the caller's `store.atomic()`."""
+    found = draft(service, prepared, management=management, approval=approval, inside=True)
+    assert found is not None  # (inside a transaction the ledger may be read)
+    return found.log(service)
+
+
+def draft(
+    service: Service,
+    prepared: Sequence[Prepared],
+    *,
+    management: bool = False,
+    approval: str | None = None,
+    inside: bool = False,
+) -> Draft | None:
+    """Step 6, each call's row and response (the hot loop of a batch: one row encode per
+    call); None when a call's step 6 reads the budget sums and this runs outside the write
+    transaction (`inside` False): only `write` may draft those. Outside, everything read
+    here comes from the caches or the store as of the caller's last `service.sync()`,
+    which the caller checks again inside its transaction before `Draft.log`."""
+    made = Draft()
+    known = service.reason_refs
+    fresh, raw, bodies, rows, counts = made.fresh, made.raw, made.bodies, made.rows, made.counts
+    now = now_ms()
+    batch = _Batch(service, now, inside)
+    ids = _random_hex(12 * len(prepared))
+    for i, p in enumerate(prepared):
+        decision = p.decision
+        assert decision is not None
+        if approval is not None and decision.effect == "pause":
+            decision = make_decision(
+                "allow",
+                decision.args,
+                (*decision.reasons, Reason("approved", f"approved in approval `{approval}`")),
+                decision.errors,
+            )
+        static = _static(batch, p)
+        if decision.effect != "deny" and (
+            static[0] is not None or static[1] or p.call.expected_cost is not None
+        ):  # (no connection problem, no cap and no cost: step 6 has nothing to say)
+            try:
+                decision = _step6(batch, p, decision, static)
+            except _NeedsLedger:
+                return None
+        effect = decision.effect
+        raw.append(decision.args)
+        call = p.call
+        hidden = static[3]
+        args = _redact(hidden, call.args)
+        final = _redact(hidden, decision.args)
+        decision_id = ids[24 * i : 24 * i + 24]
+        reasons, ref = _reasons(decision.reasons)
+        if ref not in known and ref not in fresh:
+            fresh[ref] = reasons
+        revision = p.snapshot.revision
+        entry: dict[str, Any] = {
+            "id": decision_id,
+            "at": now,
+            "agent": call.agent,
+            "profile": p.agent["profile"],
+            "tool": call.tool,
+            "args": args,
+            "effect": effect,
+            "reasons_ref": ref,
+            "revision": revision,
+        }
+        # Rows leave out what is empty or repeats `args`; `expand` gives every row its
+        # full shape back.
+        if (final is not None) if effect == "deny" else (final is not args and final != args):
+            added = _added(args, final)
+            if added is None:
+                entry["final_args"] = final
+            else:  # the usual difference: the tool's defaults filled in
+                entry["final_added"] = added
+        errors = [e.to_json() for e in decision.errors] if decision.errors else []
+        if errors:
+            entry["errors"] = errors
+        near = _reasons_json(decision.near_misses) if decision.near_misses else []
+        if near:
+            entry["near_misses"] = near
+        if call.thread is not None:
+            entry["thread"] = call.thread
+        if call.turn is not None:
+            entry["turn"] = call.turn
+        if call.expected_cost is not None:
+            entry["expected_cost"] = str(call.expected_cost)
+        approval_id = approval
+        if effect == "pause":
+            opened = _approval(service, p, decision, now, management)
+            made.approvals.append(opened)
+            approval_id = opened["id"]
+        if approval_id is not None:
+            entry["approval"] = approval_id
+        rows.append({"json": dumps(entry)})
+        # What `response(entry, seq)` gives, built from what is at hand: the response's
+        # `args` are always `final` (None for a deny that rewrote nothing).
+        body = {
+            "id": decision_id, "seq": 0, "effect": effect, "args": final, "reasons": reasons,
+            "errors": errors, "near_misses": near, "revision": revision,
+        }  # fmt: skip
+        if approval_id:
+            body["approval_id"] = approval_id
+        bodies.append(body)
+        counts[effect] = counts.get(effect, 0) + 1
+    return made
+
+
+def _added(
+    args: Mapping[str, Any] | None, final: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """What `final` adds to `args` when it keeps every argument as it was, else None."""
+    if args is None or final is None or not args.items() <= final.items():
+        return None
+    return {k: v for k, v in final.items() if k not in args}
+
+
+_ENTRY_DEFAULTS: dict[str, Any] = {
+    "errors": [], "near_misses": [], "thread": None, "turn": None, "expected_cost": None,
+    "approval": None,
+}  # fmt: skip
+
+
+def expand(entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """A log row with every field: a JSON row decoded, its reasons looked up by ref with
+    `resolve` (None without one), what a compact row leaves out filled back in."""
+    if "json" in entry and len(entry) == 1:
+        entry = loads(entry["json"])
+    full = {**_ENTRY_DEFAULTS, **entry}
+    ref = full.pop("reasons_ref", None)
+    if ref is not None:
+        full["reasons"] = resolve(ref) if resolve is not None else None
+    added = full.pop("final_added", None)
+    if added is not None:
+        full["final_args"] = {**entry["args"], **added}
+    elif "final_args" not in entry:
+        full["final_args"] = None if entry["effect"] == "deny" else entry["args"]
+    return full
+
+
+def reasons_resolver(service: Service) -> Callable[[str], Any]:
+    """Looks a row's reasons up by ref (one read per distinct ref)."""
+    found: dict[str, Any] = {}
+
+    def resolve(ref: str) -> Any:
+        if ref not in found:
+            doc = service.store.get("reasons", ref)
+            found[ref] = None if doc is None else doc["reasons"]
+        return found[ref]
+
+    return resolve
+
+
+def log_view(
+    seq: int, entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None
+) -> dict[str, Any]:
+    return {"seq": seq, **expand(entry, resolve)}
+
+
+def _approval(
+    service: Service, p: Prepared, decision: Decision, now: int, management: bool
+) -> dict[str, Any]:
+    """The pending approval a pause opens (inserted with the rows by `Draft.log`)."""
+    call = p.call
+    approval_id = new_id()
+    sealed = service.sealer.seal(
+        cbor2.dumps(
+            {
+                "args": dict(call.args),
+                "context": dict(call.context) if call.context is not None else None,
+                "expected_cost": None if call.expected_cost is None else str(call.expected_cost),
+            }
+        )
+    )
+    doc = {
+        "id": approval_id,
+        "status": "pending",
+        "agent": call.agent,
+        "tool": call.tool,
+        "args": redact(p.snapshot, call.tool, call.args),
+        "thread": call.thread,
+        "turn": call.turn,
+        "connection": call.connection,
+        "revision": p.snapshot.revision,
+        "reasons": [r.to_json() for r in decision.reasons],
+        "management": management,
+        "sealed_call": sealed,
+        "created_at": now,
+        "decided_at": None,
+        "decided_by": None,
+        "final": None,
+    }
+    return doc
