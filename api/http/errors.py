@@ -38,13 +38,28 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
 
 async def service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
+    _count(request, exc.status, exc.code)
     return problem(exc.status, exc.code, exc.message, **exc.extra)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "route-not-found", 405: "method-not-allowed"}
-    return problem(exc.status_code, codes.get(exc.status_code, "http-error"), str(exc.detail))
+    code = codes.get(exc.status_code, "http-error")
+    _count(request, exc.status_code, code)
+    return problem(exc.status_code, code, str(exc.detail))
+
+
+def _count(request: Request, status: int, code: str) -> None:
+    _count_in(request.scope, status, code)
+
+
+def _count_in(scope: Scope, status: int, code: str) -> None:
+    """Rejected requests write nothing, so /metrics is where they show (a run of 401s is
+    someone guessing tokens). Only charter's app has the metrics."""
+    parts = getattr(scope.get("app"), "charter", None)
+    if parts is not None:
+        parts.service.metrics.reject(status, code)
 
 
 class CatchAll:
@@ -62,6 +77,7 @@ class CatchAll:
             await self.app(scope, receive, send)
         except Exception as exc:
             log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
+            _count_in(scope, 500, "internal-error")
             response = problem(500, "internal-error", "the server failed; nothing was changed")
             try:
                 await response(scope, receive, send)

@@ -14,6 +14,7 @@ class Metrics:
         self.counts = [0] * (len(BUCKETS) + 1)
         self.total = 0.0
         self.requests = 0
+        self.rejected: dict[tuple[int, str], int] = {}  # (status, problem code) -> count
         self._lock = threading.Lock()
 
     def decided(self, effect: str, n: int = 1) -> None:
@@ -25,6 +26,13 @@ class Metrics:
         self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
         self.total += seconds
         self.requests += 1
+
+    def reject(self, status: int, code: str) -> None:
+        """A request answered with a problem: its status and stable code (a bounded set,
+        never user input, so the label values stay few)."""
+        with self._lock:  # management requests fail on worker threads
+            key = (status, code)
+            self.rejected[key] = self.rejected.get(key, 0) + 1
 
     def render(self, revision: int) -> str:
         lines = [
@@ -44,6 +52,15 @@ class Metrics:
         lines.append(f'charter_decision_request_seconds_bucket{{le="+Inf"}} {self.requests}')
         lines.append(f"charter_decision_request_seconds_sum {self.total}")
         lines.append(f"charter_decision_request_seconds_count {self.requests}")
+        lines += [
+            "# HELP charter_rejected_requests_total Requests answered with a problem, by "
+            "status and code.",
+            "# TYPE charter_rejected_requests_total counter",
+        ]
+        for (status, code), count in sorted(self.rejected.items()):
+            lines.append(
+                f'charter_rejected_requests_total{{status="{status}",code="{code}"}} {count}'
+            )
         lines += [
             "# HELP charter_policy_revision The latest policy revision this process knows.",
             "# TYPE charter_policy_revision gauge",

@@ -129,6 +129,22 @@ def test_unexpected_errors_are_a_500_problem_that_leaks_nothing(harness: Harness
     assert response.status_code == 500
     assert response.json()["code"] == "internal-error"
     assert "secret" not in response.text
+    assert harness.service.metrics.rejected == {(500, "internal-error"): 1}
+
+
+def test_rejected_requests_are_counted_by_status_and_code(client: Any, harness: Harness) -> None:
+    """A rejected request writes nothing; /metrics counts it by its stable code."""
+    bad = {"Authorization": "Bearer not-a-token"}
+    call = {"agent": "a1", "tool": "mail.send", "args": {}}
+    for _ in range(3):
+        assert client.post("/v1/decisions", json=call, headers=bad).status_code == 401
+    assert client.get("/v1/nowhere").status_code == 404
+    assert client.post("/v1/decisions", content=b"{", headers=harness.auth()).status_code == 400
+    metrics = client.get("/metrics").text
+    assert 'charter_rejected_requests_total{status="401",code="unauthorized"} 3' in metrics
+    assert 'charter_rejected_requests_total{status="404",code="route-not-found"} 1' in metrics
+    assert sum(n for (status, _), n in harness.service.metrics.rejected.items()
+               if status == 400) == 1  # fmt: skip
 
 
 def test_a_body_read_in_pieces_without_a_length() -> None:
