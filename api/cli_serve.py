@@ -149,15 +149,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from api.http.app import open_service
+    from policy.store.sqlite import SqliteStore
 
-    service = open_service(str(args.db))
-    if args.scope == "agent" and (
-        not args.agent or service.store.get("agents", args.agent) is None
-    ):
-        sys.stderr.write("charter: --scope agent needs --agent with an existing agent id\n")
+    db = str(args.db)
+    if not Path(db).is_file():  # a mistyped path would get a token nobody serves
+        sys.stderr.write(f"charter: no database at `{db}`\nhelp: `charter serve --db {db}` "
+                         "makes one on its first start\n")  # fmt: skip
         return 2
-    token, _ = tokens.issue(service.store, args.scope, args.agent, args.name)
+    # Shared: beside `--workers N` processes it takes their writer lock as they do, and
+    # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
+    store = SqliteStore(db, shared=True)
+    try:
+        if args.scope == "agent" and (not args.agent or store.get("agents", args.agent) is None):
+            sys.stderr.write("charter: --scope agent needs --agent with an existing agent id\n")
+            return 2
+        token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+    finally:
+        store.close()
     _say(token)
     return 0
 

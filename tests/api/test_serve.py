@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.api.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
+def test_serve_first_start_and_the_readme_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     port = free_port()
     db = tmp_path / "charter.db"
     process = subprocess.Popen(
@@ -55,10 +58,32 @@ def test_serve_first_start_and_the_readme_request(tmp_path: Path) -> None:
         metrics = httpx.get(f"{url}/metrics").text
         assert "charter_decisions_total" in metrics and "charter_policy_revision 1" in metrics
         assert httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/decisions"]["post"]
+        _issue_tokens_beside_the_server(tmp_path, db, url, capsys)
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=10)
     assert output.count(token) == 1  # shown once
+
+
+def _issue_tokens_beside_the_server(
+    tmp_path: Path, db: Path, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`charter token` on the database a server is serving: the token works at once, with
+    its scope's rights only; a missing agent or database is exit 2 and creates nothing."""
+    from api.cli import main
+
+    capsys.readouterr()
+    assert main(["token", "--db", str(db), "--scope", "decide", "--name", "ci"]) == 0
+    token = capsys.readouterr().out.strip()
+    auth = {"Authorization": f"Bearer {token}"}
+    call = {"agent": "demo-support", "tool": "mail.send",
+            "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
+    assert httpx.post(f"{url}/v1/decisions", headers=auth, json=call).status_code == 200
+    assert httpx.get(f"{url}/v1/decisions", headers=auth).status_code == 403  # admin only
+    assert main(["token", "--db", str(db), "--scope", "agent", "--agent", "nobody"]) == 2
+    missing = tmp_path / "typo.db"
+    assert main(["token", "--db", str(missing), "--scope", "admin"]) == 2
+    assert "no database at" in capsys.readouterr().err and not missing.exists()
 
 
 def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) -> None:
