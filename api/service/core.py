@@ -47,6 +47,10 @@ class Service:
         # dropped with the agent and connection caches it derives from:
         # (id(agent), tool, connection) -> (snapshot, agent, parts); see decisionlog._static.
         self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
+        # agent id -> (the cached agent document it was built from, the agent's context
+        # for conditions); the agent cache hands out the same document until it changes,
+        # so identity is the check (see decide._agent_context).
+        self.contexts: dict[str, tuple[Doc, dict[str, Any]]] = {}
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).

@@ -63,19 +63,16 @@ def agent_context(agent: Doc) -> dict[str, Any]:
     }
 
 
-# agent id -> (the cached agent document it was built from, its context). The service's
-# agent cache hands out the same document until it changes, so identity is the check.
-_CONTEXTS: dict[str, tuple[Doc, dict[str, Any]]] = {}
-
-
-def _agent_context(agent: Doc) -> dict[str, Any]:
-    hit = _CONTEXTS.get(agent["id"])
+def _agent_context(service: Service, agent: Doc) -> dict[str, Any]:
+    """The agent's context, built once per cached agent document (`Service.contexts`)."""
+    contexts = service.contexts
+    hit = contexts.get(agent["id"])
     if hit is not None and hit[0] is agent:
         return hit[1]
     context = agent_context(agent)
-    if len(_CONTEXTS) > 16_384:
-        _CONTEXTS.clear()
-    _CONTEXTS[agent["id"]] = (agent, context)
+    if len(contexts) > 16_384:
+        contexts.clear()
+    contexts[agent["id"]] = (agent, context)
     return context
 
 
@@ -103,9 +100,8 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
         thread = _owned(service, "thread", call.thread, agent)
         spent = Decimal(service.store.spent(f"thread:{thread['id']}", 0)) / 1_000_000
         thread_ctx = {"id": thread["id"], "cost": spent, "depth": int(thread.get("depth", 0))}
-    request = Request(
-        agent["profile"], call.tool, call.args, call.context, _agent_context(agent), thread_ctx
-    )
+    context = _agent_context(service, agent)
+    request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
     return Prepared(call, agent, snapshot, thread, request)
 
 
@@ -149,7 +145,7 @@ def prepare(
             hit = agents.get(call.agent)
             if hit is None:
                 agent = service.agent(call.agent)
-                hit = agents[call.agent] = (agent, _agent_context(agent))
+                hit = agents[call.agent] = (agent, _agent_context(service, agent))
             if latest == 0:
                 raise no_policy()
             snapshot = snapshots.get(latest)
