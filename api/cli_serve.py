@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from api.service import tokens
+from api.service import metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import Service
 from api.service.resources import create_agent
@@ -137,6 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stack = {"loop": args.loop, "http": args.http}
     if args.workers > 1:
         service.store.close()
+        metricsshare.reset(db)  # the workers publish their counters there afresh
         os.environ["CHARTER_DB"] = db
         run_uvicorn(
             "api.http.app:app_from_env", args.host, args.port, args.workers, factory=True, **stack

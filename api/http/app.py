@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -16,6 +18,7 @@ from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
 from api.service.errors import ServiceError
+from api.service.metricsshare import SharedMetrics
 from api.service.tokens import TokenCache
 from policy.secrets import Sealer, load_key
 from policy.store.sqlite import SqliteStore
@@ -24,11 +27,20 @@ from policy.store.sqlite import SqliteStore
 TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES]
 
 
+@contextlib.asynccontextmanager
+async def lifespan(app: CharterApp) -> AsyncIterator[None]:
+    yield
+    shared = app.charter.service.shared_metrics
+    if shared is not None:  # a worker shutting down: its last counts go to the others
+        shared.close()
+
+
 def create_app(service: Service) -> CharterApp:
     app = CharterApp(
         routes=build(TABLE),
         middleware=[Middleware(CatchAll)],
         exception_handlers={ServiceError: service_error, HTTPException: http_error},
+        lifespan=lifespan,
     )
     tokens = TokenCache(service.store)
     service.on_epoch.append(tokens.forget)
@@ -40,7 +52,11 @@ def open_service(db: str | Path, *, shared: bool = False) -> Service:
     """`shared`: one of several processes serving `db` (`charter serve --workers N`)."""
     store = SqliteStore(db, shared=shared)
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
-    return Service(store, Sealer(load_key(db)))
+    service = Service(store, Sealer(load_key(db)))
+    if shared:
+        service.shared_metrics = SharedMetrics(str(db), service.metrics)
+        service.shared_metrics.start()
+    return service
 
 
 def app_from_env() -> Starlette:

@@ -32,7 +32,9 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     service = service_of(request)
     service.sync()
-    body = service.metrics.render(service.snapshots.latest)
+    shared = service.shared_metrics
+    others = shared.others() if shared is not None else ()
+    body = service.metrics.render(service.snapshots.latest, others)
     return Response(body, media_type="text/plain; version=0.0.4")
 
 
@@ -93,6 +95,6 @@ async def openapi_json(request: Request) -> Response:
 ROUTES: Table = [
     (Spec("GET", "/healthz", "Liveness", "none"), healthz),
     (Spec("GET", "/readyz", "Readiness: the store answers and a policy is loaded", "none"), readyz),
-    (Spec("GET", "/metrics", "Prometheus metrics for this process", "none"), metrics),
+    (Spec("GET", "/metrics", "Prometheus metrics, summed over the server's workers", "none"), metrics),
     (Spec("GET", "/openapi.json", "This document", "none"), openapi_json),
 ]  # fmt: skip

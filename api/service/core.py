@@ -14,6 +14,7 @@ from typing import Any
 
 from api.service.errors import ServiceError, not_found
 from api.service.metrics import Metrics
+from api.service.metricsshare import SharedMetrics
 from api.service.snapshots import Snapshots
 from engine.check import Workspace, check_sources
 from engine.compile import Snapshot, compile_workspace
@@ -38,6 +39,8 @@ class Service:
         self.sealer = sealer
         self.snapshots = Snapshots(store)
         self.metrics = Metrics()
+        # With `--workers N`: this worker's counters published, the others' read back.
+        self.shared_metrics: SharedMetrics | None = None
         self._agents: dict[str, Doc] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         self._lock = threading.Lock()

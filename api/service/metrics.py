@@ -1,9 +1,17 @@
-"""Prometheus counters for one process (each `--workers` process reports its own)."""
+"""Prometheus counters of one process, and their sum over `--workers N` processes.
+
+Each process counts for itself (no lock on the hot path). With several workers a scrape
+reaches one of them, so each worker publishes its counters (`Metrics.snapshot`, see
+api.service.metricsshare) and the one that answers adds the others' to its own
+(`Metrics.render`): whichever worker answers, the totals are the server's.
+"""
 
 from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -34,36 +42,70 @@ class Metrics:
             key = (status, code)
             self.rejected[key] = self.rejected.get(key, 0) + 1
 
-    def render(self, revision: int) -> str:
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as plain JSON values (what a worker publishes)."""
+        with self._lock:
+            decisions = dict(self.decisions)
+            rejected = [[status, code, n] for (status, code), n in self.rejected.items()]
+        # The histogram is written without a lock; a copy may be a request apart from its
+        # sum and count, which a scrape cannot tell from a request that came a bit later.
+        return {
+            "decisions": decisions, "counts": list(self.counts), "total": self.total,
+            "requests": self.requests, "rejected": rejected,
+        }  # fmt: skip
+
+    def render(self, revision: int, others: Iterable[dict[str, Any]] = ()) -> str:
+        """Prometheus text: this process's counters plus `others` (snapshots of the other
+        workers'), and the latest revision."""
+        mine = self.snapshot()
+        decisions: dict[str, int] = mine["decisions"]
+        counts: list[int] = mine["counts"]
+        total: float = mine["total"]
+        requests: int = mine["requests"]
+        rejected = {(status, code): n for status, code, n in mine["rejected"]}
+        processes = 1
+        for other in others:
+            processes += 1
+            for effect, n in other["decisions"].items():
+                decisions[effect] = decisions.get(effect, 0) + n
+            counts = [a + b for a, b in zip(counts, other["counts"], strict=True)]
+            total += other["total"]
+            requests += other["requests"]
+            for status, code, n in other["rejected"]:
+                rejected[(status, code)] = rejected.get((status, code), 0) + n
         lines = [
             "# HELP charter_decisions_total Decisions made, by effect.",
             "# TYPE charter_decisions_total counter",
         ]
-        for effect, count in sorted(self.decisions.items()):
+        for effect, count in sorted(decisions.items()):
             lines.append(f'charter_decisions_total{{effect="{effect}"}} {count}')
         lines += [
             "# HELP charter_decision_request_seconds Latency of decision requests.",
             "# TYPE charter_decision_request_seconds histogram",
         ]
         running = 0
-        for bound, count in zip(BUCKETS, self.counts, strict=False):
+        for bound, count in zip(BUCKETS, counts, strict=False):
             running += count
             lines.append(f'charter_decision_request_seconds_bucket{{le="{bound}"}} {running}')
-        lines.append(f'charter_decision_request_seconds_bucket{{le="+Inf"}} {self.requests}')
-        lines.append(f"charter_decision_request_seconds_sum {self.total}")
-        lines.append(f"charter_decision_request_seconds_count {self.requests}")
+        lines.append(f'charter_decision_request_seconds_bucket{{le="+Inf"}} {requests}')
+        lines.append(f"charter_decision_request_seconds_sum {total}")
+        lines.append(f"charter_decision_request_seconds_count {requests}")
         lines += [
             "# HELP charter_rejected_requests_total Requests answered with a problem, by "
             "status and code.",
             "# TYPE charter_rejected_requests_total counter",
         ]
-        for (status, code), count in sorted(self.rejected.items()):
+        for (status, code), count in sorted(rejected.items()):
             lines.append(
                 f'charter_rejected_requests_total{{status="{status}",code="{code}"}} {count}'
             )
         lines += [
-            "# HELP charter_policy_revision The latest policy revision this process knows.",
+            "# HELP charter_policy_revision The latest policy revision.",
             "# TYPE charter_policy_revision gauge",
             f"charter_policy_revision {revision}",
+            "# HELP charter_serving_processes Serving processes whose counters are summed "
+            "here (one that has exited keeps its last published counts).",
+            "# TYPE charter_serving_processes gauge",
+            f"charter_serving_processes {processes}",
         ]
         return "\n".join(lines) + "\n"
