@@ -38,7 +38,7 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
 
 async def service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
-    _count(request, exc.status, exc.code)
+    _count(request.scope, exc.status, exc.code)
     return problem(exc.status, exc.code, exc.message, **exc.extra)
 
 
@@ -46,15 +46,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "route-not-found", 405: "method-not-allowed"}
     code = codes.get(exc.status_code, "http-error")
-    _count(request, exc.status_code, code)
+    _count(request.scope, exc.status_code, code)
     return problem(exc.status_code, code, str(exc.detail))
 
 
-def _count(request: Request, status: int, code: str) -> None:
-    _count_in(request.scope, status, code)
-
-
-def _count_in(scope: Scope, status: int, code: str) -> None:
+def _count(scope: Scope, status: int, code: str) -> None:
     """Rejected requests write nothing, so /metrics is where they show (a run of 401s is
     someone guessing tokens). Only charter's app has the metrics."""
     parts = getattr(scope.get("app"), "charter", None)
@@ -77,7 +73,7 @@ class CatchAll:
             await self.app(scope, receive, send)
         except Exception as exc:
             log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
-            _count_in(scope, 500, "internal-error")
+            _count(scope, 500, "internal-error")
             response = problem(500, "internal-error", "the server failed; nothing was changed")
             try:
                 await response(scope, receive, send)

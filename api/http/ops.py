@@ -95,6 +95,6 @@ async def openapi_json(request: Request) -> Response:
 ROUTES: Table = [
     (Spec("GET", "/healthz", "Liveness", "none"), healthz),
     (Spec("GET", "/readyz", "Readiness: the store answers and a policy is loaded", "none"), readyz),
-    (Spec("GET", "/metrics", "Prometheus metrics, summed over the server's workers", "none"), metrics),
+    (Spec("GET", "/metrics", "Prometheus metrics (every worker's)", "none"), metrics),
     (Spec("GET", "/openapi.json", "This document", "none"), openapi_json),
 ]  # fmt: skip

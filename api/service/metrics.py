@@ -49,6 +49,7 @@ class Metrics:
             rejected = [[status, code, n] for (status, code), n in self.rejected.items()]
         # The histogram is written without a lock; a copy may be a request apart from its
         # sum and count, which a scrape cannot tell from a request that came a bit later.
+        # The buckets are copied first, so their sum never exceeds `requests` (+Inf).
         return {
             "decisions": decisions, "counts": list(self.counts), "total": self.total,
             "requests": self.requests, "rejected": rejected,
