@@ -13,7 +13,7 @@ from starlette.middleware import Middleware
 
 from api.http import decisions, ops, policy, resources
 from api.http.commit import GroupCommit
-from api.http.errors import CatchAll, http_error, service_error
+from api.http.errors import CatchAll, http_error, service_error, store_unavailable
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
@@ -21,6 +21,7 @@ from api.service.errors import ServiceError
 from api.service.metricsshare import SharedMetrics
 from api.service.tokens import TokenCache
 from policy.secrets import Sealer, load_key
+from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
 
 # The decision routes first: starlette tries routes in order, and they are the hot ones.
@@ -39,7 +40,11 @@ def create_app(service: Service) -> CharterApp:
     app = CharterApp(
         routes=build(TABLE),
         middleware=[Middleware(CatchAll)],
-        exception_handlers={ServiceError: service_error, HTTPException: http_error},
+        exception_handlers={
+            ServiceError: service_error,
+            HTTPException: http_error,
+            StoreUnavailable: store_unavailable,
+        },
         lifespan=lifespan,
     )
     tokens = TokenCache(service.store)

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
+from policy.store import StoreUnavailable
 
 log = logging.getLogger("charter.http")
 PROBLEM = "application/problem+json"
@@ -48,6 +49,20 @@ async def http_error(request: Request, exc: Exception) -> Response:
     code = codes.get(exc.status_code, "http-error")
     _count(request.scope, exc.status_code, code)
     return problem(exc.status_code, code, str(exc.detail))
+
+
+async def store_unavailable(request: Request, exc: Exception) -> Response:
+    """A condition that passes (another writer past the timeout, a full disk): 503 with
+    Retry-After, not a 500. The transaction was rolled back, so nothing was written."""
+    assert isinstance(exc, StoreUnavailable)
+    log.warning("store unavailable in %s %s: %s", request.method, request.url.path, exc)
+    _count(request.scope, 503, "store-unavailable")
+    response = problem(
+        503, "store-unavailable", "the store is busy or unavailable; nothing was written",
+        help="send the same request again after the Retry-After delay",
+    )  # fmt: skip
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _count(scope: Scope, status: int, code: str) -> None:

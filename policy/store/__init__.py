@@ -24,6 +24,13 @@ from typing import Any, Protocol
 Doc = dict[str, Any]
 
 
+class StoreUnavailable(Exception):
+    """The store cannot do it now: its write lock stayed taken past the timeout, the disk
+    is full, or an I/O error. The transaction was rolled back, so nothing was written,
+    and the same request may succeed later (the HTTP API answers 503 with Retry-After).
+    An implementation raises this for such conditions only, never for a bug."""
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One document with its position (the pagination key)."""

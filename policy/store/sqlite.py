@@ -17,8 +17,25 @@ from typing import Any
 
 import cbor2
 
-from policy.store import Doc, Row
+from policy.store import Doc, Row, StoreUnavailable
 from policy.store.writerlock import WriterLock
+
+# SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
+# LOCKED (another writer past the timeout), IOERR, FULL, CANTOPEN.
+TRANSIENT = frozenset({5, 6, 10, 13, 14})
+
+
+def _transient(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in TRANSIENT
+    )
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    name = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
+    return StoreUnavailable(f"the database is unavailable ({name})")
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, body BLOB NOT NULL);
@@ -87,9 +104,11 @@ class _Transaction:
                 writers.acquire()
             try:
                 store._cursor.execute("BEGIN IMMEDIATE")
-            except BaseException:
+            except BaseException as exc:
                 if writers is not None:
                     writers.release()
+                if _transient(exc):
+                    raise _unavailable(exc) from exc
                 raise
         except BaseException:
             store._lock.release()
@@ -109,15 +128,20 @@ class _Transaction:
                 if kind is None:
                     try:
                         store._cursor.execute("COMMIT")
-                    except BaseException:
+                    except BaseException as failed:
                         if store._db.in_transaction:
                             store._db.execute("ROLLBACK")
+                        if _transient(failed):
+                            raise _unavailable(failed) from failed
                         raise
                     actions, store._after_commit = store._after_commit, []
                     for action in actions:
                         action()
                 else:
-                    store._db.execute("ROLLBACK")
+                    if store._db.in_transaction:  # (SQLite may have rolled back already)
+                        store._db.execute("ROLLBACK")
+                    if exc is not None and _transient(exc):  # a full disk mid-way, say
+                        raise _unavailable(exc) from exc
             finally:
                 store._depth = 0
                 store._after_commit = []
@@ -129,18 +153,21 @@ class _Transaction:
 
 class SqliteStore:
     """`shared`: several serving processes write this file (`charter serve --workers N`);
-    their write transactions take a `WriterLock` first (policy/store/writerlock.py)."""
+    their write transactions take a `WriterLock` first (policy/store/writerlock.py).
+    `timeout`: how long a transaction waits for another writer before StoreUnavailable."""
 
-    def __init__(self, path: str | Path = ":memory:", *, shared: bool = False) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0
+    ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []  # run after the outer COMMIT
         self._db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            self.path, isolation_level=None, check_same_thread=False, timeout=timeout
         )
         with self._lock:
-            self._db.execute("PRAGMA busy_timeout = 30000")
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
             # NORMAL in WAL: a power cut may lose the last commits, never corrupt the file.
@@ -154,7 +181,7 @@ class SqliteStore:
         self._checkpointer: tuple[threading.Thread, threading.Event] | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
-            self._writers = WriterLock(f"{self.path}.writer-lock", timeout=30.0)
+            self._writers = WriterLock(f"{self.path}.writer-lock", timeout=timeout)
 
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:
@@ -205,8 +232,11 @@ class SqliteStore:
         return [(int(n), _dec(body)) for n, body in rows]
 
     # ---- documents ------------------------------------------------------------------------
+    # Every write runs in `atomic()`: inside a caller's transaction it joins it; alone it is
+    # a transaction of its own, so it takes the writer lock like any other and a busy or
+    # full database is StoreUnavailable there too.
     def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
-        with self._lock:
+        with self.atomic():
             cursor = self._db.execute(
                 "INSERT OR IGNORE INTO documents (kind, id, tag, body) VALUES (?, ?, ?, ?)",
                 (kind, id, tag, _enc(body)),
@@ -214,7 +244,7 @@ class SqliteStore:
         return cursor.rowcount == 1
 
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
-        with self._lock:
+        with self.atomic():
             cursor = self._db.execute(
                 "UPDATE documents SET body = ?, tag = ? WHERE kind = ? AND id = ?",
                 (_enc(body), tag, kind, id),
@@ -229,7 +259,7 @@ class SqliteStore:
         return None if row is None else _dec(row[0])
 
     def delete(self, kind: str, id: str) -> bool:
-        with self._lock:
+        with self.atomic():
             cursor = self._db.execute("DELETE FROM documents WHERE kind = ? AND id = ?", (kind, id))
         return cursor.rowcount == 1
 
@@ -304,7 +334,7 @@ class SqliteStore:
         return int(total)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
-        with self._lock:
+        with self.atomic():
             self._db.executemany(
                 "INSERT INTO ledger (subject, at, micros) VALUES (?, ?, ?)",
                 [(subject, at_ms, micros) for subject in subjects],
@@ -326,7 +356,7 @@ class SqliteStore:
         return int(latest), None if body is None else cbor2.loads(body)
 
     def set_meta(self, key: str, value: Any) -> None:
-        with self._lock:
+        with self.atomic():
             self._db.execute(
                 "INSERT INTO meta (key, body) VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET body = excluded.body",

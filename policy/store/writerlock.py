@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sqlite3
 import time
+
+from policy.store import StoreUnavailable
 
 FIRST_WAIT = 0.00001
 LONGEST_WAIT = 0.001
@@ -35,9 +36,8 @@ class WriterLock:
             time.sleep(wait)  # releases the GIL: the process's other threads go on
             if self._try():
                 return
-            if time.monotonic() > deadline:
-                # What SQLite's own busy timeout raises, for the same callers.
-                raise sqlite3.OperationalError("database is locked")
+            if time.monotonic() > deadline:  # as SQLite's own busy timeout gives up
+                raise StoreUnavailable("the database's writer lock stayed taken")
             wait = min(2 * wait, LONGEST_WAIT)
 
     def _try(self) -> bool:

@@ -132,6 +132,39 @@ def test_unexpected_errors_are_a_500_problem_that_leaks_nothing(harness: Harness
     assert harness.service.metrics.rejected == {(500, "internal-error"): 1}
 
 
+def test_a_busy_store_is_a_503_with_retry_after_and_nothing_written(
+    client: Any, harness: Harness
+) -> None:
+    """Another process holds SQLite's write lock past the store's timeout: a decision, a
+    batch and a management request are each a 503 `store-unavailable` with Retry-After,
+    nothing is logged, and the same request goes through once the lock is free."""
+    import sqlite3
+
+    store = harness.service.store
+    store._db.execute("PRAGMA busy_timeout = 50")  # (30 s in service)
+    other = sqlite3.connect(harness.db, isolation_level=None)
+    auth = harness.auth()
+    call = {"agent": "a1", "tool": "mail.send", "args": {"to": "bob@example.com",
+            "subject": "hi", "body": "hello"}}  # fmt: skip
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        refused = [
+            client.post("/v1/decisions", json=call, headers=auth),
+            client.post("/v1/decisions/batch", json={"calls": [call, call]}, headers=auth),
+            client.post("/v1/threads", json={"agent": "a1"}, headers=auth),
+        ]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    for response in refused:
+        assert response.status_code == 503, response.text
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["code"] == "store-unavailable"
+    assert store.read_decisions(0, 10) == []
+    assert client.post("/v1/decisions", json=call, headers=auth).status_code == 200
+    assert harness.service.metrics.rejected[(503, "store-unavailable")] == 3
+
+
 def test_rejected_requests_are_counted_by_status_and_code(client: Any, harness: Harness) -> None:
     """A rejected request writes nothing; /metrics counts it by its stable code."""
     bad = {"Authorization": "Bearer not-a-token"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
 
 
@@ -152,14 +153,12 @@ def test_shared_stores_take_turns_through_the_writer_lock(tmp_path: Path) -> Non
 
 
 def test_the_writer_lock_gives_up_as_sqlite_would(tmp_path: Path) -> None:
-    import sqlite3
-
     from policy.store.writerlock import WriterLock
 
     holder = WriterLock(str(tmp_path / "x.writer-lock"), timeout=1.0)
     waiter = WriterLock(str(tmp_path / "x.writer-lock"), timeout=0.05)
     holder.acquire()
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
+    with pytest.raises(StoreUnavailable, match="writer lock"):
         waiter.acquire()
     holder.release()
     waiter.acquire()  # free again: taken at once
@@ -174,3 +173,26 @@ def test_latest_with_meta_reads_both_at_once(tmp_path: Path) -> None:
     store.set_meta("epoch", "e1")
     assert store.latest_with_meta("epoch") == (2, "e1")
     assert store.latest_with_meta("other") == (2, None)
+
+
+def test_a_writer_that_stays_is_store_unavailable_and_nothing_is_written(tmp_path: Path) -> None:
+    """Another process holds SQLite's write lock past the timeout: the transaction gives up
+    with StoreUnavailable (a condition that passes, not a bug) and writes nothing; once the
+    lock is free the same write goes through."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    store = SqliteStore(path, timeout=0.05)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailable, match="SQLITE_BUSY"), store.atomic():
+        store.append_decisions([{"n": 1}])
+    other.execute("ROLLBACK")
+    assert store.read_decisions(0, 10) == []
+    with store.atomic():
+        store.append_decisions([{"n": 1}])
+    assert [body["n"] for _, body in store.read_decisions(0, 10)] == [1]
+    with pytest.raises(RuntimeError), store.atomic():  # any other error passes unchanged
+        raise RuntimeError("a bug")
+    other.close()
+    store.close()
