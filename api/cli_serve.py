@@ -25,6 +25,7 @@ from api.service.tokens import Principal
 from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
+from policy.store import StoreUnavailable
 
 DEMO_AGENT = "demo-support"
 DEMO_PROFILE = "support"
@@ -165,6 +166,9 @@ def cmd_token(args: argparse.Namespace) -> int:
             sys.stderr.write("charter: --scope agent needs --agent with an existing agent id\n")
             return 2
         token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+    except StoreUnavailable as exc:
+        sys.stderr.write(f"charter: {exc}; no token was issued\nhelp: try again\n")
+        return 1
     finally:
         store.close()
     _say(token)
