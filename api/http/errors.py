@@ -53,12 +53,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 async def store_unavailable(request: Request, exc: Exception) -> Response:
     """A condition that passes (another writer past the timeout, a full disk): 503 with
-    Retry-After, not a 500. The transaction was rolled back, so nothing was written."""
+    Retry-After, not a 500. The failed transaction was rolled back (a decision request
+    writes nothing; an agent's management request keeps the logged decision on it)."""
     assert isinstance(exc, StoreUnavailable)
     log.warning("store unavailable in %s %s: %s", request.method, request.url.path, exc)
     _count(request.scope, 503, "store-unavailable")
     response = problem(
-        503, "store-unavailable", "the store is busy or unavailable; nothing was written",
+        503, "store-unavailable", "the store is busy or unavailable; its transaction was rolled back",
         help="send the same request again after the Retry-After delay",
     )  # fmt: skip
     response.headers["Retry-After"] = "1"
