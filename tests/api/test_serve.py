@@ -87,6 +87,46 @@ def _issue_tokens_beside_the_server(
     assert "no database at" in capsys.readouterr().err and not missing.exists()
 
 
+def test_each_worker_gets_a_socket_of_its_own_on_the_same_port() -> None:
+    """The socket handed to `--workers N` is rebuilt in each worker (it is pickled into
+    the spawned process) as a new SO_REUSEPORT socket on the parent's address, so the
+    kernel spreads connections over the workers; the parent's keeps the port and never
+    listens, so it takes no connection."""
+    import pickle
+    import socket
+
+    from api.cli_serve import listening_socket
+
+    parent = listening_socket("127.0.0.1", 0)
+    first, second = pickle.loads(pickle.dumps(parent)), pickle.loads(pickle.dumps(parent))
+    try:
+        address = parent.getsockname()
+        assert first.getsockname() == second.getsockname() == address
+        assert len({parent.fileno(), first.fileno(), second.fileno()}) == 3
+        assert first.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
+        assert first.proto == socket.IPPROTO_TCP  # (TCP_NODELAY on what it accepts)
+        first.listen()
+        second.listen()
+        clients = [socket.create_connection(address, timeout=5) for _ in range(16)]
+        accepted = 0
+        for listener in (first, second):
+            listener.setblocking(False)
+            while True:
+                try:
+                    listener.accept()[0].close()
+                except BlockingIOError:
+                    break
+                accepted += 1
+        assert accepted == 16  # every connection went to a worker's socket
+        for client in clients:
+            client.close()
+        with socket.socket() as stranger, pytest.raises(OSError):
+            stranger.bind(address)  # the port stays the server's
+    finally:
+        for sock in (parent, first, second):
+            sock.close()
+
+
 def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) -> None:
     """`charter serve --workers 2`: two processes on one database (they take turns on the
     writer lock, policy/store/writerlock.py). 8 concurrent clients on fresh connections
