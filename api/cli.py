@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.check import Workspace, load, read_sources
+from engine.check import load, read_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
 from engine.explain import explain
 from engine.testing import run_tests
+from engine.workspace import Workspace
 from grammar.fmt import format_file
 from grammar.parser import parse
 from policy.diagnostics import CharterError, did_you_mean, render_all, to_json

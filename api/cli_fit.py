@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.check import Workspace, load
+from engine.check import load
 from engine.compile import compile_workspace
 from engine.diff import diff_workspaces
 from engine.fit import FitResult, fit_role, fit_source, fit_workspace_profile
 from engine.fit.result import json_value
 from engine.listing import list_tools
+from engine.workspace import Workspace
 from grammar.parser import parse
 from policy import ast
 from policy.diagnostics import CharterError, render_all, to_json

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.workload import generate
-from engine.check import Workspace, check_sources
+from engine.check import check_sources
 from engine.compile import compile_workspace
 from engine.fit import fit_role, fit_source
 from engine.listing import list_tools
+from engine.workspace import Workspace
 from grammar.fmt import expr_text
 
 

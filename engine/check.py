@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path as FsPath
 
 from engine import types as T
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
+from engine.workspace import Workspace, index_namespaces, match_tools
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions, parse
 from policy import ast
 from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
@@ -28,73 +28,6 @@ class CheckOptions:
     parse: ParseOptions = DEFAULT_OPTIONS
     max_rules_per_role: int = 1_000
     max_files: int = 10_000
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """A checked workspace: every name resolved, every condition typed."""
-
-    tools: Mapping[str, ToolSpec]
-    toolsets: Mapping[str, ast.Toolset]
-    roles: Mapping[str, ast.Role]
-    hooks: Mapping[str, ast.Hook]
-    profiles: Mapping[str, ast.Profile]
-    tests: tuple[ast.Test, ...]
-    files: tuple[ast.SourceFile, ...] = field(default=(), compare=False)
-    warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
-
-    @property
-    def sources(self) -> dict[str, str]:
-        return {f.path: f.text for f in self.files}
-
-    def profile_hooks(self, profile: ast.Profile) -> tuple[ast.Hook, ...]:
-        """The profile's hooks in order, `default` expanded to the six approval hooks."""
-        out: list[ast.Hook] = []
-        for name in profile.hooks:
-            if name == "none":
-                return ()
-            names = default_hook_names() if name == "default" else (name,)
-            out.extend(self.hooks[n] for n in names if n in self.hooks)
-        return tuple(dict.fromkeys(out))
-
-    def matching_tools(self, patterns: Iterable[ast.Pattern]) -> list[ToolSpec]:
-        return match_tools(self.tools, patterns, self.tools_by_namespace)
-
-    @cached_property
-    def tools_by_namespace(self) -> dict[str, list[str]]:
-        return index_namespaces(self.tools)
-
-
-def index_namespaces(tools: Mapping[str, ToolSpec]) -> dict[str, list[str]]:
-    """Tool names by their first dotted segment, so `ns.*` is a look-up, not a scan of
-    every tool (10,000 roles x 5,000 tools would otherwise be 50M pattern tests)."""
-    index: dict[str, list[str]] = {}
-    for name in tools:
-        head, dot, _ = name.partition(".")
-        if dot:
-            index.setdefault(head, []).append(name)
-    return index
-
-
-def match_tools(
-    tools: Mapping[str, ToolSpec],
-    patterns: Iterable[ast.Pattern],
-    by_namespace: Mapping[str, list[str]] | None = None,
-) -> list[ToolSpec]:
-    seen: dict[str, ToolSpec] = {}
-    for pattern in patterns:
-        kind = pattern.kind
-        if kind == "exact":
-            if pattern.text in tools:
-                seen[pattern.text] = tools[pattern.text]
-        elif kind == "namespace" and by_namespace is not None and "." not in pattern.namespace:
-            for name in by_namespace.get(pattern.namespace, ()):
-                seen[name] = tools[name]
-        else:
-            for name, tool in tools.items():
-                if pattern.matches(name):
-                    seen[name] = tool
-    return list(seen.values())
 
 
 def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:

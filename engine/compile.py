@@ -17,7 +17,6 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.check import Workspace
 from engine.codegen import ConditionCompiler, fresh_copy
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
@@ -31,6 +30,7 @@ from engine.plan import (
     rule_entry,
 )
 from engine.runfns import RunFunctions
+from engine.workspace import Workspace
 from policy import ast
 from policy.catalogue import ToolSpec
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.check import Workspace
 from engine.fit.access import Side
 from engine.fit.check import Deadline, widenings
 from engine.fit.result import Violation, json_value
 from engine.fit.terms import Z3_LOCK
+from engine.workspace import Workspace
 from policy import ast
 
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine import runtime as R
-from engine.check import Workspace
 from engine.decision import Request
 from engine.shape import is_decimal, is_map, literal
 from engine.types import from_ref, item_of
+from engine.workspace import Workspace
 from policy import ast
 from policy.catalogue import ToolSpec
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.check import CheckOptions, Workspace, check_sources, load, read_sources
+from engine.check import CheckOptions, check_sources, load, read_sources
+from engine.workspace import Workspace
 from grammar.parser import ParseOptions
 from policy.diagnostics import CharterError, Diagnostic
 

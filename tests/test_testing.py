@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from engine import runtime
-from engine.check import Workspace, check_sources, load
+from engine.check import check_sources, load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
 from engine.reference import reference_decide
 from engine.shape import literal
 from engine.testing import run_tests
+from engine.workspace import Workspace
 
 WORKSPACE = Path(__file__).resolve().parent.parent / "fixtures" / "workspace"
 

@@ -16,8 +16,9 @@ from api.service.errors import ServiceError, not_found
 from api.service.metrics import Metrics
 from api.service.metricsshare import SharedMetrics
 from api.service.snapshots import Snapshots
-from engine.check import Workspace, check_sources
+from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
+from engine.workspace import Workspace
 from policy.secrets import Sealer
 from policy.store import Doc, Store
 

@@ -8,7 +8,6 @@ tool; see docs/fit.md for the encoding, the fragment and the guarantees.
 
 from __future__ import annotations
 
-from engine.check import Workspace
 from engine.compile import Snapshot
 from engine.fit.access import Side
 from engine.fit.budget import fit_budget, fit_budgets
@@ -16,6 +15,7 @@ from engine.fit.check import Deadline, dropped_denies, dropped_hooks, widenings
 from engine.fit.result import FitResult, Violation
 from engine.fit.sources import candidate_workspace
 from engine.fit.terms import Z3_LOCK
+from engine.workspace import Workspace
 from policy import ast
 from policy.diagnostics import CharterError, Diagnostic
 

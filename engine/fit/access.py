@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.check import Workspace
 from engine.decision import Request
 from engine.fit.encode import Encoder
 from engine.fit.terms import FALSE, all_and, any_or, negate
 from engine.reference import _roles
+from engine.workspace import Workspace
 from policy import ast
 from policy.catalogue import ToolSpec
 

@@ -8,7 +8,8 @@ source locations in the workspace's own files stay right.
 
 from __future__ import annotations
 
-from engine.check import Workspace, check_sources
+from engine.check import check_sources
+from engine.workspace import Workspace
 from grammar.parser import parse
 from policy import ast
 from policy.diagnostics import CharterError, Diagnostic

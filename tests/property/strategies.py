@@ -17,8 +17,8 @@ from functools import cached_property
 from hypothesis import strategies as st
 
 from engine.builtins import builtin_tools
-from engine.check import match_tools
 from engine.types import from_ref, join
+from engine.workspace import match_tools
 from grammar.fmt import format_file
 from policy import ast
 from policy.catalogue import ToolSpec

@@ -15,11 +15,12 @@ from typing import Any
 
 from hypothesis import assume
 
-from engine.check import Workspace, check_sources
+from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Decision, Request
 from engine.reference import _Env, reference_decide, validate
 from engine.reference import holds as reference_holds
+from engine.workspace import Workspace
 from policy import ast
 from policy.diagnostics import CharterError
 from tests.property.strategies import GenWorkspace

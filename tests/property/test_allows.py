@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.check import match_tools
+from engine.workspace import match_tools
 from policy import ast
 from tests.property.requests import requests
 from tests.property.strategies import GenWorkspace, conditions, rules, workspaces

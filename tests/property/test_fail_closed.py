@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.check import match_tools
+from engine.workspace import match_tools
 from policy import ast
 from policy.catalogue import ToolSpec
 from tests.property.requests import calls
