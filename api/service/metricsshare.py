@@ -54,11 +54,13 @@ class SharedMetrics:
 
     def publish(self) -> None:
         data = dumps(self.metrics.snapshot())
-        if data == self._published:
-            return
+        path = self.directory / self.name
+        if data == self._published and path.exists():
+            return  # (gone: another `charter serve` on this database emptied the directory)
+        self.directory.mkdir(mode=0o700, exist_ok=True)
         temporary = self.directory / f".{self.name}.tmp"
         temporary.write_bytes(data)
-        os.replace(temporary, self.directory / self.name)
+        os.replace(temporary, path)
         self._published = data
 
     def others(self) -> list[dict[str, Any]]:

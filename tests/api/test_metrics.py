@@ -70,5 +70,8 @@ def test_workers_read_each_others_published_counters(tmp_path: Path) -> None:
     assert len(second.others()) == 1
     text = second_counts.render(1, second.others())
     assert "fake_total" not in text and "charter_serving_processes 2" in text
+    second.publish()
     metricsshare.reset(db)  # what charter serve does before starting its workers
     assert not directory.exists()
+    second.publish()  # unchanged counts, but its file is gone: written again
+    assert [p.name for p in directory.glob("*.json")] == [second.name]
