@@ -26,7 +26,7 @@ test: lint typecheck
 	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest
 
 fuzz: install
-	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit -q
+	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py -q
 
 bench: install
 	$(PY) -m bench.run
