@@ -101,6 +101,13 @@ def listening_socket(host: str, port: int) -> socket.socket:
     (headers and body are two writes) waits on Nagle's algorithm for the client's delayed
     ACK: a flat 40 ms per request. So this one names it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # SO_REUSEPORT would let this bind beside anything of the same user that listens on
+    # the port (another `charter serve`, splitting its traffic): a plain socket binds
+    # first, so a port in use fails here as it would without SO_REUSEPORT.
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+        port = probe.getsockname()[1]  # (`--port 0`: the port the kernel chose)
     sock = WorkerSocket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     _share_address(sock)
     sock.bind((host, port))

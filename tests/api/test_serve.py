@@ -122,6 +122,8 @@ def test_each_worker_gets_a_socket_of_its_own_on_the_same_port() -> None:
             client.close()
         with socket.socket() as stranger, pytest.raises(OSError):
             stranger.bind(address)  # the port stays the server's
+        with pytest.raises(OSError):  # and a second server on it fails, as without reuse
+            listening_socket("127.0.0.1", address[1]).close()
     finally:
         for sock in (parent, first, second):
             sock.close()
