@@ -7,8 +7,9 @@ before its write transaction whenever step 6 needs no budget sums, then logged i
 charged against a budget is drafted inside the transaction, where the ledger's sums
 cannot move under it (`write`). With several workers this keeps SQLite's write lock, which
 the workers take in turn, for the INSERTs and the COMMIT alone. A log row is the
-decision's JSON (`{"json": bytes}`): encoding it with orjson costs a tenth of encoding
-its fields as CBOR; `expand` reads either kind.
+decision's JSON, bytes the store keeps as given: encoding it with orjson costs a tenth
+of encoding its fields as CBOR; `decode_row` also reads the CBOR rows of databases
+written before.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ class Draft:
         self.fresh: dict[str, list[dict[str, Any]]] = {}  # reasons not known as written
         self.raw: list[Mapping[str, Any] | None] = []  # final arguments, unredacted
         self.bodies: list[dict[str, Any]] = []  # the responses, numbered by `log`
-        self.rows: list[dict[str, bytes]] = []
+        self.rows: list[bytes] = []
         self.counts: dict[str, int] = {}
 
     def log(self, service: Service) -> Answers:
@@ -374,7 +375,7 @@ def draft(
             approval_id = opened["id"]
         if approval_id is not None:
             entry["approval"] = approval_id
-        rows.append({"json": dumps(entry)})
+        rows.append(dumps(entry))
         # What `response(entry, seq)` gives, built from what is at hand: the response's
         # `args` are always `final` (None for a deny that rewrote nothing).
         body = {
@@ -403,11 +404,18 @@ _ENTRY_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def expand(entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
-    """A log row with every field: a JSON row decoded, its reasons looked up by ref with
-    `resolve` (None without one), what a compact row leaves out filled back in."""
-    if "json" in entry and len(entry) == 1:
-        entry = loads(entry["json"])
+def decode_row(row: bytes) -> dict[str, Any]:
+    """A log row as written: a JSON object, or (rows of databases written before rows
+    were JSON) a CBOR map; a JSON object starts with `{`, which no CBOR map does."""
+    value = loads(row) if row[:1] == b"{" else cbor2.loads(row)
+    assert isinstance(value, dict)
+    return value
+
+
+def expand(row: bytes, resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """A log row with every field: decoded, its reasons looked up by ref with `resolve`
+    (None without one), what a compact row leaves out filled back in."""
+    entry = decode_row(row)
     full = {**_ENTRY_DEFAULTS, **entry}
     ref = full.pop("reasons_ref", None)
     if ref is not None:
@@ -433,10 +441,8 @@ def reasons_resolver(service: Service) -> Callable[[str], Any]:
     return resolve
 
 
-def log_view(
-    seq: int, entry: Mapping[str, Any], resolve: Callable[[str], Any] | None = None
-) -> dict[str, Any]:
-    return {"seq": seq, **expand(entry, resolve)}
+def log_view(seq: int, row: bytes, resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    return {"seq": seq, **expand(row, resolve)}
 
 
 def _approval(

@@ -57,24 +57,6 @@ def _enc(body: Mapping[str, Any]) -> bytes:
     return bytes(cbor2.dumps(dict(body)))
 
 
-def _enc_row(entry: Mapping[str, Any]) -> bytes:
-    """A decision row. A row the service encoded already (`{"json": b"{...}"}`, a JSON
-    object) is stored as those bytes; anything else as CBOR. The two never clash: a JSON
-    object starts with `{` (0x7b), which in CBOR would begin a text string, and every
-    CBOR row is a map (0xa0-0xbf)."""
-    if len(entry) == 1:
-        raw = entry.get("json")
-        if type(raw) is bytes and raw[:1] == b"{":
-            return raw
-    return _enc(entry)
-
-
-def _dec_row(blob: bytes) -> Doc:
-    if blob[:1] == b"{":
-        return {"json": bytes(blob)}
-    return _dec(blob)
-
-
 def _dec(blob: bytes) -> Doc:
     value = cbor2.loads(blob)
     assert isinstance(value, dict)
@@ -289,35 +271,32 @@ class SqliteStore:
             after = rows[-1].pos
 
     # ---- the decision log -----------------------------------------------------------------
-    def append_decisions(self, entries: Sequence[Mapping[str, Any]]) -> list[int]:
-        if not entries:
+    def append_decisions(self, rows: Sequence[bytes]) -> list[int]:
+        if not rows:
             return []
         with self.atomic():
-            if len(entries) == 1:
+            if len(rows) == 1:
                 # One row (a lone decision): SQLite gives a row without a rowid max + 1
                 # (1 in an empty table), the same number the SELECT below would give,
                 # inside the same write lock; one statement fewer.
-                cursor = self._cursor.execute(
-                    "INSERT INTO decisions (body) VALUES (?)", (_enc_row(entries[0]),)
-                )
+                cursor = self._cursor.execute("INSERT INTO decisions (body) VALUES (?)", (rows[0],))
                 assert cursor.lastrowid is not None
                 return [cursor.lastrowid]
             (last,) = self._db.execute("SELECT coalesce(max(seq), 0) FROM decisions").fetchone()
             first = int(last) + 1
-            seqs = list(range(first, first + len(entries)))
+            seqs = list(range(first, first + len(rows)))
             self._db.executemany(
-                "INSERT INTO decisions (seq, body) VALUES (?, ?)",
-                [(seq, _enc_row(entry)) for seq, entry in zip(seqs, entries, strict=True)],
+                "INSERT INTO decisions (seq, body) VALUES (?, ?)", zip(seqs, rows, strict=True)
             )
         return seqs
 
-    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, Doc]]:
+    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT seq, body FROM decisions WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             ).fetchall()
-        return [(int(seq), _dec_row(body)) for seq, body in rows]
+        return [(int(seq), bytes(body)) for seq, body in rows]
 
     def last_seq(self) -> int:
         with self._lock:

@@ -191,7 +191,7 @@ def test_log_rows_name_their_reasons_and_the_log_shows_them(client: Any, harness
     assert [d["reasons"] for d in log] == [d["reasons"] for d in [*answered, single]]
     assert all(d["reasons"] for d in log)
     rows = [e for _, e in harness.service.store.read_decisions(0, 100)]
-    assert all("reasons_ref" in json.loads(r["json"]) for r in rows)
+    assert all("reasons_ref" in json.loads(r) for r in rows)
     refs = {row.id for row in harness.service.store.scan("reasons")}
     assert len(refs) == 2  # one document per distinct list of reasons
 
@@ -222,6 +222,20 @@ def test_calls_are_drafted_before_the_transaction_unless_a_budget_is_read(
     assert service.reason_refs == {row.id for row in service.store.scan("reasons")}
 
 
+def test_rows_of_older_databases_still_read() -> None:
+    """Before rows were JSON they were CBOR maps of the same fields; both expand alike."""
+    import cbor2
+
+    from api.service.decisionlog import decode_row
+
+    fields = {"id": "d1", "at": 1, "agent": "a1", "profile": "support", "tool": "mail.send",
+              "args": {"to": "x"}, "effect": "allow", "reasons_ref": "r", "revision": 1}  # fmt: skip
+    as_json, as_cbor = json.dumps(fields).encode(), cbor2.dumps(fields)
+    assert decode_row(as_json) == decode_row(as_cbor) == fields
+    assert expand(as_cbor, lambda ref: [ref]) == expand(as_json, lambda ref: [ref])
+    assert expand(as_cbor)["final_args"] == {"to": "x"}
+
+
 def test_a_rolled_back_reasons_document_is_written_again(harness: Harness) -> None:
     from api.service.decide import decide_calls, prepare
     from api.service.decisionlog import write
@@ -248,12 +262,12 @@ def test_log_rows_keep_only_the_defaults_a_call_gained(client: Any, harness: Har
     assert answered["args"] == {"amount": 5, "reason": ""}
     denied = client.post("/v1/decisions", json={**refund, "args": {"amount": "x"}}, headers=auth)
     (_, row), (_, row2) = harness.service.store.read_decisions(0, 10)
-    assert json.loads(row["json"])["final_added"] == {"reason": ""}
+    assert json.loads(row)["final_added"] == {"reason": ""}
     log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
     assert log[0]["final_args"] == answered["args"] and log[0]["args"] == {"amount": 5}
     assert log[1]["final_args"] == denied.json()["args"]
     assert log[1]["effect"] == "deny" and "final_added" not in log[1]
-    assert "final_added" not in json.loads(row2["json"]) or log[1]["final_args"] is not None
+    assert "final_added" not in json.loads(row2) or log[1]["final_args"] is not None
 
 
 def test_big_integers_are_answered_and_logged_exactly(client: Any, harness: Harness) -> None:

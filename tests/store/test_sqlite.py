@@ -43,16 +43,16 @@ def test_revisions_and_meta(tmp_path: Path) -> None:
 
 def test_log_is_gap_free_across_rollbacks_and_threads(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
-    assert store.append_decisions([{"n": 1}, {"n": 2}]) == [1, 2]
+    assert store.append_decisions([b'{"n":1}', b'{"n":2}']) == [1, 2]
     with pytest.raises(RuntimeError), store.atomic():
-        store.append_decisions([{"n": 3}])
+        store.append_decisions([b'{"n":3}'])
         raise RuntimeError("rolled back")
-    assert store.append_decisions([{"n": 4}]) == [3]
+    assert store.append_decisions([b'{"n":4}']) == [3]
     other = SqliteStore(tmp_path / "s.db")  # a second process's connection
 
     def write(s: SqliteStore) -> None:
         for _ in range(50):
-            s.append_decisions([{"n": 0}] * 3)
+            s.append_decisions([b'{"n":0}'] * 3)
 
     threads = [threading.Thread(target=write, args=(s,)) for s in (store, other, store, other)]
     for thread in threads:
@@ -74,18 +74,14 @@ def test_ledger_windows(tmp_path: Path) -> None:
     assert store.spent("agent:x", 0) == 0
 
 
-def test_pre_encoded_json_rows_are_stored_as_is_and_read_back(tmp_path: Path) -> None:
+def test_log_rows_are_kept_as_the_service_encoded_them(tmp_path: Path) -> None:
+    """The store keeps a row's bytes as given (one per decision) and gives them back."""
     store = SqliteStore(tmp_path / "s.db")
-    rows = [
-        {"json": b'{"tool":"mail.send"}'},  # the service's encoded row: kept as its bytes
-        {"json": b"not an object"},  # anything else goes through CBOR unchanged
-        {"json": b'{"a":1}', "other": 2},
-        {"n": 1},
-    ]
-    assert store.append_decisions(rows) == [1, 2, 3, 4]
-    assert [doc for _, doc in store.read_decisions(0, 10)] == rows
-    raw = store._db.execute("SELECT body FROM decisions WHERE seq = 1").fetchone()[0]
-    assert bytes(raw) == b'{"tool":"mail.send"}'
+    rows = [b'{"tool":"mail.send"}', b"\xa1an\x01", b""]
+    assert store.append_decisions(rows) == [1, 2, 3]
+    assert store.append_decisions([b"lone"]) == [4]
+    assert [row for _, row in store.read_decisions(0, 10)] == [*rows, b"lone"]
+    assert store.read_decisions(2, 1) == [(3, b"")]
 
 
 def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -> None:
@@ -96,7 +92,7 @@ def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -
     started = store._checkpointer
     store.checkpoint_in_background()  # idempotent: still the same one thread
     assert started is not None and store._checkpointer is started and started[0].is_alive()
-    seqs = [seq for _ in range(20) for seq in store.append_decisions([{"n": "x" * 200}] * 50)]
+    seqs = [seq for _ in range(20) for seq in store.append_decisions([b"x" * 200] * 50)]
     assert seqs == list(range(1, 1001))
     # ~60 pages: far below any automatic checkpoint, so only the thread copies them back.
     deadline = time.monotonic() + 5
@@ -139,17 +135,17 @@ def test_shared_stores_take_turns_through_the_writer_lock(tmp_path: Path) -> Non
     def other() -> None:
         with second.atomic():
             order.append("second")
-            second.append_decisions([{"n": 2}])
+            second.append_decisions([b'{"n":2}'])
 
     with first.atomic():
         waiter = threading.Thread(target=other)
         waiter.start()
         time.sleep(0.05)
         order.append("first")
-        first.append_decisions([{"n": 1}])
+        first.append_decisions([b'{"n":1}'])
     waiter.join(5)
     assert order == ["first", "second"]
-    assert [body["n"] for _, body in first.read_decisions(0, 10)] == [1, 2]
+    assert [row for _, row in first.read_decisions(0, 10)] == [b'{"n":1}', b'{"n":2}']
 
 
 def test_the_writer_lock_gives_up_as_sqlite_would(tmp_path: Path) -> None:
@@ -186,12 +182,12 @@ def test_a_writer_that_stays_is_store_unavailable_and_nothing_is_written(tmp_pat
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     with pytest.raises(StoreUnavailable, match="SQLITE_BUSY"), store.atomic():
-        store.append_decisions([{"n": 1}])
+        store.append_decisions([b'{"n":1}'])
     other.execute("ROLLBACK")
     assert store.read_decisions(0, 10) == []
     with store.atomic():
-        store.append_decisions([{"n": 1}])
-    assert [body["n"] for _, body in store.read_decisions(0, 10)] == [1]
+        store.append_decisions([b'{"n":1}'])
+    assert [row for _, row in store.read_decisions(0, 10)] == [b'{"n":1}']
     with pytest.raises(RuntimeError), store.atomic():  # any other error passes unchanged
         raise RuntimeError("a bug")
     other.close()
