@@ -121,8 +121,8 @@ class WorkerSocket(socket.socket):
     uvicorn hands the parent's socket to every worker (multiprocessing pickles it into the
     spawned process as a duplicate), so all of them accept from one queue: whichever
     wakes first takes every connection waiting, and a keep-alive client stays with the
-    worker that took it. Measured over 5 runs of 16 and 64 clients connecting at once to
-    2 workers: in 2 of the 20 phases one worker served every client (its CPU 198 ticks,
+    worker that took it. Measured over 9 runs of 16 and 64 clients connecting at once to
+    2 workers: in 5 of the 36 phases one worker served every client (its CPU 198 ticks,
     the other's 4) and others were lopsided (117 against 85). Pickled, this socket is
     instead rebuilt in the worker as a new socket bound to the same address with
     SO_REUSEPORT (`_worker_socket`), so the kernel spreads connections over the workers
