@@ -55,8 +55,10 @@ class SharedMetrics:
     def publish(self) -> None:
         data = dumps(self.metrics.snapshot())
         path = self.directory / self.name
+        # Unchanged counts are written again only if the file is gone (another `charter
+        # serve` on this database empties the directory when it starts).
         if data == self._published and path.exists():
-            return  # (gone: another `charter serve` on this database emptied the directory)
+            return
         self.directory.mkdir(mode=0o700, exist_ok=True)
         temporary = self.directory / f".{self.name}.tmp"
         temporary.write_bytes(data)
