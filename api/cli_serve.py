@@ -173,7 +173,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
     _say(f"serving {db} on http://{args.host}:{args.port} ({args.workers} worker(s))")
-    stack = {"loop": args.loop, "http": args.http}
+    stack: dict[str, Any] = {"loop": args.loop, "http": args.http}
+    if args.access_log:  # uvicorn's access log (off by default: a line per request costs)
+        stack.update(access_log=True, log_level="info")
     if args.workers > 1:
         service.store.close()
         metricsshare.reset(db)  # the workers publish their counters there afresh
@@ -222,6 +224,8 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="the event loop (auto: uvloop when installed)")  # fmt: skip
+    p.add_argument("--access-log", action="store_true",
+                   help="log a line per request (method, path, status; never a header)")  # fmt: skip
     p.add_argument("--http", choices=["auto", "h11", "httptools"], default="auto",
                    help="the HTTP/1.1 parser (auto: httptools when installed)")  # fmt: skip
     p.set_defaults(func=cmd_serve)

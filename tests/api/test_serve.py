@@ -26,7 +26,7 @@ def test_serve_first_start_and_the_readme_request(
     db = tmp_path / "charter.db"
     process = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "serve", "--db", str(db), "--workspace",
-         str(ROOT / "fixtures" / "workspace"), "--port", str(port)],
+         str(ROOT / "fixtures" / "workspace"), "--port", str(port), "--access-log"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -63,7 +63,9 @@ def test_serve_first_start_and_the_readme_request(
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=10)
-    assert output.count(token) == 1  # shown once
+    assert output.count(token) == 1  # shown once: the access log names no header
+    assert '"POST /v1/decisions HTTP/1.1" 200' in output
+    assert '"GET /v1/decisions HTTP/1.1" 403' in output  # the decide token's refusal
 
 
 def _issue_tokens_beside_the_server(
