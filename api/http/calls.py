@@ -89,9 +89,7 @@ def one_call(raw: bytes) -> Call:
     call = _fast_call(_parsed(raw))
     if call is None:
         call = _call(parse(m.DecisionRequest, raw))
-    check_depth(call.args, "args")
-    check_depth(call.context, "context")
-    return call
+    return _check_depths([call])[0]
 
 
 def batch_calls(raw: bytes) -> list[Call]:

@@ -91,13 +91,6 @@ class _Group:
 _Outcome = list[tuple[_Member, "list[Prepared] | Exception"]]
 
 
-def _any_ready(outcome: _Outcome) -> bool:
-    for _, mine in outcome:  # noqa: SIM110 (a loop: no generator to start per group)
-        if type(mine) is list:
-            return True
-    return False
-
-
 class GroupCommit:
     def __init__(self, service: Service, tokens: TokenCache | None = None) -> None:
         self.service = service
@@ -192,19 +185,20 @@ class GroupCommit:
             # before its COMMIT). The usual case (nothing changed) costs no read
             # transaction of its own.
             outcome = self._prepare(group)
-            if not _any_ready(outcome):
+            prepared, ready = _ready(outcome)
+            if not prepared:
                 # All refused (or gone): look again on fresh caches, outside any write
                 # transaction; a request refused then writes nothing and opens none.
                 if service.sync():
                     outcome = self._prepare(group, recheck=True)
-                if not _any_ready(outcome):
+                    prepared, ready = _ready(outcome)
+                if not prepared:
                     for member, mine in outcome:
                         assert isinstance(mine, Exception)
                         member.fail(mine)
                     return
             # Rows and responses are drafted here too, outside the write lock (which the
             # workers take in turn), unless a call is charged against a budget.
-            prepared, ready = _ready(outcome)
             drafted = draft(service, prepared)
             with service.store.atomic():  # never nested: this transaction is ours
                 stale = service.sync()

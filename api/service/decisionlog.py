@@ -38,10 +38,6 @@ REDACTED = "[redacted]"
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
 
-def redact(snapshot: Snapshot, tool: str, args: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return _redact(_hidden(snapshot, tool), args)
-
-
 def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if args is None:
         return None
@@ -370,7 +366,7 @@ def draft(
             entry["expected_cost"] = str(call.expected_cost)
         approval_id = approval
         if effect == "pause":
-            opened = _approval(service, p, decision, now, management)
+            opened = _approval(service, p, decision, now, management, args)
             made.approvals.append(opened)
             approval_id = opened["id"]
         if approval_id is not None:
@@ -446,9 +442,15 @@ def log_view(seq: int, row: bytes, resolve: Callable[[str], Any] | None = None) 
 
 
 def _approval(
-    service: Service, p: Prepared, decision: Decision, now: int, management: bool
+    service: Service,
+    p: Prepared,
+    decision: Decision,
+    now: int,
+    management: bool,
+    shown: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """The pending approval a pause opens (inserted with the rows by `Draft.log`)."""
+    """The pending approval a pause opens (inserted with the rows by `Draft.log`);
+    `shown`: the call's arguments as the log row has them, secrets redacted."""
     call = p.call
     approval_id = new_id()
     sealed = service.sealer.seal(
@@ -465,7 +467,7 @@ def _approval(
         "status": "pending",
         "agent": call.agent,
         "tool": call.tool,
-        "args": redact(p.snapshot, call.tool, call.args),
+        "args": shown,
         "thread": call.thread,
         "turn": call.turn,
         "connection": call.connection,
