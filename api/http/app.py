@@ -8,20 +8,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
 from api.http import decisions, ops, policy, resources
 from api.http.commit import GroupCommit
-from api.http.errors import CatchAll, http_error, service_error, store_unavailable
+from api.http.errors import HANDLERS, CatchAll
+from api.http.lane import DecisionLane
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
-from api.service.errors import ServiceError
 from api.service.metricsshare import SharedMetrics
 from api.service.tokens import TokenCache
 from policy.secrets import Sealer, load_key
-from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
 
 # The decision routes first: starlette tries routes in order, and they are the hot ones.
@@ -40,15 +38,16 @@ def create_app(service: Service) -> CharterApp:
     app = CharterApp(
         routes=build(TABLE),
         middleware=[Middleware(CatchAll)],
-        exception_handlers={
-            ServiceError: service_error,
-            HTTPException: http_error,
-            StoreUnavailable: store_unavailable,
-        },
+        exception_handlers=dict(HANDLERS),
         lifespan=lifespan,
     )
     tokens = TokenCache(service.store)
     service.on_epoch.append(tokens.forget)
+    app.lanes = {
+        spec.path: endpoint
+        for spec, endpoint in decisions.ROUTES
+        if isinstance(endpoint, DecisionLane)
+    }
     app.charter = Parts(service, GroupCommit(service, tokens), tokens, ops.openapi(TABLE))
     return app
 

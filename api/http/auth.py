@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from starlette.requests import Request
+from starlette.types import Scope
 
-from api.http.body import header
+from api.http.body import scope_header
 from api.http.parts import parts_of
 from api.service.errors import ServiceError, invalid_token
 from api.service.tokens import Principal, TokenCache
 
 
-def bearer(request: Request) -> str:
-    scheme, _, token = (header(request, b"authorization") or "").partition(" ")
+def bearer(scope: Scope) -> str:
+    scheme, _, token = (scope_header(scope, b"authorization") or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
     return token.strip()
@@ -26,7 +27,7 @@ def principal(request: Request) -> Principal:
     may have revoked the token)."""
     charter = parts_of(request)
     charter.service.sync()
-    return _known(charter.tokens, bearer(request))
+    return _known(charter.tokens, bearer(request.scope))
 
 
 def _known(tokens: TokenCache, token: str) -> Principal:
@@ -48,12 +49,12 @@ def require_decide(request: Request, agent: str | None = None) -> Principal:
     return _may_decide(principal(request), () if agent is None else (agent,))
 
 
-def authorize_decisions(request: Request, agents: Iterable[str]) -> str:
+def authorize_decisions(scope: Scope, tokens: TokenCache, agents: Iterable[str]) -> str:
     """require_decide for every agent of a decision request, on the token cache as it is
     (no sync here: the group commit looks for other processes' changes inside its write
     transaction and then checks the token again); the bearer token, for that check."""
-    token = bearer(request)
-    _may_decide(_known(parts_of(request).tokens, token), agents)
+    token = bearer(scope)
+    _may_decide(_known(tokens, token), agents)
     return token
 
 

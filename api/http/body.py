@@ -6,6 +6,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive, Scope
 
 from api.service.errors import ServiceError
 
@@ -15,16 +16,26 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def header(request: Request, name: bytes) -> str | None:
+    return scope_header(request.scope, name)
+
+
+def scope_header(scope: Scope, name: bytes) -> str | None:
     """A request header's first value (`name` in lower case, as ASGI gives names), read
     straight from the scope: what `request.headers.get` gives, without building Headers."""
-    for key, value in request.scope["headers"]:
+    for key, value in scope["headers"]:
         if key == name:
             return str(value.decode("latin-1"))
     return None
 
 
 async def read_body(request: Request) -> bytes:
-    length = header(request, b"content-length")
+    return await receive_body(request.scope, request.receive)
+
+
+async def receive_body(scope: Scope, receive: Receive) -> bytes:
+    """The request's body, at most MAX_BODY bytes (413 past it, whether or not a
+    Content-Length said so); ClientDisconnect if the client went away meanwhile."""
+    length = scope_header(scope, b"content-length")
     if length is not None:
         if not length.isdigit():
             raise ServiceError(400, "bad-content-length", "Content-Length is not a number")
@@ -32,7 +43,6 @@ async def read_body(request: Request) -> bytes:
             raise _too_large()
     # The ASGI messages read directly (what request.stream() does, without its async
     # generator): a small body is one message.
-    receive = request.receive
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import time
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -11,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http.auth import authorize_decisions, require_admin, require_decide
-from api.http.body import body, read_body
-from api.http.calls import batch_calls, one_call
+from api.http.auth import require_admin, require_decide
+from api.http.body import body
+from api.http.lane import DecisionLane
 from api.http.pagination import int_query
-from api.http.parts import parts_of, service_of
+from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response
 from api.service.decisionlog import log_view, reasons_resolver
 from api.service.errors import ServiceError
@@ -24,26 +23,6 @@ from api.service.resources import admit_turn
 from policy.diagnostics import CharterError
 
 MAX_LOG_PAGE = 1000
-
-
-async def decide_one(request: Request) -> Response:
-    started = time.perf_counter()
-    call = one_call(await read_body(request))
-    token = authorize_decisions(request, (call.agent,))
-    commit = parts_of(request).commit
-    result = (await commit.decide([call], token))[0]
-    commit.service.metrics.observe(time.perf_counter() - started)
-    return json_response(result)
-
-
-async def decide_batch(request: Request) -> Response:
-    started = time.perf_counter()
-    calls = batch_calls(await read_body(request))
-    token = authorize_decisions(request, [call.agent for call in calls])
-    commit = parts_of(request).commit
-    results = await commit.decide(calls, token)
-    commit.service.metrics.observe(time.perf_counter() - started)
-    return json_response({"decisions": results})
 
 
 async def read_log(request: Request) -> Response:
@@ -120,9 +99,9 @@ async def turns(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("POST", "/v1/decisions", "Decide one call", "decide",
-          m.DecisionRequest, m.DecisionResponse), decide_one),
+          m.DecisionRequest, m.DecisionResponse), DecisionLane(batch=False)),
     (Spec("POST", "/v1/decisions/batch", "Decide up to 1,000 calls", "decide",
-          m.BatchRequest, m.BatchResponse), decide_batch),
+          m.BatchRequest, m.BatchResponse), DecisionLane(batch=True)),
     (Spec("GET", "/v1/decisions", "Read the decision log by sequence", "admin",
           None, m.LogPage, query=("after_seq", "limit")), read_log),
     (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide"),

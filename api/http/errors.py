@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -66,6 +67,31 @@ async def store_unavailable(request: Request, exc: Exception) -> Response:
     return response
 
 
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+# The app's exception handlers: what each expected error becomes (api.http.app gives them
+# to starlette; the decision lane, which starlette does not wrap, looks them up here).
+HANDLERS: dict[type[Exception], Handler] = {
+    ServiceError: service_error,
+    HTTPException: http_error,
+    StoreUnavailable: store_unavailable,
+}
+
+
+def handler_for(exc: Exception) -> Handler | None:
+    for kind, handler in HANDLERS.items():
+        if isinstance(exc, kind):
+            return handler
+    return None
+
+
+def internal_error(scope: Scope, exc: Exception) -> Response:
+    """An unexpected exception's 500. Only its type is logged: its message or traceback
+    could quote a request's secret arguments."""
+    log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
+    _count(scope, 500, "internal-error")
+    return problem(500, "internal-error", "the server failed; nothing was changed")
+
+
 def _count(scope: Scope, status: int, code: str) -> None:
     """Rejected requests write nothing, so /metrics is where they show (a run of 401s is
     someone guessing tokens). Only charter's app has the metrics."""
@@ -75,8 +101,7 @@ def _count(scope: Scope, status: int, code: str) -> None:
 
 
 class CatchAll:
-    """Any unexpected exception becomes a 500 problem+json. Only the exception's type is
-    logged: its message or traceback could quote a request's secret arguments."""
+    """Any unexpected exception becomes a 500 problem+json (`internal_error`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -88,9 +113,7 @@ class CatchAll:
         try:
             await self.app(scope, receive, send)
         except Exception as exc:
-            log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
-            _count(scope, 500, "internal-error")
-            response = problem(500, "internal-error", "the server failed; nothing was changed")
+            response = internal_error(scope, exc)
             try:
                 await response(scope, receive, send)
             except Exception:

@@ -12,6 +12,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.http.commit import GroupCommit
 from api.service.core import Service
@@ -28,6 +29,18 @@ class Parts:
 
 class CharterApp(Starlette):
     charter: Parts
+    # path -> the ASGI app that serves a POST to it ahead of starlette's layers (the
+    # decision lanes, api.http.lane); every other request goes through them.
+    lanes: dict[str, ASGIApp]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            lane = self.lanes.get(scope["path"])
+            if lane is not None:
+                scope["app"] = self
+                await lane(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def parts_of(request: Request) -> Parts:

@@ -9,10 +9,13 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from api.service.encoding import dumps
 
-Endpoint = Callable[[Request], Awaitable[Response]]
+# A route's endpoint: a handler of a starlette Request, or (the decision lanes) an ASGI
+# app of its own, which starlette calls as it is.
+Endpoint = Callable[[Request], Awaitable[Response]] | ASGIApp
 
 
 @dataclass(frozen=True)
