@@ -84,6 +84,20 @@ def test_log_rows_are_kept_as_the_service_encoded_them(tmp_path: Path) -> None:
     assert store.read_decisions(2, 1) == [(3, b"")]
 
 
+def test_a_group_of_any_size_is_numbered_in_order(tmp_path: Path) -> None:
+    """Rows go in by runs of 64, 32, ... 1 to an INSERT: every size keeps them in order,
+    numbered on from the last."""
+    store = SqliteStore(tmp_path / "s.db")
+    expected: list[bytes] = []
+    for size in (2, 3, 63, 64, 65, 127, 1000, 1):
+        rows = [b"%d:%d" % (size, i) for i in range(size)]
+        assert store.append_decisions(rows) == list(
+            range(len(expected) + 1, len(expected) + size + 1)
+        )
+        expected += rows
+    assert [row for _, row in store.read_decisions(0, 2000)] == expected
+
+
 def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = SqliteStore(path)
