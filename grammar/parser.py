@@ -47,12 +47,21 @@ from policy.diagnostics import CharterSyntaxError, Diagnostic
 @dataclass(frozen=True, slots=True)
 class ParseOptions:
     """Limits are options, not afterthoughts (cel-go). The file size is checked before
-    parsing, the nesting depth once the file is parsed, the expression size by the
-    checker (engine.check)."""
+    parsing, the nesting depth once the file is parsed (and, as the parse goes, the
+    parser's stack, so a file nested far too deep is refused where it gets so, without
+    parsing the rest), the expression size by the checker (engine.check)."""
 
     max_file_bytes: int = 1 << 20
     max_depth: int = 48
     max_expr_nodes: int = 2_000
+
+    @property
+    def max_stack(self) -> int:
+        """The parser's stack holds a level for each rule still open, one per open
+        bracket or `not` for the deepest inputs and a few per level otherwise; a file
+        within `max_depth` never comes near this, and past it the parse stops at once.
+        (Brackets alone add no depth to the tree: this is what limits them.)"""
+        return 8 * self.max_depth + 64
 
 
 DEFAULT_OPTIONS = ParseOptions()
@@ -230,7 +239,18 @@ class _Rejected(Exception):
     """The input is not in the language (or a word is glued): lark will say why."""
 
 
-def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declaration], int]:
+class _TooDeep(Exception):
+    """The parser's stack passed `ParseOptions.max_stack` at the token starting at
+    offset `at`: nested too deep, said without parsing further (or running lark, which
+    took seconds on a megabyte of `not` or `[`)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+def _run(
+    tables: _Tables, text: str, builder: Builder, max_stack: int
+) -> tuple[list[ast.Declaration], int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
     `WholeWords` post-lexer would; returns the declarations and the height of the parse
     tree lark would have built (the depth limit is on that tree).
@@ -309,6 +329,8 @@ def _run(tables: _Tables, text: str, builder: Builder) -> tuple[list[ast.Declara
             row = actions[state]
         state = act
         states.append(act)
+        if len(states) > max_stack:
+            raise _TooDeep(start)
         values.append(value)
         starts.append(start)
         ends.append(pos)
@@ -336,7 +358,9 @@ def parse(
     builder = Builder(file, text)
     tables = _tables()  # outside the `try`: a grammar/Builder mismatch must fail loudly
     try:
-        declarations, height = _run(tables, text, builder)
+        declarations, height = _run(tables, text, builder, options.max_stack)
+    except _TooDeep as deep:
+        raise CharterSyntaxError([_too_deep(file, text, deep.at, options)]) from None
     except _Rejected:
         raise CharterSyntaxError(_diagnose(text, file, options)) from None
     except Exception as exc:  # a reduce action failed (a bug, or e.g. a 5,000-digit int)
@@ -367,6 +391,17 @@ def _diagnose(
         return problems
     reason = f"cannot build the tree: {failure}" if failure else "cannot parse this input"
     return [Diagnostic("E0001", reason, ast.Span(file, 1, 1, 1, 1))]
+
+
+def _too_deep(file: str, text: str, at: int, options: ParseOptions) -> Diagnostic:
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return Diagnostic(
+        "E0013",
+        f"nesting is deeper than the limit of {options.max_depth}",
+        ast.Span(file, line, column, line, column + 1),
+        "split the condition into simpler rules",
+    )
 
 
 def _span_of(file: str, meta: Meta) -> ast.Span:

@@ -11,10 +11,10 @@ import pytest
 from lark import Token
 from lark.exceptions import LarkError
 
-from grammar.parser import ParseOptions, _lark, parse
+from grammar.parser import DEFAULT_OPTIONS, ParseOptions, _lark, parse
 from grammar.syntax_errors import GluedWord
 from policy import ast
-from policy.diagnostics import CharterSyntaxError
+from policy.diagnostics import CharterSyntaxError, render
 
 EVERYTHING = """
 toolset gmail {
@@ -223,6 +223,44 @@ def test_nesting_limit_without_recursion_error() -> None:
     with pytest.raises(CharterSyntaxError):
         parse(shallow, options=ParseOptions(max_depth=5))
     parse(shallow)
+
+
+@pytest.mark.parametrize(
+    ("where", "opening", "closing"),
+    [("", "not ", ""), ("args.x in ", "[", "]"), ("", "(", ")"), ("", "not (", ")"),
+     ("", "(", "")],
+    ids=["not", "lists", "parens", "not-parens", "unclosed"],
+)  # fmt: skip
+def test_a_file_nested_far_too_deep_is_refused_where_it_gets_so(
+    where: str, opening: str, closing: str
+) -> None:
+    """Nesting by the hundred thousand (a megabyte of `not`, `[` or `(`) is refused at the
+    token where the parser's stack passes its limit, without parsing the rest (lark's
+    diagnosis of such a file took seconds): E0013, with a line, a column and a caret."""
+    n = 150_000  # (the file stays under the 1 MiB limit)
+    head = "role a {\n  allow search where " + where
+    text = head + opening * n + "true" + closing * n + "\n}\n"
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(text, "deep.charter")
+    (found,) = info.value.diagnostics
+    assert found.code == "E0013"
+    assert (found.span.file, found.span.line) == ("deep.charter", 2)
+    limit = DEFAULT_OPTIONS.max_stack
+    assert len(head) - 9 < found.span.col < len(head) - 9 + len(opening) * limit
+    shown = render(found, {"deep.charter": text})
+    assert "deep.charter:2:" in shown and "^" in shown
+
+
+def test_the_stack_limit_leaves_room_for_everything_within_the_depth_limit() -> None:
+    """The deepest nesting the tree limit lets through still parses on the fast path
+    (a few stack levels per tree level), and brackets that add no depth to the tree
+    are limited by the stack alone."""
+    deepest = "role a { allow search where " + "args.b and (" * 23 + "true" + ")" * 23 + " }"
+    parse(deepest)
+    parse("role a { allow search where " + "(" * 400 + "true" + ")" * 400 + " }")
+    with pytest.raises(CharterSyntaxError) as info:
+        parse("role a { allow search where " + "(" * 500 + "true" + ")" * 500 + " }")
+    assert info.value.diagnostics[0].code == "E0013"
 
 
 def test_only_charter_syntax_errors_escape_on_garbage() -> None:
