@@ -236,7 +236,12 @@ def _tables() -> _Tables:
 
 
 class _Rejected(Exception):
-    """The input is not in the language (or a word is glued): lark will say why."""
+    """The input is not in the language (or a word is glued): lark will say why, from
+    `after` on (the end of the last whole declaration: lark's first error is in the
+    declaration that follows, and its parse of the rest is what costs)."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
 
 
 class _TooDeep(Exception):
@@ -249,11 +254,12 @@ class _TooDeep(Exception):
 
 
 def _run(
-    tables: _Tables, text: str, builder: Builder, max_stack: int
-) -> tuple[list[ast.Declaration], int]:
+    tables: _Tables, text: str, builder: Builder, options: ParseOptions
+) -> tuple[list[ast.Declaration], int, int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
-    `WholeWords` post-lexer would; returns the declarations and the height of the parse
-    tree lark would have built (the depth limit is on that tree).
+    `WholeWords` post-lexer would; returns the declarations, the height of the parse
+    tree lark would have built (the depth limit is on that tree) and where the
+    declaration that may pass that limit starts (the end of the one before it).
 
     One entry per stack level in five parallel lists: the state, the value, where its
     text starts and ends (lark's "container" positions: a node's span runs from its
@@ -271,10 +277,14 @@ def _run(
     heights: list[int] = []
     pos = 0
     glue = -1  # where a token ended that the next word must not be glued to
+    max_stack = options.max_stack
+    tall = options.max_depth - 1  # a declaration this high may put the tree past the limit
+    after = 0  # the end of the last whole top-level declaration
+    deep = -1  # `after` as it was before the first declaration `tall` or higher
     while True:
         match = scanners[state](text, pos)
         if match is None:
-            raise _Rejected
+            raise _Rejected(after)
         kind: str = match.lastgroup  # type: ignore[assignment]
         start, pos = match.span(kind)
         value: Any = text[start:pos]
@@ -282,7 +292,7 @@ def _run(
         if words is not None:
             kind = words.get(value, kind)
         if start == glue and word_char(value):
-            raise _Rejected  # WholeWords: a keyword glued to the next word
+            raise _Rejected(after)  # WholeWords: a keyword glued to the next word
         glue = pos if kind != "NAME" and value[-1:].isalpha() else -1
         if kind == "STRING":
             value = StrToken(value)
@@ -292,7 +302,7 @@ def _run(
             try:
                 act = row[kind]
             except KeyError:
-                raise _Rejected from None
+                raise _Rejected(after) from None
             if act >= 0:
                 break
             size, origin, how, reducer, grows = rules[~act]
@@ -310,9 +320,9 @@ def _run(
                 node = [values[-1]]
             else:  # ACCEPT
                 if not size:
-                    return reducer(builder, [], 0, 0), 0  # type: ignore[misc]
+                    return reducer(builder, [], 0, 0), 0, 0  # type: ignore[misc]
                 node = reducer(builder, values[-size:], starts[-size], ends[-1])  # type: ignore[misc]
-                return node, max(heights[-size:]) + grows
+                return node, max(heights[-size:]) + grows, deep
             if size == 1:
                 values[-1] = node
                 heights[-1] += grows
@@ -327,6 +337,10 @@ def _run(
             state = actions[states[-2]][origin]
             states[-1] = state
             row = actions[state]
+            if how != CALL and len(states) == 2:  # the top-level list took a declaration
+                if deep < 0 and heights[-1] >= tall:
+                    deep = after
+                after = ends[-1]
         state = act
         states.append(act)
         if len(states) > max_stack:
@@ -358,15 +372,15 @@ def parse(
     builder = Builder(file, text)
     tables = _tables()  # outside the `try`: a grammar/Builder mismatch must fail loudly
     try:
-        declarations, height = _run(tables, text, builder, options.max_stack)
-    except _TooDeep as deep:
-        raise CharterSyntaxError([_too_deep(file, text, deep.at, options)]) from None
-    except _Rejected:
-        raise CharterSyntaxError(_diagnose(text, file, options)) from None
+        declarations, height, deep = _run(tables, text, builder, options)
+    except _TooDeep as too_deep:
+        raise CharterSyntaxError([_too_deep(file, text, too_deep.at, options)]) from None
+    except _Rejected as rejected:
+        raise CharterSyntaxError(_diagnose(text, file, options, after=rejected.after)) from None
     except Exception as exc:  # a reduce action failed (a bug, or e.g. a 5,000-digit int)
         raise CharterSyntaxError(_diagnose(text, file, options, exc)) from None
     if height > options.max_depth:
-        raise CharterSyntaxError(_diagnose(text, file, options))
+        raise CharterSyntaxError(_diagnose(text, file, options, after=deep))
     if builder.errors:
         raise CharterSyntaxError(builder.errors)
     comments = tuple(_comments(text)) if "#" in text else ()
@@ -374,10 +388,22 @@ def parse(
 
 
 def _diagnose(
-    text: str, file: str, options: ParseOptions, failure: Exception | None = None
+    text: str,
+    file: str,
+    options: ParseOptions,
+    failure: Exception | None = None,
+    *,
+    after: int = 0,
 ) -> list[Diagnostic]:
     """What is wrong with a text the fast path refused, in the order the checks have
-    always run: lark's syntax errors, then the depth limit, then a failed build."""
+    always run: lark's syntax errors, then the depth limit, then a failed build. Lark
+    reads the text from `after` on: the whole declarations before it (which the fast
+    path parsed, and which hold neither the first syntax error nor the nesting over the
+    limit) are blanked out, lines kept, so positions stay those of the whole text and a
+    typo at the end of a megabyte costs lark one declaration, not the megabyte."""
+    if after > 0:
+        kept = text[:after].split("\n")
+        text = "\n".join(" " * len(line) for line in kept) + text[after:]
     try:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedInput as exc:

@@ -11,7 +11,7 @@ import pytest
 from lark import Token
 from lark.exceptions import LarkError
 
-from grammar.parser import DEFAULT_OPTIONS, ParseOptions, _lark, parse
+from grammar.parser import DEFAULT_OPTIONS, ParseOptions, _diagnose, _lark, parse
 from grammar.syntax_errors import GluedWord
 from policy import ast
 from policy.diagnostics import CharterSyntaxError, render
@@ -362,6 +362,26 @@ def _mutants(texts: list[str], count: int, seed: int) -> list[str]:
             other = rng.randrange(len(text) + 1)
             out.append(text[:at] + text[other : other + 20] + text[at:])
     return out
+
+
+def test_lark_diagnoses_from_the_failing_declaration_as_from_the_whole_text() -> None:
+    """A refused file is diagnosed by lark from the end of its last whole declaration
+    (what comes before is blanked, lines kept): the same diagnostics, at the same
+    positions, as lark's parse of the whole text gives."""
+    texts = _fixture_texts()
+    deep = "not (" * 30 + "true" + ")" * 30
+    texts += [t + f"\nrole late {{\n  allow search where {deep}\n}}\n" for t in texts[:3]]
+    texts += _mutants(texts, 400, seed=5)
+    compared = 0
+    for text in texts:
+        try:
+            parse(text, "f.charter")
+        except CharterSyntaxError as exc:
+            if {d.code for d in exc.diagnostics} <= {"E0001", "E0002", "E0013"}:  # (not the
+                # builder's: those come from the fast path's own tree, as they always did)
+                assert exc.diagnostics == _diagnose(text, "f.charter", DEFAULT_OPTIONS), text
+                compared += 1
+    assert compared > 150
 
 
 def test_the_parser_accepts_what_lark_accepts_with_lark_positions() -> None:
