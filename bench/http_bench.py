@@ -52,7 +52,7 @@ async def _constant(scope: Scope, receive: Receive, send: Send) -> None:
             ],
         }
     )
-    await send({"type": "http.response.body", "body": CONSTANT})  # fmt: skip
+    await send({"type": "http.response.body", "body": CONSTANT})
 
 
 class _Ceiling(Starlette):

@@ -15,10 +15,6 @@ MAX_DEPTH = 32
 M = TypeVar("M", bound=BaseModel)
 
 
-def header(request: Request, name: bytes) -> str | None:
-    return scope_header(request.scope, name)
-
-
 def scope_header(scope: Scope, name: bytes) -> str | None:
     """A request header's first value (`name` in lower case, as ASGI gives names), read
     straight from the scope: what `request.headers.get` gives, without building Headers."""
