@@ -20,13 +20,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
+
+from api.http.parts import LaneApp
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "http.md"
@@ -55,24 +56,6 @@ async def _constant(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": CONSTANT})
 
 
-class _Ceiling(Starlette):
-    """The ceiling twice: a starlette endpoint (the issue's ceiling, what the targets are
-    measured against), and at LANE the same constant served the way charter serves its
-    decisions, by a plain ASGI app ahead of starlette's layers (api.http.lane, dispatched
-    by the same test as CharterApp's): what charter's own work costs shows against it."""
-
-    lanes: ClassVar[dict[str, ASGIApp]] = {LANE: _constant}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            lane = self.lanes.get(scope["path"])
-            if lane is not None:
-                scope["app"] = self
-                await lane(scope, receive, send)
-                return
-        await super().__call__(scope, receive, send)
-
-
 def ceiling_app() -> Starlette:
     from api.http.app import tune_gc
 
@@ -80,7 +63,12 @@ def ceiling_app() -> Starlette:
         await request.body()
         return Response(CONSTANT, media_type="application/json")
 
-    app = _Ceiling(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+    # The ceiling twice: a starlette endpoint (the issue's ceiling, what the targets are
+    # measured against), and at LANE the same constant served the way charter serves its
+    # decisions, ahead of starlette's layers (a LaneApp, as charter's decision lanes):
+    # what charter's own work costs shows against that one.
+    app = LaneApp(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+    app.lanes = {LANE: _constant}
     tune_gc()  # as charter serve's processes do
     return app
 
