@@ -2,12 +2,12 @@
 
 A decision request is the one request a service sends by the thousand, and starlette's
 layers around an endpoint (its two middlewares, CatchAll, the router trying routes, the
-wrapper that turns exceptions into responses, the Request object) were about a fifth of
-what one cost. So the app hands these two paths to their lane before any of that
-(`LaneApp.__call__`, api.http.parts); the router lists them too, for a request under a `root_path`,
-for a 405 on another method, and for `/openapi.json`. A lane answers as the app would:
-an expected error through the app's own exception handlers (`errors.HANDLERS`), anything
-else as CatchAll's 500.
+wrapper that turns exceptions into responses, the Request object) were about a quarter
+of what one cost. So the app hands these two paths to their lane before any of that
+(`LaneApp.__call__`, api.http.parts); the router lists them too, for a request under a
+`root_path`, for a 405 on another method, and for `/openapi.json`. A lane answers as
+the app would: an expected error through the app's own exception handlers
+(`errors.HANDLERS`), anything else as CatchAll's 500.
 """
 
 from __future__ import annotations
