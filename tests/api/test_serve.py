@@ -19,6 +19,23 @@ from tests.api.conftest import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _wait_ready(
+    url: str, process: subprocess.Popen[Any], seconds: float, in_a_row: int = 1
+) -> None:
+    """Until `/readyz` answers 200 `in_a_row` times running (the server must not exit)."""
+    deadline = time.monotonic() + seconds
+    ready = 0
+    while ready < in_a_row:
+        try:
+            ready = ready + 1 if httpx.get(f"{url}/readyz").status_code == 200 else 0
+        except httpx.TransportError:
+            ready = 0
+        assert process.poll() is None, "charter serve exited"
+        assert time.monotonic() < deadline
+        if ready < in_a_row:
+            time.sleep(0.1)
+
+
 def test_serve_first_start_and_the_readme_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -31,16 +48,7 @@ def test_serve_first_start_and_the_readme_request(
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, "charter serve exited"
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        _wait_ready(url, process, 30)
         token_file = Path(f"{db}.admin-token")
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
         token = token_file.read_text().strip()
@@ -147,16 +155,7 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 4:  # a few answers in a row: both workers are up
-            try:
-                ready = ready + 1 if httpx.get(f"{url}/readyz").status_code == 200 else 0
-            except httpx.TransportError:
-                ready = 0
-            assert process.poll() is None, "charter serve exited"
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        _wait_ready(url, process, 60, in_a_row=4)  # a few answers in a row: both workers up
         token = Path(f"{db}.admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         call = {"agent": "demo-support", "tool": "mail.send",
