@@ -45,20 +45,24 @@ def require_admin(request: Request) -> Principal:
 
 
 def require_decide(request: Request, agent: str | None = None) -> Principal:
-    """admin or decide, or the agent's own token (for that agent only)."""
-    return _may_decide(principal(request), () if agent is None else (agent,))
+    """admin or decide, or the agent's own token (for that agent only). Without `agent`:
+    the caller is known and may decide for some agent; a request that names its agent in
+    its body checks it with `may_decide` once the body is read (so a caller without a
+    valid token is refused before anything of the body is read or checked)."""
+    return may_decide(principal(request), () if agent is None else (agent,))
 
 
-def authorize_decisions(scope: Scope, tokens: TokenCache, agents: Iterable[str]) -> str:
-    """require_decide for every agent of a decision request, on the token cache as it is
+def authenticate_decisions(scope: Scope, tokens: TokenCache) -> tuple[str, Principal]:
+    """The bearer token of a decision request and who it is, on the token cache as it is
     (no sync here: the group commit looks for other processes' changes inside its write
-    transaction and then checks the token again); the bearer token, for that check."""
+    transaction and then checks the token again). Before the body is read: a caller
+    without a valid token is refused without reading or checking anything of it."""
     token = bearer(scope)
-    _may_decide(_known(tokens, token), agents)
-    return token
+    return token, _known(tokens, token)
 
 
-def _may_decide(actor: Principal, agents: Iterable[str]) -> Principal:
+def may_decide(actor: Principal, agents: Iterable[str]) -> Principal:
+    """The 403 for an agent's token that names another agent."""
     if actor.scope == "agent" and any(agent != actor.agent for agent in agents):
         raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
     return actor

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.http import models as m
-from api.http.auth import require_admin, require_decide
+from api.http.auth import may_decide, require_admin, require_decide
 from api.http.body import body
 from api.http.lane import DecisionLane
 from api.http.pagination import int_query
@@ -62,8 +62,9 @@ async def list_tools(request: Request) -> Response:
 
 
 async def fit(request: Request) -> Response:
+    actor = require_decide(request)
     item = await body(request, m.FitRequest)
-    require_decide(request, item.agent)
+    may_decide(actor, (item.agent,))
     service = service_of(request)
     agent = service.agent(item.agent)
     snapshot = service.current()
@@ -92,8 +93,9 @@ async def fit(request: Request) -> Response:
 
 
 async def turns(request: Request) -> Response:
+    actor = require_decide(request)
     item = await body(request, m.TurnRequest)
-    require_decide(request, item.agent)
+    may_decide(actor, (item.agent,))
     return json_response(admit_turn(service_of(request), item.agent, item.thread), 201)
 
 

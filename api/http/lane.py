@@ -17,7 +17,7 @@ import time
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
-from api.http.auth import authorize_decisions
+from api.http.auth import authenticate_decisions, may_decide
 from api.http.body import receive_body
 from api.http.calls import batch_calls, one_call
 from api.http.errors import handler_for, internal_error
@@ -40,13 +40,14 @@ class DecisionLane:
         started = time.perf_counter()
         parts: Parts = scope["app"].charter
         try:
+            token, actor = authenticate_decisions(scope, parts.tokens)
             raw = await receive_body(scope, receive)
             if self.batch:
                 calls = batch_calls(raw)
-                token = authorize_decisions(scope, parts.tokens, [c.agent for c in calls])
+                may_decide(actor, [c.agent for c in calls])
             else:
                 calls = [one_call(raw)]
-                token = authorize_decisions(scope, parts.tokens, (calls[0].agent,))
+                may_decide(actor, (calls[0].agent,))
             results = await parts.commit.decide(calls, token)
         except ClientDisconnect:
             return  # gone before its calls were handed over: nothing was written

@@ -18,6 +18,30 @@ def test_missing_and_bad_tokens(client: Any, harness: Harness) -> None:
     assert client.get("/healthz").status_code == 200
 
 
+def test_a_caller_without_a_valid_token_is_refused_before_its_body_is_read(
+    client: Any, harness: Harness
+) -> None:
+    """Every endpoint: a 401 whatever the body holds (junk, the wrong shape, too big), so
+    a caller without a token learns nothing of the schema and costs no parse."""
+    junk = [b"{nope", b'{"agent": 1}', b"[" * 100 + b"]" * 100, b"x" * ((1 << 20) + 1)]
+    paths = ["/v1/decisions", "/v1/decisions/batch", "/v1/fit", "/v1/turns", "/v1/agents",
+             "/v1/threads", "/v1/identities"]  # fmt: skip
+    for path in paths:
+        for payload in junk:
+            for headers in ({}, {"Authorization": "Bearer nope"}):
+                response = client.post(path, content=payload, headers=headers)
+                assert response.status_code == 401, (path, payload[:20], response.text)
+                assert response.json()["code"] == "unauthorized"
+    # an agent's token is checked against the agent its body names once the body is read
+    harness.add_agent("other", "wide")
+    agent = harness.auth(harness.agent_token)
+    for path, body in (("/v1/fit", {"agent": "other", "profile": "wide"}),
+                       ("/v1/turns", {"agent": "other"})):  # fmt: skip
+        response = client.post(path, json=body, headers=agent)
+        assert (response.status_code, response.json()["code"]) == (403, "insufficient-scope")
+    assert harness.service.store.last_seq() == 0
+
+
 def test_scopes(client: Any, harness: Harness) -> None:
     body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
     for token in (harness.admin, harness.decide, harness.agent_token):
