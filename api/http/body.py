@@ -81,13 +81,13 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
 
 
 def check_depth(value: Any, what: str) -> None:
-    if value is None or (type(value) is dict and flat(value)):
+    if value is None or (type(value) is dict and _flat(value)):
         return  # the common case: an object of plain values
     if depth(value) > MAX_DEPTH:
         raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
 
 
-def flat(value: dict[str, Any]) -> bool:
+def _flat(value: dict[str, Any]) -> bool:
     """Whether a parsed JSON object holds no object or array (it is one level deep)."""
     for item in value.values():  # noqa: SIM110 (a loop: twice as fast as all() here)
         if type(item) is dict or type(item) is list:  # parsed JSON: exact types

@@ -35,8 +35,7 @@ def managed(
         if listing:
             args.update(list_args(request, *query))
         args.update(request.path_params)
-        service = service_of(request)
-        service.sync()
+        service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, tool, args)
         return json_response(result.body, result.status)
 
