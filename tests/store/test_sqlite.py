@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
@@ -85,8 +87,8 @@ def test_log_rows_are_kept_as_the_service_encoded_them(tmp_path: Path) -> None:
 
 
 def test_a_group_of_any_size_is_numbered_in_order(tmp_path: Path) -> None:
-    """Rows go in by runs of 64, 32, ... 1 to an INSERT: every size keeps them in order,
-    numbered on from the last."""
+    """A group is one run of the log: every size keeps its rows in order, numbered on
+    from the last."""
     store = SqliteStore(tmp_path / "s.db")
     expected: list[bytes] = []
     for size in (2, 3, 63, 64, 65, 127, 1000, 1):
@@ -96,6 +98,47 @@ def test_a_group_of_any_size_is_numbered_in_order(tmp_path: Path) -> None:
         )
         expected += rows
     assert [row for _, row in store.read_decisions(0, 2000)] == expected
+    assert store.last_seq() == len(expected)
+
+
+@settings(deadline=None)
+@given(
+    groups=st.lists(st.lists(st.binary(max_size=12), min_size=1, max_size=9), max_size=8),
+    after=st.integers(min_value=-1, max_value=80),
+    limit=st.integers(min_value=1, max_value=80),
+)
+def test_reading_the_log_anywhere_in_its_runs(
+    tmp_path_factory: pytest.TempPathFactory, groups: list[list[bytes]], after: int, limit: int
+) -> None:
+    """Whatever the groups were, the log reads back as one numbered list: a read starting
+    or stopping inside a run gives the rows of that list from `after + 1`, `limit` of them."""
+    store = SqliteStore(tmp_path_factory.mktemp("log") / "s.db")
+    flat = [row for group in groups for row in group]
+    for group in groups:
+        store.append_decisions(group)
+    numbered = list(enumerate(flat, start=1))
+    assert store.read_decisions(after, limit) == [(s, r) for s, r in numbered if s > after][:limit]
+    assert store.last_seq() == len(flat)
+    store.close()
+
+
+def test_a_log_written_a_row_per_decision_reads_on_and_grows(tmp_path: Path) -> None:
+    """A database from before runs (no `count` column, a row per decision, CBOR or JSON)
+    gets the column on open; its rows read as runs of one and new runs follow them."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE decisions (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    old.executemany(
+        "INSERT INTO decisions (seq, body) VALUES (?, ?)", [(1, b"\xa1an\x01"), (2, b"{}")]
+    )
+    old.commit()
+    old.close()
+    store = SqliteStore(path)
+    assert store.last_seq() == 2
+    assert store.append_decisions([b"a", b"b"]) == [3, 4]
+    assert store.read_decisions(1, 10) == [(2, b"{}"), (3, b"a"), (4, b"b")]
 
 
 def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -> None:
