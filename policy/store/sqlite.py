@@ -315,8 +315,7 @@ class SqliteStore:
         with self._lock:
             # The run that holds `after_seq + 1` starts at or before it; then the runs after.
             runs = self._db.execute(
-                "SELECT seq, count, body FROM decisions WHERE seq <= ? "
-                "ORDER BY seq DESC LIMIT 1",
+                "SELECT seq, count, body FROM decisions WHERE seq <= ? ORDER BY seq DESC LIMIT 1",
                 (after_seq + 1,),
             ).fetchall()
             cursor = self._db.execute(
