@@ -12,7 +12,7 @@ import sqlite3
 import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain, pairwise
+from itertools import accumulate, chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -69,11 +69,12 @@ def _pack(rows: Sequence[bytes]) -> bytes:
     return struct.pack(f"<{len(rows)}I", *map(len, rows)) + b"".join(rows)
 
 
-def _unpack(count: int, body: bytes) -> list[bytes]:
+def _unpack(count: int, body: bytes, start: int, stop: int) -> list[bytes]:
+    """Rows `start` to `stop - 1` of a run (only those are copied out)."""
     if count == 1:
-        return [body]
+        return [body][start:stop]
     ends = list(accumulate(struct.unpack_from(f"<{count}I", body), initial=4 * count))
-    return [body[start:end] for start, end in pairwise(ends)]
+    return [body[ends[i] : ends[i + 1]] for i in range(start, min(stop, count))]
 
 
 def _enc(body: Mapping[str, Any]) -> bytes:
@@ -323,13 +324,13 @@ class SqliteStore:
                 (after_seq + 1,),
             )
             for seq, count, body in chain(runs, cursor):
-                for offset, row in enumerate(_unpack(count, bytes(body))):
-                    if seq + offset > after_seq:
-                        found.append((seq + offset, row))
+                start = max(0, after_seq + 1 - seq)  # inside the first run, or 0
+                rows = _unpack(count, bytes(body), start, start + limit - len(found))
+                found += ((seq + start + i, row) for i, row in enumerate(rows))
                 if len(found) >= limit:
                     break
             cursor.close()
-        return found[:limit]
+        return found
 
     def last_seq(self) -> int:
         with self._lock:
