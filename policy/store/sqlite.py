@@ -185,7 +185,7 @@ class SqliteStore:
                     "ALTER TABLE decisions ADD COLUMN count INTEGER NOT NULL DEFAULT 1"
                 )
         # One cursor for the statements of every decision request (BEGIN, COMMIT, the data
-        # version, a lone INSERT), each run and read to its end under the lock: a new
+        # version, the log's INSERT), each run and read to its end under the lock: a new
         # cursor per statement cost more than the statement's own Python.
         self._cursor = self._db.cursor()
         self._data_version = self._version()
