@@ -26,7 +26,8 @@ test: lint typecheck
 	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest
 
 fuzz: install
-	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py -q
+	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py \
+		"tests/store/test_sqlite.py::test_reading_the_log_anywhere_in_its_runs" -q
 
 # The benchmarks compare with Cedar too (cedarpy, the `bench` extra), kept out of `make test`.
 $(VENV)/.bench-stamp: $(STAMP)
