@@ -20,6 +20,7 @@ from typing import Any
 import cbor2
 
 from policy.store import Doc, Row, StoreUnavailable
+from policy.store.checkpoints import Checkpointer
 from policy.store.writerlock import WriterLock
 
 # SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
@@ -61,6 +62,9 @@ CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
 # longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows.
 _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
 _APPEND_RUN = f"INSERT INTO decisions (seq, count, body) VALUES (coalesce(({_NEXT_SEQ}), 1), ?, ?)"
+
+# Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
+RESTART_FRAMES = 4000
 
 
 def _pack(rows: Sequence[bytes]) -> bytes:
@@ -189,7 +193,7 @@ class SqliteStore:
         # cursor per statement cost more than the statement's own Python.
         self._cursor = self._db.cursor()
         self._data_version = self._version()
-        self._checkpointer: tuple[threading.Thread, threading.Event] | None = None
+        self._checkpointer: Checkpointer | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
             self._writers = WriterLock(f"{self.path}.writer-lock", timeout=timeout)
@@ -377,46 +381,29 @@ class SqliteStore:
             )
 
     # ---- checkpoints ----------------------------------------------------------------------
-    def checkpoint_in_background(self, interval: float = 0.05, wal_pages: int = 4000) -> None:
-        """Copy the WAL back into the database from a thread of its own.
-
-        Left to SQLite, the commit that fills the WAL to 1,000 pages checkpoints it on
-        the spot, database fsync included: every ~100th batch of decisions waited ~8 ms.
-        Here a passive checkpoint (it never blocks a writer) runs every `interval`
-        seconds on another connection; the writer's own automatic checkpoint stays as a
-        bound on the WAL's size under sustained load (`wal_pages`), and then finds most
-        pages copied already. For a file database only; idempotent."""
+    def checkpoint_in_background(
+        self, interval: float = 0.05, restart_frames: int = RESTART_FRAMES,
+        wal_pages: int = 4 * RESTART_FRAMES,
+    ) -> None:  # fmt: skip
+        """Copy the WAL back into the database from a thread of its own, and let it start
+        over every `restart_frames` frames (policy/store/checkpoints.py); the writer's own
+        automatic checkpoint stays as a backstop at `wal_pages`. For a file database
+        only; idempotent."""
         if self.path == ":memory:" or self._checkpointer is not None:
             return
         with self._lock:
             self._db.execute(f"PRAGMA wal_autocheckpoint = {int(wal_pages)}")
-        stop = threading.Event()
-        thread = threading.Thread(
-            target=_checkpoint_loop, args=(self.path, interval, stop), daemon=True,
-            name="charter-wal-checkpoint",
+        self._checkpointer = Checkpointer(
+            self.path, self._lock, shared=self._writers is not None, interval=interval,
+            restart_frames=restart_frames,
         )  # fmt: skip
-        self._checkpointer = (thread, stop)
-        thread.start()
+        self._checkpointer.start()
 
     def close(self) -> None:
         if self._checkpointer is not None:
-            thread, stop = self._checkpointer
-            stop.set()
-            thread.join(timeout=5)
+            self._checkpointer.stop()
             self._checkpointer = None
         with self._lock:
             self._db.close()
             if self._writers is not None:
                 self._writers.close()
-
-
-def _checkpoint_loop(path: str, interval: float, stop: threading.Event) -> None:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-    try:
-        while not stop.wait(interval):
-            try:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            except sqlite3.Error:  # busy or closing: the next turn (or the writer) does it
-                continue
-    finally:
-        db.close()

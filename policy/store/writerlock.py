@@ -28,19 +28,19 @@ class WriterLock:
         self._timeout = timeout
 
     def acquire(self) -> None:
-        if self._try():
+        if self.try_acquire():
             return
         deadline = time.monotonic() + self._timeout
         wait = FIRST_WAIT
         while True:
             time.sleep(wait)  # releases the GIL: the process's other threads go on
-            if self._try():
+            if self.try_acquire():
                 return
             if time.monotonic() > deadline:  # as SQLite's own busy timeout gives up
                 raise StoreUnavailable("the database's writer lock stayed taken")
             wait = min(2 * wait, LONGEST_WAIT)
 
-    def _try(self) -> bool:
+    def try_acquire(self) -> bool:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -148,7 +148,7 @@ def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -
     store.checkpoint_in_background(interval=0.005)
     started = store._checkpointer
     store.checkpoint_in_background()  # idempotent: still the same one thread
-    assert started is not None and store._checkpointer is started and started[0].is_alive()
+    assert started is not None and store._checkpointer is started and started.thread.is_alive()
     seqs = [seq for _ in range(20) for seq in store.append_decisions([b"x" * 200] * 50)]
     assert seqs == list(range(1, 1001))
     # ~60 pages: far below any automatic checkpoint, so only the thread copies them back.
@@ -157,7 +157,7 @@ def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -
         time.sleep(0.01)
     assert path.stat().st_size > empty
     store.close()
-    assert not started[0].is_alive()
+    assert not started.thread.is_alive()
     assert [seq for seq, _ in SqliteStore(tmp_path / "s.db").read_decisions(0, 2000)] == seqs
 
 
