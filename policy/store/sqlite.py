@@ -12,7 +12,7 @@ import sqlite3
 import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import accumulate, chain
+from itertools import accumulate
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,6 +62,10 @@ CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
 # longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows.
 _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
 _APPEND_RUN = f"INSERT INTO decisions (seq, count, body) VALUES (coalesce(({_NEXT_SEQ}), 1), ?, ?)"
+_READ_RUNS = (
+    "SELECT seq, count, body FROM decisions WHERE seq >= "
+    "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= ?) ORDER BY seq"
+)
 
 # Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
 RESTART_FRAMES = 4000
@@ -318,16 +322,11 @@ class SqliteStore:
     def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
         found: list[tuple[int, bytes]] = []
         with self._lock:
-            # The run that holds `after_seq + 1` starts at or before it; then the runs after.
-            runs = self._db.execute(
-                "SELECT seq, count, body FROM decisions WHERE seq <= ? ORDER BY seq DESC LIMIT 1",
-                (after_seq + 1,),
-            ).fetchall()
-            cursor = self._db.execute(
-                "SELECT seq, count, body FROM decisions WHERE seq > ? ORDER BY seq",
-                (after_seq + 1,),
-            )
-            for seq, count, body in chain(runs, cursor):
+            # From the run that holds `after_seq + 1` (the last one starting at or before
+            # it) on, in one statement: one snapshot, so a run another process commits
+            # meanwhile is either wholly there or wholly not, never skipped.
+            cursor = self._db.execute(_READ_RUNS, (after_seq + 1,))
+            for seq, count, body in cursor:
                 start = max(0, after_seq + 1 - seq)  # inside the first run, or 0
                 rows = _unpack(count, bytes(body), start, start + limit - len(found))
                 found += ((seq + start + i, row) for i, row in enumerate(rows))
