@@ -31,6 +31,8 @@ from contextlib import contextmanager
 
 from policy.store.writerlock import WriterLock
 
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
 
 class Checkpointer:
     """`lock`: the store's lock (this process's transactions take it first); `shared`:
@@ -83,7 +85,7 @@ class Checkpointer:
         # that is in the quiet one below: the pages copied by the passive ones since the
         # last restart made that fsync ~10 ms, with every writer held off. Synced here
         # first, they leave it the few pages copied in the quiet one.
-        os.fdatasync(file)
+        _datasync(file)
         with self._no_writers() as quiet:
             if quiet:
                 db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
