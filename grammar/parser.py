@@ -422,10 +422,15 @@ def _diagnose(
 def _too_deep(file: str, text: str, at: int, options: ParseOptions) -> Diagnostic:
     line = text.count("\n", 0, at) + 1
     column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return _nested_too_deep(ast.Span(file, line, column, line, column + 1), options)
+
+
+def _nested_too_deep(span: ast.Span, options: ParseOptions) -> Diagnostic:
+    """E0013, wherever it is found: by the fast path's stack or in lark's tree."""
     return Diagnostic(
         "E0013",
         f"nesting is deeper than the limit of {options.max_depth}",
-        ast.Span(file, line, column, line, column + 1),
+        span,
         "split the condition into simpler rules",
     )
 
@@ -445,14 +450,7 @@ def _check_shape(tree: Tree[Token], file: str, options: ParseOptions) -> list[Di
     while stack:
         node, depth = stack.pop()
         if depth > options.max_depth:
-            return [
-                Diagnostic(
-                    "E0013",
-                    f"nesting is deeper than the limit of {options.max_depth}",
-                    _span_of(file, node.meta),
-                    "split the condition into simpler rules",
-                )
-            ]
+            return [_nested_too_deep(_span_of(file, node.meta), options)]
         for child in node.children:
             if isinstance(child, Tree):
                 stack.append((child, depth + 1))

@@ -46,7 +46,7 @@ class Checkpointer:
         self._lock = lock
         # Its own open file: flock excludes other open files of this process as well, so
         # holding it keeps out this process's writers (which also hold the store's lock).
-        self._writers = WriterLock(f"{path}.writer-lock", timeout=0) if shared else None
+        self._writers = WriterLock.of(path, timeout=0) if shared else None
         self._interval = interval
         self._restart_frames = restart_frames
         self._stop = threading.Event()

@@ -200,7 +200,7 @@ class SqliteStore:
         self._checkpointer: Checkpointer | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
-            self._writers = WriterLock(f"{self.path}.writer-lock", timeout=timeout)
+            self._writers = WriterLock.of(self.path, timeout)
 
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:

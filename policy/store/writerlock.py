@@ -27,6 +27,12 @@ class WriterLock:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._timeout = timeout
 
+    @classmethod
+    def of(cls, db: str, timeout: float) -> WriterLock:
+        """The writer lock of the database file `db` (`<db>.writer-lock`), an open file
+        of its own."""
+        return cls(f"{db}.writer-lock", timeout)
+
     def acquire(self) -> None:
         if self.try_acquire():
             return

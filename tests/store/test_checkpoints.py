@@ -70,7 +70,7 @@ def test_a_turn_does_not_wait_for_another_process_writing(tmp_path: Path) -> Non
     the quiet step (the next turn tries again) and returns at once."""
     store = SqliteStore(tmp_path / "s.db", shared=True)
     store._db.execute("PRAGMA wal_autocheckpoint = 0")
-    other = WriterLock(f"{store.path}.writer-lock", timeout=1.0)
+    other = WriterLock.of(store.path, timeout=1.0)
     with _turns(store, restart_frames=1) as (_, turn):
         store.append_decisions([b"x" * 300] * 50)
         other.acquire()
