@@ -14,20 +14,32 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from api.service.encoding import dumps, loads
+from pydantic import BaseModel, Field
+
+from api.service.encoding import dumps
 from api.service.metrics import BUCKETS, Metrics
 
 PUBLISH_EVERY = 1.0  # seconds: how far behind another worker's counters can be
 # Label values from a file are written into the Prometheus text: only names as the
 # service makes them (effects, problem codes), so an edited file cannot add lines.
-NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+_Name = Annotated[str, Field(strict=True, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+_Count = Annotated[int, Field(strict=True, ge=0)]
+
+
+class _Snapshot(BaseModel):
+    """What `Metrics.snapshot` gives, as a file must hold it to be counted."""
+
+    decisions: dict[_Name, _Count]
+    counts: Annotated[list[_Count], Field(min_length=len(BUCKETS) + 1, max_length=len(BUCKETS) + 1)]
+    total: Annotated[float, Field(strict=True, ge=0)]
+    requests: _Count
+    rejected: list[tuple[_Count, _Name, _Count]]  # (status, problem code, count)
 
 
 def directory_for(db: str) -> Path:
@@ -71,10 +83,8 @@ class SharedMetrics:
         for path in sorted(self.directory.glob("*.json")):
             if path.name == self.name:
                 continue
-            with contextlib.suppress(OSError, ValueError):
-                counters = _counters(loads(path.read_bytes()))
-                if counters is not None:
-                    found.append(counters)
+            with contextlib.suppress(OSError, ValueError):  # (ValidationError is one)
+                found.append(_Snapshot.model_validate_json(path.read_bytes()).model_dump())
         return found
 
     def start(self) -> None:
@@ -97,34 +107,3 @@ class SharedMetrics:
         while not self._stop.wait(self._every):
             with contextlib.suppress(OSError):  # a full disk: the next turn tries again
                 self.publish()
-
-
-def _counters(value: Any) -> dict[str, Any] | None:
-    """`value` if it has the shape `Metrics.snapshot` gives, else None."""
-    if not isinstance(value, dict):
-        return None
-    decisions, counts, rejected = value.get("decisions"), value.get("counts"), value.get("rejected")
-    if not isinstance(decisions, dict) or not all(
-        _name(k) and _count(n) for k, n in decisions.items()
-    ):
-        return None
-    if not isinstance(counts, list) or len(counts) != len(BUCKETS) + 1:
-        return None
-    if not all(_count(n) for n in counts) or not _count(value.get("requests")):
-        return None
-    if not isinstance(value.get("total"), int | float) or not isinstance(rejected, list):
-        return None
-    for row in rejected:
-        if not (isinstance(row, list) and len(row) == 3):
-            return None
-        if not (_count(row[0]) and _name(row[1]) and _count(row[2])):
-            return None
-    return value
-
-
-def _count(n: Any) -> bool:
-    return type(n) is int and n >= 0
-
-
-def _name(text: Any) -> bool:
-    return isinstance(text, str) and NAME.fullmatch(text) is not None

@@ -67,6 +67,15 @@ def test_workers_read_each_others_published_counters(tmp_path: Path) -> None:
     (directory / "forged.json").write_text(json.dumps(forged))
     wrong_buckets = {**first_counts.snapshot(), "counts": [1, 2]}
     (directory / "short.json").write_text(json.dumps(wrong_buckets))
+    odd = {
+        "newline.json": {"decisions": {"allow\n": 1}},
+        "boolean.json": {"decisions": {"allow": True}},
+        "negative.json": {"requests": -1},
+        "fraction.json": {"requests": 1.5},
+        "text-count.json": {"rejected": [["401", "unauthorized", 1]]},
+    }
+    for name, change in odd.items():
+        (directory / name).write_text(json.dumps({**first_counts.snapshot(), **change}))
     assert len(second.others()) == 1
     text = second_counts.render(1, second.others())
     assert "fake_total" not in text and "charter_serving_processes 2" in text
