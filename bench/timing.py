@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ def time_calls(
 
 
 def time_side_by_side(
-    fns: dict[str, Callable[[Any], Any]], inputs: Sequence[Any], rounds: int, overhead_ns: float
+    fns: Mapping[str, Callable[[Any], Any]], inputs: Sequence[Any], rounds: int, overhead_ns: float
 ) -> dict[str, Timing]:
     """Time several engines on the same inputs in alternating rounds (A B, then B A, ...):
     a noisy neighbour or a frequency change then lands on all of them alike, which keeps
