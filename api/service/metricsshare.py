@@ -37,7 +37,7 @@ class _Snapshot(BaseModel):
 
     decisions: dict[_Name, _Count]
     counts: Annotated[list[_Count], Field(min_length=len(BUCKETS) + 1, max_length=len(BUCKETS) + 1)]
-    total: Annotated[float, Field(strict=True, ge=0)]
+    total: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
     requests: _Count
     rejected: list[tuple[_Count, _Name, _Count]]  # (status, problem code, count)
 

@@ -72,6 +72,7 @@ def test_workers_read_each_others_published_counters(tmp_path: Path) -> None:
         "boolean.json": {"decisions": {"allow": True}},
         "negative.json": {"requests": -1},
         "fraction.json": {"requests": 1.5},
+        "infinite.json": {"total": float("inf")},
         "text-count.json": {"rejected": [["401", "unauthorized", 1]]},
     }
     for name, change in odd.items():
