@@ -11,6 +11,7 @@ from api.service.budget import MAX_USD
 
 MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
 MAX_BATCH = 1000  # calls in one batch
+MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
 
 
