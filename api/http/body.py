@@ -33,9 +33,10 @@ async def receive_body(scope: Scope, receive: Receive) -> bytes:
     Content-Length said so); ClientDisconnect if the client went away meanwhile."""
     length = scope_header(scope, b"content-length")
     if length is not None:
-        if not length.isdigit():
+        # ASCII digits only: str.isdigit() takes `²`, which int() refuses.
+        if not (length.isascii() and length.isdigit()):
             raise ServiceError(400, "bad-content-length", "Content-Length is not a number")
-        if int(length) > MAX_BODY:
+        if len(length) > 18 or int(length) > MAX_BODY:
             raise _too_large()
     # The ASGI messages read directly (what request.stream() does, without its async
     # generator): a small body is one message.

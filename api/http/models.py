@@ -7,8 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.service.budget import MAX_USD
+
 MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
 MAX_BATCH = 1000  # calls in one batch
+MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
 
 
@@ -23,7 +26,9 @@ class DecisionRequest(Strict):
     thread: str | None = None
     turn: str | None = None
     context: dict[str, Any] | None = None
-    expected_cost: Decimal | None = Field(default=None, ge=0, allow_inf_nan=False)
+    expected_cost: Decimal | None = Field(
+        default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
+    )
     connection: str | None = None
 
 
@@ -102,7 +107,7 @@ class Policy(BaseModel):
 
 
 class Budget(Strict):
-    amount: Decimal = Field(ge=0, allow_inf_nan=False)
+    amount: Decimal = Field(ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9")
     period: Literal["24h", "7d", "total"]
 
 
@@ -165,7 +170,9 @@ class Identity(BaseModel):
 class ThreadCreate(Strict):
     prompt: str = Field(default="", max_length=65_536)
     agent: str | None = None
-    max_cost: Decimal | None = Field(default=None, ge=0, allow_inf_nan=False)
+    max_cost: Decimal | None = Field(
+        default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
+    )
 
 
 class ThreadUpdate(Strict):

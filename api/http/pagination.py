@@ -15,7 +15,9 @@ def int_query(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or len(raw) > 18:
+    # ASCII digits only: str.isdigit() also takes `²`, `１` and `١`, which int() refuses
+    # or reads as another number. 18 digits always fit in a signed 64-bit integer.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise ServiceError(400, f"bad-{name.replace('_', '-')}", f"`{name}` must be an integer")
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):

@@ -21,6 +21,13 @@ from policy.store import Doc, Store
 WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
 MICROS = Decimal(1_000_000)
 MAX_CHAIN = 64  # an ancestor chain longer than this is a cycle or an abuse: stop there
+# The largest amount a request may give (an `expected_cost`, a budget's amount, a
+# thread's `max_cost`): a billion USD, 10^15 micro-USD, so one charge is far inside the
+# ledger's signed 64-bit integers (9.2 * 10^18) and a sum overflows only after 9,223
+# charges of that size (`Store.spent` then says SPENT_OVERFLOW: over every cap).
+MAX_USD = Decimal(1_000_000_000)
+MAX_MICROS = (1 << 63) - 1  # the ledger's integers; no cap is above it
+_MAX_CAP_USD = Decimal(MAX_MICROS) / MICROS  # exact: 9223372036854.775807
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +38,33 @@ class Cap:
     label: str  # what a denial says: "profile `support` budget 5 USD per 24h"
 
 
-def to_micros(amount: Decimal | str | int | float) -> int:
+def _decimal(amount: Decimal | str | int | float) -> Decimal:
     try:
         value = Decimal(str(amount))
     except InvalidOperation:
         raise ValueError("not a number") from None
     if not value.is_finite():
         raise ValueError("not a finite number")
+    return value
+
+
+def to_micros(amount: Decimal | str | int | float) -> int:
+    """An amount a request gave, in micro-USD (rounded to the nearest). ValueError for a
+    value that is not a finite number or is past MAX_USD either way: compared before any
+    scaling, so `1e999990` costs a comparison, not a million-digit integer."""
+    value = _decimal(amount)
+    if value.copy_abs() > MAX_USD:
+        raise ValueError(f"more than {MAX_USD} USD")
+    return int((value * MICROS).to_integral_value())
+
+
+def cap_micros(amount: Decimal | str | int | float) -> int:
+    """A cap in micro-USD: a profile's budget written in the policy, or an agent's or a
+    thread's stored one (stored before MAX_USD bounded them, it may be larger). A cap at or
+    past the ledger's integers is MAX_MICROS, which no sum the ledger can hold exceeds."""
+    value = _decimal(amount)
+    if value.copy_abs() >= _MAX_CAP_USD:  # compared before scaling, as in to_micros
+        return MAX_MICROS if value > 0 else -MAX_MICROS
     return int((value * MICROS).to_integral_value())
 
 
@@ -69,7 +96,7 @@ def caps_for(
             caps.append(
                 Cap(
                     subject,
-                    to_micros(budget.amount),
+                    cap_micros(budget.amount),
                     budget.period,
                     f"profile `{profile.name}` budget {budget.amount} USD per {budget.period}",
                 )
@@ -79,7 +106,7 @@ def caps_for(
             caps.append(
                 Cap(
                     subject,
-                    to_micros(own[0]),
+                    cap_micros(own[0]),
                     own[1],
                     f"agent `{current['id']}` budget {own[0]} USD per {own[1]}",
                 )
@@ -93,7 +120,7 @@ def caps_for(
             caps.append(
                 Cap(
                     subject,
-                    to_micros(thread["max_cost"]),
+                    cap_micros(thread["max_cost"]),
                     "total",
                     f"thread `{thread['id']}` max_cost {thread['max_cost']} USD",
                 )

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import cbor2
 
+from api.service.budget import MAX_USD
 from api.service.core import Service
 from api.service.decisionlog import write
 from api.service.errors import ServiceError, no_policy
@@ -139,6 +140,9 @@ def prepare(
     latest = service.snapshots.latest
     agents: dict[str, tuple[Doc, dict[str, Any]]] = {}  # a batch is mostly one agent's
     for call in calls:
+        cost = call.expected_cost
+        if cost is not None and not 0 <= cost <= MAX_USD:
+            raise _cost_refused(cost)
         if call.turn is not None or call.thread is not None:
             p = _prepare(service, call, snapshots)
         else:  # the common case, inline: no turn to pin a revision, no thread
@@ -157,6 +161,15 @@ def prepare(
         p.decision = p.snapshot.decide(p.request)
         prepared.append(p)
     return prepared
+
+
+def _cost_refused(cost: Decimal) -> ServiceError:
+    """The models refuse such a cost (api.http.models); this refuses it for any other way
+    a call comes in, before anything is written (the ledger's integers are 64-bit)."""
+    kind = "less_than_equal" if cost > 0 else "greater_than_equal"
+    message = f"`expected_cost` must be from 0 to {MAX_USD} USD"
+    error = {"loc": ["expected_cost"], "message": message, "type": kind}
+    return ServiceError(422, "invalid-body", "the body does not match the schema", errors=[error])
 
 
 def unseal_call(service: Service, approval: Doc) -> Call:

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.service import fitcheck, pages
-from api.service.budget import to_micros
+from api.service.budget import MAX_USD, to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms
 from api.service.errors import ServiceError, no_policy, not_found
 from api.service.ops import Operation, Result
@@ -107,7 +107,9 @@ def parse_budget(value: Any) -> dict[str, str] | None:
         if to_micros(amount) < 0:
             raise ValueError
     except ValueError:
-        raise ServiceError(400, "invalid-budget", "budget amount must be >= 0") from None
+        raise ServiceError(
+            400, "invalid-budget", f"budget amount must be a number from 0 to {MAX_USD} USD"
+        ) from None
     return {"amount": str(Decimal(str(amount))), "period": str(period)}
 
 
@@ -236,7 +238,9 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
             if to_micros(max_cost) < 0:
                 raise ValueError
         except ValueError:
-            raise ServiceError(400, "invalid-max-cost", "max_cost must be >= 0") from None
+            raise ServiceError(
+                400, "invalid-max-cost", f"max_cost must be a number from 0 to {MAX_USD} USD"
+            ) from None
         max_cost = str(Decimal(str(max_cost)))
     now = now_ms()
     doc: Doc = {

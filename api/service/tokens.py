@@ -54,13 +54,17 @@ def digest(token: str) -> str:
 
 
 def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Doc]:
-    """A new token: the plain text is returned once and never stored."""
+    """A new token: the plain text is returned once and never stored. An agent token
+    (`scope="agent"`) names its agent and no other token does (the caller checks that the
+    agent exists); anything else is a ValueError, never a token of another scope."""
+    if (scope == "agent") != bool(agent) or scope not in (*SCOPES, "agent"):
+        raise ValueError(f"scope `{scope}` with agent `{agent}` is not a token")
     token = PREFIX + secrets.token_urlsafe(32)
     hashed = digest(token)
     doc: Doc = {
         "id": hashed[:16],
         "hash": hashed,
-        "scope": "agent" if agent else scope,
+        "scope": scope,
         "agent": agent,
         "name": name,
         "created_at": now_ms(),

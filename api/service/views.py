@@ -3,6 +3,10 @@
 A role created through the API is one file, `api/roles/<name>.charter`, added to the
 latest revision's files; the result is checked as a whole and becomes a new revision.
 Roles written in uploaded files are changed by uploading the policy, not here.
+
+A list is read on one revision: the first page on the latest, and the next pages on the
+revision the first one was (the cursor pins it), so a listing is one consistent snapshot
+even while roles are added, changed or deleted meanwhile. Items come sorted by name.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
+from engine.compile import Snapshot
 from grammar.parser import parse
 from policy import ast
 from policy.diagnostics import CharterError
@@ -21,27 +26,27 @@ from policy.diagnostics import CharterError
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
 
 
-def _source(service: Service, span: ast.Span) -> str:
-    text = service.current().workspace.sources.get(span.file, "")
+def _source(snapshot: Snapshot, span: ast.Span) -> str:
+    text = snapshot.workspace.sources.get(span.file, "")
     lines = text.splitlines()[span.line - 1 : span.end_line]
     return "\n".join(lines)
 
 
-def _decls(service: Service, kind: str) -> dict[str, Any]:
-    ws = service.current().workspace
+def _decls(snapshot: Snapshot, kind: str) -> dict[str, Any]:
+    ws = snapshot.workspace
     table: dict[str, Any] = {
         "roles": ws.roles, "profiles": ws.profiles, "hooks": ws.hooks, "toolsets": ws.toolsets,
     }  # fmt: skip
     return dict(table[kind])
 
 
-def _view(service: Service, kind: str, decl: Any) -> dict[str, Any]:
+def _view(snapshot: Snapshot, kind: str, decl: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": decl.name,
         "file": decl.span.file,
         "line": decl.span.line,
-        "source": _source(service, decl.span),
-        "revision": service.snapshots.latest,
+        "source": _source(snapshot, decl.span),
+        "revision": snapshot.revision,
     }
     if kind == "profiles":
         out["roles"] = list(decl.roles)
@@ -59,15 +64,33 @@ def _view(service: Service, kind: str, decl: Any) -> dict[str, Any]:
     return out
 
 
+def _pinned(service: Service, kind: str, cursor: Any) -> tuple[Snapshot, int]:
+    """The revision a list is read on and how many of its items earlier pages showed: the
+    latest for a first page, else the revision its cursor pinned (one that exists)."""
+    found = pages.decode_pinned(kind, cursor)
+    if found is None:
+        return service.current(), 0
+    revision, shown = found
+    if revision > service.snapshots.latest:
+        raise pages.bad_cursor()
+    try:
+        return service.snapshots.get(revision), shown
+    except ServiceError as exc:
+        if exc.code == "revision-not-found":
+            raise pages.bad_cursor() from None
+        raise
+
+
 def _lister(kind: str) -> Operation:
     def list_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-        after = pages.decode(kind, args.get("cursor"), numeric=False)
+        snapshot, shown = _pinned(service, kind, args.get("cursor"))
         limit = pages.limit_of(args.get("limit"))
-        decls = _decls(service, kind)
-        names = sorted(n for n in decls if n > after)
+        decls = _decls(snapshot, kind)
+        names = sorted(decls)[shown : shown + limit + 1]
         page = names[:limit]
-        cursor = pages.encode(kind, page[-1]) if len(names) > limit else None
-        items = [_view(service, kind, decls[n]) for n in page]
+        more = len(names) > limit
+        cursor = pages.encode(kind, shown + len(page), snapshot.revision) if more else None
+        items = [_view(snapshot, kind, decls[n]) for n in page]
         return Result(200, {"items": items, "next_cursor": cursor})
 
     return list_op
@@ -75,12 +98,13 @@ def _lister(kind: str) -> Operation:
 
 def _getter(kind: str) -> Operation:
     def get_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-        decl = _decls(service, kind).get(args["name"])
+        snapshot = service.current()
+        decl = _decls(snapshot, kind).get(args["name"])
         if decl is None:
             raise ServiceError(
                 404, f"{KINDS[kind]}-not-found", f"{KINDS[kind]} `{args['name']}` not found"
             )
-        return Result(200, _view(service, kind, decl))
+        return Result(200, _view(snapshot, kind, decl))
 
     return get_op
 
@@ -136,7 +160,8 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
             raise ServiceError(404, "role-not-found", f"role `{name}` not found")
         files = [(p, t) for p, t in files if p != path] + [(path, source)]
         revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
-    body = _view(service, "roles", service.current().workspace.roles[name])
+    snapshot = service.current()
+    body = _view(snapshot, "roles", snapshot.workspace.roles[name])
     return Result(201 if create else 200, {**body, "revision": revision})
 
 

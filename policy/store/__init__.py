@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 Doc = dict[str, Any]
+# What `Store.spent` says when the ledger's sum does not fit in 64 bits: more than any cap
+# (caps stop at 2^63 - 1 micro-USD), so a budget check fails closed instead of failing.
+SPENT_OVERFLOW = 1 << 63
 
 
 class StoreUnavailable(Exception):
@@ -85,7 +88,11 @@ class Store(Protocol):
     def last_seq(self) -> int: ...
 
     # the budget ledger
-    def spent(self, subject: str, since_ms: int) -> int: ...
+    def spent(self, subject: str, since_ms: int) -> int:
+        """The micro-USD charged to `subject` at or after `since_ms`; SPENT_OVERFLOW when
+        the sum is past 64 bits (over every cap: a budget check fails closed)."""
+        ...
+
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None: ...
 
     # named values

@@ -19,7 +19,7 @@ from typing import Any
 
 import cbor2
 
-from policy.store import Doc, Row, StoreUnavailable
+from policy.store import SPENT_OVERFLOW, Doc, Row, StoreUnavailable
 from policy.store.checkpoints import Checkpointer
 from policy.store.writerlock import WriterLock
 
@@ -343,10 +343,17 @@ class SqliteStore:
     # ---- the budget ledger ----------------------------------------------------------------
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock:
-            (total,) = self._db.execute(
-                "SELECT coalesce(sum(micros), 0) FROM ledger WHERE subject = ? AND at >= ?",
-                (subject, since_ms),
-            ).fetchone()
+            try:
+                (total,) = self._db.execute(
+                    "SELECT coalesce(sum(micros), 0) FROM ledger WHERE subject = ? AND at >= ?",
+                    (subject, since_ms),
+                ).fetchone()
+            except sqlite3.OperationalError as exc:
+                # sum() of integers past 64 bits fails the statement (not the transaction):
+                # more was charged than any cap allows, which is what SPENT_OVERFLOW says.
+                if str(exc) != "integer overflow":
+                    raise
+                return SPENT_OVERFLOW
         return int(total)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:

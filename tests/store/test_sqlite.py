@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.store import StoreUnavailable
+from policy.store import SPENT_OVERFLOW, StoreUnavailable
 from policy.store.sqlite import SqliteStore
 
 
@@ -74,6 +74,20 @@ def test_ledger_windows(tmp_path: Path) -> None:
     assert store.spent("agent:a", 2_000) == 500_000
     assert store.spent("agent:p", 0) == 1_500_000
     assert store.spent("agent:x", 0) == 0
+
+
+def test_a_ledger_sum_past_64_bits_is_spent_overflow(tmp_path: Path) -> None:
+    """SQLite's sum() fails on overflow: spent() says SPENT_OVERFLOW (more than any cap)
+    instead, and the transaction it was read in goes on."""
+    store = SqliteStore(tmp_path / "s.db")
+    store.charge(["agent:a", "agent:b"], 9 * 10**18, at_ms=1_000)
+    with store.atomic():
+        store.charge(["agent:a"], 9 * 10**18, at_ms=2_000)
+        assert store.spent("agent:a", 0) == SPENT_OVERFLOW
+        assert store.spent("agent:a", 1_500) == 9 * 10**18
+        store.charge(["agent:b"], 1, at_ms=3_000)
+    assert store.spent("agent:a", 0) == SPENT_OVERFLOW
+    assert store.spent("agent:b", 0) == 9 * 10**18 + 1
 
 
 def test_log_rows_are_kept_as_the_service_encoded_them(tmp_path: Path) -> None:
