@@ -109,7 +109,7 @@ class _Batch:
         self.now = now
         self.in_transaction = in_transaction
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
-        self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
+        self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
 
     @property
@@ -131,7 +131,14 @@ class _Batch:
         return found
 
     def caps(self, p: Prepared) -> tuple[list[Cap], list[str]]:
-        key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
+        # (the profile too: a call on a turn may run under the profile the turn pinned)
+        agent = p.agent
+        key = (
+            p.snapshot.revision,
+            agent["id"],
+            agent["profile"],
+            p.thread["id"] if p.thread else None,
+        )
         found = self._caps.get(key)
         if found is None:
             found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent)

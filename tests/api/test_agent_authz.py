@@ -32,3 +32,42 @@ def test_an_agent_changes_only_connections_of_its_own_identity(live: Any, harnes
                          headers=agent)  # fmt: skip
     assert patched.status_code == 200, patched.text
     assert live.delete(f"/v1/connections/{mine['id']}", headers=agent).status_code == 204
+
+
+MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+
+
+def test_a_running_turn_keeps_the_profile_it_was_admitted_with(
+    client: Any, harness: Harness
+) -> None:
+    """DESIGN.md section 1: a change of profile applies from the agent's next admitted
+    turn; a turn already running keeps its snapshot (roles, hooks and budget caps), in
+    a single decision and in a batch."""
+    admin = harness.auth()
+    harness.add_agent("t1", "narrow")
+    harness.add_agent("t2", "support-child")
+    old = {
+        a: client.post("/v1/turns", json={"agent": a}, headers=admin).json() for a in ("t1", "t2")
+    }
+    for agent, profile in (("t1", "wide"), ("t2", "support")):
+        patched = client.patch(f"/v1/agents/{agent}", json={"profile": profile}, headers=admin)
+        assert patched.status_code == 200, patched.text
+    new = {
+        a: client.post("/v1/turns", json={"agent": a}, headers=admin).json() for a in ("t1", "t2")
+    }
+    assert old["t1"]["profile"] == "narrow" and new["t1"]["profile"] == "wide"
+    refund = {"agent": "t1", "tool": "billing.refund", "args": {"amount": 5}}
+    costly = {"agent": "t2", "tool": "mail.send", "args": MAIL, "expected_cost": "7"}
+
+    def effects(turns: dict[str, Any] | None, *calls: dict[str, Any]) -> list[str]:
+        calls = tuple({**c, "turn": turns[c["agent"]]["id"]} if turns else c for c in calls)
+        single = [client.post("/v1/decisions", json=c, headers=admin).json() for c in calls]
+        batch = client.post("/v1/decisions/batch", json={"calls": calls}, headers=admin)
+        assert batch.status_code == 200, batch.text
+        return [d["effect"] for d in single + batch.json()["decisions"]]
+
+    # narrow has no refunds; support-child's 5 USD cap refuses a 7 USD call (nothing charged)
+    assert effects(old, refund, costly) == ["deny"] * 4
+    assert effects(new, refund) == effects(None, refund) == ["allow"] * 2
+    on_new = client.post("/v1/decisions", json={**costly, "turn": new["t2"]["id"]}, headers=admin)
+    assert on_new.json()["effect"] == "allow"  # under support's 10 USD cap
