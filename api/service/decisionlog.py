@@ -27,6 +27,7 @@ import cbor2
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
+from api.service.metrics import Metrics
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, make_decision
 from policy.catalogue import SENSITIVE_ARGS
@@ -274,9 +275,15 @@ class Draft:
         seqs = store.append_decisions(self.rows)
         for body, seq in zip(self.bodies, seqs, strict=True):
             body["seq"] = seq
-        for name, n in self.counts.items():
-            service.metrics.decided(name, n)
+        # counted once committed: an agent's management request whose operation is then
+        # refused rolls its decision back (api.service.manage)
+        store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
+
+
+def _count(metrics: Metrics, counts: dict[str, int]) -> None:
+    for name, n in counts.items():
+        metrics.decided(name, n)
 
 
 def write(

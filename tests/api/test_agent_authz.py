@@ -71,3 +71,46 @@ def test_a_running_turn_keeps_the_profile_it_was_admitted_with(
     assert effects(new, refund) == effects(None, refund) == ["allow"] * 2
     on_new = client.post("/v1/decisions", json={**costly, "turn": new["t2"]["id"]}, headers=admin)
     assert on_new.json()["effect"] == "allow"  # under support's 10 USD cap
+
+
+def test_a_refused_management_request_writes_no_decision(live: Any, harness: Harness) -> None:
+    """docs/http.md, Errors: a refused request writes nothing, so the decision of an
+    agent's management request is logged only with the operation it allowed; a policy
+    deny (403) and a pause (202) are the request's outcome and stay logged."""
+    agent = harness.auth(harness.agent_token)
+    other = live.post("/v1/identities", json={}, headers=harness.auth()).json()["id"]
+    assert (
+        live.post("/v1/identities/import", json={"seed": "33" * 32}, headers=agent).status_code
+        == 201
+    )
+    store = harness.service.store
+    logged = store.last_seq()
+    counted = dict(harness.service.metrics.decisions)
+    wide = {"name": "team-any", "source": "role team-any {\n  allow mail.send\n}\n"}
+    conn = {"name": "c", "toolset": "vault", "credential": "x"}
+    refused = [
+        ("POST", "/v1/connections", {**conn, "toolset": "nope"}, 400, "unknown-toolset"),
+        ("POST", "/v1/connections", {**conn, "owner": other}, 403, "not-own-identity"),
+        ("POST", "/v1/identities/import", {"seed": "zz"}, 400, "invalid-seed"),
+        ("POST", "/v1/identities/import", {"seed": "33" * 32}, 409, "identity-exists"),
+        ("PATCH", "/v1/connections/nope", {"name": "n"}, 404, "connection-not-found"),
+        ("POST", "/v1/roles", wide, 403, "does-not-fit"),
+        ("POST", "/v1/agents", {"name": "k", "profile": "nope"}, 400, "unknown-profile"),
+        ("GET", "/v1/agents?cursor=junk", None, 400, "bad-cursor"),
+    ]
+    for method, path, body, status, code in refused:
+        response = live.request(method, path, json=body, headers=agent)
+        assert (response.status_code, response.json()["code"]) == (status, code), response.text
+        assert store.last_seq() == logged, (method, path)
+    assert harness.service.metrics.decisions == counted  # nor counted as decided
+    # a policy deny is logged (manager denies agents.delete), an allow, and a pause
+    denied = live.delete("/v1/agents/a1", headers=agent)
+    assert (denied.status_code, denied.json()["code"]) == (403, "denied-by-policy")
+    assert store.last_seq() == logged + 1
+    assert live.get("/v1/agents", headers=agent).status_code == 200
+    assert store.last_seq() == logged + 2
+    harness.add_agent("m1", "careful")  # default hooks: roles.create pauses
+    source = 'role team-x {\n  allow mail.send where args.to == "a@example.com"\n}\n'
+    paused = live.post("/v1/roles", json={"name": "team-x", "source": source},
+                       headers=harness.auth(harness.token_for("m1")))  # fmt: skip
+    assert paused.status_code == 202 and store.last_seq() == logged + 3
