@@ -114,3 +114,41 @@ def test_a_refused_management_request_writes_no_decision(live: Any, harness: Har
     paused = live.post("/v1/roles", json={"name": "team-x", "source": source},
                        headers=harness.auth(harness.token_for("m1")))  # fmt: skip
     assert paused.status_code == 202 and store.last_seq() == logged + 3
+
+
+def test_an_agent_never_decides_a_pause_of_its_own_tree_or_identity(
+    live: Any, harness: Harness
+) -> None:
+    """A pause asks a human: the agent that raised it, its parent, its children and any
+    agent of its identity get 403 `self-approval`; an agent of another identity and
+    tree may decide it (when its roles allow `approvals.*`), as may an admin."""
+    a1 = harness.auth(harness.agent_token)
+    kid = live.post("/v1/agents", json={"name": "kid", "profile": "support-child"}, headers=a1)
+    assert kid.status_code == 201, kid.text
+    harness.add_agent("m1", "careful")  # the same identity, another tree
+    stranger = live.post("/v1/identities", json={}, headers=harness.auth()).json()["id"]
+    harness.add_agent("rev", "support", identity=stranger)
+
+    def pause() -> str:
+        body = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 60}}
+        decided = live.post("/v1/decisions", json=body, headers=a1).json()
+        assert decided["effect"] == "pause"
+        return str(decided["approval_id"])
+
+    approval = pause()
+    logged = harness.service.store.last_seq()
+    for who in ("a1", kid.json()["id"], "m1"):
+        token = harness.auth(harness.agent_token if who == "a1" else harness.token_for(who))
+        for verb in ("approve", "reject"):
+            refused = live.post(f"/v1/approvals/{approval}/{verb}", json={}, headers=token)
+            assert (refused.status_code, refused.json()["code"]) == (403, "self-approval")
+            assert f"`{approval}`" in refused.json()["detail"]
+    assert harness.service.store.get("approvals", approval)["status"] == "pending"
+    assert harness.service.store.last_seq() == logged
+    # an agent outside the tree and the identity, and an admin, may decide
+    rev = harness.auth(harness.token_for("rev"))
+    approved = live.post(f"/v1/approvals/{approval}/approve", headers=rev)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["decision"]["effect"] == "allow"
+    rejected = live.post(f"/v1/approvals/{pause()}/reject", json={}, headers=harness.auth())
+    assert rejected.status_code == 200, rejected.text
