@@ -143,7 +143,7 @@ def test_an_agent_never_decides_a_pause_of_its_own_tree_or_identity(
             refused = live.post(f"/v1/approvals/{approval}/{verb}", json={}, headers=token)
             assert (refused.status_code, refused.json()["code"]) == (403, "self-approval")
             assert f"`{approval}`" in refused.json()["detail"]
-    assert harness.service.store.get("approvals", approval)["status"] == "pending"
+    assert (harness.service.store.get("approvals", approval) or {})["status"] == "pending"
     assert harness.service.store.last_seq() == logged
     # an agent outside the tree and the identity, and an admin, may decide
     rev = harness.auth(harness.token_for("rev"))
