@@ -59,6 +59,11 @@ def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> Non
         )  # fmt: skip
 
 
+def check_independent(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `approvals.approve`/`.reject` is decided (see `_independent`)."""
+    _independent(service, actor, service.doc("approvals", "approval", args["id"]))
+
+
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
     doc = dict(service.doc("approvals", "approval", approval_id))
     _independent(service, actor, doc)

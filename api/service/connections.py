@@ -74,6 +74,11 @@ def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
     return doc
 
 
+def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `connections.update`/`.delete` is decided (see `_own`)."""
+    _own(service, actor, args["id"])
+
+
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = dict(_own(service, actor, args["id"]))
     if "name" in args:

@@ -200,6 +200,12 @@ def _managed(service: Service, actor: Principal, target: Doc) -> Doc | None:
     )  # fmt: skip
 
 
+def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `agents.update`/`agents.delete` is decided: a target it may not
+    manage is refused at once (nothing logged, no pause a human could only see fail)."""
+    _managed(service, actor, service.agent(args["id"]))
+
+
 def _has_children(service: Service, agent_id: str) -> bool:
     after = 0
     while rows := service.store.page("agents", after, 500):

@@ -34,9 +34,10 @@ def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
     admin = harness.auth()
     assert live.put("/v1/policy", content=POLICY + OPS, headers=admin).status_code == 201
     harness.add_agent("ops", "automation", metadata={"tier": "gold"})
-    harness.add_agent("victim", "narrow")
     ops = harness.auth(harness.token_for("ops"))
-    assert _code(live.delete("/v1/agents/victim", headers=ops)) == (403, "denied-by-policy")
+    same = {"name": "ops", "profile": "automation", "metadata": {"tier": "gold", "x": 1}}
+    victim = live.post("/v1/agents", json=same, headers=ops).json()["id"]  # its own child
+    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
     logged = harness.service.store.last_seq()
     for child in (
         {"name": "ops-bot", "profile": "automation", "metadata": {"tier": "gold"}},
@@ -52,13 +53,10 @@ def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
         assert "`agent." in refused.json()["detail"]
     assert (harness.service.store.get("agents", "ops") or {})["name"] == "ops"
     assert harness.service.store.last_seq() == logged  # refused: nothing written
-    # the same attributes (and metadata no condition reads) are fine
-    same = {"name": "ops", "profile": "automation", "metadata": {"tier": "gold", "x": 1}}
-    kid = live.post("/v1/agents", json=same, headers=ops)
-    assert kid.status_code == 201, kid.text
+    # the same attributes (and metadata no condition reads) are fine, and change nothing
     assert live.patch("/v1/agents/ops", json={"metadata": {"x": 2}}, headers=ops).status_code == 200
-    kid_token = harness.auth(harness.token_for(kid.json()["id"]))
-    assert _code(live.delete("/v1/agents/victim", headers=kid_token)) == (403, "denied-by-policy")
+    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
+    assert harness.service.store.get("agents", victim) is not None
 
 
 def test_an_agent_deletes_only_its_descendants_without_children(
@@ -123,3 +121,28 @@ def test_an_agent_updates_only_itself_and_its_descendants_and_only_to_narrow(
     body = {"agent": "p1", "tool": "mail.send", "expected_cost": "2",
             "args": {"to": "a@example.com", "subject": "s", "body": "b"}}  # fmt: skip
     assert live.post("/v1/decisions", json=body, headers=p1).json()["effect"] == "deny"
+
+
+def test_a_delete_it_may_not_make_is_refused_before_it_pauses(live: Any, harness: Harness) -> None:
+    """The default hooks pause `agents.delete` for a human; a delete of an agent the
+    caller does not manage is refused at once (no approval, nothing logged), and the
+    pause of one it does manage is for a human, not the agent or its child, to decide."""
+    careful = "role deleter {\n  allow agents.*\n}\nprofile careful-ops {\n  roles deleter\n}\n"
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + careful, headers=admin).status_code == 201
+    harness.add_agent("oc", "careful-ops")
+    oc = harness.auth(harness.token_for("oc"))
+    kid = live.post("/v1/agents", json={"name": "oc", "profile": "careful-ops"}, headers=oc)
+    assert kid.status_code == 201, kid.text
+    logged = harness.service.store.last_seq()
+    assert _code(live.delete("/v1/agents/a1", headers=oc)) == (403, "not-managed-agent")
+    assert harness.service.store.last_seq() == logged
+    assert live.get("/v1/approvals", headers=admin).json()["items"] == []
+    paused = live.delete(f"/v1/agents/{kid.json()['id']}", headers=oc)
+    assert paused.status_code == 202, paused.text
+    approval = paused.json()["approval_id"]
+    for token in (oc, harness.auth(harness.token_for(kid.json()["id"]))):
+        refused = live.post(f"/v1/approvals/{approval}/approve", headers=token)
+        assert _code(refused) == (403, "self-approval")
+    assert live.post(f"/v1/approvals/{approval}/approve", headers=admin).status_code == 200
+    assert harness.service.store.get("agents", kid.json()["id"]) is None
