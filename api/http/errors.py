@@ -55,7 +55,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
 async def store_unavailable(request: Request, exc: Exception) -> Response:
     """A condition that passes (another writer past the timeout, a full disk): 503 with
     Retry-After, not a 500. The failed transaction was rolled back (a decision request
-    writes nothing; an agent's management request keeps the logged decision on it)."""
+    writes nothing; nor does an agent's management request, whose decision is logged in
+    the operation's transaction)."""
     assert isinstance(exc, StoreUnavailable)
     log.warning("store unavailable in %s %s: %s", request.method, request.url.path, exc)
     _count(request.scope, 503, "store-unavailable")

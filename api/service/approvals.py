@@ -31,8 +31,42 @@ def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(200, _view("approvals", service.doc("approvals", "approval", args["id"])))
 
 
+def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
+    """(the root of the agent's tree, its identity): parents are followed up to an agent
+    without one; a parent that was deleted is still the root its children share."""
+    doc = service.find_agent(agent_id)
+    identity = None if doc is None else doc.get("identity")
+    seen = {agent_id}
+    while doc is not None and doc.get("parent") and doc["parent"] not in seen:
+        agent_id = str(doc["parent"])
+        seen.add(agent_id)
+        doc = service.find_agent(agent_id)
+    return agent_id, identity
+
+
+def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> None:
+    """A pause asks a human (DESIGN.md section 1). An agent's token may decide only an
+    approval raised outside its own tree (itself, its ancestors, its descendants, any
+    agent under the same root: a parent controls all its children) and its identity."""
+    if actor.agent is None:
+        return
+    mine, theirs = _root(service, actor.agent), _root(service, str(doc["agent"]))
+    if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
+        raise ServiceError(
+            403, "self-approval",
+            f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: it was raised by "
+            f"agent `{doc['agent']}` of its own tree or identity; a human decides it",
+        )  # fmt: skip
+
+
+def check_independent(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `approvals.approve`/`.reject` is decided (see `_independent`)."""
+    _independent(service, actor, service.doc("approvals", "approval", args["id"]))
+
+
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
     doc = dict(service.doc("approvals", "approval", approval_id))
+    _independent(service, actor, doc)
     if doc["status"] != "pending":
         raise ServiceError(
             409, "approval-not-pending", f"approval `{approval_id}` is already {doc['status']}"

@@ -61,8 +61,26 @@ def connections_get(service: Service, actor: Principal, args: dict[str, Any]) ->
     return Result(200, view(service.doc("connections", "connection", args["id"])))
 
 
+def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
+    """The connection; with an agent's token, only one owned by the agent's identity (as
+    `connections_create` makes them): a workspace-owned or another identity's connection
+    is refused, so an agent can never replace or remove a credential it does not own."""
+    doc = service.doc("connections", "connection", connection_id)
+    if actor.agent is not None and doc.get("owner") != service.agent(actor.agent)["identity"]:
+        raise ServiceError(
+            403, "not-own-identity",
+            f"connection `{connection_id}` is not owned by this agent's identity",
+        )  # fmt: skip
+    return doc
+
+
+def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `connections.update`/`.delete` is decided (see `_own`)."""
+    _own(service, actor, args["id"])
+
+
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = dict(service.doc("connections", "connection", args["id"]))
+    doc = dict(_own(service, actor, args["id"]))
     if "name" in args:
         doc["name"] = str(args["name"])
     if "credential" in args:
@@ -73,7 +91,7 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    service.doc("connections", "connection", args["id"])
+    _own(service, actor, args["id"])
     service.store.delete("connections", args["id"])
     service.forget_connections()
     return Result(204, None)

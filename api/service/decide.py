@@ -87,9 +87,14 @@ def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
 
 def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Prepared:
     agent = service.agent(call.agent)
+    context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        revision = int(_owned(service, "turn", call.turn, agent)["revision"])
+        turn = _owned(service, "turn", call.turn, agent)
+        revision = int(turn["revision"])
+        pinned = turn.get("profile", agent["profile"])
+        if pinned != agent["profile"]:  # a running turn keeps the profile it started with
+            agent = {**agent, "profile": pinned}  # (its own budget caps too, in step 6)
     if revision == 0:
         raise no_policy()
     snapshot = snapshots.get(revision)
@@ -101,7 +106,6 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
         thread = _owned(service, "thread", call.thread, agent)
         spent = Decimal(service.store.spent(f"thread:{thread['id']}", 0)) / 1_000_000
         thread_ctx = {"id": thread["id"], "cost": spent, "depth": int(thread.get("depth", 0))}
-    context = _agent_context(service, agent)
     request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
     return Prepared(call, agent, snapshot, thread, request)
 

@@ -27,6 +27,7 @@ import cbor2
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
+from api.service.metrics import Metrics
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, make_decision
 from policy.catalogue import SENSITIVE_ARGS
@@ -109,7 +110,7 @@ class _Batch:
         self.now = now
         self.in_transaction = in_transaction
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
-        self._caps: dict[tuple[int, str, str | None], tuple[list[Cap], list[str]]] = {}
+        self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
 
     @property
@@ -131,7 +132,14 @@ class _Batch:
         return found
 
     def caps(self, p: Prepared) -> tuple[list[Cap], list[str]]:
-        key = (p.snapshot.revision, p.agent["id"], p.thread["id"] if p.thread else None)
+        # (the profile too: a call on a turn may run under the profile the turn pinned)
+        agent = p.agent
+        key = (
+            p.snapshot.revision,
+            agent["id"],
+            agent["profile"],
+            p.thread["id"] if p.thread else None,
+        )
         found = self._caps.get(key)
         if found is None:
             found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent)
@@ -267,9 +275,15 @@ class Draft:
         seqs = store.append_decisions(self.rows)
         for body, seq in zip(self.bodies, seqs, strict=True):
             body["seq"] = seq
-        for name, n in self.counts.items():
-            service.metrics.decided(name, n)
+        # counted once committed: an agent's management request whose operation is then
+        # refused rolls its decision back (api.service.manage)
+        store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
+
+
+def _count(metrics: Metrics, counts: dict[str, int]) -> None:
+    for name, n in counts.items():
+        metrics.decided(name, n)
 
 
 def write(

@@ -6,7 +6,9 @@ run (solver timeout, unsupported construct) is the engine's "does not fit", neve
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 from typing import Any
 
 from api.service.core import Service
@@ -56,23 +58,116 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
 
 
 def require_agent_fits(
-    service: Service, caller: Doc, profile: str, budget: dict[str, str] | None
+    service: Service,
+    caller: Doc,
+    candidate: Doc,
+    caps: list[ast.Budget | None] | None = None,
+    *,
+    access: bool = True,
 ) -> None:
-    """A child agent: its profile fits the caller's, its budget is no looser."""
-    fit = _engine()
+    """An agent an agent makes or changes (a child, itself, a descendant): decided with
+    its own attributes, it may do nothing the caller may not with the caller's. Its
+    profile fits the caller's (keeping every deny and hook) and every `agent.*` path a
+    condition of either profile reads has the caller's value (the fit check compares
+    both sides on one shared agent, so a differing attribute cannot be compared: it is
+    refused); and its budget is no looser than any of `caps` (default: the caller's
+    own and its profile's). `access` False checks the budget alone."""
     snapshot = service.current()
-    result = fit.fit_profile(snapshot, caller["profile"], snapshot, profile, timeout_ms=TIMEOUT_MS)
-    if not result.fits:
-        raise _refuse(result, f"profile `{profile}`")
+    fit = _engine()
+    profile = candidate["profile"]
+    if access:
+        result = fit.fit_profile(
+            snapshot, caller["profile"], snapshot, profile, timeout_ms=TIMEOUT_MS
+        )
+        if not result.fits:
+            raise _refuse(result, f"profile `{profile}`")
+        _require_same_attributes(snapshot.workspace, caller, candidate)
     caller_profile = snapshot.workspace.profiles.get(caller["profile"])
+    if caps is None:
+        caps = [caller_profile.budget if caller_profile else None, _agent_budget(caller)]
     candidate_profile = snapshot.workspace.profiles.get(profile)
-    child = _agent_budget({"budget": budget}) or (
-        candidate_profile.budget if candidate_profile else None
-    )
-    for cap in (caller_profile.budget if caller_profile else None, _agent_budget(caller)):
+    child = _agent_budget(candidate) or (candidate_profile.budget if candidate_profile else None)
+    for cap in caps:
         violation = fit.fit_budget(cap, child)
         if violation is not None:
             raise ServiceError(
-                403, "budget-looser", "the child agent's budget is looser than the caller's",
+                403, "budget-looser", "the agent's budget would be looser than the caller's",
                 violation=violation.to_json(),
             )  # fmt: skip
+
+
+def chain_caps(service: Service, doc: Doc | None) -> list[ast.Budget | None]:
+    """Every cap `doc` and its ancestors spend under (each one's own and its profile's)."""
+    profiles = service.current().workspace.profiles
+    caps: list[ast.Budget | None] = []
+    seen: set[str] = set()
+    while doc is not None and doc["id"] not in seen:
+        seen.add(doc["id"])
+        found = profiles.get(doc["profile"])
+        caps += [found.budget if found else None, _agent_budget(doc)]
+        doc = service.find_agent(doc["parent"]) if doc.get("parent") else None
+    return caps
+
+
+def _agent_reads(node: Any, where: str, found: dict[tuple[str, ...], str]) -> None:
+    if isinstance(node, ast.Path):
+        if node.root == "agent":
+            found.setdefault(node.parts, where)
+    elif isinstance(node, tuple):
+        for item in node:
+            _agent_reads(item, where, found)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            if f.name != "span":
+                _agent_reads(getattr(node, f.name), where, found)
+
+
+def agent_reads(ws: Any, profiles: list[str]) -> dict[tuple[str, ...], str]:
+    """The `agent.*` paths the conditions (and rewrites) of the profiles' roles and
+    hooks read, each with where it is read first."""
+    found: dict[tuple[str, ...], str] = {}
+    for name in dict.fromkeys(profiles):
+        profile = ws.profiles.get(name)
+        if profile is None:
+            continue
+        for role in dict.fromkeys(profile.roles):
+            for rule in ws.roles[role].rules:
+                _agent_reads(rule.where, f"role `{role}` at {rule.span}", found)
+        for hook in ws.profile_hooks(profile):
+            _agent_reads((hook.where, hook.rewrites), f"hook `{hook.name}` at {hook.span}", found)
+    return found
+
+
+_ABSENT = object()
+
+
+def _attribute(doc: Doc, parts: tuple[str, ...]) -> str:
+    value: Any = {
+        "id": doc.get("id", ""),
+        "name": doc.get("name", ""),
+        "identity": doc.get("identity", ""),
+        "metadata": doc.get("metadata") or {},
+    }
+    for part in parts:
+        value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+    if value is _ABSENT:
+        return "<absent>"
+    # kinds are compared too, as the engine does (`1` is not `true`, `1` is not `"1"`)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:
+    reads = agent_reads(ws, [caller["profile"], candidate["profile"]])
+    differ = [
+        {"path": ".".join(("agent", *parts)), "read_by": where}
+        for parts, where in reads.items()
+        if _attribute(caller, parts) != _attribute(candidate, parts)
+    ]
+    if differ:
+        paths = ", ".join(f"`{d['path']}`" for d in differ)
+        raise ServiceError(
+            403, "agent-attribute-differs",
+            f"the policy's conditions read {paths}, which would differ from the caller's; "
+            "an agent cannot give an agent attributes the fit check cannot compare",
+            attributes=differ,
+        )  # fmt: skip

@@ -142,6 +142,8 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     profile = _check_profile(service, args.get("profile"))
     budget = parse_budget(args.get("budget"))
     parent = None
+    agent_id = str(args.get("id") or new_id())
+    metadata = dict(args.get("metadata") or {})
     if actor.agent is not None:
         caller = service.agent(actor.agent)
         parent = caller["id"]
@@ -150,7 +152,9 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
             raise ServiceError(
                 403, "identity-not-inherited", "a child agent inherits its creator's identity"
             )
-        fitcheck.require_agent_fits(service, caller, profile, budget)
+        child = {"id": agent_id, "name": name.strip(), "identity": identity,
+                 "profile": profile, "budget": budget, "metadata": metadata}  # fmt: skip
+        fitcheck.require_agent_fits(service, caller, child)
     else:
         if not args.get("identity"):
             raise ServiceError(400, "identity-required", "an agent needs a signing identity")
@@ -158,12 +162,12 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     identity = _check_identity(service, identity)
     now = now_ms()
     doc: Doc = {
-        "id": str(args.get("id") or new_id()),
+        "id": agent_id,
         "name": name.strip(),
         "identity": identity,
         "profile": profile,
         "budget": budget,
-        "metadata": dict(args.get("metadata") or {}),
+        "metadata": metadata,
         "parent": parent,
         "status": "idle",
         "created_at": now,
@@ -178,9 +182,46 @@ def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(201, create_agent(service, actor, args))
 
 
+def _managed(service: Service, actor: Principal, target: Doc) -> Doc | None:
+    """With an agent's token, the agent itself or one of its descendants (DESIGN.md
+    section 3: agents can only narrow; a parent manages its children), else 403; returns
+    the calling agent (None for an admin)."""
+    if actor.agent is None:
+        return None
+    caller = service.agent(actor.agent)
+    node: Doc | None = target
+    seen: set[str] = set()
+    while node is not None and node["id"] not in seen:
+        if node["id"] == caller["id"]:
+            return caller
+        seen.add(node["id"])
+        node = service.find_agent(node["parent"]) if node.get("parent") else None
+    raise ServiceError(
+        403, "not-managed-agent",
+        f"agent `{target['id']}` is neither agent `{caller['id']}` nor one of its descendants",
+    )  # fmt: skip
+
+
+def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `agents.update`/`agents.delete` is decided: a target it may not
+    manage is refused at once (nothing logged, no pause a human could only see fail)."""
+    _managed(service, actor, service.agent(args["id"]))
+
+
+def _has_children(service: Service, agent_id: str) -> bool:
+    after = 0
+    while rows := service.store.page("agents", after, 500):
+        if any(row.body.get("parent") == agent_id for row in rows):
+            return True
+        after = rows[-1].pos
+    return False
+
+
 def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
-        doc = dict(service.agent(args["id"]))
+        old = service.agent(args["id"])
+        caller = _managed(service, actor, old)
+        doc = dict(old)
         if "identity" in args and args["identity"] != doc["identity"]:
             raise ServiceError(400, "identity-immutable", "an agent's identity never changes")
         if "name" in args:
@@ -189,10 +230,6 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
             doc["name"] = args["name"].strip()
         if "profile" in args:
             doc["profile"] = _check_profile(service, args["profile"])
-            if actor.agent is not None:
-                fitcheck.require_agent_fits(
-                    service, service.agent(actor.agent), doc["profile"], doc.get("budget")
-                )
         if "budget" in args:
             doc["budget"] = parse_budget(args["budget"])
         if "metadata" in args:
@@ -203,6 +240,15 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
                     400, "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
                 )
             doc["status"] = args["status"]
+        if caller is not None and {"profile", "budget", "name", "metadata"} & set(args):
+            # it may end up doing nothing its caller cannot (itself: nothing it could not
+            # already), and its budget is no looser than any cap above it or its old own
+            itself = caller["id"] == old["id"]  # (then `caller` is its doc before the change)
+            above = old if itself else service.find_agent(old["parent"])
+            fitcheck.require_agent_fits(
+                service, caller, doc, fitcheck.chain_caps(service, above),
+                access=bool({"profile", "name", "metadata"} & set(args)),
+            )  # fmt: skip
         doc["updated_at"] = now_ms()
         service.store.update("agents", doc["id"], doc)
     service.forget_agent(doc["id"])
@@ -210,7 +256,13 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    service.agent(args["id"])
+    target = service.agent(args["id"])
+    if _managed(service, actor, target) is not None and _has_children(service, target["id"]):
+        # its children's spending would no longer reach the caps above it
+        raise ServiceError(
+            409, "agent-has-children",
+            f"agent `{target['id']}` has child agents: delete them first",
+        )  # fmt: skip
     service.store.delete("agents", args["id"])
     service.forget_agent(args["id"])
     return Result(204, None)

@@ -1,0 +1,148 @@
+"""An agent's token manages only itself and its descendants, and only to narrow
+(DESIGN.md section 3): a child, or an agent it changes, can do nothing the caller could
+not, decided with its own attributes (`agent.name`, `agent.metadata`, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import POLICY, Harness
+
+OPS = """
+role ops-tools {
+  allow agents.*
+  deny agents.delete where agent.name != "ops-bot"
+  allow billing.refund where agent.metadata.tier == "gold"
+}
+profile automation {
+  roles ops-tools
+  hooks none
+}
+"""
+
+
+def _code(response: Any) -> tuple[int, str]:
+    return response.status_code, response.json().get("code", "") if response.content else ""
+
+
+def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
+    live: Any, harness: Harness
+) -> None:
+    """`deny agents.delete where agent.name != "ops-bot"`: an agent named `ops` must not
+    get past it by naming a child (or itself) `ops-bot`; the fit check compares both
+    sides on one agent, so a differing attribute that a condition reads is refused."""
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + OPS, headers=admin).status_code == 201
+    harness.add_agent("ops", "automation", metadata={"tier": "gold"})
+    ops = harness.auth(harness.token_for("ops"))
+    same = {"name": "ops", "profile": "automation", "metadata": {"tier": "gold", "x": 1}}
+    victim = live.post("/v1/agents", json=same, headers=ops).json()["id"]  # its own child
+    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
+    logged = harness.service.store.last_seq()
+    for child in (
+        {"name": "ops-bot", "profile": "automation", "metadata": {"tier": "gold"}},
+        {"name": "ops", "profile": "automation"},  # metadata.tier absent
+        {"name": "ops", "profile": "automation", "metadata": {"tier": 1}},
+    ):
+        refused = live.post("/v1/agents", json=child, headers=ops)
+        assert _code(refused) == (403, "agent-attribute-differs"), refused.text
+        assert refused.json()["attributes"][0]["read_by"].startswith("role `ops-tools`")
+    for change in ({"name": "ops-bot"}, {"metadata": {"tier": "silver"}}):
+        refused = live.patch("/v1/agents/ops", json=change, headers=ops)
+        assert _code(refused) == (403, "agent-attribute-differs"), refused.text
+        assert "`agent." in refused.json()["detail"]
+    assert (harness.service.store.get("agents", "ops") or {})["name"] == "ops"
+    assert harness.service.store.last_seq() == logged  # refused: nothing written
+    # the same attributes (and metadata no condition reads) are fine, and change nothing
+    assert live.patch("/v1/agents/ops", json={"metadata": {"x": 2}}, headers=ops).status_code == 200
+    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
+    assert harness.service.store.get("agents", victim) is not None
+
+
+def test_an_agent_deletes_only_its_descendants_without_children(
+    live: Any, harness: Harness
+) -> None:
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + OPS, headers=admin).status_code == 201
+    harness.add_agent("bot", "automation", name="ops-bot")
+    harness.add_agent("victim", "narrow")
+    bot = harness.auth(harness.token_for("bot"))
+    child = live.post("/v1/agents", json={"name": "ops-bot", "profile": "automation"}, headers=bot)
+    child_id = child.json()["id"]
+    grandchild = live.post("/v1/agents", json={"name": "ops-bot", "profile": "automation"},
+                           headers=harness.auth(harness.token_for(child_id)))  # fmt: skip
+    assert grandchild.status_code == 201, grandchild.text
+    refused = live.delete("/v1/agents/victim", headers=bot)
+    assert _code(refused) == (403, "not-managed-agent") and "`victim`" in refused.json()["detail"]
+    # its children's spending would no longer reach the caps above it
+    assert _code(live.delete(f"/v1/agents/{child_id}", headers=bot)) == (409, "agent-has-children")
+    assert live.delete(f"/v1/agents/{grandchild.json()['id']}", headers=bot).status_code == 204
+    assert live.delete(f"/v1/agents/{child_id}", headers=bot).status_code == 204
+    assert harness.service.store.get("agents", "victim") is not None
+
+
+def test_an_agent_updates_only_itself_and_its_descendants_and_only_to_narrow(
+    live: Any, harness: Harness
+) -> None:
+    admin = harness.auth()
+    total = {"amount": "1", "period": "total"}
+    harness.add_agent("p1", "support", budget=total)
+    p1 = harness.auth(harness.token_for("p1"))
+    stranger = live.post("/v1/identities", json={}, headers=admin).json()["id"]
+    harness.add_agent("v1", "narrow", identity=stranger)
+
+    def patch(target: str, body: dict[str, Any], token: dict[str, str]) -> Any:
+        return live.patch(f"/v1/agents/{target}", json=body, headers=token)
+
+    # its own budget: never looser, not even back to what it was
+    loose = {"budget": {"amount": "500", "period": "total"}}
+    assert _code(patch("p1", loose, p1)) == (403, "budget-looser")
+    assert patch("p1", {"budget": {"amount": "0.5", "period": "total"}}, p1).status_code == 200
+    assert _code(patch("p1", {"budget": total}, p1)) == (403, "budget-looser")
+    # another identity's agent, not its descendant: refused whatever the change
+    assert _code(patch("v1", {"profile": "support"}, p1)) == (403, "not-managed-agent")
+    assert (harness.service.store.get("agents", "v1") or {})["profile"] == "narrow"
+    # a child: within the parent's caps; it cannot touch its parent
+    kid = live.post("/v1/agents", json={"name": "p1", "profile": "support-child",
+                                        "budget": {"amount": "0.2", "period": "total"}},
+                    headers=p1).json()  # fmt: skip
+    kid_token = harness.auth(harness.token_for(kid["id"]))
+    assert _code(patch(kid["id"], {"budget": {"amount": "0.4", "period": "total"}}, kid_token)) == (
+        403, "budget-looser")  # fmt: skip
+    for change in (loose, {"name": "p1-renamed"}):
+        assert _code(patch("p1", change, kid_token)) == (403, "not-managed-agent")
+    assert patch(kid["id"], {"budget": {"amount": "0.4", "period": "total"}}, p1).status_code == 200
+    refused = patch(kid["id"], {"budget": {"amount": "0.9", "period": "total"}}, p1)
+    assert _code(refused) == (403, "budget-looser")
+    # a wider profile for its child (no deny of agents.delete, no hook): does not fit
+    assert _code(patch(kid["id"], {"profile": "wide"}, p1)) == (403, "does-not-fit")
+    assert (harness.service.store.get("agents", kid["id"]) or {})["profile"] == "support-child"
+    # the budget that was allowed is what the decision uses: a 2 USD call is over it
+    body = {"agent": "p1", "tool": "mail.send", "expected_cost": "2",
+            "args": {"to": "a@example.com", "subject": "s", "body": "b"}}  # fmt: skip
+    assert live.post("/v1/decisions", json=body, headers=p1).json()["effect"] == "deny"
+
+
+def test_a_delete_it_may_not_make_is_refused_before_it_pauses(live: Any, harness: Harness) -> None:
+    """The default hooks pause `agents.delete` for a human; a delete of an agent the
+    caller does not manage is refused at once (no approval, nothing logged), and the
+    pause of one it does manage is for a human, not the agent or its child, to decide."""
+    careful = "role deleter {\n  allow agents.*\n}\nprofile careful-ops {\n  roles deleter\n}\n"
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + careful, headers=admin).status_code == 201
+    harness.add_agent("oc", "careful-ops")
+    oc = harness.auth(harness.token_for("oc"))
+    kid = live.post("/v1/agents", json={"name": "oc", "profile": "careful-ops"}, headers=oc)
+    assert kid.status_code == 201, kid.text
+    logged = harness.service.store.last_seq()
+    assert _code(live.delete("/v1/agents/a1", headers=oc)) == (403, "not-managed-agent")
+    assert harness.service.store.last_seq() == logged
+    assert live.get("/v1/approvals", headers=admin).json()["items"] == []
+    paused = live.delete(f"/v1/agents/{kid.json()['id']}", headers=oc)
+    assert paused.status_code == 202, paused.text
+    approval = paused.json()["approval_id"]
+    for token in (oc, harness.auth(harness.token_for(kid.json()["id"]))):
+        refused = live.post(f"/v1/approvals/{approval}/approve", headers=token)
+        assert _code(refused) == (403, "self-approval")
+    assert live.post(f"/v1/approvals/{approval}/approve", headers=admin).status_code == 200
+    assert harness.service.store.get("agents", kid.json()["id"]) is None
