@@ -102,8 +102,8 @@ def check_sources(
     checker = _Checker(files, options)
     workspace = checker.run()
     errors.extend(checker.errors)
-    if errors:
-        raise CharterError(errors, dict(sources))
+    if errors:  # the warnings go with the errors: a failed check still reports them
+        raise CharterError([*errors, *checker.warnings], dict(sources))
     return workspace
 
 

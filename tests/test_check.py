@@ -228,3 +228,8 @@ def test_a_duplicate_takes_no_part_in_the_workspace() -> None:
         "role a {\n  allow t.y\n}\nrole a {\n  allow t.x\n}\n"
     )
     assert [(d.code, d.span.line) for d in found] == [("E0107", 4), ("E0101", 8), ("E0107", 10)]
+
+
+def test_warnings_are_reported_with_errors() -> None:
+    found = errors("role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n")
+    assert [(d.code, d.severity) for d in found] == [("W0115", "warning"), ("E0104", "error")]

@@ -75,6 +75,18 @@ def test_policy_upload_422_with_diagnostics(client: Any, harness: Harness) -> No
     assert harness.service.store.latest_revision() == 1
 
 
+def test_policy_upload_422_lists_warnings_with_the_errors(client: Any, harness: Harness) -> None:
+    text = "role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n"
+    response = client.put("/v1/policy", json={"files": [{"path": "a.charter", "text": text}]},
+                          headers=harness.auth())  # fmt: skip
+    _expect(response, 422, "policy-invalid")
+    body = response.json()
+    assert [(d["code"], d["severity"]) for d in body["diagnostics"]] == [
+        ("W0115", "warning"), ("E0104", "error"),
+    ]  # fmt: skip
+    assert body["detail"] == "the policy has 1 error(s)"
+
+
 junk = st.one_of(
     st.binary(max_size=200),
     st.recursive(
