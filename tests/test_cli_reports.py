@@ -34,3 +34,24 @@ def test_check_reports_warnings_along_with_errors(
         ("W0115", "warning"),
         ("E0104", "error"),
     ]
+
+
+@pytest.mark.parametrize(
+    "canonical",
+    ["role a {\n  allow search\n}\n", "# note\n\nrole a {\n  allow search  # why\n}\n"],
+    ids=["role", "comments"],
+)
+def test_fmt_makes_line_ends_canonical(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, canonical: str
+) -> None:
+    """The canonical form ends lines with `\\n`: a file that differs only by `\\r\\n`
+    would be reformatted, and `--write` writes `\\n`."""
+    path = tmp_path / "a.charter"
+    path.write_bytes(canonical.replace("\n", "\r\n").encode("utf-8"))
+    code, out, _ = run(capsys, "fmt", "--check", str(path))
+    assert code == 1 and out == f"would reformat {path}\n"
+    code, out, _ = run(capsys, "fmt", "--write", str(path))
+    assert code == 0 and out == f"reformatted {path}\n"
+    assert path.read_bytes() == canonical.encode("utf-8")
+    assert run(capsys, "fmt", "--check", str(path))[:2] == (0, "")
+    assert run(capsys, "fmt", "--write", str(path))[:2] == (0, "")
