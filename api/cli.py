@@ -74,6 +74,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_canonical(path: str, formatted: str) -> bool:
+    """Whether the file holds `formatted` byte for byte. The canonical form ends every line
+    with `\n` alone: a file with `\r\n` line ends reads as the same text, and is not."""
+    try:
+        return Path(path).read_bytes() == formatted.encode("utf-8")
+    except OSError:
+        return False
+
+
 def cmd_fmt(args: argparse.Namespace) -> int:
     try:
         sources = read_sources(args.paths)
@@ -89,12 +98,12 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             status = 1
             continue
         if args.check:
-            if formatted != text:
+            if not _is_canonical(path, formatted):
                 _out(f"would reformat {path}")
                 status = 1
         elif args.write:
-            if formatted != text:
-                Path(path).write_text(formatted, encoding="utf-8")
+            if not _is_canonical(path, formatted):
+                Path(path).write_bytes(formatted.encode("utf-8"))
                 _out(f"reformatted {path}")
         else:
             sys.stdout.write(formatted)

@@ -102,8 +102,8 @@ def check_sources(
     checker = _Checker(files, options)
     workspace = checker.run()
     errors.extend(checker.errors)
-    if errors:
-        raise CharterError(errors, dict(sources))
+    if errors:  # the warnings go with the errors: a failed check still reports them
+        raise CharterError([*errors, *checker.warnings], dict(sources))
     return workspace
 
 
@@ -137,6 +137,8 @@ class _Checker:
         self.hooks: dict[str, ast.Hook] = {h.name: h for h in default_hooks()}
         self.profiles: dict[str, ast.Profile] = {}
         self.tests: list[ast.Test] = []
+        # Declarations whose name was taken already: checked, never registered.
+        self.duplicates: list[ast.Declaration] = []
         self.by_namespace: dict[str, list[str]] = {}
         # What `resolve` found once and `type_conditions` types against: each rule
         # condition with the tools its rule matches, and each hook with its tools.
@@ -186,11 +188,15 @@ class _Checker:
 
     # ---- stage: collect ----------------------------------------------------------------
     def collect(self) -> None:
+        """Register each declaration under its name. A name declared twice is E0107, and
+        the later declaration is not registered (it takes no part in what compiles), but
+        its body is still checked, in `duplicates`, so that its errors are reported too."""
         seen: dict[tuple[str, str], ast.Span] = {}
         for decl in (d for f in self.files for d in f.declarations):
             kind = type(decl).__name__.lower()
             key = (kind, decl.name)
-            if key in seen or (kind == "hook" and decl.name in default_hook_names()):
+            duplicate = key in seen or (kind == "hook" and decl.name in default_hook_names())
+            if duplicate:
                 first = seen.get(key)
                 where = f"first declared at {first}" if first else "it is a default approval hook"
                 self.report(
@@ -201,32 +207,34 @@ class _Checker:
                         f"{where}; rename one of them",
                     )
                 )
-                continue
-            seen[key] = decl.span
-            reserved = _RESERVED_NAMES.get(kind, ())
-            if decl.name in reserved:
-                self.report(
-                    Diagnostic(
-                        "E0117",
-                        f"{kind} name `{decl.name}` is reserved",
-                        decl.span,
-                        _reserved_help(kind, decl.name),
-                    )
-                )
-            if isinstance(decl, ast.Toolset):
-                self.collect_toolset(decl)
-            elif isinstance(decl, ast.Role):
-                self.roles[decl.name] = decl
-                if len(decl.rules) > self.options.max_rules_per_role:
+            else:
+                seen[key] = decl.span
+                if decl.name in _RESERVED_NAMES.get(kind, ()):
                     self.report(
                         Diagnostic(
-                            "E0112",
-                            f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
-                            f"{self.options.max_rules_per_role}",
+                            "E0117",
+                            f"{kind} name `{decl.name}` is reserved",
                             decl.span,
-                            "split it into several roles",
+                            _reserved_help(kind, decl.name),
                         )
                     )
+            if isinstance(decl, ast.Toolset):
+                self.collect_toolset(decl, register=not duplicate)
+                continue
+            if isinstance(decl, ast.Role) and len(decl.rules) > self.options.max_rules_per_role:
+                self.report(
+                    Diagnostic(
+                        "E0112",
+                        f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
+                        f"{self.options.max_rules_per_role}",
+                        decl.span,
+                        "split it into several roles",
+                    )
+                )
+            if duplicate:
+                self.duplicates.append(decl)
+            elif isinstance(decl, ast.Role):
+                self.roles[decl.name] = decl
             elif isinstance(decl, ast.Hook):
                 self.hooks[decl.name] = decl
             elif isinstance(decl, ast.Profile):
@@ -234,8 +242,9 @@ class _Checker:
             else:
                 self.tests.append(decl)
 
-    def collect_toolset(self, ts: ast.Toolset) -> None:
-        if ts.name in BUILTIN_NAMESPACES or ts.name in ("callables", "tool"):
+    def collect_toolset(self, ts: ast.Toolset, register: bool = True) -> None:
+        """Check a toolset's body; `register` its tools unless its name is a duplicate."""
+        if register and (ts.name in BUILTIN_NAMESPACES or ts.name in ("callables", "tool")):
             self.report(
                 Diagnostic(
                     "E0108",
@@ -254,7 +263,8 @@ class _Checker:
                     'write the full address, e.g. "https://tools.example.com/mail"',
                 )
             )
-        self.toolsets[ts.name] = ts
+        if register:
+            self.toolsets[ts.name] = ts
         names: set[str] = set()
         for tool in ts.tools:
             full = f"{ts.name}.{tool.name}"
@@ -298,9 +308,10 @@ class _Checker:
                                 f"use a value of type `{T.show(declared)}`, or change the argument's type",
                             )
                         )
-            self.tools[full] = ToolSpec(
-                full, tool.params, ts.name, ts.runs_code, ts.connection_required, span=tool.span
-            )
+            if register:
+                self.tools[full] = ToolSpec(
+                    full, tool.params, ts.name, ts.runs_code, ts.connection_required, span=tool.span
+                )
 
     # ---- stage: resolve ----------------------------------------------------------------
     def resolve_patterns(
@@ -335,84 +346,93 @@ class _Checker:
         return list({t.name: t for t in matched}.values())
 
     def resolve(self) -> None:
-        for role in self.roles.values():
+        dups = self.duplicates
+        for role in [*self.roles.values(), *(d for d in dups if isinstance(d, ast.Role))]:
             for rule in role.rules:
-                tools = self.resolve_patterns(rule.patterns)
-                if rule.where is not None:
-                    self.rule_conditions.append((rule.where, tools))
-                if rule.effect == "deny":
-                    authored = [t.name for t in tools if not t.builtin]
-                    if authored:
-                        self.report(
-                            Diagnostic(
-                                "E0103",
-                                f"deny rules are for built-in tools only, and this one matches "
-                                f"toolset tool `{authored[0]}`",
-                                rule.span,
-                                "narrow the `allow` that grants it with a `where` condition instead",
-                            )
-                        )
-        for hook in self.hooks.values():
+                self.resolve_rule(rule)
+        for hook in [*self.hooks.values(), *(d for d in dups if isinstance(d, ast.Hook))]:
             lenient = hook.span.file == "<default hooks>"
             self.hook_tools.append((hook, self.resolve_patterns(hook.patterns, lenient=lenient)))
-        for profile in self.profiles.values():
-            for name in profile.roles:
-                if name not in self.roles:
-                    self.report(
-                        Diagnostic(
-                            "E0104",
-                            f"profile `{profile.name}` selects unknown role `{name}`",
-                            self.item_span(profile, "roles", name),
-                            did_you_mean(name, self.roles)
-                            or "declare the role, or check the spelling",
-                        )
-                    )
-            for name in profile.hooks:
-                if name not in _RESERVED_NAMES["hook"] and name not in self.hooks:
-                    self.report(
-                        Diagnostic(
-                            "E0105",
-                            f"profile `{profile.name}` installs unknown hook `{name}`",
-                            self.item_span(profile, "hooks", name),
-                            did_you_mean(name, [*self.hooks, *_RESERVED_NAMES["hook"]])
-                            or "declare the hook, or check the spelling",
-                        )
-                    )
-            if len(set(profile.roles)) != len(profile.roles):
+        for profile in [*self.profiles.values(), *(d for d in dups if isinstance(d, ast.Profile))]:
+            self.resolve_profile(profile)
+        for test in [*self.tests, *(d for d in dups if isinstance(d, ast.Test))]:
+            self.resolve_test(test)
+
+    def resolve_rule(self, rule: ast.Rule) -> None:
+        tools = self.resolve_patterns(rule.patterns)
+        if rule.where is not None:
+            self.rule_conditions.append((rule.where, tools))
+        if rule.effect == "deny":
+            authored = [t.name for t in tools if not t.builtin]
+            if authored:
                 self.report(
                     Diagnostic(
-                        "W0115",
-                        f"profile `{profile.name}` lists a role twice",
-                        self.item_span(
-                            profile,
-                            "roles",
-                            next(r for r in profile.roles if profile.roles.count(r) > 1),
-                            last=True,
-                        ),
-                        "remove the repeated name",
-                        severity="warning",
+                        "E0103",
+                        f"deny rules are for built-in tools only, and this one matches "
+                        f"toolset tool `{authored[0]}`",
+                        rule.span,
+                        "narrow the `allow` that grants it with a `where` condition instead",
                     )
                 )
-        for test in self.tests:
-            if test.profile and test.profile not in self.profiles:
+
+    def resolve_profile(self, profile: ast.Profile) -> None:
+        for name in profile.roles:
+            if name not in self.roles:
                 self.report(
                     Diagnostic(
-                        "E0106",
-                        f'test "{test.name}" names unknown profile `{test.profile}`',
-                        self.item_span(test, "profile", test.profile),
-                        did_you_mean(test.profile, self.profiles) or "declare the profile",
+                        "E0104",
+                        f"profile `{profile.name}` selects unknown role `{name}`",
+                        self.item_span(profile, "roles", name),
+                        did_you_mean(name, self.roles) or "declare the role, or check the spelling",
                     )
                 )
-            for expect in test.expects:
-                if expect.tool not in self.tools:
-                    self.report(
-                        Diagnostic(
-                            "E0114",
-                            f"test expects a call of unknown tool `{expect.tool}`",
-                            expect.span,
-                            did_you_mean(expect.tool, self.tools) or "check the tool's name",
-                        )
+        for name in profile.hooks:
+            if name not in _RESERVED_NAMES["hook"] and name not in self.hooks:
+                self.report(
+                    Diagnostic(
+                        "E0105",
+                        f"profile `{profile.name}` installs unknown hook `{name}`",
+                        self.item_span(profile, "hooks", name),
+                        did_you_mean(name, [*self.hooks, *_RESERVED_NAMES["hook"]])
+                        or "declare the hook, or check the spelling",
                     )
+                )
+        if len(set(profile.roles)) != len(profile.roles):
+            self.report(
+                Diagnostic(
+                    "W0115",
+                    f"profile `{profile.name}` lists a role twice",
+                    self.item_span(
+                        profile,
+                        "roles",
+                        next(r for r in profile.roles if profile.roles.count(r) > 1),
+                        last=True,
+                    ),
+                    "remove the repeated name",
+                    severity="warning",
+                )
+            )
+
+    def resolve_test(self, test: ast.Test) -> None:
+        if test.profile and test.profile not in self.profiles:
+            self.report(
+                Diagnostic(
+                    "E0106",
+                    f'test "{test.name}" names unknown profile `{test.profile}`',
+                    self.item_span(test, "profile", test.profile),
+                    did_you_mean(test.profile, self.profiles) or "declare the profile",
+                )
+            )
+        for expect in test.expects:
+            if expect.tool not in self.tools:
+                self.report(
+                    Diagnostic(
+                        "E0114",
+                        f"test expects a call of unknown tool `{expect.tool}`",
+                        expect.span,
+                        did_you_mean(expect.tool, self.tools) or "check the tool's name",
+                    )
+                )
 
     # ---- stage: type -------------------------------------------------------------------
     def type_conditions(self) -> None:

@@ -1,7 +1,8 @@
 """The canonical formatter: one layout for every tree, and `parse(fmt(tree)) == tree`.
 
 Comments survive formatting: a comment on the same line as an item trails that item,
-any other comment is placed on its own line before the next item below it.
+any other comment is placed on its own line before the next item below it (the closing
+`}` of a block is one), and a comment followed by a blank line keeps one after it.
 """
 
 from __future__ import annotations
@@ -127,12 +128,12 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
         for tool in decl.tools:
             params = ", ".join(_param(p) for p in tool.params)
             body.append((at(tool), f"tool {tool.name}({params})"))
-        return _block(at(decl), f"toolset {decl.name}", body)
+        return _block(decl.span, f"toolset {decl.name}", body)
     if isinstance(decl, ast.Role):
         rules = [
             (at(r), f"{r.effect} {_patterns(r.patterns)}{_where(r.where)}") for r in decl.rules
         ]
-        return _block(at(decl), f"role {decl.name}", rules)
+        return _block(decl.span, f"role {decl.name}", rules)
     if isinstance(decl, ast.Hook):
         if decl.kind == "rewrite":
             actions = [(at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites]
@@ -140,7 +141,7 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
             message = f" {string(decl.message)}" if decl.message is not None else ""
             actions = [(item(decl, decl.kind), f"{decl.kind}{message}")]
         head = f"hook {decl.name} on {_patterns(decl.patterns)}{_where(decl.where)}"
-        return _block(at(decl), head, actions)
+        return _block(decl.span, head, actions)
     if isinstance(decl, ast.Profile):
         roles = "roles " + ", ".join(decl.roles) if decl.roles else "roles"
         items: list[Line] = [(item(decl, "roles"), roles)]
@@ -150,7 +151,7 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
             amount = decl.budget.amount
             text = decimal(amount) if "E" in str(amount) else str(amount)
             items.append((item(decl, "budget"), f"budget {text} usd per {decl.budget.period}"))
-        return _block(at(decl), f"profile {decl.name}", items)
+        return _block(decl.span, f"profile {decl.name}", items)
     expects: list[Line] = [(item(decl, "profile"), f"profile {decl.profile}")]
     for e in decl.expects:
         text = f"expect {e.effect} {e.tool} {map_text(e.args)}"
@@ -159,13 +160,16 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
         if e.rewritten is not None:
             text += f" rewritten {map_text(e.rewritten)}"
         expects.append((at(e), text))
-    return _block(at(decl), f"test {string(decl.name)}", expects)
+    return _block(decl.span, f"test {string(decl.name)}", expects)
 
 
-def _block(line: int, head: str, body: list[Line]) -> list[Line]:
+def _block(span: ast.Span, head: str, body: list[Line]) -> list[Line]:
+    """A declaration's lines; its closing `}` is numbered with the source's, so that the
+    comments after its last item stay inside it."""
     if not body:
-        return [(line, head + " {}")]
-    return [(line, head + " {"), *[(ln, INDENT + text) for ln, text in body], (0, "}")]
+        return [(span.line, head + " {}")]
+    lines = [(ln, INDENT + text) for ln, text in body]
+    return [(span.line, head + " {"), *lines, (span.end_line, "}")]
 
 
 def format_file(source: ast.SourceFile) -> str:
@@ -193,7 +197,8 @@ def _merge_comments(
     leading = [c for c in pending if c[0] not in owner_lines]
     for ln, text in lines:
         if ln:
-            indent = text[: len(text) - len(text.lstrip())]
+            # (the comments before a closing `}` are the block's last items)
+            indent = INDENT if text == "}" else text[: len(text) - len(text.lstrip())]
             while leading and leading[0][0] < ln:
                 line, _, comment = leading.pop(0)
                 texts.append(indent + comment)
@@ -202,5 +207,8 @@ def _merge_comments(
             if ln in trailing:
                 text = f"{text}  {trailing.pop(ln)}"
         texts.append(text)
-    texts.extend(c[2] for c in leading)
+    for line, _, comment in leading:  # after the last declaration
+        texts.append(comment)
+        if line in spaced:
+            texts.append("")
     return "\n".join(texts).rstrip("\n") + "\n" if texts else ""

@@ -57,14 +57,25 @@ class ParseOptions:
 
     @property
     def max_stack(self) -> int:
-        """The parser's stack holds a level for each rule still open, one per open
-        bracket or `not` for the deepest inputs and a few per level otherwise; a file
-        within `max_depth` never comes near this, and past it the parse stops at once.
-        (Brackets alone add no depth to the tree: this is what limits them.)"""
+        """The parser's stack holds a level for each rule still open: one per open
+        bracket or `not` for the deepest inputs, at most six per nesting level otherwise
+        (`f(1, 2, (` is one level); a file within `max_depth` never comes near this, and
+        past it the parse stops at once. (Parentheses alone add no nesting level: this is
+        what limits them.)"""
         return 8 * self.max_depth + 64
 
 
 DEFAULT_OPTIONS = ParseOptions()
+
+# The nesting limit counts one level for each of these nodes (lark's tree names: rule
+# aliases or names): the operators `not`, `and`, `or`, the comparisons, function calls,
+# lists and maps (in conditions, values and `list[...]` types). Nothing else is a level:
+# not parentheses (they make no node), paths or literals, nor the declaration, rule or
+# entry around them (docs/errors.md, E0013).
+LEVELS = frozenset(
+    {"not_expr", "and_expr", "or_expr", "compare", "not_in", "call", "list_expr"}
+    | {"list_value", "map_value", "list_type"}
+)
 
 
 @lru_cache(maxsize=1)
@@ -106,15 +117,16 @@ class _Tables:
     # `allow` matches NAME, then becomes ALLOW where ALLOW is expected)
     scanners: list[Callable[[str, int], re.Match[str] | None]]
     keywords: list[dict[str, dict[str, str]]]
-    # by rule: (length, the nonterminal it makes, how, reducer, 1 if lark would have
-    # made a tree node for it, else 0)
+    # by rule: (length, the nonterminal it makes, how, reducer, 1 if it makes a node that
+    # is a nesting level, one of `LEVELS`, else 0)
     rules: list[tuple[int, str, int, Reducer | None, int]]
 
 
 def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
     """How to turn the children of `rule` into a value, as lark's tree builder would
     shape them (`parse_tree_builder.py`: child filter, placeholders, `?rule` expansion,
-    `_rule` inlining) and then hand them to a transformer method."""
+    `_rule` inlining) and then hand them to a transformer method; and whether the node
+    is a nesting level."""
     expansion = rule.expansion
     size = len(expansion)
     empty = rule.options.empty_indices
@@ -150,11 +162,12 @@ def _reducer(rule: Any, index: int) -> tuple[int, Reducer | None, int]:
     if not callable(getattr(Builder, name, None)):  # pragma: no cover - grammar/build mismatch
         raise TypeError(f"grammar.build.Builder has no method for rule `{name}`")
     how = ACCEPT if origin == "start" else CALL
+    level = int(name in LEVELS)
     if parts == [f"v[{i}]" for i in range(size)]:
         method: Reducer = getattr(Builder, name)  # every child kept: no glue needed
-        return how, method, 1
+        return how, method, level
     reducer = _compile(f"def r(b, v, s, e):\n    return b.{name}({items}, s, e)\n", index)
-    return how, reducer, 1
+    return how, reducer, level
 
 
 def _compile(source: str, index: int) -> Reducer:
@@ -257,13 +270,14 @@ def _run(
     tables: _Tables, text: str, builder: Builder, options: ParseOptions
 ) -> tuple[list[ast.Declaration], int, int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
-    `WholeWords` post-lexer would; returns the declarations, the height of the parse
-    tree lark would have built (the depth limit is on that tree) and where the
-    declaration that may pass that limit starts (the end of the one before it).
+    `WholeWords` post-lexer would; returns the declarations, their deepest nesting (the
+    most `LEVELS` nodes on one path of the tree lark would have built: what the depth
+    limit is on) and where the first declaration past that limit starts (the end of the
+    one before it).
 
     One entry per stack level in five parallel lists: the state, the value, where its
     text starts and ends (lark's "container" positions: a node's span runs from its
-    first child's start to its last child's end, punctuation included) and its height."""
+    first child's start to its last child's end, punctuation included) and its nesting."""
     actions = tables.actions
     scanners = tables.scanners
     keywords = tables.keywords
@@ -278,9 +292,9 @@ def _run(
     pos = 0
     glue = -1  # where a token ended that the next word must not be glued to
     max_stack = options.max_stack
-    tall = options.max_depth - 1  # a declaration this high may put the tree past the limit
+    limit = options.max_depth
     after = 0  # the end of the last whole top-level declaration
-    deep = -1  # `after` as it was before the first declaration `tall` or higher
+    deep = -1  # `after` as it was before the first declaration nested past `limit`
     while True:
         match = scanners[state](text, pos)
         if match is None:
@@ -338,7 +352,7 @@ def _run(
             states[-1] = state
             row = actions[state]
             if how != CALL and len(states) == 2:  # the top-level list took a declaration
-                if deep < 0 and heights[-1] >= tall:
+                if deep < 0 and heights[-1] > limit:
                     deep = after
                 after = ends[-1]
         state = act
@@ -348,7 +362,7 @@ def _run(
         values.append(value)
         starts.append(start)
         ends.append(pos)
-        heights.append(-1)
+        heights.append(0)
 
 
 # ---- parse ------------------------------------------------------------------------------
@@ -429,9 +443,10 @@ def _nested_too_deep(span: ast.Span, options: ParseOptions) -> Diagnostic:
     """E0013, wherever it is found: by the fast path's stack or in lark's tree."""
     return Diagnostic(
         "E0013",
-        f"nesting is deeper than the limit of {options.max_depth}",
+        f"nesting is deeper than the limit of {options.max_depth} levels",
         span,
-        "split the condition into simpler rules",
+        "each `not`, `and`, `or`, comparison, function call, list and map is a level "
+        "(parentheses are not); split the condition into simpler rules",
     )
 
 
@@ -445,15 +460,18 @@ def _span_of(file: str, meta: Meta) -> ast.Span:
 
 
 def _check_shape(tree: Tree[Token], file: str, options: ParseOptions) -> list[Diagnostic]:
-    """Depth and size limits, checked iteratively so a deep input cannot blow the stack."""
+    """The nesting limit on lark's tree (the `LEVELS` nodes on a path from the root,
+    counted as `_run` counts them), checked iteratively so a deep input cannot blow the
+    stack."""
     stack: list[tuple[Tree[Token], int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
+        depth += node.data in LEVELS
         if depth > options.max_depth:
             return [_nested_too_deep(_span_of(file, node.meta), options)]
         for child in node.children:
             if isinstance(child, Tree):
-                stack.append((child, depth + 1))
+                stack.append((child, depth))
     return []
 
 

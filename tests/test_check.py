@@ -186,3 +186,50 @@ def test_checking_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_declaration_declared_twice_still_has_its_body_checked() -> None:
+    found = errors(
+        "role a {\n  allow search\n}\n"
+        "role a {\n  allow serch\n  allow search where args.qury == 1\n}\n"
+        "profile p {\n  roles a\n}\n"
+        "profile p {\n  roles zz\n}\n"
+        "hook h on search {\n  pause\n}\n"
+        "hook h on serch where args.x == 1 {\n  pause\n}\n"
+        'test "t" {\n  profile p\n}\n'
+        'test "t" {\n  profile q\n  expect allow nope.x {}\n}\n'
+        "toolset t {\n  tool x()\n}\n"
+        'toolset t {\n  tool y(a: int = "1")\n}\n'
+        "hook approve-mail-send on search where args.qury == 1 {\n  pause\n}\n"
+    )
+    assert [(d.code, d.span.line) for d in found] == [
+        ("E0107", 4),
+        ("E0101", 5),
+        ("E0201", 6),
+        ("E0107", 11),
+        ("E0104", 12),
+        ("E0107", 17),
+        ("E0101", 17),
+        ("E0107", 23),
+        ("E0106", 24),
+        ("E0114", 25),
+        ("E0107", 30),
+        ("E0111", 31),
+        ("E0107", 33),
+        ("E0201", 33),
+    ]
+
+
+def test_a_duplicate_takes_no_part_in_the_workspace() -> None:
+    # The second `t` declares `y`; it is not registered, so `t.y` is unknown, and the
+    # profile resolves against the first `a` (which exists), not a duplicate.
+    found = errors(
+        "toolset t {\n  tool x()\n}\ntoolset t {\n  tool y()\n}\n"
+        "role a {\n  allow t.y\n}\nrole a {\n  allow t.x\n}\n"
+    )
+    assert [(d.code, d.span.line) for d in found] == [("E0107", 4), ("E0101", 8), ("E0107", 10)]
+
+
+def test_warnings_are_reported_with_errors() -> None:
+    found = errors("role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n")
+    assert [(d.code, d.severity) for d in found] == [("W0115", "warning"), ("E0104", "error")]

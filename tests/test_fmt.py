@@ -102,3 +102,18 @@ def test_fixtures_are_canonical_and_round_trip(path: Path) -> None:
     again = parse(formatted, str(path))
     assert again.declarations == tree.declarations
     assert format_file(again) == formatted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# a\n\n# b\n",
+        "# a\n# b\n\n# c\n",
+        "role a {}\n# end\n\n# really the end\n",
+        "role a {\n  allow search\n  # x\n\n  # y\n}\n",
+        "role a {\n  allow search\n}  # the end of a\n\nrole b {}\n",
+    ],
+)
+def test_blank_lines_after_comments_are_kept(text: str) -> None:
+    assert fmt(text) == text
+    assert fmt("# a\n\n\n# b\n\n") == "# a\n\n# b\n"

@@ -252,11 +252,15 @@ def test_a_file_nested_far_too_deep_is_refused_where_it_gets_so(
 
 
 def test_the_stack_limit_leaves_room_for_everything_within_the_depth_limit() -> None:
-    """The deepest nesting the tree limit lets through still parses on the fast path
-    (a few stack levels per tree level), and brackets that add no depth to the tree
+    """The deepest nesting the depth limit lets through still parses on the fast path
+    (at most six stack levels per nesting level), and brackets that add no depth to the tree
     are limited by the stack alone."""
-    deepest = "role a { allow search where " + "args.b and (" * 23 + "true" + ")" * 23 + " }"
-    parse(deepest)
+    limit = DEFAULT_OPTIONS.max_depth
+    # the most stack a level takes: each of these is one level and a parenthesis
+    for level, close in (("args.b and (", ")"), ("args.a not in (", ")"), ("f(1, 2, (", "))"),
+                         ("[1, 2, (", ")]")):  # fmt: skip
+        deepest = "role a { allow search where " + level * limit + "true" + close * limit + " }"
+        parse(deepest)
     parse("role a { allow search where " + "(" * 400 + "true" + ")" * 400 + " }")
     with pytest.raises(CharterSyntaxError) as info:
         parse("role a { allow search where " + "(" * 500 + "true" + ")" * 500 + " }")

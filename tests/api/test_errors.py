@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -73,6 +75,32 @@ def test_policy_upload_422_with_diagnostics(client: Any, harness: Harness) -> No
     assert {"code", "message", "file", "line", "column"} <= set(diag)
     assert diag["file"] == "a.charter" and diag["line"] == 2
     assert harness.service.store.latest_revision() == 1
+
+
+def test_policy_upload_422_lists_warnings_with_the_errors(client: Any, harness: Harness) -> None:
+    text = "role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n"
+    response = client.put("/v1/policy", json={"files": [{"path": "a.charter", "text": text}]},
+                          headers=harness.auth())  # fmt: skip
+    _expect(response, 422, "policy-invalid")
+    body = response.json()
+    assert [(d["code"], d["severity"]) for d in body["diagnostics"]] == [
+        ("W0115", "warning"), ("E0104", "error"),
+    ]  # fmt: skip
+    assert body["detail"] == "the policy has 1 error(s)"
+
+
+def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> None:
+    text = {"content-type": "text/plain", **harness.auth()}
+    _expect(client.put("/v1/policy", content=b"role r {} \xff", headers=text), 400, "not-utf8")
+    twice = {"files": [{"path": "a.charter", "text": "role r {}"}] * 2}
+    _expect(client.put("/v1/policy", json=twice, headers=harness.auth()), 400, "duplicate-path")
+    assert harness.service.store.latest_revision() == 1
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "api" / "http" / "policy.py").read_text(encoding="utf-8")
+    codes = set(re.findall(r'ServiceError\(\s*\d{3},\s*"([a-z0-9-]+)"', source))
+    assert {"not-utf8", "duplicate-path"} <= codes
+    documented = (root / "docs" / "http.md").read_text(encoding="utf-8")
+    assert sorted(c for c in codes if f"`{c}`" not in documented) == []
 
 
 junk = st.one_of(

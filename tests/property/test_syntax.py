@@ -61,3 +61,30 @@ def test_comments_survive_formatting(source: ast.SourceFile, data: st.DataObject
     assert sorted(c[2] for c in again.comments) == sorted(inserted), formatted
     assert again.declarations == source.declarations
     assert _fmt(again) == formatted
+
+
+def _spaced(text: str, comment: str) -> bool:
+    """Whether the line after `comment`'s is blank, with more text after it."""
+    lines = text.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.strip() == comment)
+    rest = lines[at + 1 :]
+    return len(rest) > 1 and not rest[0].strip() and any(line.strip() for line in rest)
+
+
+@given(source_files, st.data())
+def test_a_blank_line_after_a_comment_is_kept(source: ast.SourceFile, data: st.DataObject) -> None:
+    """docs/dsl.md: a comment followed by a blank line keeps it, wherever the comment is
+    (between comments, in a block, after the last declaration); one without keeps none."""
+    written: list[str] = []
+    names: list[str] = []
+    for line in [*_fmt(source).split("\n"), ""]:
+        if data.draw(st.integers(0, 2)) == 0:
+            names.append(f"# c{len(names)}")
+            written.append(names[-1])
+            written += [""] * data.draw(st.sampled_from((0, 0, 1, 2)))
+        written.append(line)
+    text = "\n".join(written)
+    formatted = _fmt(parse(text, "gen.charter"))
+    for name in names:
+        assert _spaced(formatted, name) == _spaced(text, name), (text, formatted)
+    assert _fmt(parse(formatted, "gen.charter")) == formatted
