@@ -1,19 +1,23 @@
 """The `charter` command: check, fmt, test, decide and explain (plus the service's verbs).
 
 Exit codes: 0 success; 1 the policy has errors, a test failed or formatting differs;
-2 the command line itself was wrong.
+2 the command line itself was wrong; 3 an internal error (a bug: a one-line message, never
+a traceback; `CHARTER_DEBUG=1` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.check import load, read_sources
+from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
 from engine.explain import explain
@@ -21,7 +25,8 @@ from engine.testing import run_tests
 from engine.workspace import Workspace
 from grammar.fmt import format_file
 from grammar.parser import parse
-from policy.diagnostics import CharterError, did_you_mean, render_all, to_json
+from grammar.source import read_sources
+from policy.diagnostics import CharterError, Diagnostic, did_you_mean, render_all, to_json
 
 
 def _out(text: str) -> None:
@@ -30,6 +35,45 @@ def _out(text: str) -> None:
 
 def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def _out_exact(text: str) -> None:
+    """Text that must arrive as written (a formatted file): UTF-8 bytes, whatever the
+    terminal's encoding, when the stream has a byte layer."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
+
+
+def _safe_streams() -> None:
+    """Messages never fail to print: a character the terminal's encoding lacks is
+    written as a backslash escape instead of raising UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace a file's contents, or leave it untouched: the text is encoded first, then
+    written to a temporary file beside the target, which is renamed over it."""
+    data = text.encode("utf-8")
+    target = path.resolve()  # through a symlink: replace the file, keep the link
+    mode = target.stat().st_mode & 0o7777
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
@@ -84,30 +128,33 @@ def _is_canonical(path: str, formatted: str) -> bool:
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
-    try:
-        sources = read_sources(args.paths)
-    except CharterError as exc:
-        _err(render_all(exc.diagnostics, exc.sources))
-        return 1
-    status = 0
-    for path, text in sources:
+    read = read_sources(args.paths)
+    problems: list[Diagnostic | None] = [*read.errors]  # an unreadable file stops only itself
+    for path, text in read.files:
         try:
             formatted = format_file(parse(text, path))
         except CharterError as exc:
-            _err(render_all(exc.diagnostics, {path: text}))
-            status = 1
+            problems.extend(exc.diagnostics)
             continue
         if args.check:
             if not _is_canonical(path, formatted):
                 _out(f"would reformat {path}")
-                status = 1
+                problems.append(None)
         elif args.write:
             if not _is_canonical(path, formatted):
-                Path(path).write_bytes(formatted.encode("utf-8"))
+                try:
+                    write_atomically(Path(path), formatted)
+                except OSError as exc:
+                    _err(f"charter: cannot write `{path}`: {exc.strerror or exc}")
+                    problems.append(None)
+                    continue
                 _out(f"reformatted {path}")
         else:
-            sys.stdout.write(formatted)
-    return status
+            _out_exact(formatted)
+    errors = [d for d in problems if d is not None]
+    if errors:
+        _err(render_all(errors, read.shown))
+    return 1 if problems else 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -248,9 +295,19 @@ def _extend(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _safe_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except CharterError as exc:  # pragma: no cover - each verb renders its own
+        _err(render_all(exc.diagnostics, exc.sources))
+        return 1
+    except Exception as exc:
+        if os.environ.get("CHARTER_DEBUG") == "1":
+            raise
+        _err(f"charter: internal error ({type(exc).__name__}); this is a bug, please report it")
+        return 3
     return code
 
 

@@ -17,6 +17,7 @@ from pathlib import Path as FsPath
 from engine import types as T
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
 from engine.workspace import Workspace, index_namespaces, match_tools
+from grammar import source
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions, parse
 from policy import ast
 from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
@@ -31,34 +32,25 @@ class CheckOptions:
 
 
 def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
-    """(display path, text) for every `*.charter` file under the given paths, sorted."""
-    found: list[FsPath] = []
-    for raw in paths:
-        path = FsPath(raw)
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.charter") if p.is_file()))
-        else:
-            found.append(path)
-    out: list[tuple[str, str]] = []
-    for path in found:
-        try:
-            out.append((str(path), path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CharterError(
-                [
-                    Diagnostic(
-                        "E0015",
-                        f"cannot read `{path}`: {exc}",
-                        ast.Span(str(path), 1, 1, 1, 1),
-                        "check the file exists and is saved as UTF-8",
-                    )
-                ]
-            ) from None
-    return out
+    """(display path, text) for every `*.charter` file under the given paths, sorted;
+    CharterError with every file that cannot be read (`grammar.source`)."""
+    read = source.read_sources(paths)
+    if read.errors:
+        raise CharterError(read.errors, read.shown)
+    return read.files
 
 
 def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) -> Workspace:
-    return check_sources(read_sources(paths), options)
+    """Read and check a workspace. A file that cannot be read is reported with the
+    errors of the files that could, which are checked without it."""
+    read = source.read_sources(paths)
+    try:
+        workspace = check_sources(read.files, options)
+    except CharterError as exc:
+        raise CharterError([*read.errors, *exc.diagnostics], read.shown) from None
+    if read.errors:
+        raise CharterError(read.errors, read.shown)
+    return workspace
 
 
 @contextmanager

@@ -16,21 +16,13 @@ file reports all of them at once.
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from grammar import literals
 from policy import ast
 from policy.diagnostics import Diagnostic
-
-
-def unquote(token: str) -> str:
-    """Decode a string literal; its escapes are JSON's (\\n, \\t, \\", \\\\, \\uXXXX)."""
-    value = json.loads(token)
-    if not isinstance(value, str):  # pragma: no cover - the lexer only passes strings
-        raise ValueError("not a string")
-    return value
 
 
 class StrToken(str):
@@ -85,16 +77,16 @@ class Builder:
         self.errors.append(Diagnostic(code, message, where, help))
 
     def _string(self, token: StrToken) -> str:
-        try:
-            return unquote(token)
-        except ValueError:
-            self._error(
-                "E0003",
-                f"invalid escape in string literal `{token}`",
-                self._sp(token.start, token.start + len(token)),
-                'strings use JSON escapes: \\", \\\\, \\n, \\t, \\uXXXX',
-            )
-            return str(token)[1:-1]
+        value, problem = literals.string_value(token)
+        if problem is not None:
+            self._problem(problem, token.start)
+        return value
+
+    def _problem(self, problem: literals.Problem, at: Offset) -> None:
+        start = at + problem.offset
+        self._error(
+            problem.code, problem.message, self._sp(start, start + problem.length), problem.help
+        )
 
     # ---- top level ----------------------------------------------------------------
     def start(self, items: Items, start: Offset, end: Offset) -> list[ast.Declaration]:
@@ -406,11 +398,18 @@ class Builder:
         return ast.Lit("str", self._string(items[0]), span=self._sp(start, end))
 
     def int(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        problem = literals.number_problem(items[0])
+        if problem is not None:
+            self._problem(problem, start)
+            return ast.Lit("int", 0, span=self._sp(start, end))
         return ast.Lit("int", int(items[0]), span=self._sp(start, end))
 
     def decimal(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
+        problem = literals.number_problem(items[0])
+        if problem is not None:
+            self._problem(problem, start)
         try:
-            value = Decimal(items[0])
+            value = Decimal(items[0]) if problem is None else Decimal(0)
         except InvalidOperation:  # pragma: no cover - the lexer only passes digits
             value = Decimal(0)
         return ast.Lit("decimal", value, span=self._sp(start, end))

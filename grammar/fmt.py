@@ -21,8 +21,20 @@ INDENT = "  "
 _OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
 
 
+# Characters a string is never printed with as themselves, but as `\uXXXX`: besides the
+# C0 controls (json.dumps escapes those), DEL and the C1 controls, the line and paragraph
+# separators (some tools break lines there), bidirectional controls (they reorder what a
+# reader sees), the byte-order mark, and lone surrogates (not UTF-8; the parser refuses
+# them, so none reaches here, but the output must never fail to encode).
+_ESCAPED = re.compile(
+    "[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+
 def string(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """A string literal for `value`: JSON's escapes, and only printable text raw."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def decimal(value: Decimal) -> str:

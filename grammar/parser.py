@@ -33,6 +33,7 @@ from lark.parsers.lalr_analysis import Shift
 from lark.tree import Meta
 
 from grammar.build import Builder, StrToken
+from grammar.source import text_problems
 from grammar.syntax_errors import (
     WORD_CHAR,
     GluedWord,
@@ -383,6 +384,9 @@ def parse(
                 )
             ]
         )
+    unreadable = text_problems(text, file)
+    if unreadable:
+        raise CharterSyntaxError(unreadable)
     builder = Builder(file, text)
     tables = _tables()  # outside the `try`: a grammar/Builder mismatch must fail loudly
     try:
@@ -391,8 +395,8 @@ def parse(
         raise CharterSyntaxError([_too_deep(file, text, too_deep.at, options)]) from None
     except _Rejected as rejected:
         raise CharterSyntaxError(_diagnose(text, file, options, after=rejected.after)) from None
-    except Exception as exc:  # a reduce action failed (a bug, or e.g. a 5,000-digit int)
-        raise CharterSyntaxError(_diagnose(text, file, options, exc)) from None
+    except Exception:  # a reduce action failed: a bug (its text is not for the user)
+        raise CharterSyntaxError(_diagnose(text, file, options, failed=True)) from None
     if height > options.max_depth:
         raise CharterSyntaxError(_diagnose(text, file, options, after=deep))
     if builder.errors:
@@ -405,8 +409,8 @@ def _diagnose(
     text: str,
     file: str,
     options: ParseOptions,
-    failure: Exception | None = None,
     *,
+    failed: bool = False,
     after: int = 0,
 ) -> list[Diagnostic]:
     """What is wrong with a text the fast path refused, in the order the checks have
@@ -424,13 +428,20 @@ def _diagnose(
         return [syntax_diagnostic(exc, file, text)]
     except GluedWord as glued:
         return [glued_diagnostic(glued, file)]
-    except lark.exceptions.LarkError as exc:  # pragma: no cover - defensive
-        return [Diagnostic("E0001", f"cannot parse: {exc}", ast.Span(file, 1, 1, 1, 1))]
+    except lark.exceptions.LarkError:  # pragma: no cover - defensive
+        return [Diagnostic("E0001", "cannot parse this input", ast.Span(file, 1, 1, 1, 1))]
     problems = _check_shape(tree, file, options)
     if problems:
         return problems
-    reason = f"cannot build the tree: {failure}" if failure else "cannot parse this input"
-    return [Diagnostic("E0001", reason, ast.Span(file, 1, 1, 1, 1))]
+    reason = "internal error: cannot build the tree" if failed else "cannot parse this input"
+    return [
+        Diagnostic(
+            "E0001",
+            reason,
+            ast.Span(file, 1, 1, 1, 1),
+            "this is a bug in charter: please report it",
+        )
+    ]
 
 
 def _too_deep(file: str, text: str, at: int, options: ParseOptions) -> Diagnostic:

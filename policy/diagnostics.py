@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -68,15 +69,56 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean `{close[0]}`?" if close else None
 
 
+def _shown(char: str, marked: bool = False) -> tuple[str, int]:
+    """How a character of a source line is shown, and how many terminal cells it takes:
+    2 for an East Asian wide or fullwidth character, 0 for a combining mark, 1 for the
+    rest. A tab is one space (`␉` under the caret); a control character, a line
+    or paragraph separator, a bidirectional control or a lone surrogate is shown as a
+    visible symbol, never as itself (it would move the cursor or reorder the line)."""
+    point = ord(char)
+    if char == "\t" and not marked:
+        return " ", 1
+    if point < 0x20:
+        return chr(0x2400 + point), 1  # the Control Pictures block: `␍`, `␌`, ...
+    if point == 0x7F:
+        return "\u2421", 1
+    category = unicodedata.category(char)
+    if category in ("Cc", "Zl", "Zp", "Cs") or char in _BIDI:
+        return "\ufffd", 1
+    if unicodedata.combining(char) or category in ("Mn", "Me", "Cf"):
+        return char, 0
+    if unicodedata.east_asian_width(char) in ("W", "F"):
+        return char, 2
+    return char, 1
+
+
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _cells(text: str, marked: bool = False) -> tuple[str, int]:
+    shown = [_shown(c, marked) for c in text]
+    return "".join(s for s, _ in shown), sum(w for _, w in shown)
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text as the parser numbers them: only `\n` ends one (a
+    `\r` before it is part of the line end). `str.splitlines` would also break at form
+    feeds, `\x85`, `\u2028`, ..., and show the wrong line."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
-    """`file:line:col: error[CODE]: message`, the source line, a caret, and help."""
+    """`file:line:col: error[CODE]: message`, the source line, a caret, and help.
+
+    `line:col` counts code points; the caret line counts terminal cells, so the caret sits
+    under the span whatever wide or combining characters come before it."""
     span = diag.span
     lines = [f"{span.file}:{span.line}:{span.col}: {diag.severity}[{diag.code}]: {diag.message}"]
     text = sources.get(span.file)
     if text is not None and span.line >= 1:
-        source_lines = text.splitlines()
-        if span.line <= len(source_lines):
-            source_line = source_lines[span.line - 1].expandtabs(1)
+        all_lines = source_lines(text)
+        if span.line <= len(all_lines):
+            source_line = all_lines[span.line - 1]
             gutter = str(span.line)
             pad = " " * len(gutter)
             width = 1
@@ -93,9 +135,14 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
                 source_line = prefix + shown + suffix
                 offset = offset - start + len(prefix)
                 width = max(1, min(width, len(prefix) + len(shown) - offset))
+            head, before = _cells(source_line[:offset])
+            before += max(0, offset - len(source_line))  # a span past the end of the line
+            body, marked = _cells(source_line[offset : offset + width], marked=True)
+            tail, _ = _cells(source_line[offset + width :])
+            display = head + body + tail
             lines.append(f"{pad} |")
-            lines.append(f"{gutter} | {source_line}")
-            lines.append(f"{pad} | {' ' * offset}{'^' * width}")
+            lines.append(f"{gutter} | {display}")
+            lines.append(f"{pad} | {' ' * before}{'^' * max(1, marked)}")
     if diag.help:
         lines.append(f"  = help: {diag.help}")
     return "\n".join(lines)

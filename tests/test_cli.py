@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import main
+from api.cli import main, write_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = str(ROOT / "fixtures" / "workspace")
@@ -82,6 +82,98 @@ def test_fmt_refuses_broken_files(capsys: pytest.CaptureFixture[str], tmp_path: 
     code, _, err = run(capsys, "fmt", "--write", str(path))
     assert code == 1 and "error[E0002]" in err
     assert path.read_text(encoding="utf-8") == "role a {"
+
+
+SURROGATE = 'role a {\n    allow search where args.query == "\\ud800"\n}\n'
+
+
+@pytest.mark.parametrize("verb", [["fmt", "--write"], ["fmt"], ["fmt", "--check"], ["test"]])
+def test_a_lone_surrogate_escape_is_an_error_not_a_crash(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, verb: list[str]
+) -> None:
+    path = tmp_path / "a.charter"
+    path.write_text(SURROGATE, encoding="utf-8")
+    code, _, err = run(capsys, *verb, str(path))
+    assert code == 1 and "error[E0003]" in err and "surrogate" in err
+    assert "Traceback" not in err
+    assert path.read_text(encoding="utf-8") == SURROGATE
+
+
+def test_fmt_write_replaces_a_file_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.charter"
+    path.write_text("role a{allow search}", encoding="utf-8")
+    path.chmod(0o640)
+    with pytest.raises(UnicodeEncodeError):
+        write_atomically(path, "role a {}\n# \ud800\n")  # cannot be encoded: nothing written
+
+    def fail(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", fail)
+    with pytest.raises(OSError):
+        write_atomically(path, "role a {}\n")
+    monkeypatch.undo()
+    assert path.read_text(encoding="utf-8") == "role a{allow search}"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.charter"]  # no temporary file left
+    write_atomically(path, "role a {}\n")
+    assert path.read_text(encoding="utf-8") == "role a {}\n"
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    (tmp_path / "a.charter").write_text("role a {\n  allow serch\n}\n", encoding="utf-8")
+    (tmp_path / "b.charter").write_bytes(b"role b {\n  allow search # caf\xe9\n}\n")
+    (tmp_path / "c.charter").write_text("role c {\n  allow exec\n}\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_a_file_that_is_not_utf8_does_not_hide_the_others(
+    capsys: pytest.CaptureFixture[str], three: Path
+) -> None:
+    code, _, err = run(capsys, "check", str(three))
+    assert code == 1 and err.rstrip().endswith("3 errors")
+    assert "a.charter:2:9: error[E0101]" in err and "c.charter:2:9: error[E0101]" in err
+    assert "b.charter:2:21: error[E0015]: the file is not UTF-8: byte `0xe9`" in err
+    code, out, err = run(capsys, "fmt", "--check", str(three))
+    assert code == 1 and "b.charter:2:21: error[E0015]" in err
+    assert out == "" and err.rstrip().endswith("1 error")  # a and c are canonical
+    (three / "a.charter").write_text("role a{allow serch}", encoding="utf-8")
+    code, out, _ = run(capsys, "fmt", "--check", str(three))
+    assert code == 1 and "would reformat" in out and "a.charter" in out
+
+
+def test_a_lone_carriage_return_is_refused_by_every_verb(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "a.charter"
+    data = b"role a {\n  allow search # note\rallow execute\n}\nprofile p {\n  roles a\n}\n"
+    path.write_bytes(data)
+    for verb in (["check"], ["fmt", "--write"], ["test"]):
+        code, _, err = run(capsys, *verb, str(path))
+        assert code == 1 and "a.charter:2:22: error[E0018]" in err, verb
+    assert path.read_bytes() == data
+    path.write_bytes(data.replace(b"\r", b"\n").replace(b"\n", b"\r\n"))  # CRLF throughout
+    code, out, _ = run(capsys, "fmt", str(path))
+    assert (
+        code == 0
+        and out
+        == "role a {\n  allow search  # note\n  allow execute\n}\n\nprofile p {\n  roles a\n}\n"
+    )
+
+
+def test_an_internal_error_is_one_line_and_exit_3(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*args: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr("api.cli.compile_workspace", boom)
+    code, _, err = run(capsys, "test", WORKSPACE)
+    assert code == 3 and "Traceback" not in err and "secret" not in err
+    assert err == "charter: internal error (RuntimeError); this is a bug, please report it\n"
 
 
 def test_test_passes_on_the_fixtures(capsys: pytest.CaptureFixture[str]) -> None:

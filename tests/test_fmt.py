@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from grammar.fmt import expr_text, format_file
+from grammar.fmt import expr_text, format_file, string
 from grammar.parser import parse
 from policy import ast
 
@@ -117,3 +120,35 @@ def test_fixtures_are_canonical_and_round_trip(path: Path) -> None:
 def test_blank_lines_after_comments_are_kept(text: str) -> None:
     assert fmt(text) == text
     assert fmt("# a\n\n\n# b\n\n") == "# a\n\n# b\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("a\u2028b", "a\\u2028b"),
+        ("\u2029\x85\x7f", "\\u2029\\u0085\\u007f"),
+        ("abc\u202edef", "abc\\u202edef"),  # a bidirectional override
+        ("\ufeffx", "\\ufeffx"),
+        ("日本語 é \U0001f600", "日本語 é \U0001f600"),
+    ],
+)
+def test_strings_show_only_visible_text_raw(value: str, written: str) -> None:
+    escaped = json.dumps(value).replace("\x7f", "\\u007f")  # ASCII only, all escaped
+    text = fmt(f"role a {{\n  allow search where args.query == {escaped}\n}}\n")
+    assert f'"{written}"' in text
+    assert text.split("\n") == [*text.splitlines(), ""]  # no line end but `\n`
+    assert fmt(text) == text
+
+
+_SEPARATORS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20))
+def test_any_string_value_is_written_back_as_itself_on_one_line(value: str) -> None:
+    literal = string(value)
+    assert not any(c in literal for c in _SEPARATORS + "\n\r\t")
+    literal.encode("utf-8")
+    found = parse(f"role a {{ allow search where args.query == {literal} }}").declarations[0]
+    assert isinstance(found, ast.Role) and found.rules[0].where is not None
+    where = found.rules[0].where
+    assert isinstance(where, ast.Compare) and where.right == ast.Lit("str", value)

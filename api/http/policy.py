@@ -13,6 +13,7 @@ from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response
 from api.service import pages
 from api.service.errors import ServiceError
+from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError
 
 SINGLE_FILE = "policy.charter"
@@ -28,10 +29,13 @@ async def put_policy(request: Request) -> Response:
         files = [(f.path, f.text) for f in upload.files]
         note = upload.note
     else:
-        try:
-            files = [(SINGLE_FILE, raw.decode("utf-8"))]
-        except UnicodeDecodeError:
-            raise ServiceError(400, "not-utf8", "the policy text is not UTF-8") from None
+        try:  # decoded as the CLI decodes a file (grammar.source): same bytes, same text
+            files = [(SINGLE_FILE, decode(raw, SINGLE_FILE))]
+        except NotUtf8 as bad:
+            raise ServiceError(
+                400, "not-utf8", "the policy text is not UTF-8",
+                diagnostics=[bad.diagnostic.to_json()],
+            ) from None  # fmt: skip
         note = ""
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")

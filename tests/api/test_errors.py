@@ -103,6 +103,30 @@ def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> Non
     assert sorted(c for c in codes if f"`{c}`" not in documented) == []
 
 
+def test_policy_text_is_read_as_the_cli_reads_it(client: Any, harness: Harness) -> None:
+    """A lone `\r` (a rule hidden in a comment for one reader, not for another) is refused
+    with the code `charter check` gives it; a lone surrogate never becomes policy text;
+    bytes that are not UTF-8 are placed at the bad byte."""
+    hidden = "role a {\n  allow search # note\rallow execute\n}\nprofile p {\n  roles a\n}\n"
+    text = {**harness.auth(), "content-type": "text/plain"}
+    as_json = {**harness.auth(), "content-type": "application/json"}
+    for body, headers in (
+        (hidden.encode(), text),
+        (json.dumps({"files": [{"path": "a.charter", "text": hidden}]}).encode(), as_json),
+    ):
+        response = client.put("/v1/policy", content=body, headers=headers)
+        _expect(response, 422, "policy-invalid")
+        diag = response.json()["diagnostics"][0]
+        assert (diag["code"], diag["line"], diag["column"]) == ("E0018", 2, 22)
+    lone = json.dumps({"files": [{"path": "a.charter", "text": "role a {}\n# \ud800\n"}]})
+    _expect(client.put("/v1/policy", content=lone.encode(), headers=as_json), 400, "malformed-json")
+    response = client.put("/v1/policy", content=b"role a {\n  # caf\xe9\n}\n", headers=text)
+    _expect(response, 400, "not-utf8")
+    diag = response.json()["diagnostics"][0]
+    assert (diag["code"], diag["line"], diag["column"]) == ("E0015", 2, 8)
+    assert harness.service.store.latest_revision() == 1
+
+
 junk = st.one_of(
     st.binary(max_size=200),
     st.recursive(

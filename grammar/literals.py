@@ -1,0 +1,115 @@
+"""String and number literals: their values, and what is wrong with one that has none.
+
+A string literal uses JSON's escapes. Besides a malformed escape (E0003), two things the
+lexer lets through are refused here, each pointed at exactly:
+
+* a raw control character (U+0000-U+001F, U+007F-U+009F: a real tab, a form feed...)
+  inside the quotes (E0017): it is invisible or moves the cursor, so it is written as an
+  escape (`\\t`, `\\u0007`);
+* a `\\uD800`-`\\uDFFF` escape that is not half of a surrogate pair (E0003): it encodes no
+  character, so the value could not be written back as UTF-8 text (`charter fmt`) nor
+  sent as JSON by every client. A pair (`\\ud83d\\ude00`) is one character and is fine.
+
+A number has at most `MAX_NUMBER_DIGITS` digits (E0019): Python refuses to convert an
+integer of more than 4,300 digits, and no argument value needs a hundredth of that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+MAX_NUMBER_DIGITS = 100
+
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A string literal's text, piece by piece: a surrogate pair, a lone surrogate escape
+# (group 1), any other escape, or a run of plain characters.
+_PIECES = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.|[^\\]+",
+    re.S,
+)
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What is wrong with a literal, at `offset` (from the token's start) for `length`."""
+
+    code: str
+    message: str
+    offset: int
+    length: int
+    help: str
+
+
+def code_point(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+def escape_for(char: str) -> str:
+    return _SHORT_ESCAPES.get(char, f"\\u{ord(char):04x}")
+
+
+def string_value(token: str) -> tuple[str, Problem | None]:
+    """The value of a string literal (quotes included in `token`), or its problem (then
+    the value is the text between the quotes, as written)."""
+    control = CONTROL.search(token)
+    if control is not None:
+        char = control.group()
+        return token[1:-1], Problem(
+            "E0017",
+            f"control character `{code_point(char)}` in a string",
+            control.start(),
+            1,
+            f"write it as the escape `{escape_for(char)}`",
+        )
+    try:
+        value = json.loads(token)
+    except ValueError:
+        value = None
+    if not isinstance(value, str):
+        return token[1:-1], Problem(
+            "E0003",
+            f"invalid escape in string literal `{token}`",
+            0,
+            len(token),
+            'strings use JSON escapes: \\", \\\\, \\n, \\t, \\uXXXX',
+        )
+    if _SURROGATE.search(value) is not None:
+        for piece in _PIECES.finditer(token, 1, len(token) - 1):
+            if piece.group(1) is not None:
+                return token[1:-1], Problem(
+                    "E0003",
+                    f"`{piece.group(1)}` is half of a surrogate pair, not a character",
+                    piece.start(1),
+                    len(piece.group(1)),
+                    "write the character itself, or both halves of the pair "
+                    "(`\\ud83d\\ude00` is one emoji)",
+                )
+        lone = _SURROGATE.search(token)  # pragma: no cover - the parser refuses these
+        return token[1:-1], Problem(
+            "E0015",
+            "a lone surrogate is not a character",
+            lone.start() if lone else 0,
+            1,
+            "send the text as UTF-8",
+        )
+    return value, None
+
+
+def number_problem(text: str) -> Problem | None:
+    """A number literal (`-12`, `3.50`) with too many digits."""
+    digits = len(text) - text.startswith("-") - ("." in text)
+    if digits <= MAX_NUMBER_DIGITS:
+        return None
+    shown = text if len(text) <= 24 else f"{text[:12]}…{text[-4:]}"
+    return Problem(
+        "E0019",
+        f"number `{shown}` is too large: {digits} digits",
+        0,
+        len(text),
+        f"a number has at most {MAX_NUMBER_DIGITS} digits",
+    )

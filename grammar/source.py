@@ -1,0 +1,146 @@
+"""Source text: one way to turn bytes into the text the parser reads, for every path in.
+
+The CLI (`charter check`, `fmt`, `test`, `serve`) and `PUT /v1/policy` decode a policy
+file the same way: the bytes as they are, strict UTF-8, no newline translation (Python's
+text mode would turn a lone `\\r` into a line end that the HTTP path does not see). Only
+`\\n` ends a line; `\\r\\n` is a line end too (the `\\r` is white space before it), and a
+`\\r` that is not followed by `\\n` is refused by the parser (E0018), so no path can read a
+line end where another reads none.
+
+A file that is not UTF-8 gives E0015 at the first bad byte's line and column, and the
+other files are still read: a workspace reports every file's errors at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policy import ast
+from policy.diagnostics import Diagnostic
+
+READ_HELP = "check the file exists and is saved as UTF-8"
+
+
+class NotUtf8(ValueError):
+    """Bytes that are not UTF-8, and where the first bad byte is."""
+
+    def __init__(self, diagnostic: Diagnostic, shown: str) -> None:
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+        self.shown = shown  # the text with bad bytes replaced, for showing the line
+
+
+def decode(data: bytes, file: str) -> str:
+    """The text of a policy file: strict UTF-8, line ends untouched. Raises `NotUtf8`
+    (E0015 at the first bad byte, in lines and code-point columns) otherwise."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        line_start = before.rfind(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8")) + 1
+        bad = data[exc.start : exc.end]
+        shown_bytes = " ".join(f"0x{b:02x}" for b in bad[:4])
+        what = "byte" if len(bad) == 1 else "bytes"
+        diagnostic = Diagnostic(
+            "E0015",
+            f"the file is not UTF-8: {what} `{shown_bytes}` cannot be read as text",
+            ast.Span(file, line, column, line, column + 1),
+            READ_HELP,
+        )
+        raise NotUtf8(diagnostic, data.decode("utf-8", "replace")) from None
+
+
+@dataclass(slots=True)
+class Sources:
+    """What reading a set of paths gave: the files that were read, in path order, a
+    diagnostic for each that could not be, and every text to show a diagnostic's line
+    in (an undecodable file's with its bad bytes replaced)."""
+
+    files: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
+    shown: dict[str, str] = field(default_factory=dict)
+
+
+def find_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Every `*.charter` file under the given paths (a file is taken as given), sorted
+    within each directory."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*.charter") if p.is_file()))
+        else:
+            found.append(path)
+    return found
+
+
+def read_sources(paths: Iterable[str | Path]) -> Sources:
+    """Read every file; one that cannot be read or decoded is an error, not a stop."""
+    out = Sources()
+    for path in find_files(paths):
+        name = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            out.errors.append(
+                Diagnostic(
+                    "E0015",
+                    f"cannot read `{name}`: {reason.lower()}",
+                    ast.Span(name, 1, 1, 1, 1),
+                    READ_HELP,
+                )
+            )
+            continue
+        try:
+            text = decode(data, name)
+        except NotUtf8 as bad:
+            out.errors.append(bad.diagnostic)
+            out.shown[name] = bad.shown
+            continue
+        out.files.append((name, text))
+        out.shown[name] = text
+    return out
+
+
+# What no path may read differently: a carriage return that ends no line, and a code
+# point no UTF-8 text holds (a lone surrogate: a JSON body can carry one as `\ud800`).
+_UNREADABLE = re.compile("\r(?!\n)|[\ud800-\udfff]")
+MAX_TEXT_PROBLEMS = 10
+
+
+def text_problems(text: str, file: str) -> list[Diagnostic]:
+    """E0018 for each `\\r` not followed by `\\n`, E0015 for each lone surrogate (the
+    first `MAX_TEXT_PROBLEMS`): the parser refuses such a text before reading it."""
+    out: list[Diagnostic] = []
+    for match in _UNREADABLE.finditer(text):
+        at = match.start()
+        line = text.count("\n", 0, at) + 1
+        column = at - text.rfind("\n", 0, at)
+        span = ast.Span(file, line, column, line, column + 1)
+        if match.group() == "\r":
+            out.append(
+                Diagnostic(
+                    "E0018",
+                    "carriage return `U+000D` that does not end a line",
+                    span,
+                    "only `\\n` or `\\r\\n` ends a line: save the file with one of them",
+                )
+            )
+        else:
+            out.append(
+                Diagnostic(
+                    "E0015",
+                    f"lone surrogate `U+{ord(match.group()):04X}` in the text: it is not UTF-8",
+                    span,
+                    "send the text as UTF-8",
+                )
+            )
+        if len(out) == MAX_TEXT_PROBLEMS:
+            break
+    return out

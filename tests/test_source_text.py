@@ -1,0 +1,181 @@
+"""Source text in the parser: literals (strings, numbers), line ends, encodings, and how a
+diagnostic shows its source line. (tests/test_parser.py covers the grammar itself.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.check import check_sources, load
+from grammar.literals import MAX_NUMBER_DIGITS
+from grammar.parser import parse
+from grammar.source import decode, read_sources
+from policy import ast
+from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic, render
+
+
+def problems(text: str) -> list[Diagnostic]:
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(text, "f.charter")
+    return info.value.diagnostics
+
+
+def where(text: str) -> ast.Expr:
+    role = parse(f"role a {{\n  allow search where {text}\n}}\n").declarations[0]
+    assert isinstance(role, ast.Role) and role.rules[0].where is not None
+    return role.rules[0].where
+
+
+# ---- strings ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\udfff", "\\uDC00", "\\ud83d x"])
+def test_a_lone_surrogate_escape_is_refused_where_it_is(escape: str) -> None:
+    (diag,) = problems(f'role a {{\n  allow search where args.query == "ab{escape}"\n}}\n')
+    assert diag.code == "E0003" and "surrogate" in diag.message and diag.help
+    assert (diag.span.line, diag.span.col, diag.span.end_col) == (2, 39, 45)
+
+
+def test_a_surrogate_pair_is_one_character() -> None:
+    assert where('args.query == "\\ud83d\\ude00"') == ast.Compare(
+        "==", ast.Path("args", ("query",)), ast.Lit("str", "\U0001f600")
+    )
+    # An escaped backslash followed by `ud800` is text, not an escape.
+    assert isinstance(where('args.query == "\\\\ud800"'), ast.Compare)
+
+
+@pytest.mark.parametrize(
+    ("char", "escape"), [("\t", "\\t"), ("\x0c", "\\f"), ("\x07", "\\u0007"), ("\x85", "\\u0085")]
+)
+def test_a_raw_control_character_in_a_string_is_named(char: str, escape: str) -> None:
+    (diag,) = problems(f'role a {{\n  allow search where args.query == "a{char}b"\n}}\n')
+    assert diag.code == "E0017"
+    assert diag.message == f"control character `U+{ord(char):04X}` in a string"
+    assert diag.help == f"write it as the escape `{escape}`"
+    assert (diag.span.line, diag.span.col) == (2, 38)
+
+
+def test_a_tab_under_the_caret_is_shown() -> None:
+    text = 'role a {\n  allow search where args.query == "a\tb"\n}\n'
+    (diag,) = problems(text)
+    shown = render(diag, {"f.charter": text}).splitlines()
+    assert shown[2] == '2 |   allow search where args.query == "a\u2409b"'
+    assert shown[3] == "  | " + " " * 37 + "^"
+
+
+# ---- numbers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["9" * 5000, "-" + "1" * 101, "1" * 60 + "." + "2" * 41])
+def test_a_number_with_too_many_digits_is_refused_at_the_number(number: str) -> None:
+    (diag,) = problems(f"role a {{\n  allow search where args.limit < {number}\n}}\n")
+    assert diag.code == "E0019" and "too large" in diag.message
+    assert "Exceeds" not in diag.message and diag.help == "a number has at most 100 digits"
+    assert (diag.span.line, diag.span.col, diag.span.end_col) == (2, 35, 35 + len(number))
+
+
+def test_a_number_of_the_largest_size_is_fine() -> None:
+    big = int("9" * MAX_NUMBER_DIGITS)
+    assert where(f"args.limit < {big}") == ast.Compare(
+        "<", ast.Path("args", ("limit",)), ast.Lit("int", big)
+    )
+
+
+# ---- line ends and encodings ---------------------------------------------------------
+
+HIDDEN_RULE = "role a {\n  allow search # note\rallow execute\n}\nprofile p {\n  roles a\n}\n"
+
+
+def test_a_carriage_return_that_ends_no_line_is_refused() -> None:
+    (diag,) = problems(HIDDEN_RULE)
+    assert diag.code == "E0018" and (diag.span.line, diag.span.col) == (2, 22)
+
+
+def test_the_cli_reads_the_bytes_the_http_api_reads(tmp_path: Path) -> None:
+    (tmp_path / "a.charter").write_bytes(HIDDEN_RULE.encode())
+    with pytest.raises(CharterError) as info:
+        load([tmp_path])
+    assert [d.code for d in info.value.diagnostics] == ["E0018"]
+    assert read_sources([tmp_path]).files == [(str(tmp_path / "a.charter"), HIDDEN_RULE)]
+
+
+def test_crlf_ends_a_line_like_lf() -> None:
+    lf = '# c\nrole a {\n  allow search where args.query == "x"  # d\n}\n'
+    crlf = parse(lf.replace("\n", "\r\n"), "f.charter")
+    assert crlf.declarations == parse(lf, "f.charter").declarations
+    assert [c[2] for c in crlf.comments] == ["# c", "# d"]
+    assert crlf.declarations[0].span.line == 2
+
+
+def test_a_lone_surrogate_in_the_text_is_not_utf8() -> None:
+    (diag,) = problems("role a {}\n# \ud800\n")
+    assert diag.code == "E0015" and (diag.span.line, diag.span.col) == (2, 3)
+
+
+def test_not_utf8_is_placed_at_the_bad_byte() -> None:
+    data = "role a {\n  # café \n}\n".encode().replace("é".encode(), b"\xe9")
+    with pytest.raises(ValueError) as info:
+        decode(data, "b.charter")
+    diag = info.value.diagnostic  # type: ignore[attr-defined]
+    assert diag.code == "E0015" and (diag.span.line, diag.span.col) == (2, 8)
+    assert "0xe9" in diag.message
+
+
+def test_one_unreadable_file_does_not_hide_the_others(tmp_path: Path) -> None:
+    (tmp_path / "a.charter").write_text("role a {\n  allow serch\n}\n")
+    (tmp_path / "b.charter").write_bytes(b"role b {\n  # caf\xe9\n}\n")
+    (tmp_path / "c.charter").write_text("role c {\n  allow exec\n}\n")
+    with pytest.raises(CharterError) as info:
+        load([tmp_path])
+    found = [(Path(d.span.file).name, d.code, d.span.line) for d in info.value.diagnostics]
+    assert found == [
+        ("a.charter", "E0101", 2),
+        ("b.charter", "E0015", 2),
+        ("c.charter", "E0101", 2),
+    ]
+
+
+# ---- the source line under a diagnostic ------------------------------------------------
+
+
+@pytest.mark.parametrize("separator", ["\x0c", "\x0b", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_the_line_shown_is_the_line_the_parser_counts(separator: str) -> None:
+    text = f'# section{separator} one\nrole a {{\n  allow search where args.qury == "x"\n}}\n'
+    with pytest.raises(CharterError) as info:
+        check_sources([("f.charter", text)])
+    (diag,) = info.value.diagnostics
+    shown = render(diag, {"f.charter": text}).splitlines()
+    assert shown[0].startswith("f.charter:3:22:")
+    assert shown[2] == '3 |   allow search where args.qury == "x"'
+    assert shown[3] == "  | " + " " * 21 + "^" * 9
+
+
+def test_the_caret_counts_terminal_cells() -> None:
+    text = 'role a {\n  allow search where args.query == "日本語" and args.qury == "x"\n}\n'
+    with pytest.raises(CharterError) as info:
+        check_sources([("f.charter", text)])
+    (diag,) = info.value.diagnostics
+    assert (diag.span.line, diag.span.col) == (2, 46)  # code points, as documented
+    caret = render(diag, {"f.charter": text}).splitlines()[3]
+    assert caret == "  | " + " " * (45 + 3) + "^" * 9  # three wide characters: 3 cells more
+    combining = text.replace("日本語", "e\u0301")  # `é` as two code points, one cell
+    with pytest.raises(CharterError) as info:
+        check_sources([("f.charter", combining)])
+    (diag,) = info.value.diagnostics
+    assert render(diag, {"f.charter": combining}).splitlines()[3] == "  | " + " " * 43 + "^" * 9
+
+
+@given(st.text(max_size=30))
+def test_any_string_either_parses_to_itself_or_gets_a_coded_diagnostic(value: str) -> None:
+    """Whatever is between the quotes: a value, or one of the string codes, never a crash."""
+    literal = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    try:
+        found = where(f"args.query == {literal}")
+    except CharterSyntaxError as exc:
+        codes = {d.code for d in exc.diagnostics}
+        assert codes <= {"E0001", "E0015", "E0017", "E0018"}, (literal, codes)
+        return
+    assert isinstance(found, ast.Compare) and found.right == ast.Lit("str", value)
