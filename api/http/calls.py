@@ -118,22 +118,21 @@ def _exact(number: Any) -> float | Decimal:
     exactly the number the text says, else the Decimal of the text; a number beyond the
     range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (Not finite: the
     float, NaN or an Infinity, which only the models' path lets through.)"""
-    text = bytes(number)
+    text = str(number)
     value = float(text)
-    # The usual case, without a Decimal: a text of at most 15 characters and no exponent
-    # has at most 15 significant digits and its float is normal, and no two such decimals
-    # round to one double (DBL_DIG); a float below 1e7 that is a multiple of 1/256 is
-    # itself such a decimal (at most 7 + 8 digits), so it is exactly what the text says.
+    # The usual case, without a Decimal: a text of at most 15 characters has at most 15
+    # significant digits, and no two such decimals round to one normal double (DBL_DIG);
+    # a nonzero float below 1e7 that is a multiple of 1/256 is normal and itself such a
+    # decimal (at most 7 + 8 digits), so it is exactly the number the text says.
     if (
         -1e7 < value < 1e7
         and (value * 256.0).is_integer()
         and len(text) <= 15
-        and b"e" not in text
-        and b"E" not in text
+        and value != 0.0  # (1e-400 is 0.0 too)
     ):
         return value
     try:
-        exact = Decimal(text.decode("ascii"))
+        exact = Decimal(text)
     except InvalidOperation:  # an exponent past even Decimal's range
         raise _out_of_range(text) from None
     if not exact.is_finite() or exact == value:
@@ -143,8 +142,8 @@ def _exact(number: Any) -> float | Decimal:
     return exact
 
 
-def _out_of_range(text: bytes) -> ServiceError:
-    shown = text[:40].decode("ascii", "replace") + ("..." if len(text) > 40 else "")
+def _out_of_range(text: str) -> ServiceError:
+    shown = text[:40] + ("..." if len(text) > 40 else "")
     return ServiceError(
         422, "number-out-of-range",
         f"the number {shown} is beyond the range of a double (it would be rounded to 0 or "

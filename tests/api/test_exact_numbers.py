@@ -157,6 +157,12 @@ def test_a_decimal_argument_is_logged_and_answered_with_its_digits(
     approval = client.get(f"/v1/approvals/{paused.json()['approval_id']}", headers=harness.auth())
     assert approval.status_code == 200
     assert f'"amount":{amount}' in approval.text
+    approved = client.post(
+        f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=harness.auth()
+    )
+    assert approved.status_code == 200, approved.text
+    assert f'"amount":{amount}' in approved.text  # re-checked on the sealed, exact call
+    assert '"effect":"allow"' in approved.text
     # exact floats stay floats, and the log gives back the digits it was given
     for text in ("20.5", "0.1", "20.50", "1E-7", "1e+16"):
         answer = _refund(client, harness, text)
