@@ -62,9 +62,11 @@ def _too_large() -> ServiceError:
     return ServiceError(413, "body-too-large", f"the body is over {MAX_BODY} bytes (1 MiB)")
 
 
-def depth(value: Any, limit: int = MAX_DEPTH) -> int:
-    """Nesting depth, stopping early once past `limit` (iterative: no recursion to blow)."""
+def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
+    """Nesting depth (stopping early once past `limit`; iterative: no recursion to blow)
+    and whether a `number` is inside."""
     deepest = 0
+    floats = False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
@@ -73,27 +75,35 @@ def depth(value: Any, limit: int = MAX_DEPTH) -> int:
         elif isinstance(item, list):
             children = item
         else:
+            floats = floats or type(item) is number
             continue
         deepest = max(deepest, level)
         if deepest > limit:
-            return deepest
+            return deepest, floats
         stack.extend((child, level + 1) for child in children)
-    return deepest
+    return deepest, floats
 
 
-def check_depth(value: Any, what: str) -> None:
-    if value is None or (type(value) is dict and _flat(value)):
-        return  # the common case: an object of plain values
-    if depth(value) > MAX_DEPTH:
+def check_depth(value: Any, what: str, number: type = float) -> bool:
+    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep; else whether a
+    `number` (as its parser reads a JSON number with a fraction or an exponent) is in
+    it: the caller may need its exact value."""
+    if value is None:
+        return False
+    if type(value) is dict:  # the common case: an object of plain values (parsed JSON:
+        floats = False  # exact types), walked here without a stack
+        for item in value.values():
+            kind = type(item)
+            if kind is number:
+                floats = True
+            elif kind is dict or kind is list:
+                break
+        else:
+            return floats
+    deepest, floats = _walk(value, MAX_DEPTH, number)
+    if deepest > MAX_DEPTH:
         raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
-
-
-def _flat(value: dict[str, Any]) -> bool:
-    """Whether a parsed JSON object holds no object or array (it is one level deep)."""
-    for item in value.values():  # noqa: SIM110 (a loop: twice as fast as all() here)
-        if type(item) is dict or type(item) is list:  # parsed JSON: exact types
-            return False
-    return True
+    return floats
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

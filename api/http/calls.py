@@ -2,26 +2,40 @@
 
 The pydantic models (api.http.models) define what a decision request is and say what is
 wrong with a bad one. Building a model per call, then a Call from it, was a sixth of a
-batch's cost, so a body is first parsed by the same JSON parser (pydantic-core's, so big
-integers stay integers) and checked by hand against a strict subset of what the models
-accept; anything outside that subset (a missing or extra field, a wrong type, a string
-`expected_cost`, malformed JSON) goes through the models, which accept it or give the
-422 they always gave. The fast path never accepts what the models would refuse.
+batch's cost, so a body is first parsed by the same JSON parser (jiter, pydantic-core's
+own, so big integers stay integers) and checked by hand against a strict subset of what
+the models accept; anything outside that subset (a missing or extra field, a wrong type,
+a string `expected_cost`, malformed JSON) goes through the models, which accept it or
+give the 422 they always gave. The fast path never accepts what the models would refuse.
+
+Numbers are compared exactly, never rounded (docs/design-notes.md), and a float is not
+exact: `100.000000000000000000000001` and `1e-400` parse to 100.0 and 0.0. So the fast
+path parses with `float_mode="lossless-float"` (a number with a fraction or an exponent
+is kept as its text) and gives each such number of the args and context its exact value:
+the float it parses to when that is exactly what its text says (20.5), else the Decimal
+of its text (0.1, 100.000000000000000000000001); a number past the range of a double,
+which a float would turn into 0 or an infinity (1e-400, 1e400), is a 422. The models read numbers as floats (an `expected_cost` as the Decimal of
+a float): when a call they read holds a float, or an expected cost, the same numbers
+are taken from the lossless parse of the body instead (a NaN or an Infinity, which only
+the models let through, stays the float it was).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
+import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pydantic_core import from_json
+import jiter
 
 from api.http import models as m
 from api.http.body import check_depth, parse
 from api.service.decide import Call
+from api.service.errors import ServiceError
 
 _FIELDS = frozenset(m.DecisionRequest.model_fields)
 _new_call = tuple.__new__
+_LOSSLESS = jiter.LosslessFloat
 
 
 def _call(item: m.DecisionRequest) -> Call:
@@ -63,34 +77,166 @@ def _fast_call(item: Any) -> Call | None:
         return None
     cost = item.get("expected_cost")
     if cost is not None:
-        if type(cost) is not int or cost < 0:
-            return None  # strings, fractions, negatives: the model decides
+        if type(cost) is not int or not 0 <= cost <= m.MAX_COST:
+            return None  # strings, fractions, negatives, past the bound: the model decides
         cost = Decimal(cost)
     return Call(agent, tool, args, thread, turn, context, cost, connection)
 
 
-def _check_depths(calls: list[Call]) -> list[Call]:
-    """After every call validated, as the models' path does (a 422 wins over a 400)."""
+def _checked(calls: list[Call]) -> list[Call]:
+    """Calls of the fast path, after every call validated, as the models' path does (a
+    422 wins over a 400): args and context nested at most MAX_DEPTH deep, their numbers
+    exact."""
     for call in calls:
-        check_depth(call.args, "args")
-        check_depth(call.context, "context")
+        if check_depth(call.args, "args", _LOSSLESS):
+            _exact_in_place(call.args)
+        if check_depth(call.context, "context", _LOSSLESS):
+            _exact_in_place(call.context)
     return calls
+
+
+def _exact_in_place(value: Any) -> None:
+    """Each lossless float in a parsed JSON object or array replaced by its exact value."""
+    if type(value) is dict:
+        for key, item in value.items():  # (values replaced, no key added: allowed)
+            kind = type(item)
+            if kind is _LOSSLESS:
+                value[key] = _exact(item)
+            elif kind is dict or kind is list:
+                _exact_in_place(item)
+    elif type(value) is list:
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is _LOSSLESS:
+                value[i] = _exact(item)
+            elif kind is dict or kind is list:
+                _exact_in_place(item)
+
+
+def _exact(number: Any) -> float | Decimal:
+    """A JSON number's exact value, from its text: the float it parses to when that is
+    exactly the number the text says, else the Decimal of the text; a number beyond the
+    range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (Not finite: the
+    float, NaN or an Infinity, which only the models' path lets through.)"""
+    text = str(number)
+    value = float(text)
+    # The usual case, without a Decimal: a text of at most 15 characters has at most 15
+    # significant digits, and no two such decimals round to one normal double (DBL_DIG);
+    # a nonzero float below 1e7 that is a multiple of 1/256 is normal and itself such a
+    # decimal (at most 7 + 8 digits), so it is exactly the number the text says.
+    if (
+        -1e7 < value < 1e7
+        and (value * 256.0).is_integer()
+        and len(text) <= 15
+        and value != 0.0  # (1e-400 is 0.0 too)
+    ):
+        return value
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:  # an exponent past even Decimal's range
+        raise _out_of_range(text) from None
+    if not exact.is_finite() or exact == value:
+        return value
+    if value == 0.0 or math.isinf(value):
+        raise _out_of_range(text)
+    return exact
+
+
+def _out_of_range(text: str) -> ServiceError:
+    shown = text[:40] + ("..." if len(text) > 40 else "")
+    return ServiceError(
+        422, "number-out-of-range",
+        f"the number {shown} is beyond the range of a double (it would be rounded to 0 or "
+        "to infinity)",
+    )  # fmt: skip
+
+
+def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> list[Call]:
+    """Calls the models read, checked as `_checked` does: the numbers they read as
+    floats (in args and context, and an expected cost) taken from `body`, the body
+    parsed losslessly (None: parsed again, letting NaN and Infinity through as the
+    models do)."""
+    inexact = [
+        (check_depth(call.args, "args"), check_depth(call.context, "context"),
+         call.expected_cost is not None)
+        for call in calls
+    ]  # fmt: skip
+    if not any(any(flags) for flags in inexact):
+        return calls
+    if body is None:
+        try:
+            body = jiter.from_json(raw, allow_inf_nan=True, float_mode="lossless-float")
+        except ValueError:
+            raise _unreadable() from None  # the models read it: not expected
+    items = body.get("calls") if batch and type(body) is dict else [body]
+    if type(items) is not list or len(items) != len(calls):
+        raise _unreadable()
+    read = []
+    for call, item, (args, context, cost) in zip(calls, items, inexact, strict=True):
+        if type(item) is not dict:
+            raise _unreadable()
+        if args:
+            _merge(call.args, item.get("args"))
+        if context:
+            _merge(call.context, item.get("context"))
+        number = item.get("expected_cost")
+        if cost and type(number) is _LOSSLESS:
+            exact = _exact(number)  # (a float only when exactly what the text says)
+            call = call._replace(expected_cost=exact if type(exact) is Decimal else Decimal(exact))
+        read.append(call)
+    return read
+
+
+def _merge(parsed: Any, lossless: Any) -> None:
+    """Replace, in place, each float of `parsed` (JSON parsed with floats) by the exact
+    number at the same place in `lossless` (the same JSON, parsed losslessly)."""
+    if type(parsed) is dict:
+        if type(lossless) is not dict or len(lossless) != len(parsed):
+            raise _unreadable()
+        for key, value in parsed.items():  # (values replaced, no key added: allowed)
+            kind = type(value)
+            if kind is float:
+                parsed[key] = _exact(_lossless(lossless.get(key)))
+            elif kind is dict or kind is list:
+                _merge(value, lossless.get(key))
+    elif type(parsed) is list:
+        if type(lossless) is not list or len(lossless) != len(parsed):
+            raise _unreadable()
+        for i, value in enumerate(parsed):
+            kind = type(value)
+            if kind is float:
+                parsed[i] = _exact(_lossless(lossless[i]))
+            elif kind is dict or kind is list:
+                _merge(value, lossless[i])
+
+
+def _lossless(value: Any) -> Any:
+    if type(value) is not _LOSSLESS:
+        raise _unreadable()
+    return value
+
+
+def _unreadable() -> ServiceError:
+    return ServiceError(400, "malformed-json", "the body's numbers could not be read exactly")
 
 
 def _parsed(raw: bytes) -> Any:
     try:
         # Keys only: values are mostly distinct, and caching them cost a sixth of the parse.
-        return from_json(raw, allow_inf_nan=False, cache_strings="keys")
+        return jiter.from_json(
+            raw, allow_inf_nan=False, cache_mode="keys", float_mode="lossless-float"
+        )
     except ValueError:
         return None
 
 
 def one_call(raw: bytes) -> Call:
     """The Call of a `POST /v1/decisions` body (raises ServiceError 400/413/422)."""
-    call = _fast_call(_parsed(raw))
+    body = _parsed(raw)
+    call = _fast_call(body)
     if call is None:
-        call = _call(parse(m.DecisionRequest, raw))
-    return _check_depths([call])[0]
+        return _models_checked([_call(parse(m.DecisionRequest, raw))], raw, body, False)[0]
+    return _checked([call])[0]
 
 
 def batch_calls(raw: bytes) -> list[Call]:
@@ -106,5 +252,6 @@ def batch_calls(raw: bytes) -> list[Call]:
                     break
                 calls.append(call)
             else:
-                return _check_depths(calls)
-    return _check_depths([_call(item) for item in parse(m.BatchRequest, raw).calls])
+                return _checked(calls)
+    models = [_call(item) for item in parse(m.BatchRequest, raw).calls]
+    return _models_checked(models, raw, body, True)

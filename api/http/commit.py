@@ -56,14 +56,21 @@ MAX_PROBE_GAP = 256
 
 
 class _Member:
-    __slots__ = ("calls", "error", "future", "result", "token")
+    __slots__ = ("calls", "error", "future", "generation", "result", "token")
 
     def __init__(
-        self, calls: Sequence[Call], future: asyncio.Future[Answer] | None, token: str | None
+        self,
+        calls: Sequence[Call],
+        future: asyncio.Future[Answer] | None,
+        token: str | None,
+        generation: int,
     ) -> None:
         self.calls = calls
         self.future = future  # None for the leader, which reads result / error itself
         self.token = token  # the bearer token it was authorized by, checked again if stale
+        # The token cache's generation (GroupCommit.generation) when the token was
+        # looked up: another one at commit time, and the token is looked up again.
+        self.generation = generation
         self.result: Answer | None = None
         self.error: BaseException | None = None
 
@@ -95,6 +102,14 @@ class GroupCommit:
     def __init__(self, service: Service, tokens: TokenCache | None = None) -> None:
         self.service = service
         self.tokens = tokens
+        # Moves each time the token cache is dropped (another process moved the cache
+        # epoch and some `service.sync()` saw it, or a token was revoked here): a request
+        # authorized on the cache before that is checked again before it is logged,
+        # whichever group's sync saw the move. Registered after the cache's own `forget`
+        # (create_app), so a look-up on the old cache always carries the old number.
+        self.generation = 0
+        if tokens is not None:
+            service.on_epoch.append(self._moved)
         # The group being collected, per event loop (the in-process test client runs its
         # own loop in another thread).
         self._groups: dict[asyncio.AbstractEventLoop, _Group] = {}
@@ -129,21 +144,29 @@ class GroupCommit:
         if self._alone > LONE_TURNS:
             self._gap = min(2 * self._gap, MAX_PROBE_GAP)
 
-    async def decide(self, calls: Sequence[Call], token: str | None = None) -> Answer:
+    def _moved(self) -> None:
+        self.generation += 1
+
+    async def decide(
+        self, calls: Sequence[Call], token: str | None = None, generation: int | None = None
+    ) -> Answer:
         """Decide and log `calls` (one request: all or nothing); their response documents.
         `token`: the bearer token the request was authorized by on the token cache as it
-        was; if another process moved the cache epoch since (a revoked token), the
+        was, at `generation` (self.generation read before the look-up; default: now);
+        if the cache was dropped since (a token revoked here or in another process), the
         request is refused with a 401 unless the token is still there."""
+        if generation is None:
+            generation = self.generation
         loop = self._loops.get(threading.get_ident())
         if loop is None or not loop.is_running():
             loop = self._loops[threading.get_ident()] = asyncio.get_running_loop()
         group = self._groups.get(loop)
         if group is not None and group.calls + len(calls) <= MAX_GROUP_CALLS:
             future: asyncio.Future[Answer] = loop.create_future()  # join the open group
-            group.members.append(_Member(calls, future, token))
+            group.members.append(_Member(calls, future, token, generation))
             group.calls += len(calls)
             return await future
-        leader = _Member(calls, None, token)
+        leader = _Member(calls, None, token, generation)
         if len(calls) >= MAX_GROUP_CALLS or not self._worth_waiting(loop):
             self._commit([leader])  # no turn to wait: nobody could join, no group to open
         else:
@@ -203,12 +226,16 @@ class GroupCommit:
             with service.store.atomic():  # never nested: this transaction is ours
                 stale = service.sync()
                 if not stale:
+                    if self._revoked(outcome):  # authorized before a move seen earlier
+                        prepared, ready = _ready(outcome)
+                        drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
             if stale:  # ended empty: prepared again outside the write lock, then inside
                 outcome = self._prepare(group, recheck=True)
                 with service.store.atomic():
                     if service.sync():
                         outcome = self._prepare(group, recheck=True)
+                    self._revoked(outcome)
                     prepared, ready = _ready(outcome)
                     responses = _log(service, prepared, None)
         except Exception as exc:  # the store failed: every request still waiting gets it
@@ -221,6 +248,25 @@ class GroupCommit:
         for start, end, member in ready:
             member.answer(responses[start:end])
 
+    def _revoked(self, outcome: _Outcome) -> bool:
+        """Inside the write transaction, after `service.sync()`: a prepared member whose
+        token was looked up on a token cache dropped since (by this group's sync or an
+        earlier one) is looked up again, and refused in `outcome` if it is gone; whether
+        any was. The usual case: one comparison a member."""
+        tokens, generation = self.tokens, self.generation
+        if tokens is None:
+            return False
+        refused = False
+        for i, (member, mine) in enumerate(outcome):
+            if member.generation == generation or type(mine) is not list:
+                continue
+            if member.token and tokens.lookup(member.token) is None:
+                outcome[i] = (member, invalid_token())
+                refused = True
+            else:
+                member.generation = generation
+        return refused
+
     def _prepare(self, group: list[_Member], recheck: bool = False) -> _Outcome:
         """Each waiting member's prepared calls, or the error that refuses it alone
         (`recheck`: after the caches caught up, each member's token is looked up again)."""
@@ -231,9 +277,12 @@ class GroupCommit:
         for member in group:
             if member.future is not None and member.future.done():
                 continue  # cancelled: the client is gone, nothing is logged
-            if tokens is not None and member.token and tokens.lookup(member.token) is None:
-                outcome.append((member, invalid_token()))
-                continue
+            if tokens is not None and member.token:
+                generation = self.generation  # (read first: a look-up on the old cache
+                if tokens.lookup(member.token) is None:  # keeps the old number)
+                    outcome.append((member, invalid_token()))
+                    continue
+                member.generation = generation
             try:
                 outcome.append((member, prepare(service, member.calls, snapshots)))
             except Exception as exc:  # a 404, a 409: this request only

@@ -40,6 +40,9 @@ class DecisionLane:
         started = time.perf_counter()
         parts: Parts = scope["app"].charter
         try:
+            # Read before the token is looked up: if the token cache is dropped after
+            # (a token revoked), the group commit looks the token up again.
+            generation = parts.commit.generation
             token, actor = authenticate_decisions(scope, parts.tokens)
             raw = await receive_body(scope, receive)
             if self.batch:
@@ -48,7 +51,7 @@ class DecisionLane:
             else:
                 calls = [one_call(raw)]
                 may_decide(actor, (calls[0].agent,))
-            results = await parts.commit.decide(calls, token)
+            results = await parts.commit.decide(calls, token, generation)
         except ClientDisconnect:
             return  # gone before its calls were handed over: nothing was written
         except Exception as exc:

@@ -223,6 +223,96 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness) -> None:
     other.store.close()
 
 
+def test_a_revoked_token_is_refused_after_another_group_caught_up(harness: Harness) -> None:
+    """A request authorized on the cached token before another process revoked it, whose
+    group commits after an earlier group of this process has already seen the revocation
+    (so its own look at the store finds nothing new): still a 401, nothing logged. Also
+    for a token revoked in this same process after the look-up."""
+    import asyncio
+
+    from api.http.app import open_service
+    from api.http.commit import GroupCommit
+    from api.service import tokens
+    from api.service.decide import Call
+    from api.service.errors import ServiceError
+
+    other = open_service(harness.db)
+    cache = tokens.TokenCache(harness.service.store)
+    harness.service.on_epoch.append(cache.forget)
+    commit = GroupCommit(harness.service, cache)
+    call = [Call("a1", "mail.send", MAIL)]
+    doomed, doc = tokens.issue(harness.service.store, "decide")
+    generation = commit.generation  # as the lane reads it, before the look-up
+    assert cache.lookup(doomed) is not None
+    with other.store.atomic():
+        other.store.delete("tokens", doc["id"])
+        other.forget_tokens()
+    # another request's group sees the move first (and drops the cache)
+    assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 1
+    try:
+        asyncio.run(commit.decide(call, doomed, generation))
+        raise AssertionError("a revoked token was logged")
+    except ServiceError as exc:
+        assert exc.status == 401
+    assert harness.service.store.last_seq() == 1
+    # revoked here: the same
+    mine, doc = tokens.issue(harness.service.store, "decide")
+    generation = commit.generation
+    assert cache.lookup(mine) is not None
+    with harness.service.store.atomic():
+        harness.service.store.delete("tokens", doc["id"])
+        harness.service.forget_tokens()
+    try:
+        asyncio.run(commit.decide(call, mine, generation))
+        raise AssertionError("a revoked token was logged")
+    except ServiceError as exc:
+        assert exc.status == 401
+    assert harness.service.store.last_seq() == 1
+    # a token that is still there is decided, whatever moved since its look-up
+    generation = commit.generation
+    with other.store.atomic():
+        other.forget_tokens()
+    assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 2
+    assert asyncio.run(commit.decide(call, harness.decide, generation))[0]["seq"] == 3
+    other.store.close()
+
+
+def test_a_revoked_token_stops_at_once_for_concurrent_requests(harness: Harness) -> None:
+    """As `charter serve --workers 2` was seen to fail: the token cached by the other
+    worker, revoked here, then 30 concurrent decisions there with it: every one a 401,
+    nothing logged (they were authorized on the old cache; whichever group of theirs
+    first looks at the store, the others are checked again too)."""
+    import asyncio
+
+    import httpx
+
+    from api.http.app import create_app, open_service
+    from tests.api.conftest import LiveServer
+
+    other_service = open_service(harness.db)
+    body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    with LiveServer(create_app(other_service)) as there:
+        with httpx.Client(base_url=there, timeout=30) as client:
+            made = client.post("/v1/tokens", json={"scope": "decide"}, headers=harness.auth())
+            token = harness.auth(made.json()["token"])
+            assert client.post("/v1/decisions", json=body, headers=token).status_code == 200
+        logged = harness.service.store.last_seq()
+        with harness.service.store.atomic():  # revoked by the other process ("here")
+            assert harness.service.store.delete("tokens", made.json()["id"])
+            harness.service.forget_tokens()
+
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(base_url=there, timeout=30) as client:
+                answers = await asyncio.gather(
+                    *(client.post("/v1/decisions", json=body, headers=token) for _ in range(30))
+                )
+                return [a.status_code for a in answers]
+
+        assert asyncio.run(burst()) == [401] * 30
+    assert harness.service.store.last_seq() == logged
+    other_service.store.close()
+
+
 def test_token_digests_are_sha256_whichever_implementation_computes_them() -> None:
     """tokens.digest uses CPython's own SHA-256 where there is one (cheaper per call than
     hashlib's OpenSSL set-up); stored hashes must stay what hashlib gives."""
