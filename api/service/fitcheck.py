@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from api.service.core import Service
+from api.service.decide import agent_context
 from api.service.errors import ServiceError
 from policy import ast
 from policy.diagnostics import CharterError
@@ -142,12 +143,9 @@ _ABSENT = object()
 
 
 def _attribute(doc: Doc, parts: tuple[str, ...]) -> str:
-    value: Any = {
-        "id": doc.get("id", ""),
-        "name": doc.get("name", ""),
-        "identity": doc.get("identity", ""),
-        "metadata": doc.get("metadata") or {},
-    }
+    # What a condition's `agent.*` reads, built as decisions build it (an agent being
+    # created has no id yet: "", which differs from any caller's).
+    value: Any = agent_context({**doc, "id": doc.get("id", "")})
     for part in parts:
         value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
     if value is _ABSENT:
