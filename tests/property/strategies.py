@@ -320,6 +320,10 @@ def conditions(draw: st.DrawFn, tools: Sequence[ToolSpec], depth: int = 2) -> as
     return draw(atoms(slots))
 
 
+def _is_context_path(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Path) and expr.root == "context"
+
+
 def rewrite_values(slot: Slot, slots: Sequence[Slot]) -> st.SearchStrategy[ast.Expr]:
     """Expressions whose type fits an argument of `slot`'s type."""
     same = [_arg(s.name) for s in slots if s.type == slot.type]
@@ -334,7 +338,10 @@ def rewrite_values(slot: Slot, slots: Sequence[Slot]) -> st.SearchStrategy[ast.E
         options += [st.just(ast.Call("len", (_arg(s.name),))) for s in _of(slots, "str")]
     elif slot.type == "bool":
         options.append(st.booleans().map(lambda b: ast.Lit("bool", b)))
-        options.append(atoms(slots))
+        # A condition's atom, but not a bare `context.flag`: a condition tests it for
+        # truth, while a rewrite's value must have the argument's type, and `context.*`
+        # is `any` (E0207).
+        options.append(atoms(slots).filter(lambda e: not _is_context_path(e)))
     elif slot.type.startswith("list:"):
         options.append(
             default_for(PARAM_TYPES[slot.name] if slot.name in PARAM_TYPES else _ref("list", "str"))
