@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import threading
 from typing import Any
 
 from api.service.core import Service
@@ -43,8 +44,36 @@ def _agent_budget(doc: Doc | None) -> ast.Budget | None:
     return ast.Budget(Decimal(str(budget["amount"])), budget["period"])
 
 
+# Fits found, per compiled snapshot. An agent's management request is checked before its
+# write transaction (`manage.PRECHECKS`: z3 may take up to TIMEOUT_MS, which must not be
+# spent holding the store's lock that every decision takes) and again by the operation
+# inside it, where the same question on the same snapshot is then a look-up. Only fits
+# are kept: a refusal may be a solver timeout, which is asked again.
+_FITS: dict[int, tuple[Any, set[tuple[str, ...]]]] = {}
+_FITS_LOCK = threading.Lock()
+
+
+def _known_fit(snapshot: Any, key: tuple[str, ...]) -> bool:
+    with _FITS_LOCK:
+        entry = _FITS.get(snapshot.revision)
+        return entry is not None and entry[0] is snapshot and key in entry[1]
+
+
+def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
+    with _FITS_LOCK:
+        entry = _FITS.get(snapshot.revision)
+        if entry is None or entry[0] is not snapshot:
+            _FITS.clear()  # a new revision: the old one's answers are not asked again
+            entry = _FITS[snapshot.revision] = (snapshot, set())
+        if len(entry[1]) < 4096:
+            entry[1].add(key)
+
+
 def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
     snapshot = service.current()
+    key = ("source", caller["profile"], kind, source)
+    if _known_fit(snapshot, key):
+        return
     try:
         result = _engine().fit_source(
             snapshot, caller["profile"], source, kind=kind, timeout_ms=TIMEOUT_MS
@@ -56,6 +85,21 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
         ) from None  # fmt: skip
     if not result.fits:
         raise _refuse(result, f"the new {kind}")
+    _remember_fit(snapshot, key)
+
+
+def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
+    """Profile `profile` keeps every deny and hook of the caller's and grants nothing more."""
+    snapshot = service.current()
+    key = ("profile", caller["profile"], profile)
+    if _known_fit(snapshot, key):
+        return
+    result = _engine().fit_profile(
+        snapshot, caller["profile"], snapshot, profile, timeout_ms=TIMEOUT_MS
+    )
+    if not result.fits:
+        raise _refuse(result, f"profile `{profile}`")
+    _remember_fit(snapshot, key)
 
 
 def require_agent_fits(
@@ -77,11 +121,7 @@ def require_agent_fits(
     fit = _engine()
     profile = candidate["profile"]
     if access:
-        result = fit.fit_profile(
-            snapshot, caller["profile"], snapshot, profile, timeout_ms=TIMEOUT_MS
-        )
-        if not result.fits:
-            raise _refuse(result, f"profile `{profile}`")
+        require_profile_fits(service, caller, profile)
         _require_same_attributes(snapshot.workspace, caller, candidate)
     caller_profile = snapshot.workspace.profiles.get(caller["profile"])
     if caps is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from api.service import approvals, connections, resources, views
+from api.service import approvals, connections, fitcheck, resources, views
 from api.service.core import Service
 from api.service.decide import Call, decide_detailed
 from api.service.errors import ServiceError
@@ -26,11 +26,41 @@ OPERATIONS: dict[str, Operation] = {
     **connections.OPERATIONS,
 }
 
+
 # Checked before an agent's request is decided, so a request the operation would refuse
-# whatever the policy says is refused at once (it writes nothing and pauses nothing); the
-# operations check again, for a paused call that a human approves later.
+# whatever the policy says is refused at once (it writes nothing and pauses nothing), and
+# the fit checks' solver runs outside the write transaction; the operations check again,
+# for a paused call that a human approves later (a fit found here is then a look-up).
+def _profile_fits(service: Service, actor: Principal, profile: Any) -> None:
+    # Before the transaction, where the solver may take its time without holding the
+    # store's lock; the operation asks again inside it and finds the answer remembered.
+    # (An unknown profile is left to the operation's own 400.)
+    if actor.agent is None or not isinstance(profile, str):
+        return
+    if profile in service.current().workspace.profiles:
+        fitcheck.require_profile_fits(service, service.agent(actor.agent), profile)
+
+
+def _create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    _profile_fits(service, actor, args.get("profile"))
+
+
+def _update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    resources.check_managed(service, actor, args)
+    if {"profile", "name", "metadata"} & set(args):
+        _profile_fits(service, actor, args.get("profile", service.agent(args["id"])["profile"]))
+
+
+def _role_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    if actor.agent is not None and isinstance(args.get("source"), str):
+        fitcheck.require_source_fits(service, service.agent(actor.agent), args["source"], "role")
+
+
 PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
-    "agents.update": resources.check_managed,
+    "agents.create": _create_fits,
+    "roles.create": _role_fits,
+    "roles.update": _role_fits,
+    "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
     "connections.update": connections.check_own,
     "connections.delete": connections.check_own,

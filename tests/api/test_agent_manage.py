@@ -146,3 +146,43 @@ def test_a_delete_it_may_not_make_is_refused_before_it_pauses(live: Any, harness
         assert _code(refused) == (403, "self-approval")
     assert live.post(f"/v1/approvals/{approval}/approve", headers=admin).status_code == 200
     assert harness.service.store.get("agents", kid.json()["id"]) is None
+
+
+def test_the_solver_runs_before_the_write_transaction(
+    live: Any, harness: Harness, monkeypatch: Any
+) -> None:
+    """An agent's `agents.create`, `agents.update` and `roles.create` are fit-checked
+    before the transaction that logs their decision (z3 may take seconds, and every
+    decision waits on that transaction's lock); the operation's own check inside it finds
+    the fit remembered and asks the solver nothing."""
+    import engine.fit as fit
+
+    store = harness.service.store
+    depths: list[int] = []  # the store's transaction depth at each call into the solver
+
+    def spy(real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            depths.append(store._depth)
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(fit, "fit_profile", spy(fit.fit_profile))
+    monkeypatch.setattr(fit, "fit_source", spy(fit.fit_source))
+    admin = harness.auth()
+    policy = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
+    assert live.put("/v1/policy", content=policy, headers=admin).status_code == 201
+    harness.add_agent("ops", "automation", metadata={"tier": "gold"})
+    ops = harness.auth(harness.token_for("ops"))
+    child = {"name": "ops", "profile": "automation", "metadata": {"tier": "gold"}}
+    made = live.post("/v1/agents", json=child, headers=ops)
+    assert made.status_code == 201, made.text
+    changed = live.patch(f"/v1/agents/{made.json()['id']}", json={"profile": "automation"},
+                         headers=ops)  # fmt: skip
+    assert changed.status_code == 200, changed.text
+    role = {"name": "ops-narrow", "source": "role ops-narrow {\n  allow agents.list\n}\n"}
+    created = live.post("/v1/roles", json=role, headers=ops)
+    assert created.status_code == 201, created.text
+    # one question of each kind (the update asks the create's profile question again:
+    # remembered), both asked outside any transaction
+    assert len(depths) == 2 and all(depth == 0 for depth in depths), depths
