@@ -21,7 +21,13 @@ from grammar import source
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions, parse
 from policy import ast
 from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
-from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic, did_you_mean
+from policy.diagnostics import (
+    CharterError,
+    CharterSyntaxError,
+    Diagnostic,
+    did_you_mean,
+    source_lines,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +153,7 @@ class _Checker:
         text = self.texts.get(node.span.file)
         if line is None or text is None:
             return node.span
-        lines = text.splitlines()
+        lines = source_lines(text)
         if not 1 <= line <= len(lines):
             return node.span
         source = lines[line - 1]

@@ -233,3 +233,14 @@ def test_a_duplicate_takes_no_part_in_the_workspace() -> None:
 def test_warnings_are_reported_with_errors() -> None:
     found = errors("role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n")
     assert [(d.code, d.severity) for d in found] == [("W0115", "warning"), ("E0104", "error")]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x85"])
+def test_an_unknown_name_is_placed_on_its_line_whatever_characters_come_before(
+    separator: str,
+) -> None:
+    """Only `\\n` ends a line (the parser's count): a line or paragraph separator in a
+    comment above must not move the caret off the unknown name."""
+    text = f"# a{separator}b\n\nprofile p {{\n  roles nope\n}}\n"
+    (found,) = errors(text)
+    assert (found.code, found.span.line, found.span.col) == ("E0104", 4, 9)

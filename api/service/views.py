@@ -21,14 +21,14 @@ from api.service.tokens import Principal
 from engine.compile import Snapshot
 from grammar.parser import parse
 from policy import ast
-from policy.diagnostics import CharterError
+from policy.diagnostics import CharterError, source_lines
 
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
 
 
 def _source(snapshot: Snapshot, span: ast.Span) -> str:
     text = snapshot.workspace.sources.get(span.file, "")
-    lines = text.splitlines()[span.line - 1 : span.end_line]
+    lines = source_lines(text)[span.line - 1 : span.end_line]
     return "\n".join(lines)
 
 
