@@ -118,43 +118,35 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_canonical(path: str, formatted: str) -> bool:
-    """Whether the file holds `formatted` byte for byte. The canonical form ends every line
-    with `\n` alone: a file with `\r\n` line ends reads as the same text, and is not."""
-    try:
-        return Path(path).read_bytes() == formatted.encode("utf-8")
-    except OSError:
-        return False
-
-
 def cmd_fmt(args: argparse.Namespace) -> int:
-    read = read_sources(args.paths)
-    problems: list[Diagnostic | None] = [*read.errors]  # an unreadable file stops only itself
+    read = read_sources(args.paths)  # (bytes as they are: a `\r\n` file is not canonical)
+    errors: list[Diagnostic] = [*read.errors]  # an unreadable file stops only itself
+    status = 0
     for path, text in read.files:
         try:
             formatted = format_file(parse(text, path))
         except CharterError as exc:
-            problems.extend(exc.diagnostics)
+            errors.extend(exc.diagnostics)
             continue
         if args.check:
-            if not _is_canonical(path, formatted):
+            if formatted != text:
                 _out(f"would reformat {path}")
-                problems.append(None)
+                status = 1
         elif args.write:
-            if not _is_canonical(path, formatted):
+            if formatted != text:
                 try:
                     write_atomically(Path(path), formatted)
                 except OSError as exc:
                     _err(f"charter: cannot write `{path}`: {exc.strerror or exc}")
-                    problems.append(None)
+                    status = 1
                     continue
                 _out(f"reformatted {path}")
         else:
             _out_exact(formatted)
-    errors = [d for d in problems if d is not None]
     if errors:
         _err(render_all(errors, read.shown))
-    return 1 if problems else 0
+        return 1
+    return status
 
 
 def cmd_test(args: argparse.Namespace) -> int:

@@ -79,23 +79,16 @@ def string_value(token: str) -> tuple[str, Problem | None]:
             'strings use JSON escapes: \\", \\\\, \\n, \\t, \\uXXXX',
         )
     if _SURROGATE.search(value) is not None:
-        for piece in _PIECES.finditer(token, 1, len(token) - 1):
-            if piece.group(1) is not None:
-                return token[1:-1], Problem(
-                    "E0003",
-                    f"`{piece.group(1)}` is half of a surrogate pair, not a character",
-                    piece.start(1),
-                    len(piece.group(1)),
-                    "write the character itself, or both halves of the pair "
-                    "(`\\ud83d\\ude00` is one emoji)",
-                )
-        lone = _SURROGATE.search(token)  # pragma: no cover - the parser refuses these
+        # An escape made it: parse() refuses a raw surrogate before any literal is built.
+        pieces = _PIECES.finditer(token, 1, len(token) - 1)
+        half = next(piece for piece in pieces if piece.group(1) is not None)
         return token[1:-1], Problem(
-            "E0015",
-            "a lone surrogate is not a character",
-            lone.start() if lone else 0,
-            1,
-            "send the text as UTF-8",
+            "E0003",
+            f"`{half.group(1)}` is half of a surrogate pair, not a character",
+            half.start(1),
+            len(half.group(1)),
+            "write the character itself, or both halves of the pair "
+            "(`\\ud83d\\ude00` is one emoji)",
         )
     return value, None
 

@@ -148,10 +148,15 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def error_count(diags: Iterable[Diagnostic]) -> int:
+    """How many are errors: a failed check carries its warnings too."""
+    return sum(d.severity == "error" for d in diags)
+
+
 def render_all(diags: Iterable[Diagnostic], sources: Mapping[str, str]) -> str:
     ordered = sorted(diags, key=Diagnostic.sort_key)
     body = "\n\n".join(render(d, sources) for d in ordered)
-    errors = sum(1 for d in ordered if d.severity == "error")
+    errors = error_count(ordered)
     warnings = len(ordered) - errors
     summary = f"{errors} error{'s' if errors != 1 else ''}"
     if warnings:

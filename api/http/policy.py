@@ -14,7 +14,7 @@ from api.http.routing import Spec, Table, json_response
 from api.service import pages
 from api.service.errors import ServiceError
 from grammar.source import NotUtf8, decode
-from policy.diagnostics import CharterError
+from policy.diagnostics import CharterError, error_count
 
 SINGLE_FILE = "policy.charter"
 
@@ -45,16 +45,11 @@ async def put_policy(request: Request) -> Response:
             snapshot = service.upload(files, f"token:{actor.token_id}", note)
     except CharterError as exc:
         raise ServiceError(
-            422, "policy-invalid", f"the policy has {_errors(exc)} error(s)",
+            422, "policy-invalid", f"the policy has {error_count(exc.diagnostics)} error(s)",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
     warnings = [d.to_json() for d in snapshot.workspace.warnings]
     return json_response({"revision": snapshot.revision, "warnings": warnings}, 201)
-
-
-def _errors(exc: CharterError) -> int:
-    """How many of the diagnostics are errors (the warnings are listed with them)."""
-    return sum(d.severity == "error" for d in exc.diagnostics)
 
 
 async def get_policy(request: Request) -> Response:
