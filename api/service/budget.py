@@ -10,7 +10,7 @@ thread, so a child's spending counts against every ancestor's caps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -75,6 +75,18 @@ def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:
     return Decimal(str(budget["amount"])), str(budget["period"])
 
 
+def ancestors(agent: Doc, load_agent: Callable[[str], Doc | None]) -> Iterator[Doc]:
+    """`agent`, then its parent, its parent's parent, ... up to a root (or a parent that is
+    gone); a chain that comes back on itself or runs past MAX_CHAIN stops there."""
+    current: Doc | None = agent
+    seen: set[str] = set()
+    while current is not None and len(seen) < MAX_CHAIN and current["id"] not in seen:
+        seen.add(current["id"])
+        yield current
+        parent = current.get("parent")
+        current = load_agent(parent) if parent else None
+
+
 def caps_for(
     snapshot: Snapshot,
     agent: Doc,
@@ -84,10 +96,7 @@ def caps_for(
     """(caps to check, ledger subjects to charge) for a call by `agent`."""
     caps: list[Cap] = []
     subjects: list[str] = []
-    current: Doc | None = agent
-    seen: set[str] = set()
-    while current is not None and len(seen) < MAX_CHAIN and current["id"] not in seen:
-        seen.add(current["id"])
+    for current in ancestors(agent, load_agent):
         subject = f"agent:{current['id']}"
         subjects.append(subject)
         profile = snapshot.workspace.profiles.get(current["profile"])
@@ -111,8 +120,6 @@ def caps_for(
                     f"agent `{current['id']}` budget {own[0]} USD per {own[1]}",
                 )
             )
-        parent = current.get("parent")
-        current = load_agent(parent) if parent else None
     if thread is not None:
         subject = f"thread:{thread['id']}"
         subjects.append(subject)

@@ -55,6 +55,10 @@ class Service:
         # for conditions); the agent cache hands out the same document until it changes,
         # so identity is the check (see decide._agent_context).
         self.contexts: dict[str, tuple[Doc, dict[str, Any]]] = {}
+        # (agent id, the profile a turn pinned) -> (the cached agent document, it under
+        # that profile): one document while the agent's stays, so step 6's per-document
+        # caches hit for a turn's calls as for any other (api.service.decide).
+        self.pinned: dict[tuple[str, str], tuple[Doc, Doc]] = {}
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).

@@ -77,6 +77,19 @@ def _agent_context(service: Service, agent: Doc) -> dict[str, Any]:
     return context
 
 
+def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
+    """`agent` under `profile`, the same document for as long as `agent` is the cached one."""
+    key = (agent["id"], profile)
+    hit = service.pinned.get(key)
+    if hit is not None and hit[0] is agent:
+        return hit[1]
+    if len(service.pinned) > 16_384:
+        service.pinned.clear()
+    doc = {**agent, "profile": profile}
+    service.pinned[key] = (agent, doc)
+    return doc
+
+
 def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
     """The turn or thread `id`, which must belong to `agent` (404 unknown, 409 foreign)."""
     doc = service.doc(what + "s", what, id)
@@ -94,7 +107,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
         revision = int(turn["revision"])
         pinned = turn.get("profile", agent["profile"])
         if pinned != agent["profile"]:  # a running turn keeps the profile it started with
-            agent = {**agent, "profile": pinned}  # (its own budget caps too, in step 6)
+            agent = _pinned(service, agent, str(pinned))  # (its budget caps too, in step 6)
     if revision == 0:
         raise no_policy()
     snapshot = snapshots.get(revision)

@@ -10,8 +10,10 @@ import dataclasses
 import importlib
 import json
 import threading
-from typing import Any
+import weakref
+from typing import Any, cast
 
+from api.service.budget import agent_cap, ancestors
 from api.service.core import Service
 from api.service.decide import agent_context
 from api.service.errors import ServiceError
@@ -36,12 +38,8 @@ def _refuse(result: Any, what: str) -> ServiceError:
 
 
 def _agent_budget(doc: Doc | None) -> ast.Budget | None:
-    budget = (doc or {}).get("budget")
-    if not budget:
-        return None
-    from decimal import Decimal
-
-    return ast.Budget(Decimal(str(budget["amount"])), budget["period"])
+    own = agent_cap(doc or {})  # (a stored period is one parse_budget accepted)
+    return None if own is None else ast.Budget(own[0], cast(ast.Period, own[1]))
 
 
 # Fits found, per compiled snapshot. An agent's management request is checked before its
@@ -49,24 +47,20 @@ def _agent_budget(doc: Doc | None) -> ast.Budget | None:
 # spent holding the store's lock that every decision takes) and again by the operation
 # inside it, where the same question on the same snapshot is then a look-up. Only fits
 # are kept: a refusal may be a solver timeout, which is asked again.
-_FITS: dict[int, tuple[Any, set[tuple[str, ...]]]] = {}
+_FITS: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 _FITS_LOCK = threading.Lock()
 
 
 def _known_fit(snapshot: Any, key: tuple[str, ...]) -> bool:
     with _FITS_LOCK:
-        entry = _FITS.get(snapshot.revision)
-        return entry is not None and entry[0] is snapshot and key in entry[1]
+        return key in _FITS.get(snapshot, ())
 
 
 def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
-    with _FITS_LOCK:
-        entry = _FITS.get(snapshot.revision)
-        if entry is None or entry[0] is not snapshot:
-            _FITS.clear()  # a new revision: the old one's answers are not asked again
-            entry = _FITS[snapshot.revision] = (snapshot, set())
-        if len(entry[1]) < 4096:
-            entry[1].add(key)
+    with _FITS_LOCK:  # (gone with its snapshot)
+        found = _FITS.setdefault(snapshot, set())
+        if len(found) < 4096:
+            found.add(key)
 
 
 def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
@@ -139,14 +133,13 @@ def require_agent_fits(
 
 def chain_caps(service: Service, doc: Doc | None) -> list[ast.Budget | None]:
     """Every cap `doc` and its ancestors spend under (each one's own and its profile's)."""
+    if doc is None:
+        return []
     profiles = service.current().workspace.profiles
     caps: list[ast.Budget | None] = []
-    seen: set[str] = set()
-    while doc is not None and doc["id"] not in seen:
-        seen.add(doc["id"])
-        found = profiles.get(doc["profile"])
-        caps += [found.budget if found else None, _agent_budget(doc)]
-        doc = service.find_agent(doc["parent"]) if doc.get("parent") else None
+    for node in ancestors(doc, service.find_agent):
+        found = profiles.get(node["profile"])
+        caps += [found.budget if found else None, _agent_budget(node)]
     return caps
 
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.service import fitcheck, pages
-from api.service.budget import MAX_USD, to_micros
+from api.service.budget import MAX_USD, ancestors, to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms
 from api.service.errors import ServiceError, no_policy, not_found
 from api.service.ops import Operation, Result
@@ -189,13 +189,8 @@ def _managed(service: Service, actor: Principal, target: Doc) -> Doc | None:
     if actor.agent is None:
         return None
     caller = service.agent(actor.agent)
-    node: Doc | None = target
-    seen: set[str] = set()
-    while node is not None and node["id"] not in seen:
-        if node["id"] == caller["id"]:
-            return caller
-        seen.add(node["id"])
-        node = service.find_agent(node["parent"]) if node.get("parent") else None
+    if any(node["id"] == caller["id"] for node in ancestors(target, service.find_agent)):
+        return caller
     raise ServiceError(
         403, "not-managed-agent",
         f"agent `{target['id']}` is neither agent `{caller['id']}` nor one of its descendants",
@@ -209,12 +204,12 @@ def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> N
 
 
 def _has_children(service: Service, agent_id: str) -> bool:
-    after = 0
-    while rows := service.store.page("agents", after, 500):
-        if any(row.body.get("parent") == agent_id for row in rows):
-            return True
-        after = rows[-1].pos
-    return False
+    return any(row.body.get("parent") == agent_id for row in service.store.scan("agents"))
+
+
+# What an agent's fields change of what it may do: its profile, and the attributes
+# conditions read (`agent.name`, `agent.metadata.*`).
+ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 
 
 def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -240,14 +235,14 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
                     400, "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
                 )
             doc["status"] = args["status"]
-        if caller is not None and {"profile", "budget", "name", "metadata"} & set(args):
+        if caller is not None and (ACCESS_FIELDS | {"budget"}) & set(args):
             # it may end up doing nothing its caller cannot (itself: nothing it could not
             # already), and its budget is no looser than any cap above it or its old own
             itself = caller["id"] == old["id"]  # (then `caller` is its doc before the change)
             above = old if itself else service.find_agent(old["parent"])
             fitcheck.require_agent_fits(
                 service, caller, doc, fitcheck.chain_caps(service, above),
-                access=bool({"profile", "name", "metadata"} & set(args)),
+                access=bool(ACCESS_FIELDS & set(args)),
             )  # fmt: skip
         doc["updated_at"] = now_ms()
         service.store.update("agents", doc["id"], doc)
