@@ -31,7 +31,6 @@ _PIECES = re.compile(
     r"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.|[^\\]+",
     re.S,
 )
-_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,8 @@ def code_point(char: str) -> str:
 
 
 def escape_for(char: str) -> str:
-    return _SHORT_ESCAPES.get(char, f"\\u{ord(char):04x}")
+    """The JSON escape of a character (`\\t`, `\\u0000`), as strings write it."""
+    return json.dumps(char)[1:-1]
 
 
 def string_value(token: str) -> tuple[str, Problem | None]:

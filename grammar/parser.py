@@ -392,7 +392,8 @@ def parse(
     try:
         declarations, height, deep = _run(tables, text, builder, options)
     except _TooDeep as too_deep:
-        raise CharterSyntaxError([_too_deep(file, text, too_deep.at, options)]) from None
+        span = builder._sp(too_deep.at, too_deep.at + 1)  # (the builder's own line count)
+        raise CharterSyntaxError([_nested_too_deep(span, options)]) from None
     except _Rejected as rejected:
         raise CharterSyntaxError(_diagnose(text, file, options, after=rejected.after)) from None
     except Exception:  # a reduce action failed: a bug (its text is not for the user)
@@ -442,12 +443,6 @@ def _diagnose(
             "this is a bug in charter: please report it",
         )
     ]
-
-
-def _too_deep(file: str, text: str, at: int, options: ParseOptions) -> Diagnostic:
-    line = text.count("\n", 0, at) + 1
-    column = at - (text.rfind("\n", 0, at) + 1) + 1
-    return _nested_too_deep(ast.Span(file, line, column, line, column + 1), options)
 
 
 def _nested_too_deep(span: ast.Span, options: ParseOptions) -> Diagnostic:

@@ -97,20 +97,12 @@ def _checked(calls: list[Call]) -> list[Call]:
 
 def _exact_in_place(value: Any) -> None:
     """Each lossless float in a parsed JSON object or array replaced by its exact value."""
-    if type(value) is dict:
-        for key, item in value.items():  # (values replaced, no key added: allowed)
-            kind = type(item)
-            if kind is _LOSSLESS:
-                value[key] = _exact(item)
-            elif kind is dict or kind is list:
-                _exact_in_place(item)
-    elif type(value) is list:
-        for i, item in enumerate(value):
-            kind = type(item)
-            if kind is _LOSSLESS:
-                value[i] = _exact(item)
-            elif kind is dict or kind is list:
-                _exact_in_place(item)
+    for key, item in value.items() if type(value) is dict else enumerate(value):
+        kind = type(item)  # (values replaced, no key added: allowed while iterating)
+        if kind is _LOSSLESS:
+            value[key] = _exact(item)
+        elif kind is dict or kind is list:
+            _exact_in_place(item)
 
 
 def _exact(number: Any) -> float | Decimal:
@@ -188,26 +180,18 @@ def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> li
 
 
 def _merge(parsed: Any, lossless: Any) -> None:
-    """Replace, in place, each float of `parsed` (JSON parsed with floats) by the exact
-    number at the same place in `lossless` (the same JSON, parsed losslessly)."""
-    if type(parsed) is dict:
-        if type(lossless) is not dict or len(lossless) != len(parsed):
-            raise _unreadable()
-        for key, value in parsed.items():  # (values replaced, no key added: allowed)
-            kind = type(value)
-            if kind is float:
-                parsed[key] = _exact(_lossless(lossless.get(key)))
-            elif kind is dict or kind is list:
-                _merge(value, lossless.get(key))
-    elif type(parsed) is list:
-        if type(lossless) is not list or len(lossless) != len(parsed):
-            raise _unreadable()
-        for i, value in enumerate(parsed):
-            kind = type(value)
-            if kind is float:
-                parsed[i] = _exact(_lossless(lossless[i]))
-            elif kind is dict or kind is list:
-                _merge(value, lossless[i])
+    """Replace, in place, each float of `parsed` (a JSON object or array parsed with
+    floats) by the exact number at the same place in `lossless` (the same JSON, parsed
+    losslessly)."""
+    if type(lossless) is not type(parsed) or len(lossless) != len(parsed):
+        raise _unreadable()
+    at = lossless.get if type(lossless) is dict else lossless.__getitem__
+    for key, value in parsed.items() if type(parsed) is dict else enumerate(parsed):
+        kind = type(value)  # (values replaced, no key added: allowed while iterating)
+        if kind is float:
+            parsed[key] = _exact(_lossless(at(key)))
+        elif kind is dict or kind is list:
+            _merge(value, at(key))
 
 
 def _lossless(value: Any) -> Any:
