@@ -12,7 +12,9 @@ import re
 from collections.abc import Collection
 from decimal import Decimal
 
+from grammar.literals import CONTROL_CHARS
 from policy import ast
+from policy.diagnostics import BIDI_CONTROLS
 
 _IDENT = re.compile(r"[a-z][a-z0-9_-]*\Z")
 INDENT = "  "
@@ -21,14 +23,14 @@ INDENT = "  "
 _OR, _AND, _NOT, _CMP, _ATOM = 1, 2, 3, 4, 5
 
 
-# Characters a string is never printed with as themselves, but as `\uXXXX`: besides the
-# C0 controls (json.dumps escapes those), DEL and the C1 controls, the line and paragraph
-# separators (some tools break lines there), bidirectional controls (they reorder what a
-# reader sees), the byte-order mark, and lone surrogates (not UTF-8; the parser refuses
-# them, so none reaches here, but the output must never fail to encode).
-_ESCAPED = re.compile(
-    "[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
-)
+# Characters a string is never printed with as themselves, but as `\uXXXX`: the control
+# characters a string literal refuses raw (json.dumps has escaped the C0 ones already;
+# DEL and the C1 ones are left to this), the line and paragraph separators (some tools
+# break lines there), bidirectional controls (they reorder what a reader sees), the
+# byte-order mark, and lone surrogates (not UTF-8; the parser refuses them, so none
+# reaches here, but the output must never fail to encode).
+_BIDI = "".join(sorted(BIDI_CONTROLS))
+_ESCAPED = re.compile(f"[{CONTROL_CHARS}\u2028\u2029{_BIDI}\ufeff\ud800-\udfff]")
 
 
 def string(value: str) -> str:

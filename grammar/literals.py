@@ -22,7 +22,10 @@ from dataclasses import dataclass
 
 MAX_NUMBER_DIGITS = 100
 
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# The control characters (C0, DEL, C1) a string may not hold raw, as the body of a
+# character class: `grammar.fmt` escapes the same set, so what it prints parses.
+CONTROL_CHARS = "\x00-\x1f\x7f-\x9f"
+CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A string literal's text, piece by piece: a surrogate pair, a lone surrogate escape
 # (group 1), any other escape, or a run of plain characters.

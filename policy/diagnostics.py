@@ -21,6 +21,13 @@ Severity = Literal["error", "warning"]
 # Source lines longer than this are shown as a window around the reported span.
 MAX_SOURCE_WIDTH = 100
 
+# The Unicode bidirectional controls (ALM, LRM, RLM, the embeddings and overrides, the
+# isolates): they reorder what a reader sees, so neither a diagnostic's source line nor
+# `charter fmt` (`grammar.fmt`) ever shows one as itself.
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
@@ -83,16 +90,13 @@ def _shown(char: str, marked: bool = False) -> tuple[str, int]:
     if point == 0x7F:
         return "\u2421", 1
     category = unicodedata.category(char)
-    if category in ("Cc", "Zl", "Zp", "Cs") or char in _BIDI:
+    if category in ("Cc", "Zl", "Zp", "Cs") or char in BIDI_CONTROLS:
         return "\ufffd", 1
     if unicodedata.combining(char) or category in ("Mn", "Me", "Cf"):
         return char, 0
     if unicodedata.east_asian_width(char) in ("W", "F"):
         return char, 2
     return char, 1
-
-
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _cells(text: str, marked: bool = False) -> tuple[str, int]:
