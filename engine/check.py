@@ -135,7 +135,11 @@ class _Checker:
         self.hooks: dict[str, ast.Hook] = {h.name: h for h in default_hooks()}
         self.profiles: dict[str, ast.Profile] = {}
         self.tests: list[ast.Test] = []
-        # Declarations whose name was taken already: checked, never registered.
+        # Declarations whose name was taken already: checked, never registered. Recorded
+        # where `collect` decides so, rather than derived later as "not the one registered
+        # under its name": that needs identity, not `in` (nodes compare equal without
+        # their spans, so a copy of a declaration would pass for it), and a second walk
+        # of every declaration for a list that is empty in a workspace that checks.
         self.duplicates: list[ast.Declaration] = []
         self.by_namespace: dict[str, list[str]] = {}
         # What `resolve` found once and `type_conditions` types against: each rule
