@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grammar.parser import DEFAULT_OPTIONS, _check_shape, _diagnose, _lark, parse
+from grammar.parser import DEFAULT_OPTIONS, _check_shape, _diagnose, parse
+from grammar.tables import lark_parser
 from policy.diagnostics import CharterSyntaxError
 
 LIMIT = DEFAULT_OPTIONS.max_depth
@@ -68,7 +69,7 @@ def accepted(text: str) -> bool:
 def test_a_condition_is_accepted_iff_it_is_within_the_limit(case: tuple[int, str]) -> None:
     levels, text = case
     assert accepted(text) == (levels <= LIMIT), text
-    shape = _check_shape(_lark().parse(text), "f.charter", DEFAULT_OPTIONS)
+    shape = _check_shape(lark_parser().parse(text), "f.charter", DEFAULT_OPTIONS)
     assert (shape == []) == (levels <= LIMIT)
 
 

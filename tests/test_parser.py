@@ -11,8 +11,9 @@ import pytest
 from lark import Token
 from lark.exceptions import LarkError
 
-from grammar.parser import DEFAULT_OPTIONS, ParseOptions, _diagnose, _lark, parse
+from grammar.parser import DEFAULT_OPTIONS, ParseOptions, _diagnose, parse
 from grammar.syntax_errors import GluedWord
+from grammar.tables import lark_parser
 from policy import ast
 from policy.diagnostics import CharterSyntaxError, render
 
@@ -319,7 +320,7 @@ def _fixture_texts() -> list[str]:
 def _lark_positions(text: str) -> set[tuple[int, int, int, int]] | None:
     """Every position lark's own tree gives a node or a token, or None if it rejects."""
     try:
-        tree = _lark().parse(text)
+        tree = lark_parser().parse(text)
     except (LarkError, GluedWord):
         return None
     out: set[tuple[int, int, int, int]] = set()
