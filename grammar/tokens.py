@@ -2,7 +2,7 @@
 expected-token set reduced to what a person needs, and help lines for common slips.
 
 Lark's LALR tables merge states, so the raw "expected" set of an error lists tokens that
-could only follow in some other context. `parser.syntax_diagnostic` asks the interactive
+could only follow in some other context. `syntax_errors.syntax_diagnostic` asks the interactive
 parser which tokens it really `accepts()`, and `describe_expected` then folds families of
 tokens (everything that can start a value, the comparison operators, the declaration
 keywords) into one phrase each.
