@@ -156,8 +156,10 @@ def test_the_solver_runs_before_the_write_transaction(
     decision waits on that transaction's lock); the operation's own check inside it finds
     the fit remembered and asks the solver nothing."""
     import engine.fit as fit
+    from policy.store.sqlite import SqliteStore
 
     store = harness.service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     depths: list[int] = []  # the store's transaction depth at each call into the solver
 
     def spy(real: Any) -> Any:

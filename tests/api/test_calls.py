@@ -242,6 +242,7 @@ def test_errors_are_the_models() -> None:
     with pytest.raises(ServiceError) as caught:
         batch_calls(json.dumps({"calls": [OK] * 1001}).encode())
     assert caught.value.code == "batch-too-large"
+    body: dict[str, Any]  # JSON bodies of different shapes
     for body in ({"calls": []}, {"calls": [OK], "x": 1}, {"calls": OK}):
         with pytest.raises(ServiceError) as caught:
             batch_calls(json.dumps(body).encode())

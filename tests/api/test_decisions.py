@@ -51,7 +51,7 @@ def test_batch_logs_each_call_once(client: Any, harness: Harness) -> None:
 
 def test_budget_caps_and_ancestors_are_charged(client: Any, harness: Harness) -> None:
     harness.add_agent("child", "wide", parent=None, budget={"amount": "100", "period": "total"})
-    refund = {"tool": "billing.refund", "args": {"amount": 5}}
+    refund: dict[str, Any] = {"tool": "billing.refund", "args": {"amount": 5}}
     first = decide(client, harness, **refund, expected_cost="6")
     assert first.json()["effect"] == "allow"
     # the profile `support` caps a1 at 10 USD per 24h: 6 spent, 5 more is over
@@ -70,7 +70,7 @@ def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -
     kid["parent"] = doc["id"]
     store.update("agents", "kid", kid)
     harness.service.forget_agent("kid")
-    call = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
+    call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="9").json()["effect"] == "allow"
     # the kid's own profile has no budget, but its parent's (10/24h) already holds 9
     blocked = decide(live, harness, **call, expected_cost="2").json()
@@ -87,7 +87,7 @@ def test_a_parents_new_budget_reaches_a_child_decided_before(harness: Harness, l
     kid["parent"] = "a1"
     store.update("agents", "kid", kid)
     harness.service.forget_agent("kid")
-    call = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
+    call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
     parent = dict(store.get("agents", "a1") or {})
@@ -103,13 +103,17 @@ def test_thread_max_cost(live: Any, harness: Harness) -> None:
     thread = live.post(
         "/v1/threads", json={"agent": "a1", "max_cost": "1.5"}, headers=harness.auth()
     ).json()
-    refund = {"tool": "billing.refund", "args": {"amount": 1}, "thread": thread["id"]}
+    refund: dict[str, Any] = {
+        "tool": "billing.refund",
+        "args": {"amount": 1},
+        "thread": thread["id"],
+    }
     assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "allow"
     assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "deny"
 
 
 def test_connection_eligibility(live: Any, harness: Harness) -> None:
-    read = {"tool": "vault.read", "args": {"key": "k"}}
+    read: dict[str, Any] = {"tool": "vault.read", "args": {"key": "k"}}
     none = decide(live, harness, **read).json()
     assert none["effect"] == "deny"
     assert "none is eligible" in none["reasons"][-1]["message"]

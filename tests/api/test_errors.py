@@ -192,7 +192,10 @@ def test_a_busy_store_is_a_503_with_retry_after_and_nothing_written(
     nothing is logged, and the same request goes through once the lock is free."""
     import sqlite3
 
+    from policy.store.sqlite import SqliteStore
+
     store = harness.service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; its timeout is set here
     store._db.execute("PRAGMA busy_timeout = 50")  # (30 s in service)
     other = sqlite3.connect(harness.db, isolation_level=None)
     auth = harness.auth()
@@ -276,6 +279,7 @@ def test_an_error_after_the_response_started_goes_on_up_unchanged() -> None:
     import asyncio
 
     import pytest
+    from starlette.types import Message
 
     from api.http.errors import CatchAll
 
@@ -286,14 +290,14 @@ def test_an_error_after_the_response_started_goes_on_up_unchanged() -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         raise Boom("secret-in-message")
 
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         if message["type"] == "http.response.start" and sent:
             raise RuntimeError("Expected ASGI message 'http.response.body'")
         sent.append(message)
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
 
     scope = {"type": "http", "method": "GET", "path": "/x", "headers": []}

@@ -346,10 +346,13 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     """The transaction that finds another process's upload ends empty; the group is
     prepared again (the new revision compiled) with no write lock held, then logged."""
     from api.http.app import open_service
+    from policy.store.sqlite import SqliteStore
     from tests.api.conftest import POLICY
 
     other = open_service(harness.db)
     service = harness.service
+    store = service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; `get` reads its depth
     commit = GroupCommit(service)
     asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
     with other.store.atomic():
@@ -358,7 +361,7 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     depths: list[tuple[int, int]] = []
 
     def get(revision: int) -> Any:
-        depths.append((revision, service.store._depth))  # type: ignore[attr-defined]
+        depths.append((revision, store._depth))
         return real(revision)
 
     service.snapshots.get = get  # type: ignore[method-assign]

@@ -32,10 +32,14 @@ ARGS = st.sampled_from(
         ("billing.refund", {"amount": "not a number"}),
     ]
 )
-CALLS = st.builds(
-    lambda agent, tool_args, cost: Call(agent, *tool_args, expected_cost=cost),
-    AGENTS, ARGS, st.sampled_from([None, None, Decimal("0.25")]),
-)  # fmt: skip
+
+
+def _call(agent: str, tool_args: tuple[str, dict[str, Any]], cost: Decimal | None) -> Call:
+    tool, args = tool_args
+    return Call(agent, tool, args, expected_cost=cost)
+
+
+CALLS = st.builds(_call, AGENTS, ARGS, st.sampled_from([None, None, Decimal("0.25")]))
 LOST = CALLS.map(lambda call: call._replace(thread="t-missing"))  # an unknown thread
 REQUESTS = st.lists(
     st.lists(st.one_of(CALLS, CALLS, CALLS, LOST), min_size=1, max_size=4),

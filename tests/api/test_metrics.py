@@ -67,7 +67,7 @@ def test_workers_read_each_others_published_counters(tmp_path: Path) -> None:
     (directory / "forged.json").write_text(json.dumps(forged))
     wrong_buckets = {**first_counts.snapshot(), "counts": [1, 2]}
     (directory / "short.json").write_text(json.dumps(wrong_buckets))
-    odd = {
+    odd: dict[str, dict[str, object]] = {
         "newline.json": {"decisions": {"allow\n": 1}},
         "boolean.json": {"decisions": {"allow": True}},
         "negative.json": {"requests": -1},
