@@ -6,12 +6,12 @@ import pytest
 
 from engine.check import load
 from engine.compile import compile_workspace
-from engine.listing import list_tools
+from engine.listing import ToolListing, list_tools
 from policy.diagnostics import CharterError
 from tests.fit.support import snapshot
 
 
-def _by_tool(text: str, profile: str = "p") -> dict[str, object]:
+def _by_tool(text: str, profile: str = "p") -> dict[str, ToolListing]:
     return {t.tool: t for t in list_tools(snapshot(text), profile)}
 
 
