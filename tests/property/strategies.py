@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Literal
 
 from hypothesis import strategies as st
 
@@ -30,8 +31,8 @@ TOOLSET_NAMES = ("gmail", "drive", "crm", "web2", "code")
 TOOL_NAMES = ("send", "read", "write", "create", "run", "fetch")
 
 
-def _ref(kind: str, item: str | None = None) -> ast.TypeRef:
-    return ast.TypeRef(kind, ast.TypeRef(item) if item else None)  # type: ignore[arg-type]
+def _ref(kind: ast.ScalarKind | Literal["list"], item: ast.ScalarKind | None = None) -> ast.TypeRef:
+    return ast.TypeRef(kind, ast.TypeRef(item) if item else None)
 
 
 # One type per argument name across all toolsets, so conditions over `ns.*` type-check
@@ -259,7 +260,7 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
     if family == "str":
         op = draw(st.sampled_from(("==", "!=", "startswith", "endswith", "contains", "like")))
         left = draw(str_operands(slots))
-        right = _lit_str(draw(st.sampled_from(GLOBS))) if op == "like" else None
+        right: ast.Expr | None = _lit_str(draw(st.sampled_from(GLOBS))) if op == "like" else None
         if op in ("startswith", "endswith", "contains") and draw(st.booleans()):
             right = _lit_str(draw(st.sampled_from(AFFIXES)))
         return ast.Compare(op, left, right or draw(str_operands(slots)))
@@ -267,7 +268,7 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
         op = draw(st.sampled_from(("==", "!=", "<", "<=", ">", ">=")))
         return ast.Compare(op, draw(num_operands(slots)), draw(num_operands(slots)))
     if family == "bool":
-        bools = [_arg(s.name) for s in _of(slots, "bool")]
+        bools: list[ast.Expr] = [_arg(s.name) for s in _of(slots, "bool")]
         operand = draw(
             st.sampled_from(
                 (*bools, ast.Path("context", ("flag",)), ast.Lit("bool", draw(st.booleans())))
@@ -279,14 +280,14 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
     if family == "in":
         op = draw(st.sampled_from(("in", "not in")))
         lists = [s.name for s in _of(slots, "list:str")]
-        if lists and draw(st.booleans()):
+        if bool(lists) and draw(st.booleans()):  # bool(): else mypy infers the draw as a list[str]
             return ast.Compare(op, _lit_str(draw(strings)), _arg(draw(st.sampled_from(lists))))
         if draw(st.booleans()):
             items = draw(st.lists(strings, max_size=3))
             left = draw(str_operands(slots))
             return ast.Compare(op, left, ast.ListLit(tuple(map(_lit_str, items))))
         ints = draw(st.lists(small_ints, max_size=3))
-        right: ast.Expr = ast.ListLit(tuple(ast.Lit("int", n) for n in ints))
+        right = ast.ListLit(tuple(ast.Lit("int", n) for n in ints))
         if one_in(draw, 4):
             right = ast.Path("context", ("tags",))
         return ast.Compare(op, draw(num_operands(slots)), right)
@@ -302,9 +303,9 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
     lists = [s.name for s in _of(slots, "list:str")]
     if not lists:
         return ast.Lit("bool", draw(st.booleans()))
-    items = tuple(map(_lit_str, draw(st.lists(strings, max_size=2))))
+    listed = tuple(map(_lit_str, draw(st.lists(strings, max_size=2))))
     op = draw(st.sampled_from(("==", "!=")))
-    return ast.Compare(op, _arg(draw(st.sampled_from(lists))), ast.ListLit(items))
+    return ast.Compare(op, _arg(draw(st.sampled_from(lists))), ast.ListLit(listed))
 
 
 @st.composite
@@ -312,7 +313,7 @@ def conditions(draw: st.DrawFn, tools: Sequence[ToolSpec], depth: int = 2) -> as
     """A `where` that type-checks against every tool in `tools`."""
     slots = common_slots(tools)
     if depth > 0 and one_in(draw, 3):
-        op = draw(st.sampled_from(("not", "and", "or")))
+        op: Literal["not", "and", "or"] = draw(st.sampled_from(("not", "and", "or")))
         if op == "not":
             return ast.Not(draw(conditions(tools, depth - 1)))
         left = draw(conditions(tools, depth - 1))
@@ -372,14 +373,18 @@ def deny_patterns() -> st.SearchStrategy[ast.Pattern]:
 
 
 @st.composite
-def rules(draw: st.DrawFn, specs: Mapping[str, ToolSpec], effect: str | None = None) -> ast.Rule:
-    effect = effect or draw(st.sampled_from(("allow", "allow", "allow", "deny")))
+def rules(
+    draw: st.DrawFn, specs: Mapping[str, ToolSpec], wanted: ast.Effect | None = None
+) -> ast.Rule:
+    effect: ast.Effect = (
+        draw(st.sampled_from(("allow", "allow", "allow", "deny"))) if wanted is None else wanted
+    )
     pool = allow_patterns(specs) if effect == "allow" else deny_patterns()
     patterns = tuple(dict.fromkeys(draw(st.lists(pool, min_size=1, max_size=2))))
     where = None
     if not one_in(draw, 3):
         where = draw(conditions(match_tools(specs, patterns)))
-    return ast.Rule(effect, patterns, where)  # type: ignore[arg-type]
+    return ast.Rule(effect, patterns, where)
 
 
 @st.composite
@@ -392,7 +397,7 @@ def hooks(draw: st.DrawFn, specs: Mapping[str, ToolSpec], name: str) -> ast.Hook
     patterns = tuple(dict.fromkeys(draw(st.lists(allow_patterns(specs), min_size=1, max_size=2))))
     tools = match_tools(specs, patterns)
     where = draw(conditions(tools)) if draw(st.booleans()) else None
-    kind = draw(st.sampled_from(("pause", "deny", "rewrite", "rewrite")))
+    kind: ast.HookKind = draw(st.sampled_from(("pause", "deny", "rewrite", "rewrite")))
     slots = common_slots(tools)
     if kind == "rewrite" and slots:
         targets = draw(st.lists(st.sampled_from(slots), min_size=1, max_size=2))

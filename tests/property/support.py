@@ -78,7 +78,7 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, Decimal | float) and a != a:
-        return b != b  # NaN: the same NaN kind on both sides
+        return bool(b != b)  # NaN: the same NaN kind on both sides
     return bool(a == b)
 
 

@@ -34,14 +34,14 @@ decimals = st.decimals(min_value=-(10**12), max_value=10**12, allow_nan=False, a
 
 
 def lit(kind: ast.LiteralKind) -> st.SearchStrategy[ast.Lit]:
-    values = {
+    values: dict[ast.LiteralKind, st.SearchStrategy[ast.LiteralValue]] = {
         "str": texts,
         "int": ints,
         "decimal": decimals,
         "bool": st.booleans(),
         "null": st.none(),
-    }[kind]
-    return values.map(lambda v: ast.Lit(kind, v))
+    }
+    return values[kind].map(lambda v: ast.Lit(kind, v))
 
 
 scalars: st.SearchStrategy[ast.Expr] = st.one_of(
@@ -92,9 +92,11 @@ pattern_texts = st.one_of(
 )
 patterns = st.lists(pattern_texts.map(ast.Pattern), min_size=1, max_size=3).map(tuple)
 
-scalar_types = st.sampled_from(("str", "int", "decimal", "bool", "map"))
+scalar_types: st.SearchStrategy[ast.ScalarKind] = st.sampled_from(
+    ("str", "int", "decimal", "bool", "map")
+)
 type_refs: st.SearchStrategy[ast.TypeRef] = st.recursive(
-    scalar_types.map(lambda k: ast.TypeRef(k)),  # type: ignore[arg-type]
+    scalar_types.map(lambda k: ast.TypeRef(k)),
     lambda inner: inner.map(lambda t: ast.TypeRef("list", t)),
     max_leaves=3,
 )
@@ -126,12 +128,12 @@ roles = st.builds(ast.Role, names, st.lists(rules, max_size=3).map(tuple))
 def hooks(draw: st.DrawFn) -> ast.Hook:
     name, pats = draw(names), draw(patterns)
     where = draw(st.one_of(st.none(), exprs))
-    kind = draw(st.sampled_from(("pause", "deny", "rewrite")))
+    kind: ast.HookKind = draw(st.sampled_from(("pause", "deny", "rewrite")))
     if kind == "rewrite":
         rewrites = draw(st.lists(st.builds(ast.Rewrite, paths, exprs), min_size=1, max_size=3))
         return ast.Hook(name, pats, where, "rewrite", None, tuple(rewrites))
     message = draw(st.one_of(st.none(), texts))
-    return ast.Hook(name, pats, where, kind, message)  # type: ignore[arg-type]
+    return ast.Hook(name, pats, where, kind, message)
 
 
 @st.composite

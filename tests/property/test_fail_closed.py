@@ -7,6 +7,8 @@ a context key or agent metadata field that no generated request has, first thing
 
 from __future__ import annotations
 
+from typing import Literal
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,7 +49,9 @@ ERRORING_ATOMS: tuple[ast.Expr, ...] = (
 def erroring(draw: st.DrawFn, tools: list[ToolSpec]) -> ast.Expr:
     """A condition that errors for every request (its failing read comes first)."""
     atom = draw(st.sampled_from(ERRORING_ATOMS))
-    shape = draw(st.sampled_from(("bare", "not", "and", "or", "not-or")))
+    shape: Literal["bare", "not", "and", "or", "not-or"] = draw(
+        st.sampled_from(("bare", "not", "and", "or", "not-or"))
+    )
     if shape == "bare":
         return atom
     if shape == "not":
@@ -55,7 +59,7 @@ def erroring(draw: st.DrawFn, tools: list[ToolSpec]) -> ast.Expr:
     other = draw(conditions(tools))
     if shape == "not-or":
         return ast.Not(ast.BoolOp("or", atom, other))
-    return ast.BoolOp(shape, atom, other)  # type: ignore[arg-type]
+    return ast.BoolOp(shape, atom, other)
 
 
 def _callable(gw: GenWorkspace, patterns: tuple[ast.Pattern, ...]) -> list[ToolSpec]:
@@ -113,12 +117,12 @@ def erroring_hooks(draw: st.DrawFn, gw: GenWorkspace) -> ast.Hook:
     """A pause, deny or rewrite hook whose `where`, or rewritten value, errors."""
     patterns = (draw(allow_patterns(gw.specs)),)
     tools = match_tools(gw.specs, patterns)
-    kind = draw(st.sampled_from(("pause", "deny", "rewrite")))
+    kind: ast.HookKind = draw(st.sampled_from(("pause", "deny", "rewrite")))
     slots = [s for s in common_slots(tools) if s.type in ("str", "int", "decimal")]
     if kind == "rewrite" and slots and draw(st.booleans()):
         slot = draw(st.sampled_from(slots))
         fn = "lower" if slot.type == "str" else "len"
-        value = ast.Call(fn, (_MISSING,))
+        value: ast.Expr = ast.Call(fn, (_MISSING,))
         rewrite = ast.Rewrite(ast.Path("args", (slot.name,)), value)
         return ast.Hook("erroring-hook", patterns, None, "rewrite", None, (rewrite,))
     where = draw(erroring(tools))
@@ -128,7 +132,7 @@ def erroring_hooks(draw: st.DrawFn, gw: GenWorkspace) -> ast.Hook:
         rewrite = ast.Rewrite(ast.Path("args", (slot.name,)), value)
         return ast.Hook("erroring-hook", patterns, where, "rewrite", None, (rewrite,))
     kind = "deny" if kind == "deny" else "pause"
-    return ast.Hook("erroring-hook", patterns, where, kind, None)  # type: ignore[arg-type]
+    return ast.Hook("erroring-hook", patterns, where, kind, None)
 
 
 # What the decision says an erroring hook of each kind did (see engine/plan.py). Only the

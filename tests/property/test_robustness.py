@@ -4,6 +4,7 @@ nested values, context, agent and thread of the wrong kind."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from hypothesis import given
@@ -57,7 +58,7 @@ def test_decide_always_answers(gw: GenWorkspace, data: st.DataObject) -> None:
     for _ in range(6):
         base = data.draw(requests(gw))
         spoiled = st.dictionaries(odd_keys, junk, min_size=2, max_size=3).map(
-            lambda extra, a=base.args: _spoiled(a, extra)
+            partial(_spoiled, base.args)
         )
         request = Request(
             data.draw(st.one_of(st.sampled_from(names), strings)),
