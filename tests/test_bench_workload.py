@@ -4,6 +4,7 @@ through the real pipeline, and produces the request mix it promises."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TypedDict
 
 from bench.baseline import Baseline
 from bench.run import outcome
@@ -12,7 +13,22 @@ from engine.check import check_sources
 from engine.compile import compile_workspace
 from engine.reference import reference_decide
 
-SMALL = {"roles": 30, "profiles": 6, "namespaces": 5, "tools_per_namespace": 6, "requests": 400}
+
+class Sizes(TypedDict):
+    roles: int
+    profiles: int
+    namespaces: int
+    tools_per_namespace: int
+    requests: int
+
+
+SMALL: Sizes = {
+    "roles": 30,
+    "profiles": 6,
+    "namespaces": 5,
+    "tools_per_namespace": 6,
+    "requests": 400,
+}
 
 
 def test_same_seed_same_workload() -> None:

@@ -330,6 +330,7 @@ def _lark_positions(text: str) -> set[tuple[int, int, int, int]] | None:
             out.add((meta.line, meta.column, meta.end_line, meta.end_column))
         for child in node.children:
             if isinstance(child, Token):
+                # lark types a token's positions as optional (a token made by hand has none)
                 out.add((child.line, child.column, child.end_line, child.end_column))  # type: ignore[arg-type]
     return out
 

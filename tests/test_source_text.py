@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from engine.check import check_sources, load
 from grammar.literals import MAX_NUMBER_DIGITS
 from grammar.parser import parse
-from grammar.source import decode, read_sources
+from grammar.source import NotUtf8, decode, read_sources
 from policy import ast
 from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic, render
 
@@ -117,9 +117,9 @@ def test_a_lone_surrogate_in_the_text_is_not_utf8() -> None:
 
 def test_not_utf8_is_placed_at_the_bad_byte() -> None:
     data = "role a {\n  # café \n}\n".encode().replace("é".encode(), b"\xe9")
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(NotUtf8) as info:
         decode(data, "b.charter")
-    diag = info.value.diagnostic  # type: ignore[attr-defined]
+    diag = info.value.diagnostic
     assert diag.code == "E0015" and (diag.span.line, diag.span.col) == (2, 8)
     assert "0xe9" in diag.message
 
