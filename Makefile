@@ -20,7 +20,7 @@ lint: install
 	$(VENV)/bin/ruff format --check $(PACKAGES) tests bench
 
 typecheck: install
-	$(VENV)/bin/mypy $(PACKAGES) bench
+	$(VENV)/bin/mypy $(PACKAGES) bench tests
 
 test: lint typecheck
 	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest
