@@ -20,6 +20,7 @@ from typing import Any
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import Service
+from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.tokens import Principal
 from engine.check import read_sources
@@ -200,20 +201,12 @@ def cmd_token(args: argparse.Namespace) -> int:
         return 2
     # Shared: beside `--workers N` processes it takes their writer lock as they do, and
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
-    if args.scope == "agent" and not args.agent:
-        sys.stderr.write("charter: --scope agent needs --agent with an existing agent id\n")
-        return 2
-    if args.scope != "agent" and args.agent is not None:
-        sys.stderr.write(f"charter: --agent is only for --scope agent, not --scope {args.scope}"
-                         "; no token was issued\n")  # fmt: skip
-        return 2
     store = SqliteStore(db, shared=True)
     try:
-        with store.atomic():  # the agent exists when its token is written
-            if args.agent is not None and store.get("agents", args.agent) is None:
-                sys.stderr.write(f"charter: no agent `{args.agent}`; no token was issued\n")
-                return 2
-            token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+        token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+    except ServiceError as exc:  # the agent's check, the same as POST /v1/tokens makes
+        sys.stderr.write(f"charter: {exc.message}; no token was issued\n")
+        return 2
     except StoreUnavailable as exc:
         sys.stderr.write(f"charter: {exc}; no token was issued\nhelp: try again\n")
         return 1

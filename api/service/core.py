@@ -24,6 +24,7 @@ from policy.store import Doc, Store
 
 AGENT_STATUSES = ("idle", "running", "stopped", "error")
 CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
+AGENTS_TAGGED = "agents_tagged_by_parent"  # a meta value: every agent's tag is its parent's id
 
 
 def now_ms() -> int:
@@ -34,8 +35,31 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def parent_tag(agent: Doc) -> str | None:
+    """An agent's document tag: its parent's id (None for a root). Every write of an agent
+    gives it, so whether an agent has children is a look-up in the store's index of tags
+    (`resources._has_children`), not a read of every agent."""
+    parent = agent.get("parent")
+    return str(parent) if parent else None
+
+
+def tag_agents(store: Store) -> None:
+    """A database written before agents were tagged: its agents get their parent's id as
+    their tag, once (AGENTS_TAGGED remembers it; with `--workers N` the parent process does
+    it before any worker starts). Only the tag changes: the documents stay as they were."""
+    if store.get_meta(AGENTS_TAGGED):
+        return
+    with store.atomic():
+        for row in store.scan("agents"):
+            tag = parent_tag(row.body)
+            if tag is not None:
+                store.update("agents", row.id, row.body, tag=tag)
+        store.set_meta(AGENTS_TAGGED, True)
+
+
 class Service:
     def __init__(self, store: Store, sealer: Sealer) -> None:
+        tag_agents(store)
         self.store = store
         self.sealer = sealer
         self.snapshots = Snapshots(store)

@@ -7,7 +7,7 @@ from typing import Any
 
 from api.service import fitcheck, pages
 from api.service.budget import MAX_USD, ancestors, to_micros
-from api.service.core import AGENT_STATUSES, Service, new_id, now_ms
+from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.errors import ServiceError, no_policy, not_found
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
@@ -173,7 +173,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
         "created_at": now,
         "updated_at": now,
     }
-    if not service.store.insert("agents", doc["id"], doc):
+    if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
         raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
     return doc
 
@@ -204,7 +204,7 @@ def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> N
 
 
 def _has_children(service: Service, agent_id: str) -> bool:
-    return any(row.body.get("parent") == agent_id for row in service.store.scan("agents"))
+    return bool(service.store.page("agents", 0, 1, tag=agent_id))
 
 
 # What an agent's fields change of what it may do: its profile, and the attributes
@@ -245,7 +245,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
                 access=bool(ACCESS_FIELDS & set(args)),
             )  # fmt: skip
         doc["updated_at"] = now_ms()
-        service.store.update("agents", doc["id"], doc)
+        service.store.update("agents", doc["id"], doc, tag=parent_tag(doc))
     service.forget_agent(doc["id"])
     return Result(200, doc)
 

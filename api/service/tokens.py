@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.service.core import now_ms
+from api.service.errors import ServiceError, not_found
 from policy.store import Doc, Store
 
 SCOPES = ("admin", "decide")
@@ -54,22 +55,39 @@ def digest(token: str) -> str:
 
 
 def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Doc]:
-    """A new token: the plain text is returned once and never stored. An agent token
-    (`scope="agent"`) names its agent and no other token does (the caller checks that the
-    agent exists); anything else is a ValueError, never a token of another scope."""
-    if (scope == "agent") != bool(agent) or scope not in (*SCOPES, "agent"):
-        raise ValueError(f"scope `{scope}` with agent `{agent}` is not a token")
-    token = PREFIX + secrets.token_urlsafe(32)
-    hashed = digest(token)
-    doc: Doc = {
-        "id": hashed[:16],
-        "hash": hashed,
-        "scope": scope,
-        "agent": agent,
-        "name": name,
-        "created_at": now_ms(),
-    }
-    store.insert("tokens", doc["id"], doc)
+    """A new token: the plain text is returned once and never stored.
+
+    The one check of a token's agent, for `POST /v1/tokens`, `charter token` and anything
+    else that issues one: an agent token (`scope="agent"`) names an agent that exists when
+    its token is written, and no other token names one (not even an empty one). Else a
+    ServiceError (400 `agent-required` or `agent-not-allowed`, 404 `agent-not-found`) and
+    nothing is written. A scope that is none of these is a caller's bug (both front ends
+    offer only these): a ValueError."""
+    if scope not in (*SCOPES, "agent"):
+        raise ValueError(f"scope `{scope}` is not a token scope")
+    if scope == "agent" and not agent:
+        raise ServiceError(
+            400, "agent-required", "a token of scope `agent` needs the id of an existing agent"
+        )
+    if scope != "agent" and agent is not None:
+        raise ServiceError(
+            400, "agent-not-allowed",
+            f"only a token of scope `agent` names an agent, not one of scope `{scope}`",
+        )  # fmt: skip
+    with store.atomic():  # the agent exists when its token is written
+        if agent is not None and store.get("agents", agent) is None:
+            raise not_found("agent", agent)
+        token = PREFIX + secrets.token_urlsafe(32)
+        hashed = digest(token)
+        doc: Doc = {
+            "id": hashed[:16],
+            "hash": hashed,
+            "scope": scope,
+            "agent": agent,
+            "name": name,
+            "created_at": now_ms(),
+        }
+        store.insert("tokens", doc["id"], doc)
     return token, doc
 
 

@@ -7,7 +7,8 @@ keyed by (kind, id), so a PostgreSQL implementation needs five tables and no joi
 - revisions: the DSL source files of every policy change, numbered 1, 2, ...
 - documents: identities, secrets, agents, threads, turns, approvals, tokens, with an
   insertion position (for cursor pages that stay stable while rows are added) and one
-  optional `tag` column to filter on (an approval's status, a thread's agent).
+  optional `tag` column to filter on (an approval's status, a thread's agent, an agent's
+  parent), indexed with the kind and position.
 - decisions: the decision log; `seq` is gap-free because it is assigned inside the
   writing transaction as max(seq) + 1 (never a sequence object, which leaves gaps).
 - ledger: budget charges in micro-USD, summed per subject over a time window.
@@ -70,12 +71,18 @@ class Store(Protocol):
         ...
 
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
-        """Replace an existing document, keeping its position; False if absent."""
+        """Replace an existing document and its tag (None: no tag), keeping its position;
+        False if absent."""
         ...
 
     def get(self, kind: str, id: str) -> Doc | None: ...
     def delete(self, kind: str, id: str) -> bool: ...
-    def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]: ...
+    def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]:
+        """Documents of `kind` after `after_pos`, in position order; with `tag`, only those
+        with that tag, found through an index on (kind, tag, position), never a scan of the
+        kind (the service asks "has this agent children?" as a page of one)."""
+        ...
+
     def scan(self, kind: str) -> Iterator[Row]: ...
 
     # the decision log

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.service.core import parent_tag
 from tests.api.conftest import Harness
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
@@ -68,7 +69,7 @@ def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -
     harness.add_agent("kid", "wide")
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = doc["id"]
-    store.update("agents", "kid", kid)
+    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
     harness.service.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="9").json()["effect"] == "allow"
@@ -85,7 +86,7 @@ def test_a_parents_new_budget_reaches_a_child_decided_before(harness: Harness, l
     harness.add_agent("kid", "wide")
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = "a1"
-    store.update("agents", "kid", kid)
+    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
     harness.service.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"

@@ -32,6 +32,24 @@ def test_documents_and_pages(tmp_path: Path) -> None:
     assert wal == "wal"
 
 
+def test_a_page_by_tag_is_a_search_of_the_tag_index(tmp_path: Path) -> None:
+    """Whether an agent has children is a page of one by tag (agents are tagged with their
+    parent): SQLite answers it from the (kind, tag, pos) index, not by reading the kind."""
+    store = SqliteStore(tmp_path / "s.db")
+    for i in range(200):
+        store.insert("agents", f"a{i}", {"parent": f"p{i % 10}"}, tag=f"p{i % 10}")
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    assert [r.id for r in store.page("agents", 0, 1, tag="p3")] == ["a3"]
+    assert store.page("agents", 0, 1, tag="nobody") == []
+    store._db.set_trace_callback(None)
+    assert len(statements) == 2
+    for statement in statements:  # as run, with the values bound
+        plan = " ".join(row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + statement))
+        assert plan.startswith("SEARCH documents USING INDEX documents_tag (kind=? AND tag=?"), plan
+    store.close()
+
+
 def test_revisions_and_meta(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     assert store.latest_revision() == 0

@@ -1,0 +1,126 @@
+"""An agent's tree in the store: each agent is tagged with its parent, so "has it
+children?" is an index look-up, on a database written before the tags too; and the root
+an approval's tree check compares is found however deep the tree or gone its top."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.http.app import open_service
+from api.service.approvals import _root
+from api.service.budget import MAX_CHAIN
+from api.service.core import AGENTS_TAGGED, tag_agents
+from api.service.errors import ServiceError
+from api.service.resources import agents_delete, agents_update, create_agent
+from api.service.tokens import Principal
+from policy.store import Doc, Store
+from tests.api.conftest import Harness, make_harness
+
+ADMIN = Principal("t", "admin")
+
+
+def _tags(store: Store, parent: str) -> list[str]:
+    return [row.id for row in store.page("agents", 0, 100, tag=parent)]
+
+
+def _delete_as(harness: Harness, agent: str, target: str) -> int:
+    try:
+        return agents_delete(harness.service, Principal("t", "agent", agent), {"id": target}).status
+    except ServiceError as refused:
+        assert refused.code == "agent-has-children", refused.message
+        return refused.status
+
+
+def test_whether_an_agent_has_children_is_a_look_up_by_tag(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service, store = harness.service, harness.service.store
+    kid = create_agent(service, Principal("t", "agent", "a1"),
+                       {"name": "kid", "profile": "support-child"})  # fmt: skip
+    assert _tags(store, "a1") == [kid["id"]]
+    # an update rewrites the document and keeps its tag (an untagged write would
+    # make the parent look childless)
+    agents_update(service, ADMIN, {"id": kid["id"], "name": "kid-renamed"})
+    assert _tags(store, "a1") == [kid["id"]]
+
+    def no_scan(kind: str) -> Any:
+        raise AssertionError(f"scanned every one of {kind}")
+
+    monkeypatch.setattr(store, "scan", no_scan)
+    assert _delete_as(harness, "a1", "a1") == 409
+    assert _delete_as(harness, "a1", kid["id"]) == 204
+    assert _tags(store, "a1") == []
+    assert _delete_as(harness, "a1", "a1") == 204
+
+
+def _untagged_child(store: Store, agent_id: str, parent: str) -> Doc:
+    """A child as charter wrote it before agents were tagged: no tag."""
+    doc = {**(store.get("agents", parent) or {}), "id": agent_id, "name": agent_id,
+           "parent": parent}  # fmt: skip
+    assert store.insert("agents", agent_id, doc)
+    return doc
+
+
+def make_harness_on(old: Harness) -> Harness:
+    """The same database file opened again, as a newer charter would."""
+    return Harness(open_service(old.db), old.admin, old.decide, old.agent_token, old.identity,
+                   old.db)  # fmt: skip
+
+
+def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -> None:
+    old = make_harness(tmp_path)
+    store = old.service.store
+    old.add_agent("root2", "narrow")
+    written = {"kid": _untagged_child(store, "kid", "a1"),
+               "grandkid": _untagged_child(store, "grandkid", "kid")}  # fmt: skip
+    store.set_meta(AGENTS_TAGGED, None)  # (as a database that never had them)
+    assert _tags(store, "a1") == [] and _tags(store, "kid") == []
+    store.close()
+    harness = make_harness_on(old)  # a charter with the tags opens the file
+    store = harness.service.store
+    try:
+        assert _tags(store, "a1") == ["kid"] and _tags(store, "kid") == ["grandkid"]
+        assert _tags(store, "root2") == []
+        for agent_id, doc in written.items():  # the documents themselves are as they were
+            assert store.get("agents", agent_id) == doc
+        assert store.get_meta(AGENTS_TAGGED) is True
+        assert _delete_as(harness, "a1", "kid") == 409
+        assert _delete_as(harness, "a1", "grandkid") == 204
+
+        def no_scan(kind: str) -> Any:
+            raise AssertionError(f"scanned every one of {kind}")
+
+        store.scan = no_scan  # type: ignore[method-assign]
+        tag_agents(store)  # done once: a later open reads one meta value
+    finally:
+        store.close()
+
+
+# Why approvals._root walks parents itself rather than through budget.ancestors (which
+# stops after MAX_CHAIN agents and at a parent that is gone): the root is what two agents
+# of one tree share, however deep the tree, even when its top was deleted.
+def _chain(store: Store, ids: list[str], top_parent: str | None = None) -> None:
+    for parent, agent_id in zip([top_parent, *ids], ids, strict=False):
+        doc = {"id": agent_id, "name": agent_id, "identity": f"id-{agent_id}",
+               "profile": "narrow", "parent": parent}  # fmt: skip
+        store.insert("agents", agent_id, doc, tag=parent)
+
+
+def test_a_deleted_parent_is_the_root_its_children_share(harness: Harness) -> None:
+    store = harness.service.store
+    _chain(store, ["top", "k1", "g1"])
+    _chain(store, ["k2"], top_parent="top")
+    store.delete("agents", "top")
+    harness.service.forget_agent("top")
+    assert _root(harness.service, "g1") == ("top", "id-g1")
+    assert _root(harness.service, "k2") == ("top", "id-k2")
+
+
+def test_the_root_of_a_tree_deeper_than_max_chain_is_its_top(harness: Harness) -> None:
+    ids = [f"n{i}" for i in range(MAX_CHAIN + 6)]
+    _chain(harness.service.store, ids)
+    assert _root(harness.service, ids[-1]) == ("n0", f"id-{ids[-1]}")
+    assert _root(harness.service, ids[3])[0] == "n0"

@@ -1,0 +1,108 @@
+"""Issuing tokens: `charter token` and `POST /v1/tokens` rely on `tokens.issue`'s one
+check of the token's agent (an agent token names an agent that exists, no other token
+names one), each saying it its own way: exit 2 and a line on stderr, or problem+json.
+Anything refused issues nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.cli import main
+from api.service import tokens
+from api.service.errors import ServiceError
+from tests.api.conftest import Harness
+
+
+def _tokens(harness: Harness) -> list[dict[str, object]]:
+    return [dict(row.body) for row in harness.service.store.scan("tokens")]
+
+
+# (scope, agent) -> (status, code, what the detail and the CLI's message say)
+REFUSED = [
+    ("admin", "no-such-agent", 400, "agent-not-allowed", "not one of scope `admin`"),
+    ("admin", "a1", 400, "agent-not-allowed", "not one of scope `admin`"),
+    ("decide", "a1", 400, "agent-not-allowed", "not one of scope `decide`"),
+    ("decide", "", 400, "agent-not-allowed", "not one of scope `decide`"),
+    ("agent", "no-such-agent", 404, "agent-not-found", "agent `no-such-agent` not found"),
+    ("agent", None, 400, "agent-required", "needs the id of an existing agent"),
+    ("agent", "", 400, "agent-required", "needs the id of an existing agent"),
+]
+
+
+def _argv(scope: str, agent: str | None) -> list[str]:
+    return ["--scope", scope, *(["--agent", agent] if agent is not None else [])]
+
+
+@pytest.mark.parametrize(("scope", "agent", "status", "code", "says"), REFUSED)
+def test_a_wrong_agent_is_refused_alike_by_the_cli_and_http(
+    client: Any, harness: Harness, capsys: pytest.CaptureFixture[str],
+    scope: str, agent: str | None, status: int, code: str, says: str,
+) -> None:  # fmt: skip
+    before = _tokens(harness)
+    body: dict[str, Any] = {"scope": scope, **({"agent": agent} if agent is not None else {})}
+    refused = client.post("/v1/tokens", json=body, headers=harness.auth())
+    assert refused.headers["content-type"] == "application/problem+json"
+    problem = refused.json()
+    assert (refused.status_code, problem["code"]) == (status, code)
+    assert says in problem["detail"]
+    assert main(["token", "--db", str(harness.db), *_argv(scope, agent)]) == 2
+    captured = capsys.readouterr()
+    # the CLI says what the service said, and that nothing was issued
+    assert captured.err == f"charter: {problem['detail']}; no token was issued\n"
+    assert captured.out == ""
+    assert _tokens(harness) == before
+
+
+def test_each_scope_gets_a_token_of_that_scope(
+    client: Any, harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for scope, agent in (("admin", None), ("decide", None), ("agent", "a1")):
+        assert main(["token", "--db", str(harness.db), *_argv(scope, agent)]) == 0
+        made_by_cli = capsys.readouterr().out.strip()
+        body = {"scope": scope, **({"agent": agent} if agent else {})}
+        made = client.post("/v1/tokens", json=body, headers=harness.auth())
+        assert made.status_code == 201, made.text
+        assert (made.json()["scope"], made.json()["agent"]) == (scope, agent)
+        for token in (made_by_cli, made.json()["token"]):
+            doc = harness.service.store.get("tokens", tokens.digest(token)[:16])
+            assert doc is not None and (doc["scope"], doc["agent"]) == (scope, agent)
+
+
+def test_issue_is_the_one_check(harness: Harness) -> None:
+    store = harness.service.store
+    before = _tokens(harness)
+    for scope, agent, status, code, _ in REFUSED:
+        with pytest.raises(ServiceError) as refused:
+            tokens.issue(store, scope, agent)
+        assert (refused.value.status, refused.value.code) == (status, code)
+    with pytest.raises(ValueError, match="`root` is not a token scope"):
+        tokens.issue(store, "root")
+    # an agent deleted since it was created gets no token
+    harness.add_agent("gone", "narrow")
+    store.delete("agents", "gone")
+    with pytest.raises(ServiceError, match="agent `gone` not found"):
+        tokens.issue(store, "agent", "gone")
+    assert _tokens(harness) == before
+
+
+def test_the_agent_is_checked_in_the_transaction_that_writes_its_token(
+    harness: Harness,
+) -> None:
+    """Looked up inside the write transaction: another writer cannot delete the agent
+    between the check and the token (the store's lock is held from one to the other)."""
+    store = harness.service.store
+    seen: list[int] = []
+    real_get = store.get
+
+    def get(kind: str, id: str) -> Any:
+        seen.append(store._depth)
+        return real_get(kind, id)
+
+    store.get = get  # type: ignore[method-assign]
+    try:
+        tokens.issue(store, "agent", "a1")
+    finally:
+        del store.get
+    assert seen == [1]
