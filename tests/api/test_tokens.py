@@ -12,6 +12,7 @@ import pytest
 from api.cli import main
 from api.service import tokens
 from api.service.errors import ServiceError
+from policy.store.sqlite import SqliteStore
 from tests.api.conftest import Harness
 
 
@@ -93,6 +94,7 @@ def test_the_agent_is_checked_in_the_transaction_that_writes_its_token(
     """Looked up inside the write transaction: another writer cannot delete the agent
     between the check and the token (the store's lock is held from one to the other)."""
     store = harness.service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; `get` reads its depth
     seen: list[int] = []
     real_get = store.get
 
