@@ -1,4 +1,5 @@
-"""problem+json (RFC 9457) errors with stable codes, and the catch-all that leaks nothing."""
+"""problem+json (RFC 9457) errors with stable codes (api/http/codes.py lists them), and the
+catch-all that leaks nothing."""
 
 from __future__ import annotations
 

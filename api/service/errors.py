@@ -6,7 +6,8 @@ from typing import Any
 
 
 class ServiceError(Exception):
-    """A refused request. `code` is stable (docs/http.md lists them); `extra` is JSON."""
+    """A refused request. `code` is stable: api/http/codes.py lists every one (and
+    docs/http.md its table); `extra` is JSON."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
         super().__init__(message)

@@ -37,7 +37,7 @@ class Metrics:
 
     def reject(self, status: int, code: str) -> None:
         """A request answered with a problem: its status and stable code (a bounded set,
-        never user input, so the label values stay few)."""
+        api/http/codes.py, never user input, so the label values stay few)."""
         with self._lock:  # management requests fail on worker threads
             key = (status, code)
             self.rejected[key] = self.rejected.get(key, 0) + 1

@@ -1,0 +1,241 @@
+"""Every stable `code` a problem+json answer of the HTTP service can carry, with its
+status and when it is given: the catalogue docs/http.md's "Errors" table shows.
+
+Nothing reads this at run time, on purpose: a refused request is answered from its own
+ServiceError (or the handler's own code), so a code missing here can never turn a 4xx
+into a 500. tests/api/test_error_codes.py keeps the three in step: every code the
+source of `api/` raises is here with its status, every entry here is raised somewhere,
+and docs/http.md's table has each row as written here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Code(NamedTuple):
+    # The statuses the code is given with, the usual one first; () for `http-error`,
+    # which carries whatever status starlette raised.
+    statuses: tuple[int, ...]
+    when: str
+
+
+# Grouped as docs/http.md's table is.
+CODES: dict[str, Code] = {
+    # ---- the request: its headers, body and query ----------------------------------------
+    "bad-content-length": Code((400,), "the `Content-Length` header is not a number"),
+    "body-too-large": Code(
+        (413,),
+        "the body is over 1 MiB, whether or not `Content-Length` said so",
+    ),
+    "malformed-json": Code((400,), "the body is not valid JSON"),
+    "too-deep": Code(
+        (400,),
+        "the body (or a call's `args` or `context`) is nested more than 32 levels deep",
+    ),
+    "invalid-body": Code(
+        (422,),
+        "the body does not match the endpoint's schema; `errors` lists each mismatch (`loc`, "
+        "`message`, `type`)",
+    ),
+    "number-out-of-range": Code(
+        (422,),
+        "a number in a decision's body that a double cannot hold (it would round to 0 or to "
+        "infinity)",
+    ),
+    "batch-too-large": Code((413,), "a `POST /v1/decisions/batch` of over 1,000 calls"),
+    "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
+    "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
+    "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
+    "bad-revision": Code((400,), "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits"),
+    "not-utf8": Code(
+        (400,),
+        "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"
+        " says where",
+    ),
+    "duplicate-path": Code(
+        (400,),
+        "a `PUT /v1/policy` JSON upload lists two files with one `path`",
+    ),
+    "fit-needs-candidate": Code(
+        (400,),
+        "a `POST /v1/fit` body with neither `source` nor `profile`",
+    ),
+    # ---- who may: the token, and the policy for an agent's token -------------------------
+    "unauthorized": Code(
+        (401,),
+        "no `Authorization: Bearer <token>`, or a token that is not valid (never issued or "
+        "revoked)",
+    ),
+    "insufficient-scope": Code(
+        (403,),
+        "the token's scope does not reach the endpoint (an admin-only one, or a `decide` token on"
+        " a resource), or an agent's token acts for another agent",
+    ),
+    "denied-by-policy": Code(
+        (403,),
+        "an agent's management request was decided `deny`; `decision` is the logged decision",
+    ),
+    "does-not-fit": Code(
+        (403,),
+        "a role or profile an agent's token creates or sets would reach beyond the caller's "
+        "access; `fit` has the violations",
+    ),
+    "budget-looser": Code(
+        (403,),
+        "an agent's token sets a budget looser than a cap above it; `violation` says which",
+    ),
+    "agent-attribute-differs": Code(
+        (403,),
+        "an agent's token gives an agent an `agent.*` attribute that a condition reads and that "
+        "differs from its own; `attributes` names them",
+    ),
+    "identity-not-inherited": Code(
+        (403,),
+        "an agent's token creates a child with an identity other than its own",
+    ),
+    "not-managed-agent": Code(
+        (403,),
+        "an agent's token updates or deletes an agent that is neither itself nor one of its "
+        "descendants",
+    ),
+    "not-own-agent": Code((403,), "an agent's token opens a thread for another agent"),
+    "not-own-identity": Code(
+        (403,),
+        "an agent's token creates a connection for another owner, or changes or deletes one its "
+        "identity does not own",
+    ),
+    "self-approval": Code(
+        (403,),
+        "an agent's token approves or rejects an approval raised in its own tree or by its own "
+        "identity",
+    ),
+    # ---- a resource's fields -------------------------------------------------------------
+    "invalid-name": Code((400,), 'an agent\'s `name` is missing or blank ("Name is required")'),
+    "identity-required": Code((400,), "an admin's `POST /v1/agents` names no `identity`"),
+    "identity-immutable": Code((400,), "a `PATCH /v1/agents/{id}` changes the agent's `identity`"),
+    "invalid-seed": Code(
+        (400,),
+        "`POST /v1/identities/import`: the seed is not 32 bytes as 64 hex digits or base64",
+    ),
+    "unknown-profile": Code((400,), "an agent's `profile` is not in the latest revision"),
+    "invalid-budget": Code(
+        (400,),
+        "an agent's `budget` is not `{amount, period}` with a period of `24h`, `7d` or `total` "
+        "and an amount from 0 to 1,000,000,000 USD",
+    ),
+    "invalid-max-cost": Code(
+        (400,),
+        "a thread's `max_cost` is not a number from 0 to 1,000,000,000 USD",
+    ),
+    "invalid-status": Code(
+        (400,),
+        "a `status` that is not one of its kind's: an agent's, a thread's, or the `GET "
+        "/v1/approvals?status=` filter",
+    ),
+    "agent-required": Code(
+        (400,),
+        "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads` (admin "
+        "token) without `agent`",
+    ),
+    "agent-not-allowed": Code(
+        (400,),
+        "a `POST /v1/tokens` names an `agent` for a scope other than `agent`",
+    ),
+    "unknown-toolset": Code((400,), "a connection's `toolset` is not in the latest revision"),
+    "credential-required": Code((400,), "a connection without a `credential` (missing or empty)"),
+    "role-source-mismatch": Code(
+        (400,),
+        "a role written through the API does not declare exactly one role, the one named",
+    ),
+    # ---- not there -----------------------------------------------------------------------
+    "route-not-found": Code((404,), "no endpoint has this path"),
+    "method-not-allowed": Code((405,), "the path has no endpoint for this method"),
+    "agent-not-found": Code(
+        (404,),
+        "no agent `{id}`: in the path, or the `agent` a decision, turn, thread, fit check or "
+        "token names",
+    ),
+    "turn-not-found": Code((404,), "a decision's `turn` does not exist"),
+    "thread-not-found": Code(
+        (404,),
+        "no thread `{id}`: in the path, or a decision's or turn's `thread`",
+    ),
+    "approval-not-found": Code((404,), "no approval `{id}`"),
+    "connection-not-found": Code((404,), "no connection `{id}`"),
+    "identity-not-found": Code(
+        (404, 400),
+        '404: no signing identity `{id}` (`/v1/identities/{id}`, "Signing identity not found");'
+        " 400: an agent's `identity` or a connection's `owner` is no signing identity (\"Signing "
+        'key not found")',
+    ),
+    "token-not-found": Code(
+        (404,),
+        "`DELETE /v1/tokens/{id}` of a token that does not exist (or is already revoked)",
+    ),
+    "revision-not-found": Code(
+        (404,),
+        "`GET /v1/policy?revision=` names a revision that does not exist",
+    ),
+    "role-not-found": Code(
+        (404,),
+        "`GET` and `PATCH`: no role `{name}` in the latest revision; `DELETE`: none created "
+        "through the API (a role from an uploaded file included)",
+    ),
+    "profile-not-found": Code(
+        (404,),
+        "no profile `{name}` in the latest revision, or a `POST /v1/fit` `profile` that is not in"
+        " it",
+    ),
+    "hook-not-found": Code((404,), "no hook `{name}` in the latest revision"),
+    "toolset-not-found": Code((404,), "no toolset `{name}` in the latest revision"),
+    # ---- conflicts -----------------------------------------------------------------------
+    "no-policy": Code((409,), "no policy has been uploaded yet, and the request needs one"),
+    "agent-exists": Code((409,), "a `POST /v1/agents` with an `id` that is taken"),
+    "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
+    "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
+    "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),
+    "role-not-api-managed": Code(
+        (409,),
+        "a `PATCH /v1/roles/{name}` of a role declared in an uploaded file (upload the policy to "
+        "change it)",
+    ),
+    "approval-not-pending": Code((409,), "the approval was already approved or rejected"),
+    "turn-agent-mismatch": Code((409,), "a decision's `turn` belongs to another agent"),
+    "thread-agent-mismatch": Code(
+        (409,),
+        "a decision's or turn's `thread` belongs to another agent",
+    ),
+    # ---- the policy ----------------------------------------------------------------------
+    "policy-invalid": Code(
+        (422,),
+        "the policy (`PUT /v1/policy`), a role (`/v1/roles`) or a source (`POST /v1/fit`) does "
+        "not parse or check; `diagnostics` lists why",
+    ),
+    # ---- the server ----------------------------------------------------------------------
+    "internal-error": Code(
+        (500,),
+        "an unexpected exception; the answer says nothing more, only the exception's type is "
+        "logged",
+    ),
+    "store-unavailable": Code(
+        (503,),
+        "with `Retry-After: 1`: another writer held the database past the 30-second timeout, the "
+        "disk is full, or an I/O error",
+    ),
+    "fit-unavailable": Code(
+        (503,),
+        "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"
+        " be shown to fit",
+    ),
+    "unavailable": Code(
+        (503,),
+        "`GET /v1/agents/{id}/tools` or `POST /v1/fit`: the module it needs (`engine.listing`, "
+        "`engine.fit`) cannot be imported",
+    ),
+    "http-error": Code(
+        (),
+        "an error starlette raises on its own, with its status (none of Charter's routes leads to"
+        " one today: its router raises only the 404 and 405 above)",
+    ),
+}
