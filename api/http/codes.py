@@ -191,7 +191,15 @@ CODES: dict[str, Code] = {
     "toolset-not-found": Code((404,), "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code((409,), "no policy has been uploaded yet, and the request needs one"),
-    "agent-exists": Code((409,), "a `POST /v1/agents` with an `id` that is taken"),
+    "agent-exists": Code(
+        (409,),
+        "a `POST /v1/agents` with an `id` that is taken, or that a deleted agent's children "
+        "still name as their parent",
+    ),
+    "agent-too-deep": Code(
+        (409,),
+        "an agent's token creates an agent where its tree would be over 64 agents deep",
+    ),
     "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
     "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
     "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),

@@ -24,7 +24,8 @@ from policy.store import Doc, Store
 
 AGENT_STATUSES = ("idle", "running", "stopped", "error")
 CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
-AGENTS_TAGGED = "agents_tagged_by_parent"  # a meta value: every agent's tag is its parent's id
+# A meta value: every agent's tag is its parent's id, every agent token's its agent's id.
+TAGGED = "documents_tagged"
 
 
 def now_ms() -> int:
@@ -43,23 +44,32 @@ def parent_tag(agent: Doc) -> str | None:
     return str(parent) if parent else None
 
 
-def tag_agents(store: Store) -> None:
-    """A database written before agents were tagged: its agents get their parent's id as
-    their tag, once (AGENTS_TAGGED remembers it; with `--workers N` the parent process does
-    it before any worker starts). Only the tag changes: the documents stay as they were."""
-    if store.get_meta(AGENTS_TAGGED):
+def token_tag(token: Doc) -> str | None:
+    """A token's document tag: the agent an agent token acts as (None for the others), so
+    deleting an agent finds its tokens in the index of tags (`resources.agents_delete`)."""
+    agent = token.get("agent")
+    return str(agent) if agent else None
+
+
+def tag_documents(store: Store) -> None:
+    """A database written before agents and tokens were tagged: its agents get their
+    parent's id as their tag, its agent tokens their agent's id, once (TAGGED remembers
+    it; with `--workers N` the parent process does it before any worker starts). Only the
+    tags change: the documents stay as they were."""
+    if store.get_meta(TAGGED):
         return
     with store.atomic():
-        for row in store.scan("agents"):
-            tag = parent_tag(row.body)
-            if tag is not None:
-                store.update("agents", row.id, row.body, tag=tag)
-        store.set_meta(AGENTS_TAGGED, True)
+        for kind, tag_of in (("agents", parent_tag), ("tokens", token_tag)):
+            for row in store.scan(kind):
+                tag = tag_of(row.body)
+                if tag is not None:
+                    store.update(kind, row.id, row.body, tag=tag)
+        store.set_meta(TAGGED, True)
 
 
 class Service:
     def __init__(self, store: Store, sealer: Sealer) -> None:
-        tag_agents(store)
+        tag_documents(store)
         self.store = store
         self.sealer = sealer
         self.snapshots = Snapshots(store)

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.service import fitcheck, pages
-from api.service.budget import MAX_USD, ancestors, to_micros
+from api.service.budget import MAX_CHAIN, MAX_USD, ancestors, to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.errors import ServiceError, no_policy, not_found
 from api.service.ops import Operation, Result
@@ -146,6 +146,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     metadata = dict(args.get("metadata") or {})
     if actor.agent is not None:
         caller = service.agent(actor.agent)
+        _check_depth(service, caller)
         parent = caller["id"]
         identity = args.get("identity") or caller["identity"]
         if identity != caller["identity"]:
@@ -173,9 +174,30 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
         "created_at": now,
         "updated_at": now,
     }
-    if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
-        raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
+    with service.store.atomic():
+        if _has_children(service, agent_id):
+            # A deleted agent's children still name it as their parent: an agent made
+            # under its id would manage them, and their spending would reach its caps.
+            raise ServiceError(
+                409, "agent-exists",
+                f"agent `{agent_id}` was deleted, but its child agents still name it as "
+                "their parent",
+                help="choose another id",
+            )  # fmt: skip
+        if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
+            raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
     return doc
+
+
+def _check_depth(service: Service, caller: Doc) -> None:
+    """An agent's child must be within MAX_CHAIN agents of its root, so that every walk up
+    its chain (the budget caps it is charged against, who may manage it) reaches the root."""
+    if sum(1 for _ in ancestors(caller, service.find_agent)) >= MAX_CHAIN:
+        raise ServiceError(
+            409, "agent-too-deep",
+            f"agent `{caller['id']}` is {MAX_CHAIN} agents deep, counting its root: its "
+            "tree can grow no deeper below it",
+        )  # fmt: skip
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -251,15 +273,24 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    target = service.agent(args["id"])
-    if _managed(service, actor, target) is not None and _has_children(service, target["id"]):
-        # its children's spending would no longer reach the caps above it
-        raise ServiceError(
-            409, "agent-has-children",
-            f"agent `{target['id']}` has child agents: delete them first",
-        )  # fmt: skip
-    service.store.delete("agents", args["id"])
-    service.forget_agent(args["id"])
+    with service.store.atomic():
+        target = service.agent(args["id"])
+        if _managed(service, actor, target) is not None and _has_children(service, target["id"]):
+            # its children's spending would no longer reach the caps above it
+            raise ServiceError(
+                409, "agent-has-children",
+                f"agent `{target['id']}` has child agents: delete them first",
+            )  # fmt: skip
+        service.store.delete("agents", target["id"])
+        # Its tokens go with it: an agent made later under the same id is another agent,
+        # which the old tokens must not act as.
+        revoked = False
+        while rows := service.store.page("tokens", 0, 100, tag=target["id"]):
+            for row in rows:
+                revoked = service.store.delete("tokens", row.id) or revoked
+        if revoked:
+            service.forget_tokens()  # here at once, in every other process at its next sync
+    service.forget_agent(target["id"])
     return Result(204, None)
 
 

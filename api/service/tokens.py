@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from api.service.core import now_ms
+from api.service.core import now_ms, token_tag
 from api.service.errors import ServiceError, not_found
 from policy.store import Doc, Store
 
@@ -87,7 +87,7 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
             "name": name,
             "created_at": now_ms(),
         }
-        store.insert("tokens", doc["id"], doc)
+        store.insert("tokens", doc["id"], doc, tag=token_tag(doc))
     return token, doc
 
 

@@ -1,5 +1,7 @@
-"""An agent's tree in the store: each agent is tagged with its parent, so "has it
-children?" is an index look-up, on a database written before the tags too; and the root
+"""An agent's tree in the store: each agent is tagged with its parent (and each agent
+token with its agent), so "has it children?" and "which are its tokens?" are index
+look-ups, on a database written before the tags too; a tree grows no deeper than the
+walks up it go; a deleted agent's id and tokens do not pass to a later agent; and the root
 an approval's tree check compares is found however deep the tree or gone its top."""
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from typing import Any
 import pytest
 
 from api.http.app import open_service
+from api.service import tokens
 from api.service.approvals import _root
-from api.service.budget import MAX_CHAIN
-from api.service.core import AGENTS_TAGGED, tag_agents
+from api.service.budget import MAX_CHAIN, ancestors
+from api.service.core import TAGGED, tag_documents
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.tokens import Principal
@@ -24,6 +27,10 @@ ADMIN = Principal("t", "admin")
 
 def _tags(store: Store, parent: str) -> list[str]:
     return [row.id for row in store.page("agents", 0, 100, tag=parent)]
+
+
+def _token_ids(store: Store, agent: str) -> list[str]:
+    return [row.id for row in store.page("tokens", 0, 100, tag=agent)]
 
 
 def _delete_as(harness: Harness, agent: str, target: str) -> int:
@@ -76,8 +83,11 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
     old.add_agent("root2", "narrow")
     written = {"kid": _untagged_child(store, "kid", "a1"),
                "grandkid": _untagged_child(store, "grandkid", "kid")}  # fmt: skip
-    store.set_meta(AGENTS_TAGGED, None)  # (as a database that never had them)
+    kid_token = tokens.issue(store, "agent", "kid")[1]
+    assert store.update("tokens", kid_token["id"], kid_token)  # (untagged, as before)
+    store.set_meta(TAGGED, None)  # (as a database that never had them)
     assert _tags(store, "a1") == [] and _tags(store, "kid") == []
+    assert _token_ids(store, "kid") == []
     store.close()
     harness = make_harness_on(old)  # a charter with the tags opens the file
     store = harness.service.store
@@ -86,7 +96,8 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
         assert _tags(store, "root2") == []
         for agent_id, doc in written.items():  # the documents themselves are as they were
             assert store.get("agents", agent_id) == doc
-        assert store.get_meta(AGENTS_TAGGED) is True
+        assert _token_ids(store, "kid") == [kid_token["id"]]
+        assert store.get_meta(TAGGED) is True
         assert _delete_as(harness, "a1", "kid") == 409
         assert _delete_as(harness, "a1", "grandkid") == 204
 
@@ -94,7 +105,7 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
             raise AssertionError(f"scanned every one of {kind}")
 
         store.scan = no_scan  # type: ignore[method-assign]
-        tag_agents(store)  # done once: a later open reads one meta value
+        tag_documents(store)  # done once: a later open reads one meta value
     finally:
         store.close()
 
@@ -102,9 +113,12 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
 # Why approvals._root walks parents itself rather than through budget.ancestors (which
 # stops after MAX_CHAIN agents and at a parent that is gone): the root is what two agents
 # of one tree share, however deep the tree, even when its top was deleted.
-def _chain(store: Store, ids: list[str], top_parent: str | None = None) -> None:
+def _chain(
+    store: Store, ids: list[str], top_parent: str | None = None, identity: str | None = None
+) -> None:
+    """Agents each the parent of the next (identities `id-<agent>` unless `identity`)."""
     for parent, agent_id in zip([top_parent, *ids], ids, strict=False):
-        doc = {"id": agent_id, "name": agent_id, "identity": f"id-{agent_id}",
+        doc = {"id": agent_id, "name": agent_id, "identity": identity or f"id-{agent_id}",
                "profile": "narrow", "parent": parent}  # fmt: skip
         store.insert("agents", agent_id, doc, tag=parent)
 
@@ -124,3 +138,59 @@ def test_the_root_of_a_tree_deeper_than_max_chain_is_its_top(harness: Harness) -
     _chain(harness.service.store, ids)
     assert _root(harness.service, ids[-1]) == ("n0", f"id-{ids[-1]}")
     assert _root(harness.service, ids[3])[0] == "n0"
+
+
+def test_a_tree_grows_no_deeper_than_the_walks_up_it(harness: Harness) -> None:
+    """A child more than MAX_CHAIN agents below its root would escape its root's budget
+    caps (they are found by walking up at most MAX_CHAIN agents), so it is never made."""
+    service = harness.service
+    ids = [f"n{i}" for i in range(MAX_CHAIN)]  # n0 (a root) ... n63: 64 agents deep
+    _chain(service.store, ids, identity=harness.identity)
+    with pytest.raises(ServiceError) as refused:
+        create_agent(
+            service, Principal("t", "agent", ids[-1]), {"name": "one-too-deep", "profile": "narrow"}
+        )
+    assert (refused.value.status, refused.value.code) == (409, "agent-too-deep")
+    assert _tags(service.store, ids[-1]) == []
+    deepest = create_agent(
+        service, Principal("t", "agent", ids[-2]), {"name": "deepest", "profile": "narrow"}
+    )
+    assert [node["id"] for node in ancestors(deepest, service.find_agent)][-1] == "n0"
+
+
+def test_an_id_a_deleted_agents_children_still_name_is_not_given_again(
+    harness: Harness,
+) -> None:
+    """An agent made under it would manage those children and be charged their spending,
+    and one of them making it would close a cycle."""
+    service = harness.service
+    _chain(service.store, ["top", "kid"], identity=harness.identity)
+    agents_delete(service, ADMIN, {"id": "top"})  # an admin may delete a parent
+    for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
+                        (Principal("t", "agent", "kid"), {"profile": "narrow"})):  # fmt: skip
+        with pytest.raises(ServiceError) as refused:
+            create_agent(service, actor, {"id": "top", "name": "top", **body})
+        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
+        assert "still name it as their parent" in refused.value.message
+    assert service.store.get("agents", "top") is None
+
+
+def test_deleting_an_agent_revokes_its_tokens(live: Any, harness: Harness) -> None:
+    """A deleted agent's tokens are gone (401, not a 404 for its agent), and an agent made
+    later under the same id (the HTTP API draws ids; the service lets a caller choose one)
+    is another agent: the old tokens must not act as it."""
+    harness.add_agent("a2", "support")
+    old = harness.auth(harness.token_for("a2"))
+    body = {"agent": "a2", "tool": "mail.send", "args": {"to": "a@example.com"}}
+    assert live.post("/v1/decisions", json=body, headers=old).status_code == 200
+    assert live.delete("/v1/agents/a2", headers=harness.auth()).status_code == 204
+    assert _token_ids(harness.service.store, "a2") == []
+    refused = live.post("/v1/decisions", json=body, headers=old)
+    assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+    harness.add_agent("a2", "support")
+    refused = live.post("/v1/decisions", json=body, headers=old)
+    assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+    # other agents' tokens are untouched
+    mine = {**body, "agent": "a1"}
+    mine_headers = harness.auth(harness.agent_token)
+    assert live.post("/v1/decisions", json=mine, headers=mine_headers).status_code == 200
