@@ -2,7 +2,8 @@
 
 DESIGN.md section 7 and `shared/seeds/seed-facts.md` fix the rules and the wording;
 the messages here are part of the contract, so they are kept verbatim (capitalized, as
-Seed writes them), and each failure is a `SeedError` that the HTTP layer maps to 400.
+Seed writes them), and each failure is a `SeedError` with the HTTP status Seed answers
+with.
 """
 
 from __future__ import annotations

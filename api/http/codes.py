@@ -179,8 +179,7 @@ CODES: dict[str, Code] = {
     ),
     "role-not-found": Code(
         (404,),
-        "`GET` and `PATCH`: no role `{name}` in the latest revision; `DELETE`: none created "
-        "through the API (a role from an uploaded file included)",
+        "no role `{name}` in the latest revision",
     ),
     "profile-not-found": Code(
         (404,),
@@ -205,8 +204,8 @@ CODES: dict[str, Code] = {
     "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),
     "role-not-api-managed": Code(
         (409,),
-        "a `PATCH /v1/roles/{name}` of a role declared in an uploaded file (upload the policy to "
-        "change it)",
+        "a `PATCH` or `DELETE /v1/roles/{name}` of a role declared in an uploaded file (upload "
+        "the policy to change it)",
     ),
     "approval-not-pending": Code((409,), "the approval was already approved or rejected"),
     "turn-agent-mismatch": Code((409,), "a decision's `turn` belongs to another agent"),

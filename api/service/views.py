@@ -11,7 +11,7 @@ even while roles are added, changed or deleted meanwhile. Items come sorted by n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from api.service import fitcheck, pages
 from api.service.core import Service
@@ -152,17 +152,24 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
         if create and existing:
             raise ServiceError(409, "role-exists", f"role `{name}` already exists")
         if not create and not any(p == path for p, _ in files):
-            if existing:
-                raise ServiceError(
-                    409, "role-not-api-managed",
-                    f"role `{name}` is defined in an uploaded file; upload the policy to change it",
-                )  # fmt: skip
-            raise ServiceError(404, "role-not-found", f"role `{name}` not found")
+            _not_api_managed(service, name)
         files = [(p, t) for p, t in files if p != path] + [(path, source)]
         revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
     snapshot = service.current()
     body = _view(snapshot, "roles", snapshot.workspace.roles[name])
     return Result(201 if create else 200, {**body, "revision": revision})
+
+
+def _not_api_managed(service: Service, name: str) -> NoReturn:
+    """A role that no `/v1/roles` request wrote (its file is not a role's own): the API
+    neither changes nor deletes one declared in an uploaded file (409), nor one that is
+    not there (404)."""
+    if name in service.current().workspace.roles:
+        raise ServiceError(
+            409, "role-not-api-managed",
+            f"role `{name}` is defined in an uploaded file; upload the policy to change it",
+        )  # fmt: skip
+    raise ServiceError(404, "role-not-found", f"role `{name}` not found")
 
 
 def roles_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -180,7 +187,7 @@ def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Re
         _, files = service.files()
         path = role_path(name)
         if not any(p == path for p, _ in files):
-            raise ServiceError(404, "role-not-found", f"no API-managed role `{name}`")
+            _not_api_managed(service, name)
         _commit(service, [(p, t) for p, t in files if p != path], actor, f"delete role {name}")
     return Result(204, None)
 

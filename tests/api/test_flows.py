@@ -155,3 +155,25 @@ def test_secrets_are_redacted_in_the_log_and_responses(live: Any, harness: Harne
     assert seed not in decided.text
     log = live.get("/v1/decisions", headers=harness.auth()).text
     assert seed not in log and "[redacted]" in log
+
+
+def test_roles_from_uploaded_files_are_not_changed_through_the_api(
+    client: Any, harness: Harness
+) -> None:
+    """`PATCH` and `DELETE` answer alike: a role an uploaded file declares is 409 (upload
+    the policy to change it), one that is nowhere is 404; neither makes a revision."""
+    auth = harness.auth()
+    before = harness.service.store.latest_revision()
+
+    def send(method: str, name: str) -> Any:
+        body = {"source": f"role {name} {{\n  allow mail.send\n}}\n"}
+        kwargs = {"json": body} if method == "PATCH" else {}
+        return client.request(method, f"/v1/roles/{name}", headers=auth, **kwargs)
+
+    for method in ("PATCH", "DELETE"):
+        declared = send(method, "mailer")
+        assert (declared.status_code, declared.json()["code"]) == (409, "role-not-api-managed")
+        assert "upload the policy" in declared.json()["detail"]
+        absent = send(method, "nowhere")
+        assert (absent.status_code, absent.json()["code"]) == (404, "role-not-found")
+    assert harness.service.store.latest_revision() == before
