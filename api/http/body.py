@@ -1,13 +1,28 @@
-"""Reading a JSON body: at most 1 MiB, parsed by a pydantic model, nested at most 32 deep."""
+"""Reading a JSON body: at most 1 MiB, parsed by a pydantic model, nested at most 32 deep,
+its numbers exact.
+
+Every JSON body goes through `body` (or `parse`), but for the decisions' (api.http.calls,
+a fast path of its own that keeps these rules). The models read a number with a fraction
+or an exponent as a float (a `Decimal` field as the Decimal of that float), and a float
+is not exact: an agent's `metadata.limit` of `100.000000000000000000000001` was kept as
+100.0, which a condition `agent.metadata.limit <= 100.00` lets through. So the body is
+parsed a second time by jiter keeping such numbers' text (`float_mode="lossless-float"`);
+when it has any, each gets its exact value (`api.service.encoding.exact_number`: the
+float when that is exactly the number its text says, else the Decimal of the text, and
+a 422 `number-out-of-range` past a double's range) and the model is built again from the
+exact values, so its bounds are checked on them too.
+"""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import jiter
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope
 
+from api.service.encoding import LOSSLESS, exact_in_place
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20
@@ -113,7 +128,9 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def parse(model: type[M], raw: bytes) -> M:
+def validate(model: type[M], raw: bytes) -> M:
+    """The model of a JSON body as pydantic reads it (numbers with a fraction or an
+    exponent as floats), or its 400/413/422."""
     if not raw.strip():
         raw = b"{}"  # an empty body is an empty object: required fields still fail
     try:
@@ -126,9 +143,35 @@ def parse(model: type[M], raw: bytes) -> M:
             raise ServiceError(400, "malformed-json", "the body is not valid JSON") from None
         if any(e["type"] == "too_long" and e["loc"][:1] == ["calls"] for e in errors):
             raise ServiceError(413, "batch-too-large", "a batch holds at most 1000 calls") from None
-        raise ServiceError(
-            422, "invalid-body", "the body does not match the schema", errors=errors
-        ) from None
+        raise _invalid(errors) from None
+
+
+def unreadable() -> ServiceError:
+    return ServiceError(400, "malformed-json", "the body's numbers could not be read exactly")
+
+
+def _invalid(errors: list[dict[str, Any]]) -> ServiceError:
+    return ServiceError(422, "invalid-body", "the body does not match the schema", errors=errors)
+
+
+def parse(model: type[M], raw: bytes) -> M:
+    """The model of a JSON body with every number exact (module docstring): the models'
+    422 first, then a body nested more than 32 deep is a 400 and a number past a double's
+    range a 422 (the order of the decisions' reader)."""
+    item = validate(model, raw)
+    try:  # (NaN and Infinity, which the models let through, stay the floats they were)
+        tree = jiter.from_json(
+            raw if raw.strip() else b"{}", allow_inf_nan=True, float_mode="lossless-float"
+        )
+    except ValueError:  # the models read it: not expected
+        raise unreadable() from None
+    if check_depth(tree, "the body", LOSSLESS):
+        exact_in_place(tree)
+        try:
+            item = model.model_validate(tree)
+        except ValidationError as exc:  # a bound the float was within, the number is not
+            raise _invalid(_errors(exc)) from None
+    return item
 
 
 async def body(request: Request, model: type[M]) -> M:

@@ -14,28 +14,31 @@ path parses with `float_mode="lossless-float"` (a number with a fraction or an e
 is kept as its text) and gives each such number of the args and context its exact value:
 the float it parses to when that is exactly what its text says (20.5), else the Decimal
 of its text (0.1, 100.000000000000000000000001); a number past the range of a double,
-which a float would turn into 0 or an infinity (1e-400, 1e400), is a 422. The models read numbers as floats (an `expected_cost` as the Decimal of
-a float): when a call they read holds a float, or an expected cost, the same numbers
-are taken from the lossless parse of the body instead (a NaN or an Infinity, which only
-the models let through, stays the float it was).
+which a float would turn into 0 or an infinity (1e-400, 1e400), is a 422 (the rule is
+`api.service.encoding.exact_number`, which every other JSON body meets in
+`api.http.body.parse`). The models read numbers as floats (an `expected_cost` as the
+Decimal of a float): when a call they read holds a float, or an expected cost, the same
+numbers are taken from the lossless parse of the body instead (a NaN or an Infinity,
+which only the models let through, stays the float it was).
 """
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import jiter
 
 from api.http import models as m
-from api.http.body import check_depth, parse
+from api.http.body import check_depth, validate
+from api.http.body import unreadable as _unreadable
 from api.service.decide import Call
-from api.service.errors import ServiceError
+from api.service.encoding import LOSSLESS as _LOSSLESS
+from api.service.encoding import exact_in_place as _exact_in_place
+from api.service.encoding import exact_number as _exact
 
 _FIELDS = frozenset(m.DecisionRequest.model_fields)
 _new_call = tuple.__new__
-_LOSSLESS = jiter.LosslessFloat
 
 
 def _call(item: m.DecisionRequest) -> Call:
@@ -95,54 +98,6 @@ def _checked(calls: list[Call]) -> list[Call]:
     return calls
 
 
-def _exact_in_place(value: Any) -> None:
-    """Each lossless float in a parsed JSON object or array replaced by its exact value."""
-    for key, item in value.items() if type(value) is dict else enumerate(value):
-        kind = type(item)  # (values replaced, no key added: allowed while iterating)
-        if kind is _LOSSLESS:
-            value[key] = _exact(item)
-        elif kind is dict or kind is list:
-            _exact_in_place(item)
-
-
-def _exact(number: Any) -> float | Decimal:
-    """A JSON number's exact value, from its text: the float it parses to when that is
-    exactly the number the text says, else the Decimal of the text; a number beyond the
-    range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (Not finite: the
-    float, NaN or an Infinity, which only the models' path lets through.)"""
-    text = str(number)
-    value = float(text)
-    # The usual case, without a Decimal: a text of at most 15 characters has at most 15
-    # significant digits, and no two such decimals round to one normal double (DBL_DIG);
-    # a nonzero float below 1e7 that is a multiple of 1/256 is normal and itself such a
-    # decimal (at most 7 + 8 digits), so it is exactly the number the text says.
-    if (
-        -1e7 < value < 1e7
-        and (value * 256.0).is_integer()
-        and len(text) <= 15
-        and value != 0.0  # (1e-400 is 0.0 too)
-    ):
-        return value
-    try:
-        exact = Decimal(text)
-    except InvalidOperation:  # an exponent past even Decimal's range
-        raise _out_of_range(text) from None
-    if not exact.is_finite() or exact == value:
-        return value
-    if value == 0.0 or math.isinf(value):
-        raise _out_of_range(text)
-    return exact
-
-
-def _out_of_range(text: str) -> ServiceError:
-    shown = text[:40] + ("..." if len(text) > 40 else "")
-    return ServiceError(
-        422, "number-out-of-range",
-        f"the number {shown} is beyond the range of a double (it would be rounded to 0 or "
-        "to infinity)",
-    )  # fmt: skip
-
-
 def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> list[Call]:
     """Calls the models read, checked as `_checked` does: the numbers they read as
     floats (in args and context, and an expected cost) taken from `body`, the body
@@ -200,10 +155,6 @@ def _lossless(value: Any) -> Any:
     return value
 
 
-def _unreadable() -> ServiceError:
-    return ServiceError(400, "malformed-json", "the body's numbers could not be read exactly")
-
-
 def _parsed(raw: bytes) -> Any:
     try:
         # Keys only: values are mostly distinct, and caching them cost a sixth of the parse.
@@ -219,7 +170,7 @@ def one_call(raw: bytes) -> Call:
     body = _parsed(raw)
     call = _fast_call(body)
     if call is None:
-        return _models_checked([_call(parse(m.DecisionRequest, raw))], raw, body, False)[0]
+        return _models_checked([_call(validate(m.DecisionRequest, raw))], raw, body, False)[0]
     return _checked([call])[0]
 
 
@@ -237,5 +188,5 @@ def batch_calls(raw: bytes) -> list[Call]:
                 calls.append(call)
             else:
                 return _checked(calls)
-    models = [_call(item) for item in parse(m.BatchRequest, raw).calls]
+    models = [_call(item) for item in validate(m.BatchRequest, raw).calls]
     return _models_checked(models, raw, body, True)

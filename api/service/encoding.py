@@ -1,22 +1,32 @@
-"""JSON out: orjson, with the standard library for the few values orjson refuses.
+"""JSON in and out: orjson, with the standard library for the few values orjson refuses,
+and the one rule for a JSON number's exact value.
 
 orjson refuses integers beyond 64 bits and strings with lone surrogates (both can come in
 as a call's arguments); those are written by the standard library (surrogates as
 `\\ud800` escapes), so a strange argument is never a 500. A finite `Decimal` (an argument
 whose exact value no float holds: `0.1`, `1e-400`) is written as a JSON number with its
-exact digits. Reading goes through the standard library when exactness matters: orjson
-reads an integer beyond 64 bits as a float; and a number that is not what orjson would
-write for its float comes back as the `Decimal` of its text, so what was written as a
-Decimal is read back with the same digits.
+exact digits.
+
+Reading a request: a number with a fraction or an exponent is the float it parses to
+when that float is exactly the number its text says, else the `Decimal` of its text
+(`exact_number`); one a double cannot hold is a 422 `number-out-of-range`. Reading back
+what was written (`loads`) goes through the standard library: orjson reads an integer
+beyond 64 bits as a float; and a number that is not what orjson would write for its float
+comes back as the `Decimal` of its text, so what was written as a Decimal is read back
+with the same digits.
 """
 
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import jiter
 import orjson
+
+from api.service.errors import ServiceError
 
 # What orjson would write its own way goes through str(), as the standard library's
 # `default=str` always did.
@@ -79,3 +89,55 @@ def _number(text: str) -> float | Decimal:
 def loads(raw: bytes | str) -> Any:
     """Exact JSON in (big integers stay integers, written Decimals stay Decimals)."""
     return json.loads(raw, parse_float=_number)
+
+
+# ---- reading: a JSON number's exact value -------------------------------------------------
+LOSSLESS = jiter.LosslessFloat  # what jiter's `float_mode="lossless-float"` gives
+
+
+def exact_number(number: Any) -> float | Decimal:
+    """A JSON number's exact value, from its text: the float it parses to when that is
+    exactly the number the text says, else the Decimal of the text; a number beyond the
+    range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (Not finite: the
+    float, NaN or an Infinity, which only the models' path lets through.)"""
+    text = str(number)
+    value = float(text)
+    # The usual case, without a Decimal: a text of at most 15 characters has at most 15
+    # significant digits, and no two such decimals round to one normal double (DBL_DIG);
+    # a nonzero float below 1e7 that is a multiple of 1/256 is normal and itself such a
+    # decimal (at most 7 + 8 digits), so it is exactly the number the text says.
+    if (
+        -1e7 < value < 1e7
+        and (value * 256.0).is_integer()
+        and len(text) <= 15
+        and value != 0.0  # (1e-400 is 0.0 too)
+    ):
+        return value
+    try:
+        exact = Decimal(text)
+    except InvalidOperation:  # an exponent past even Decimal's range
+        raise out_of_range(text) from None
+    if not exact.is_finite() or exact == value:
+        return value
+    if value == 0.0 or math.isinf(value):
+        raise out_of_range(text)
+    return exact
+
+
+def exact_in_place(value: Any) -> None:
+    """Each lossless float in a parsed JSON object or array replaced by its exact value."""
+    for key, item in value.items() if type(value) is dict else enumerate(value):
+        kind = type(item)  # (values replaced, no key added: allowed while iterating)
+        if kind is LOSSLESS:
+            value[key] = exact_number(item)
+        elif kind is dict or kind is list:
+            exact_in_place(item)
+
+
+def out_of_range(text: str) -> ServiceError:
+    shown = text[:40] + ("..." if len(text) > 40 else "")
+    return ServiceError(
+        422, "number-out-of-range",
+        f"the number `{shown}` is beyond the range of a double (it would be rounded to 0 or "
+        "to infinity); help: a number here is 0 or of a size from about 5e-324 to 1.8e308",
+    )  # fmt: skip

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import threading
 import weakref
 from typing import Any, cast
@@ -17,6 +16,7 @@ from api.service.budget import agent_cap, ancestors
 from api.service.core import Service
 from api.service.decide import agent_context
 from api.service.errors import ServiceError
+from engine.runtime import eq
 from policy import ast
 from policy.diagnostics import CharterError
 from policy.store import Doc
@@ -175,16 +175,22 @@ def agent_reads(ws: Any, profiles: list[str]) -> dict[tuple[str, ...], str]:
 _ABSENT = object()
 
 
-def _attribute(doc: Doc, parts: tuple[str, ...]) -> str:
+def _attribute(doc: Doc, parts: tuple[str, ...]) -> Any:
     # What a condition's `agent.*` reads, built as decisions build it (an agent being
     # created has no id yet: "", which differs from any caller's).
     value: Any = agent_context({**doc, "id": doc.get("id", "")})
     for part in parts:
         value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
-    if value is _ABSENT:
-        return "<absent>"
-    # kinds are compared too, as the engine does (`1` is not `true`, `1` is not `"1"`)
-    return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def _same(one: Any, other: Any) -> bool:
+    # As the engine compares (engine.runtime.eq): kinds first (`1` is not `true`, the
+    # number 0.1 is not the string "0.1"), numbers by their exact value (0.10 is 0.1).
+    # (Their JSON text said a Decimal was the string of its digits.)
+    if one is _ABSENT or other is _ABSENT:
+        return one is other
+    return eq(one, other)
 
 
 def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:
@@ -192,7 +198,7 @@ def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:
     differ = [
         {"path": ".".join(("agent", *parts)), "read_by": where}
         for parts, where in reads.items()
-        if _attribute(caller, parts) != _attribute(candidate, parts)
+        if not _same(_attribute(caller, parts), _attribute(candidate, parts))
     ]
     if differ:
         paths = ", ".join(f"`{d['path']}`" for d in differ)
