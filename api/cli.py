@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from api.service.encoding import dumps_text, exact_number
+from api.service.errors import ServiceError
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
@@ -157,13 +159,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if args.format == "json":
-        _out(
-            json.dumps(
-                {"passed": passed, "failed": failed, "results": [r.to_json() for r in results]},
-                indent=2,
-                default=str,
-            )
-        )
+        _out(dumps_text({"passed": passed, "failed": failed,
+                         "results": [r.to_json() for r in results]}))  # fmt: skip
         return 1 if failed else 0
     for result in results:
         if result.passed:
@@ -190,12 +187,19 @@ def _usage_error(message: str) -> NoReturn:
 
 
 def _json_arg(text: str | None, name: str) -> Any:
+    """`--args` or `--context`, its numbers read as the service reads them: exact (a
+    number with a fraction or an exponent is the float only when that is exactly the
+    number written, else the Decimal of the text), one a double cannot hold refused."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=exact_number)
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
+    except ServiceError as exc:
+        _usage_error(f"--{name}: {exc.message}")
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        _usage_error(f"--{name}: {exc}")
 
 
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
@@ -222,7 +226,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if loaded is None:
         return 1
     snapshot, request = loaded
-    _out(json.dumps(snapshot.decide(request).to_json(), indent=2, default=str))
+    _out(dumps_text(snapshot.decide(request).to_json()))
     return 0
 
 
@@ -230,7 +234,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     loaded = _request(args)
     if loaded is None:
         return 1
-    _, text = explain(*loaded)
+    _, text = explain(*loaded, show=lambda value: dumps_text(value, indent=False))
     _out(text)
     return 0
 

@@ -8,16 +8,15 @@ policy has errors; 2 the command line itself was wrong.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from api.service.encoding import dumps_text
 from engine.check import load
 from engine.compile import compile_workspace
 from engine.diff import diff_workspaces
 from engine.fit import FitResult, fit_role, fit_source, fit_workspace_profile
-from engine.fit.result import json_value
 from engine.listing import list_tools
 from engine.workspace import Workspace
 from grammar.parser import parse
@@ -46,10 +45,10 @@ def _load(path: str) -> Workspace:
 
 
 def _call_text(call: dict[str, Any]) -> list[str]:
-    lines = [f"{call['tool']} {json.dumps(json_value(call['args']), sort_keys=True)}"]
+    lines = [f"{call['tool']} {dumps_text(call['args'], indent=False, sort_keys=True)}"]
     for part in ("context", "agent", "thread"):
         if call.get(part) is not None:
-            lines.append(f"  {part}: {json.dumps(json_value(call[part]), sort_keys=True)}")
+            lines.append(f"  {part}: {dumps_text(call[part], indent=False, sort_keys=True)}")
     return lines
 
 
@@ -93,7 +92,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         _err(f"charter: cannot read `{args.file}`: {exc.strerror}")
         return 2
     if args.format == "json":
-        _out(json.dumps(result.to_json(), indent=2))
+        _out(dumps_text(result.to_json()))
     else:
         print_fit(result)
     return 0 if result.fits else 1
@@ -106,7 +105,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     except CharterError as exc:
         return _fail(exc, args.format)
     if args.format == "json":
-        _out(json.dumps([t.to_json() for t in listing], indent=2))
+        _out(dumps_text([t.to_json() for t in listing]))
         return 0
     denied = 0
     for item in listing:
@@ -134,7 +133,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return _fail(exc, args.format)
     result = diff_workspaces(old, new, timeout_ms=args.timeout_ms)
     if args.format == "json":
-        _out(json.dumps(result.to_json(), indent=2))
+        _out(dumps_text(result.to_json()))
     elif not result.changes:
         _out("no access changed")
     else:

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.fit.access import Side
 from engine.fit.check import Deadline, widenings
-from engine.fit.result import Violation, json_value
+from engine.fit.result import Violation
 from engine.fit.terms import Z3_LOCK
 from engine.workspace import Workspace
 from policy import ast
@@ -38,7 +38,7 @@ class ToolChange:
             "message": self.message,
             "role": self.role,
             "location": self.location,
-            "counterexample": json_value(self.counterexample),
+            "counterexample": self.counterexample,  # (a Decimal as it is: fit/result.py)
         }
 
 

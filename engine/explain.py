@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
 from engine.reference import _Env, holds, validate
@@ -14,8 +17,12 @@ def _verdict(result: bool | Exception) -> str:
     return "true" if result else "false"
 
 
-def explain(snapshot: Snapshot, request: Request) -> tuple[Decision, str]:
-    """The compiled decision, and a step-by-step account of how it was reached."""
+def explain(
+    snapshot: Snapshot, request: Request, show: Callable[[Any], str] = str
+) -> tuple[Decision, str]:
+    """The compiled decision, and a step-by-step account of how it was reached; `show`
+    writes the arguments (the command line gives its JSON, where a Decimal is a number
+    with all its digits rather than `Decimal('0.1')`)."""
     decision = snapshot.decide(request)
     ws = snapshot.workspace
     lines = [f"decide `{request.tool}` for profile `{request.profile}`"]
@@ -28,7 +35,7 @@ def explain(snapshot: Snapshot, request: Request) -> tuple[Decision, str]:
         if isinstance(shaped, str):
             lines.append(f"  1. shape: {decision.reasons[0].message}")
         else:
-            lines.append(f"  1. shape: ok, arguments {shaped}")
+            lines.append(f"  1. shape: ok, arguments {show(dict(shaped))}")
             env = _Env(shaped, request)
             step = 2
             for effect, title in (("deny", "denies win"), ("allow", "allows add up")):
@@ -72,5 +79,5 @@ def explain(snapshot: Snapshot, request: Request) -> tuple[Decision, str]:
     for miss in decision.near_misses:
         lines.append(f"  near miss: {miss.message} at {miss.location} (its condition did not hold)")
     if decision.args is not None:
-        lines.append(f"  arguments to use: {dict(decision.args)}")
+        lines.append(f"  arguments to use: {show(dict(decision.args))}")
     return decision, "\n".join(lines)

@@ -5,7 +5,7 @@ orjson refuses integers beyond 64 bits and strings with lone surrogates (both ca
 as a call's arguments); those are written by the standard library (surrogates as
 `\\ud800` escapes), so a strange argument is never a 500. A finite `Decimal` (an argument
 whose exact value no float holds: `0.1`, `1e-400`) is written as a JSON number with its
-exact digits.
+exact digits, by the service (`dumps`) and by the command line (`dumps_text`) alike.
 
 Reading a request: a number with a fraction or an exponent is the float it parses to
 when that float is exactly the number its text says, else the `Decimal` of its text
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -46,27 +47,65 @@ def dumps(body: Any) -> bytes:
     try:
         return orjson.dumps(body, default=_default, option=ORJSON_OPTIONS)
     except TypeError:
-        return _slow(body)
+        return _slow(body, ORJSON_OPTIONS, b"")
 
 
-def _slow(value: Any) -> bytes:
+_NON_ASCII = re.compile(r"[^\x00-\x7e]")  # (DEL too, as json.dumps escapes it)
+
+
+def dumps_text(value: Any, *, indent: bool = True, sort_keys: bool = False) -> str:
+    """JSON for the command line: what `dumps` writes (a Decimal as a number with all its
+    digits), indented by two spaces (else compact), ASCII only as the standard library
+    writes it (`\\u00e9`: any terminal prints it, and the text is still JSON)."""
+    option = ORJSON_OPTIONS
+    if indent:
+        option |= orjson.OPT_INDENT_2
+    if sort_keys:
+        option |= orjson.OPT_SORT_KEYS
+    text = _part(value, option, b"").decode()
+    # Outside strings JSON is ASCII, so each non-ASCII character is inside one.
+    return _NON_ASCII.sub(lambda match: json.dumps(match.group())[1:-1], text)
+
+
+def _slow(value: Any, option: int, pad: bytes) -> bytes:
     """What orjson refused (an integer beyond 64 bits, a lone surrogate somewhere): an
     object or array taken apart, each part written by orjson where it can (`_part`), the
-    rest by the standard library, so a Decimal inside stays a number."""
+    rest by the standard library, so a Decimal inside stays a number. Indented (`pad`
+    the indent of the line it starts on) and with sorted keys as `option` says."""
+    indented = bool(option & orjson.OPT_INDENT_2)
+    inner = pad + b"  " if indented else b""
     if isinstance(value, dict):
-        return b"{%s}" % b",".join(_key(k) + b":" + _part(v) for k, v in value.items())
+        items = list(value.items())
+        if option & orjson.OPT_SORT_KEYS:
+            items.sort(key=lambda item: str(item[0]))
+        colon = b": " if indented else b":"
+        parts = [_key(k) + colon + _part(v, option, inner) for k, v in items]
+        return _join(b"{", parts, b"}", pad if indented else None)
     if isinstance(value, list | tuple):
-        return b"[%s]" % b",".join(_part(v) for v in value)
+        parts = [_part(v, option, inner) for v in value]
+        return _join(b"[", parts, b"]", pad if indented else None)
     return json.dumps(value, default=str).encode()
 
 
-def _part(value: Any) -> bytes:
+def _join(start: bytes, parts: list[bytes], end: bytes, pad: bytes | None) -> bytes:
+    """An object's or array's parts, laid out as orjson lays them out: compact (`pad`
+    None), or one to a line, indented two spaces past `pad`."""
+    if pad is None or not parts:
+        return start + b",".join(parts) + end
+    inner = pad + b"  "
+    return start + b"\n" + inner + (b",\n" + inner).join(parts) + b"\n" + pad + end
+
+
+def _part(value: Any, option: int, pad: bytes) -> bytes:
     """A part of a refused value: whole by orjson when it can (one refused argument in a
-    batch of 1,000 decisions re-encodes its own decision only), else taken apart."""
+    batch of 1,000 decisions re-encodes its own decision only), else taken apart. orjson
+    indents from the left margin: its lines move right by `pad` (a newline in its output
+    is layout, never inside a string, where it is escaped)."""
     try:
-        return orjson.dumps(value, default=_default, option=ORJSON_OPTIONS)
+        written = orjson.dumps(value, default=_default, option=option)
     except TypeError:
-        return _slow(value)
+        return _slow(value, option, pad)
+    return written.replace(b"\n", b"\n" + pad) if pad else written
 
 
 def _key(key: Any) -> bytes:

@@ -3,21 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 KINDS = ("widens", "drops-deny", "drops-hook", "budget", "identity", "unsupported", "timeout")
-
-
-def json_value(value: Any) -> Any:
-    """Counterexample values as JSON: decimals that are not integers become strings."""
-    if isinstance(value, Decimal):
-        return float(value) if Decimal(repr(float(value))) == value else str(value)
-    if isinstance(value, dict):
-        return {k: json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_value(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -38,7 +26,10 @@ class Violation:
             "message": self.message,
             "grant": self.grant,
             "location": self.location,
-            "counterexample": json_value(self.counterexample),
+            # a decimal argument stays a Decimal: the service's and the command line's
+            # JSON (api.service.encoding) write it as a number with all its digits, so the
+            # call it shows is the call confirmed (as a string it was another call)
+            "counterexample": self.counterexample,
         }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -199,13 +200,19 @@ def test_budget_is_no_looser() -> None:
 
 
 def test_to_json_round_trips_through_json() -> None:
-    import json
+    """As the service and the command line write it (api.service.encoding): a decimal of
+    the counterexample is a JSON number, read back as the same number."""
+    from api.service.encoding import dumps, loads
 
     snap = snapshot(CALLER)
     result = fit_source(snap, "caller", "role r { allow mail.search where args.ratio > 0.5 }")
-    data = json.loads(json.dumps(result.to_json()))
+    data = loads(dumps(result.to_json()))
     assert data["fits"] is False
-    assert data["violations"][0]["counterexample"]["tool"] == "mail.search"
+    call = data["violations"][0]["counterexample"]
+    assert call["tool"] == "mail.search"
+    sent = result.violations[0].counterexample
+    assert sent is not None and call["args"] == sent["args"]
+    assert call["args"]["ratio"] > Decimal("0.5")
 
 
 def test_lists_of_maps_are_modelled_by_their_length() -> None:
