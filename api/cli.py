@@ -197,7 +197,8 @@ def _json_arg(text: str | None, name: str) -> Any:
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
     except ServiceError as exc:
-        _usage_error(f"--{name}: {exc.message}")
+        hint = exc.extra.get("help")
+        _usage_error(f"--{name}: {exc.message}" + (f"\n  = help: {hint}" if hint else ""))
     except ValueError as exc:  # an integer of more than 4,300 digits
         _usage_error(f"--{name}: {exc}")
 

@@ -99,7 +99,7 @@ def test_a_number_past_a_double_is_a_usage_error(
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("charter: --args: the number `") and "range of a double" in err
-    assert "help:" in err
+    assert "\n  = help: a number here is 0 or of a size from about 5e-324 to 1.8e308" in err
 
 
 def test_test_results_print_decimal_arguments_as_numbers(

@@ -178,5 +178,6 @@ def out_of_range(text: str) -> ServiceError:
     return ServiceError(
         422, "number-out-of-range",
         f"the number `{shown}` is beyond the range of a double (it would be rounded to 0 or "
-        "to infinity); help: a number here is 0 or of a size from about 5e-324 to 1.8e308",
+        "to infinity)",
+        help="a number here is 0 or of a size from about 5e-324 to 1.8e308",
     )  # fmt: skip
