@@ -186,6 +186,11 @@ def _usage_error(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def _not_a_number(name: str) -> Any:
+    """Python's JSON reader takes NaN and Infinity; JSON, and the service, do not."""
+    raise ValueError(f"`{name}` is not a JSON number")
+
+
 def _json_arg(text: str | None, name: str) -> Any:
     """`--args` or `--context`, its numbers read as the service reads them: exact (a
     number with a fraction or an exponent is the float only when that is exactly the
@@ -193,7 +198,7 @@ def _json_arg(text: str | None, name: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text, parse_float=exact_number)
+        return json.loads(text, parse_float=exact_number, parse_constant=_not_a_number)
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
     except ServiceError as exc:

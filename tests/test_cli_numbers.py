@@ -192,3 +192,14 @@ def test_dumps_text_writes_a_decimal_as_a_number_anywhere() -> None:
         '{"a":"\\ud800","b":[0.1,1180591620717411303424,{"d":-1E-7}]}'
     )
     assert _exact(dumps_text(value))["b"][2]["d"] == Decimal("-1E-7")
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json_numbers(
+    capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Python's JSON reader takes them; the command line refuses them as the service does."""
+    with pytest.raises(SystemExit) as info:
+        main([*REFUND, "--args", _refund(text)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"charter: --args: `{text}` is not a JSON number\n"

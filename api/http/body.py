@@ -150,6 +150,16 @@ def unreadable() -> ServiceError:
     return ServiceError(400, "malformed-json", "the body's numbers could not be read exactly")
 
 
+def not_json_numbers() -> ServiceError:
+    """A body the models read but a strict JSON parser does not: the models' parser takes
+    NaN and Infinity, which JSON has no place for, and which no condition compares as a
+    number (`NaN > 100` and `NaN <= 100` are both false): refused, never decided."""
+    return ServiceError(
+        400, "malformed-json",
+        "the body is not valid JSON: `NaN`, `Infinity` and `-Infinity` are not JSON numbers",
+    )  # fmt: skip
+
+
 def _invalid(errors: list[dict[str, Any]]) -> ServiceError:
     return ServiceError(422, "invalid-body", "the body does not match the schema", errors=errors)
 
@@ -159,12 +169,12 @@ def parse(model: type[M], raw: bytes) -> M:
     422 first, then a body nested more than 32 deep is a 400 and a number past a double's
     range a 422 (the order of the decisions' reader)."""
     item = validate(model, raw)
-    try:  # (NaN and Infinity, which the models let through, stay the floats they were)
+    try:
         tree = jiter.from_json(
-            raw if raw.strip() else b"{}", allow_inf_nan=True, float_mode="lossless-float"
+            raw if raw.strip() else b"{}", allow_inf_nan=False, float_mode="lossless-float"
         )
-    except ValueError:  # the models read it: not expected
-        raise unreadable() from None
+    except ValueError:  # the models read it, so it holds a NaN or an Infinity
+        raise not_json_numbers() from None
     if check_depth(tree, "the body", LOSSLESS):
         exact_in_place(tree)
         try:

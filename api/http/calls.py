@@ -18,8 +18,9 @@ which a float would turn into 0 or an infinity (1e-400, 1e400), is a 422 (the ru
 `api.service.encoding.exact_number`, which every other JSON body meets in
 `api.http.body.parse`). The models read numbers as floats (an `expected_cost` as the
 Decimal of a float): when a call they read holds a float, or an expected cost, the same
-numbers are taken from the lossless parse of the body instead (a NaN or an Infinity,
-which only the models let through, stays the float it was).
+numbers are taken from the lossless parse of the body instead. A NaN or an Infinity,
+which the models' parser takes and JSON does not, is a 400 `malformed-json`: no condition
+compares one as a number, so a hook `where args.amount > 100` would let it through.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 import jiter
 
 from api.http import models as m
-from api.http.body import check_depth, validate
+from api.http.body import check_depth, not_json_numbers, validate
 from api.http.body import unreadable as _unreadable
 from api.service.decide import Call
 from api.service.encoding import LOSSLESS as _LOSSLESS
@@ -101,8 +102,10 @@ def _checked(calls: list[Call]) -> list[Call]:
 def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> list[Call]:
     """Calls the models read, checked as `_checked` does: the numbers they read as
     floats (in args and context, and an expected cost) taken from `body`, the body
-    parsed losslessly (None: parsed again, letting NaN and Infinity through as the
-    models do)."""
+    parsed losslessly (None: the strict parse failed where the models read the body,
+    which then holds a NaN or an Infinity, and is refused)."""
+    if body is None:
+        raise not_json_numbers()
     inexact = [
         (check_depth(call.args, "args"), check_depth(call.context, "context"),
          call.expected_cost is not None)
@@ -110,11 +113,6 @@ def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> li
     ]  # fmt: skip
     if not any(any(flags) for flags in inexact):
         return calls
-    if body is None:
-        try:
-            body = jiter.from_json(raw, allow_inf_nan=True, float_mode="lossless-float")
-        except ValueError:
-            raise _unreadable() from None  # the models read it: not expected
     items = body.get("calls") if batch and type(body) is dict else [body]
     if type(items) is not list or len(items) != len(calls):
         raise _unreadable()

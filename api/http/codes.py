@@ -28,7 +28,9 @@ CODES: dict[str, Code] = {
         (413,),
         "the body is over 1 MiB, whether or not `Content-Length` said so",
     ),
-    "malformed-json": Code((400,), "the body is not valid JSON"),
+    "malformed-json": Code(
+        (400,), "the body is not valid JSON (`NaN`, `Infinity` and `-Infinity` included)"
+    ),
     "too-deep": Code(
         (400,),
         "the body (or a call's `args` or `context`) is nested more than 32 levels deep",

@@ -137,8 +137,8 @@ LOSSLESS = jiter.LosslessFloat  # what jiter's `float_mode="lossless-float"` giv
 def exact_number(number: Any) -> float | Decimal:
     """A JSON number's exact value, from its text: the float it parses to when that is
     exactly the number the text says, else the Decimal of the text; a number beyond the
-    range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (Not finite: the
-    float, NaN or an Infinity, which only the models' path lets through.)"""
+    range of floats (its float 0 or infinite: 1e-400, 1e400) is a 422. (NaN and Infinity
+    never get here: the readers refuse them as not JSON.)"""
     text = str(number)
     value = float(text)
     # The usual case, without a Decimal: a text of at most 15 characters has at most 15

@@ -249,10 +249,15 @@ def test_errors_are_the_models() -> None:
         assert caught.value.code == "invalid-body"
 
 
-def test_nan_goes_the_models_way() -> None:
+def test_nan_goes_the_models_way_and_is_refused_there() -> None:
+    """The fast path's strict parse fails; the models read a float NaN, which JSON has no
+    place for: 400 `malformed-json`, as for any call of a batch."""
     raw = b'{"agent": "a1", "tool": "t", "args": {"x": NaN}}'
-    assert _fast_call(_parsed(raw)) is None
-    assert one_call(raw).args["x"] != 0  # the model's reading (a float NaN)
+    assert _parsed(raw) is None and _fast_call(_parsed(raw)) is None
+    for read, body in ((one_call, raw), (batch_calls, b'{"calls": [%s]}' % raw)):
+        with pytest.raises(ServiceError) as caught:
+            read(body)
+        assert (caught.value.status, caught.value.code) == (400, "malformed-json")
 
 
 def test_batch_reads_every_call() -> None:

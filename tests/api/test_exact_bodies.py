@@ -206,3 +206,51 @@ def test_a_paused_update_is_sealed_and_run_with_the_exact_number(
     stored = harness.service.store.get("agents", "rev")
     assert stored is not None and stored["metadata"] == {"limit": Decimal(OVER)}
     assert f'"limit":{OVER}' in live.get("/v1/agents/rev", headers=admin).text
+
+
+NOT_NUMBERS = ("NaN", "Infinity", "-Infinity")
+SIZED = """
+toolset pay {
+  tool refund(amount: decimal)
+}
+role payer {
+  allow pay.refund
+}
+hook big-risk on pay.refund where context.risk > 5 {
+  deny "too risky"
+}
+profile payer {
+  roles payer
+  hooks big-risk
+}
+"""
+
+
+def test_nan_and_infinity_are_not_json(client: Any, harness: Harness) -> None:
+    """The models' parser takes them and JSON does not; no condition compares one as a
+    number (`NaN > 5` is false, so the hook above would let the call through): every
+    body that holds one is a 400 and decides, logs and changes nothing."""
+    put = client.put("/v1/policy", content=POLICY + SIZED, headers=harness.auth())
+    assert put.status_code == 201, put.text
+    harness.add_agent("p1", "payer")
+    auth = harness.auth()
+    risky = {"agent": "p1", "tool": "pay.refund", "args": {"amount": 1}, "context": {"risk": 9}}
+    assert client.post("/v1/decisions", json=risky, headers=auth).json()["effect"] == "deny"
+    seq, agent = harness.service.store.last_seq(), harness.service.store.get("agents", "a1")
+    for text in NOT_NUMBERS:
+        call = {**risky, "context": {"risk": N}}
+        for path, doc in (
+            ("/v1/decisions", call),
+            ("/v1/decisions", {**call, "thread": None}),  # (the models' path)
+            ("/v1/decisions/batch", {"calls": [call]}),
+            ("/v1/decisions/batch", {"calls": [risky, {**call, "turn": None}]}),
+        ):
+            response = client.post(path, content=_raw(doc, text), headers=auth)
+            assert _code(response) == (400, "malformed-json"), (path, text, response.text)
+            assert "not JSON numbers" in response.json()["detail"]
+        patch = _raw({"metadata": {"limit": N}}, text)
+        assert _code(client.patch("/v1/agents/a1", content=patch, headers=auth)) == (
+            400, "malformed-json",
+        )  # fmt: skip
+    assert harness.service.store.last_seq() == seq
+    assert harness.service.store.get("agents", "a1") == agent
