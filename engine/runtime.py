@@ -73,9 +73,24 @@ def as_bool(value: Any) -> bool:
 
 def num(value: Any) -> Any:
     t = type(value)
-    if t is int or t is float or t is Decimal:
+    if t is int:
         return value
+    if t is float or t is Decimal:
+        return finite(value)
     raise EvalError(f"expected a number, got a {kind(value)}")
+
+
+def finite(number: float | Decimal) -> Any:
+    """A NaN or an infinity (an in-process caller's context or a stored value may hold one;
+    the HTTP service refuses them) compares as no number does: `NaN > 5` and `NaN <= 5`
+    are both false, so a hook `where context.risk > 5` would let it through. An error
+    instead, which never grants."""
+    if isinstance(number, Decimal):
+        if number.is_finite():
+            return number
+    elif number - number == 0.0:  # (NaN and the infinities give NaN)
+        return number
+    raise EvalError(f"expected a finite number, got `{number}`")
 
 
 def text(value: Any) -> str:
@@ -98,6 +113,8 @@ def eq(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b, strict=True))
     if ka == "map":
         return a.keys() == b.keys() and all(eq(a[k], b[k]) for k in a)
+    if ka == "number" and (type(a) is not int or type(b) is not int):
+        return bool(num(a) == num(b))  # (a NaN is an error here too: see `finite`)
     return bool(a == b)
 
 
