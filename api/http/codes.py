@@ -81,7 +81,8 @@ CODES: dict[str, Code] = {
     "does-not-fit": Code(
         (403,),
         "a role or profile an agent's token creates or sets would reach beyond the caller's "
-        "access; `fit` has the violations",
+        "access, or a role it changes or deletes would widen a profile that names it; `fit` "
+        "has the violations",
     ),
     "budget-looser": Code(
         (403,),

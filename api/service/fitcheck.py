@@ -82,6 +82,36 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
     _remember_fit(snapshot, key)
 
 
+def require_role_change_narrows(
+    service: Service, role: str, files: list[tuple[str, str]], source: str | None
+) -> None:
+    """An agent's change of role `role` to `source` (None: its deletion), `files` the
+    policy after it: every profile that names the role grants nothing it did not, and
+    keeps every deny and hook it held (DESIGN.md section 3). A role is fit-checked against
+    its writer's access, but the profiles that name it hold its denies: rewriting a role
+    that denies `agents.delete` into one that allows `agents.get` fits, and would lift
+    the deny from every profile naming it, the writer's own and its children's included.
+    Policy text that does not check passes here: the operation refuses it with the
+    checker's diagnostics."""
+    snapshot = service.current()
+    users = sorted(p.name for p in snapshot.workspace.profiles.values() if role in p.roles)
+    key = ("role-change", role, source or "")
+    if not users or _known_fit(snapshot, key):
+        return
+    try:
+        changed = service.check(files)
+    except CharterError:
+        return
+    fit = _engine()
+    for name in users:
+        result = fit.fit_workspace_profile(
+            snapshot.workspace, name, changed, name, timeout_ms=TIMEOUT_MS
+        )
+        if not result.fits:
+            raise _refuse(result, f"profile `{name}` with the changed role `{role}`")
+    _remember_fit(snapshot, key)
+
+
 def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
     """Profile `profile` keeps every deny and hook of the caller's and grants nothing more."""
     snapshot = service.current()

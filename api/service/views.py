@@ -113,6 +113,23 @@ def role_path(name: str) -> str:
     return f"api/roles/{name}.charter"
 
 
+def check_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `roles.update`/`roles.delete` is decided, outside the write lock
+    (the solver may take a while): the profiles naming the role narrow at most. The
+    operation checks again on the policy it changes, a look-up unless it moved."""
+    name, source = args.get("name"), args.get("source")
+    if actor.agent is None or not isinstance(name, str):
+        return
+    if source is not None and not isinstance(source, str):
+        return
+    path = role_path(name)
+    _, files = service.files()
+    if not any(p == path for p, _ in files):
+        return  # not an API-managed role: the operation refuses it
+    files = [(p, t) for p, t in files if p != path] + ([(path, source)] if source else [])
+    fitcheck.require_role_change_narrows(service, name, files, source)
+
+
 def _one_role(name: str, source: str) -> None:
     try:
         parsed = parse(source, role_path(name))
@@ -154,6 +171,8 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
         if not create and not any(p == path for p, _ in files):
             _not_api_managed(service, name)
         files = [(p, t) for p, t in files if p != path] + [(path, source)]
+        if actor.agent is not None and not create:  # (after its precheck: a look-up)
+            fitcheck.require_role_change_narrows(service, name, files, source)
         revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
     snapshot = service.current()
     body = _view(snapshot, "roles", snapshot.workspace.roles[name])
@@ -188,7 +207,10 @@ def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Re
         path = role_path(name)
         if not any(p == path for p, _ in files):
             _not_api_managed(service, name)
-        _commit(service, [(p, t) for p, t in files if p != path], actor, f"delete role {name}")
+        files = [(p, t) for p, t in files if p != path]
+        if actor.agent is not None:
+            fitcheck.require_role_change_narrows(service, name, files, None)
+        _commit(service, files, actor, f"delete role {name}")
     return Result(204, None)
 
 

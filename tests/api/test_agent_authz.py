@@ -152,3 +152,59 @@ def test_an_agent_never_decides_a_pause_of_its_own_tree_or_identity(
     assert approved.json()["decision"]["effect"] == "allow"
     rejected = live.post(f"/v1/approvals/{pause()}/reject", json={}, headers=harness.auth())
     assert rejected.status_code == 200, rejected.text
+
+
+GUARDED = {
+    "main.charter": """
+role ops {
+  allow roles.*, agents.*
+}
+profile ops {
+  roles ops, guard
+  hooks none
+}
+profile ops-child {
+  roles ops, guard-child
+  hooks none
+}
+""",
+    "api/roles/guard.charter": "role guard {\n  deny agents.delete\n}\n",
+    "api/roles/guard-child.charter": "role guard-child {\n  deny agents.delete\n}\n",
+}
+
+
+def _deletes(live: Any, harness: Harness, agent: str) -> str:
+    call = {"agent": agent, "tool": "agents.delete", "args": {"id": "x"}}
+    effect: str = live.post("/v1/decisions", json=call, headers=harness.auth()).json()["effect"]
+    return effect
+
+
+def test_an_agent_cannot_lift_a_deny_by_rewriting_a_role(live: Any, harness: Harness) -> None:
+    """The new role fits its writer's access (it only allows `agents.get`), but the
+    profiles that name the role held its deny: its own (agents.delete went from deny to
+    allow) and its child's (which then could do what its parent may not). Every profile
+    naming a role an agent changes must narrow at most (DESIGN.md section 3)."""
+    files = [{"path": path, "text": text} for path, text in GUARDED.items()]
+    put = live.put("/v1/policy", json={"files": files}, headers=harness.auth())
+    assert put.status_code == 201, put.text
+    harness.add_agent("ops", "ops")
+    token = harness.auth(harness.token_for("ops"))
+    child = live.post("/v1/agents", json={"name": "kid", "profile": "ops-child"}, headers=token)
+    assert child.status_code == 201, child.text
+    kid = child.json()["id"]
+    revision = harness.service.store.latest_revision()
+    lifted = {"source": "role {name} {{\n  allow agents.get\n}}\n"}
+    for role, agent in (("guard", "ops"), ("guard-child", kid)):
+        source = {"source": lifted["source"].format(name=role)}
+        refused = live.patch(f"/v1/roles/{role}", json=source, headers=token)
+        assert (refused.status_code, refused.json()["code"]) == (403, "does-not-fit"), role
+        assert f"with the changed role `{role}`" in refused.json()["detail"]
+        deleted = live.delete(f"/v1/roles/{role}", headers=token)  # (a profile names it)
+        assert deleted.status_code in (403, 422), deleted.text
+        assert _deletes(live, harness, agent) == "deny"
+    assert harness.service.store.latest_revision() == revision
+    # a change that keeps the deny and adds one narrows: it is written
+    narrower = "role guard {\n  deny agents.delete\n  deny agents.update\n}\n"
+    changed = live.patch("/v1/roles/guard", json={"source": narrower}, headers=token)
+    assert changed.status_code == 200, changed.text
+    assert harness.service.store.latest_revision() == revision + 1
