@@ -8,6 +8,7 @@ and so is `true == 1`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -185,13 +186,32 @@ def lower(value: Any) -> str:
     return text(value).lower()
 
 
+# URL parsers disagree on a URL with a backslash, whitespace, a control character or a
+# user part: `https://evil.com\.example.com/` is host `evil.com\.example.com` to Python
+# and `evil.com` to a browser's (WHATWG) parser, so `host(url) endswith ".example.com"`
+# would pass a URL that fetches evil.com. Such a URL, or a host that is not plain ASCII
+# letters, digits, `-`, `_` and `.` (or an IPv6 address), is an error: it never grants.
+_AMBIGUOUS_URL = re.compile(r"[\x00-\x20\x7f\\]")
+_PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")
+
+
 def host(value: Any) -> str:
+    url = text(value)
+    if _AMBIGUOUS_URL.search(url):
+        raise EvalError(
+            "`host` does not read a URL with a backslash, a space or a control character"
+        )
     try:
-        name = urlsplit(text(value)).hostname
+        parts = urlsplit(url)
+        name = parts.hostname
     except ValueError as exc:
         raise EvalError(f"`host` cannot read URL: {exc}") from None
     if not name:
         raise EvalError("`host` found no host in the URL")
+    if "@" in parts.netloc:
+        raise EvalError("`host` does not read a URL with a user part (`user@`)")
+    if not _PLAIN_HOST.fullmatch(name):
+        raise EvalError(f"`host` reads plain hosts only, not `{name}`")
     return name
 
 
