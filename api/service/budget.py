@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
 from engine.compile import Snapshot
@@ -20,6 +20,7 @@ from policy.store import Doc, Store
 
 WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
 MICROS = Decimal(1_000_000)
+_ONE_MICRO = Decimal("0.000001")
 MAX_CHAIN = 64  # an ancestor chain longer than this is a cycle or an abuse: stop there
 # The largest amount a request may give (an `expected_cost`, a budget's amount, a
 # thread's `max_cost`): a billion USD, 10^15 micro-USD, so one charge is far inside the
@@ -49,23 +50,30 @@ def _decimal(amount: Decimal | str | int | float) -> Decimal:
 
 
 def to_micros(amount: Decimal | str | int | float) -> int:
-    """An amount a request gave, in micro-USD (rounded to the nearest). ValueError for a
+    """An amount a request gave, in micro-USD, rounded up: a cost is charged in whole
+    micro-USD, and a cost of 0.0000004 rounded to the nearest was charged 0, so any
+    number of them passed any cap (a cap rounds down, `cap_micros`). ValueError for a
     value that is not a finite number or is past MAX_USD either way: compared before any
     scaling, so `1e999990` costs a comparison, not a million-digit integer."""
     value = _decimal(amount)
     if value.copy_abs() > MAX_USD:
         raise ValueError(f"more than {MAX_USD} USD")
-    return int((value * MICROS).to_integral_value())
+    if 0 < value < _ONE_MICRO:  # (1e-1000000000 * 10^6 is past Decimal's exponents: 0)
+        return 1
+    return int((value * MICROS).to_integral_value(rounding=ROUND_CEILING))
 
 
 def cap_micros(amount: Decimal | str | int | float) -> int:
     """A cap in micro-USD: a profile's budget written in the policy, or an agent's or a
-    thread's stored one (stored before MAX_USD bounded them, it may be larger). A cap at or
-    past the ledger's integers is MAX_MICROS, which no sum the ledger can hold exceeds."""
+    thread's stored one (stored before MAX_USD bounded them, it may be larger), rounded
+    down to whole micro-USD, as costs round up. A cap at or past the ledger's integers is
+    MAX_MICROS, which no sum the ledger can hold exceeds."""
     value = _decimal(amount)
     if value.copy_abs() >= _MAX_CAP_USD:  # compared before scaling, as in to_micros
         return MAX_MICROS if value > 0 else -MAX_MICROS
-    return int((value * MICROS).to_integral_value())
+    if -_ONE_MICRO < value < 0:  # (as in to_micros: past Decimal's exponents once scaled)
+        return -1
+    return int((value * MICROS).to_integral_value(rounding=ROUND_FLOOR))
 
 
 def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:

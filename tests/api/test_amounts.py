@@ -69,7 +69,20 @@ def test_an_expected_cost_of_the_bound_itself_is_charged(
         call = {"agent": "w", **SEND, "expected_cost": cost}
         response = live.post("/v1/decisions", json=call, headers=harness.auth())
         assert response.status_code == 200 and response.json()["effect"] == "allow"
-    assert harness.service.store.spent("agent:w", 0) == 2 * 10**15  # 1e-7 rounds to 0
+    # 1e-7 and 1e-1000000000 are charged a whole micro-USD each (a cost rounds up)
+    assert harness.service.store.spent("agent:w", 0) == 2 * 10**15 + 2
+
+
+def test_costs_under_a_micro_usd_still_reach_the_cap(live: httpx.Client, harness: Harness) -> None:
+    """A cost rounds up to whole micro-USD, a cap down: rounded to the nearest, a cost of
+    0.0000004 was charged 0, and a thousand of them passed a cap of 0.000001."""
+    harness.add_agent("m", "wide", budget={"amount": "0.000001", "period": "total"})
+    tiny = {"agent": "m", **SEND, "expected_cost": "0.0000004"}
+    batch = live.post("/v1/decisions/batch", json={"calls": [tiny] * 20}, headers=harness.auth())
+    effects = [d["effect"] for d in batch.json()["decisions"]]
+    assert effects == ["allow"] + ["deny"] * 19
+    assert harness.service.store.spent("agent:m", 0) == 1
+    assert cap_micros("0.0000019") == 1 and to_micros("0.0000011") == 2
 
 
 @pytest.mark.parametrize("amount", ["1e999990", "1e1000000", "1000000001", 10**30, "1e5000", 1e300])
@@ -165,8 +178,9 @@ def test_amounts_convert_quickly_within_their_bounds(amount: Any) -> None:
     assert time.monotonic() - started < 0.5
     if micros is not None:
         assert abs(micros) <= MAX_USD * 1_000_000
-        assert cap == micros
-        assert abs(Decimal(str(amount)) * 1_000_000 - micros) <= Decimal("0.5")
+        exact = Decimal(str(amount)) * 1_000_000
+        assert micros - 1 < exact <= micros  # a cost rounds up
+        assert cap is not None and cap <= exact < cap + 1  # a cap down
     if cap is not None:
         assert -MAX_MICROS <= cap <= MAX_MICROS < SPENT_OVERFLOW
         value = Decimal(str(amount))
