@@ -187,7 +187,8 @@ CODES: dict[str, Code] = {
     "profile-not-found": Code(
         (404,),
         "no profile `{name}` in the latest revision, or a `POST /v1/fit` `profile` that is not in"
-        " it",
+        " it, or the agent's own profile is not in it (its listing, fit checks and what its "
+        "token makes)",
     ),
     "hook-not-found": Code((404,), "no hook `{name}` in the latest revision"),
     "toolset-not-found": Code((404,), "no toolset `{name}` in the latest revision"),

@@ -50,11 +50,12 @@ async def list_tools(request: Request) -> Response:
     service = service_of(request)
     agent = service.agent(agent_id)
     snapshot = service.current()
-    listing = _engine("engine.listing").list_tools(snapshot, agent["profile"])
+    profile = service.agent_profile(agent, snapshot)
+    listing = _engine("engine.listing").list_tools(snapshot, profile)
     return json_response(
         {
             "agent": agent_id,
-            "profile": agent["profile"],
+            "profile": profile,
             "revision": snapshot.revision,
             "tools": [item.to_json() for item in listing],
         }
@@ -68,11 +69,12 @@ async def fit(request: Request) -> Response:
     service = service_of(request)
     agent = service.agent(item.agent)
     snapshot = service.current()
+    caller = service.agent_profile(agent, snapshot)
     engine = _engine("engine.fit")
     if item.source is not None:
         try:
             result = await run_in_threadpool(
-                engine.fit_source, snapshot, agent["profile"], item.source,
+                engine.fit_source, snapshot, caller, item.source,
                 kind=item.kind, timeout_ms=TIMEOUT_MS,
             )  # fmt: skip
         except CharterError as exc:
@@ -84,7 +86,7 @@ async def fit(request: Request) -> Response:
         if item.profile not in snapshot.workspace.profiles:
             raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
         result = await run_in_threadpool(
-            engine.fit_profile, snapshot, agent["profile"], snapshot, item.profile,
+            engine.fit_profile, snapshot, caller, snapshot, item.profile,
             timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
     else:

@@ -176,6 +176,21 @@ class Service:
             raise not_found("agent", agent_id)
         return doc
 
+    def agent_profile(self, agent: Doc, snapshot: Snapshot | None = None) -> str:
+        """The name of `agent`'s profile, which `snapshot` (default: the latest) declares:
+        an agent whose profile a later upload removed is decided deny ("unknown profile")
+        and has nothing to list or to check what it makes against, a 404."""
+        profile = str(agent["profile"])
+        if profile not in (snapshot or self.current()).workspace.profiles:
+            raise ServiceError(
+                404, "profile-not-found",
+                f"agent `{agent['id']}` has profile `{profile}`, which the latest revision "
+                "does not declare",
+                help="give the agent a profile of the latest revision, or upload a policy "
+                "that declares this one",
+            )  # fmt: skip
+        return profile
+
     def doc(self, kind: str, what: str, id: str) -> Doc:
         doc = self.store.get(kind, id)
         if doc is None:

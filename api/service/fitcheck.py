@@ -65,7 +65,7 @@ def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
 
 def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
     snapshot = service.current()
-    key = ("source", caller["profile"], kind, source)
+    key = ("source", service.agent_profile(caller, snapshot), kind, source)
     if _known_fit(snapshot, key):
         return
     try:
@@ -115,7 +115,7 @@ def require_role_change_narrows(
 def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
     """Profile `profile` keeps every deny and hook of the caller's and grants nothing more."""
     snapshot = service.current()
-    key = ("profile", caller["profile"], profile)
+    key = ("profile", service.agent_profile(caller, snapshot), profile)
     if _known_fit(snapshot, key):
         return
     result = _engine().fit_profile(

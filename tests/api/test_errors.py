@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import Harness
+from tests.api.conftest import POLICY, Harness
 
 PROBLEM = "application/problem+json"
 
@@ -304,3 +304,31 @@ def test_an_error_after_the_response_started_goes_on_up_unchanged() -> None:
     with pytest.raises(Boom):
         asyncio.run(CatchAll(app)(scope, receive, send))
     assert [m["status"] for m in sent] == [200]
+
+
+def test_an_agent_whose_profile_an_upload_removed_gets_404s_not_500s(
+    client: Any, harness: Harness
+) -> None:
+    """Its decisions are denies ("unknown profile"); what reads its profile (the listing,
+    the fit checks of what it makes) says which profile is gone, and writes nothing."""
+    harness.add_agent("x", "careful")
+    token = harness.auth(harness.token_for("x"))
+    renamed = POLICY.replace("profile careful", "profile careful-2")
+    assert client.put("/v1/policy", content=renamed, headers=harness.auth()).status_code == 201
+    revision = harness.service.store.latest_revision()
+    role = {"name": "r9", "source": "role r9 {\n  allow mail.send\n}\n"}
+    for method, path, body, auth in (
+        ("GET", "/v1/agents/x/tools", None, harness.auth()),
+        ("POST", "/v1/fit", {"agent": "x", "profile": "narrow"}, harness.auth()),
+        ("POST", "/v1/fit", {"agent": "x", "source": role["source"]}, token),
+        ("POST", "/v1/agents", {"name": "kid", "profile": "narrow"}, token),
+        ("PATCH", "/v1/agents/x", {"profile": "narrow"}, token),
+        ("POST", "/v1/roles", role, token),
+    ):
+        response = client.request(method, path, json=body, headers=auth)
+        assert response.status_code == 404, (method, path, response.text)
+        assert response.json()["code"] == "profile-not-found"
+        assert "profile `careful`" in response.json()["detail"]
+    assert harness.service.store.latest_revision() == revision
+    assert harness.service.store.last_seq() == 0
+    assert [row.id for row in harness.service.store.page("agents", 0, 10, tag="x")] == []
