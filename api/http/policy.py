@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -41,6 +42,10 @@ async def put_policy(request: Request) -> Response:
         raise ServiceError(400, "duplicate-path", "two files have the same path")
     service = service_of(request)
     try:
+        # Checked and compiled first, in a thread and outside the write transaction:
+        # seconds for a large policy, while the event loop serves on and other
+        # writers and workers are not held off. The upload then takes what it made.
+        await run_in_threadpool(service.prepare, files)
         with service.store.atomic():
             snapshot = service.upload(files, f"token:{actor.token_id}", note)
     except CharterError as exc:

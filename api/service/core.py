@@ -93,6 +93,8 @@ class Service:
         # that profile): one document while the agent's stays, so step 6's per-document
         # caches hit for a turn's calls as for any other (api.service.decide).
         self.pinned: dict[tuple[str, str], tuple[Doc, Doc]] = {}
+        # The files last `prepare`d and their compiled snapshot, for their `upload`.
+        self._prepared: dict[tuple[tuple[str, str], ...], Snapshot] = {}
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).
@@ -205,8 +207,30 @@ class Service:
         """Raises CharterError with every diagnostic; the HTTP layer makes that a 422."""
         return check_sources(files)
 
+    def prepare(self, files: Sequence[tuple[str, str]]) -> Snapshot:
+        """Check and compile `files` ahead of their `upload`, outside any transaction:
+        that is the slow part (seconds for a large policy), and inside the upload's
+        transaction it held the store's lock, and with it every other writer and every
+        worker's decisions. Raises CharterError as `upload` does. The last one prepared
+        is kept for the upload of the very same files (the last few, for concurrent ones)."""
+        key = tuple(files)
+        with self._lock:
+            found = self._prepared.get(key)
+        if found is not None:
+            return found
+        snapshot = compile_workspace(self.check(files))  # its revision is set on upload
+        with self._lock:
+            if len(self._prepared) >= 4:
+                self._prepared.pop(next(iter(self._prepared)))
+            self._prepared[key] = snapshot
+        return snapshot
+
     def upload(self, files: Sequence[tuple[str, str]], author: str, note: str = "") -> Snapshot:
-        workspace = self.check(files)
+        with self._lock:  # prepared before the transaction: taken (one upload each)
+            snapshot = self._prepared.pop(tuple(files), None)
+        if snapshot is None:
+            snapshot = compile_workspace(self.check(files))
+        workspace = snapshot.workspace
         body: dict[str, Any] = {
             "files": [[path, text] for path, text in files],
             "author": author,
@@ -220,8 +244,8 @@ class Service:
                 "tests": len(workspace.tests),
             },
         }
-        revision = self.store.add_revision(body)
-        snapshot = compile_workspace(workspace, revision)
+        snapshot.revision = self.store.add_revision(body)  # (before anyone else sees it)
+        revision = snapshot.revision
         self.snapshots.put(snapshot)
         self.snapshots.latest = max(self.snapshots.latest, revision)
         return snapshot

@@ -99,7 +99,7 @@ def require_role_change_narrows(
     if not users or _known_fit(snapshot, key):
         return
     try:
-        changed = service.check(files)
+        changed = service.prepare(files).workspace  # (what the upload then takes)
     except CharterError:
         return
     fit = _engine()

@@ -56,6 +56,11 @@ def _role_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None
         fitcheck.require_source_fits(service, service.agent(actor.agent), args["source"], "role")
 
 
+def _role_create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    _role_fits(service, actor, args)
+    views.prepare_role_change(service, actor, args)
+
+
 def _role_change_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     _role_fits(service, actor, args)
     views.check_role_change(service, actor, args)
@@ -63,7 +68,7 @@ def _role_change_fits(service: Service, actor: Principal, args: dict[str, Any]) 
 
 PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "agents.create": _create_fits,
-    "roles.create": _role_fits,
+    "roles.create": _role_create_fits,
     "roles.update": _role_change_fits,
     "roles.delete": views.check_role_change,
     "agents.update": _update_fits,

@@ -113,21 +113,44 @@ def role_path(name: str) -> str:
     return f"api/roles/{name}.charter"
 
 
+def _role_change(
+    service: Service, args: dict[str, Any], delete: bool
+) -> tuple[str, list[tuple[str, str]], str | None, bool] | None:
+    """(role, the policy's files after the change, the new source, whether the role is
+    API-managed now: its own file is in the policy) of a role's create or
+    update (`delete`: its deletion) as the latest revision stands, checked and compiled
+    ahead of the upload (`Service.prepare`), outside the write transaction: a large
+    policy takes seconds. None for arguments the operation refuses anyway, and for a
+    policy that does not check (the operation refuses it, after its own checks)."""
+    name, source = args.get("name"), None if delete else args.get("source")
+    if not isinstance(name, str) or not (delete or isinstance(source, str)):
+        return None
+    path = role_path(name)
+    _, files = service.files()
+    managed = any(p == path for p, _ in files)
+    files = [(p, t) for p, t in files if p != path] + ([] if source is None else [(path, source)])
+    try:
+        service.prepare(files)
+    except CharterError:
+        return None
+    return name, files, source, managed
+
+
+def prepare_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before a `roles.create` is decided: its policy compiled ahead (`_role_change`)."""
+    _role_change(service, args, delete=False)
+
+
 def check_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `roles.update`/`roles.delete` is decided, outside the write lock
     (the solver may take a while): the profiles naming the role narrow at most. The
     operation checks again on the policy it changes, a look-up unless it moved."""
-    name, source = args.get("name"), args.get("source")
-    if actor.agent is None or not isinstance(name, str):
+    change = _role_change(service, args, delete="source" not in args)
+    if change is None or actor.agent is None:
         return
-    if source is not None and not isinstance(source, str):
-        return
-    path = role_path(name)
-    _, files = service.files()
-    if not any(p == path for p, _ in files):
-        return  # not an API-managed role: the operation refuses it
-    files = [(p, t) for p, t in files if p != path] + ([(path, source)] if source else [])
-    fitcheck.require_role_change_narrows(service, name, files, source)
+    name, files, source, managed = change
+    if managed:  # (else the operation refuses it)
+        fitcheck.require_role_change_narrows(service, name, files, source)
 
 
 def _one_role(name: str, source: str) -> None:
@@ -161,6 +184,7 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
     _one_role(name, source)
     if actor.agent is not None:  # before the write lock: the solver may take a while
         fitcheck.require_source_fits(service, service.agent(actor.agent), source, "role")
+    _role_change(service, args, delete=False)  # (compiled ahead; a look-up if it was)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
@@ -201,6 +225,7 @@ def roles_update(service: Service, actor: Principal, args: dict[str, Any]) -> Re
 
 def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     name = str(args["name"])
+    _role_change(service, args, delete=True)  # (compiled ahead; a look-up if it was)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
