@@ -212,6 +212,11 @@ CODES: dict[str, Code] = {
         "the policy to change it)",
     ),
     "approval-not-pending": Code((409,), "the approval was already approved or rejected"),
+    "turn-ended": Code(
+        (409,),
+        "a decision's `turn` has ended (an hour after it was admitted, by default): admit a "
+        "new one",
+    ),
     "turn-agent-mismatch": Code((409,), "a decision's `turn` belongs to another agent"),
     "thread-agent-mismatch": Code(
         (409,),

@@ -89,6 +89,7 @@ class Turn(BaseModel):
     revision: int
     profile: str
     created_at: int
+    ends_at: int = Field(description="ms since the epoch: from then on, its calls are 409")
 
 
 class PolicyFile(Strict):

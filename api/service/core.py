@@ -23,6 +23,7 @@ from policy.secrets import Sealer
 from policy.store import Doc, Store
 
 AGENT_STATUSES = ("idle", "running", "stopped", "error")
+TURN_LIFETIME_MS = 3_600_000  # an hour: a turn older than that is not running, it is kept
 CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
 # A meta value: every agent's tag is its parent's id, every agent token's its agent's id.
 TAGGED = "documents_tagged"
@@ -95,6 +96,8 @@ class Service:
         self.pinned: dict[tuple[str, str], tuple[Doc, Doc]] = {}
         # The files last `prepare`d and their compiled snapshot, for their `upload`.
         self._prepared: dict[tuple[tuple[str, str], ...], Snapshot] = {}
+        # How long an admitted turn decides on its revision and profile (`--turn-lifetime`).
+        self.turn_lifetime_ms = TURN_LIFETIME_MS
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).

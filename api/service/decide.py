@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import cbor2
 
 from api.service.budget import MAX_USD
-from api.service.core import Service
+from api.service.core import TURN_LIFETIME_MS, Service, now_ms
 from api.service.decisionlog import write
 from api.service.errors import ServiceError, no_policy
 from engine.compile import Snapshot
@@ -98,12 +98,26 @@ def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
     return doc
 
 
+def _check_running(turn: Doc) -> None:
+    """A turn decides on its revision and profile until it ends (`ends_at`, set when it was
+    admitted; a turn admitted before turns ended, an hour after it began): a turn kept
+    for ever would keep a grant that a later upload or a narrowed profile took away, the
+    emergency upload included. 409 once it has ended."""
+    ends_at = turn.get("ends_at", int(turn["created_at"]) + TURN_LIFETIME_MS)
+    if now_ms() >= int(ends_at):
+        raise ServiceError(
+            409, "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
+            help="admit a new turn (POST /v1/turns): it decides on the latest revision",
+        )  # fmt: skip
+
+
 def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
         turn = _owned(service, "turn", call.turn, agent)
+        _check_running(turn)
         revision = int(turn["revision"])
         pinned = turn.get("profile", agent["profile"])
         if pinned != agent["profile"]:  # a running turn keeps the profile it started with

@@ -367,13 +367,15 @@ def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
     revision = service.snapshots.latest
     if revision == 0:
         raise no_policy()
+    now = now_ms()
     doc: Doc = {
         "id": new_id(),
         "agent": agent["id"],
         "thread": thread_id,
         "revision": revision,
         "profile": agent["profile"],
-        "created_at": now_ms(),
+        "created_at": now,
+        "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: 409)
     }
     service.store.insert("turns", doc["id"], doc, tag=agent["id"])
     return doc

@@ -167,6 +167,36 @@ def test_turn_pinning_across_a_policy_upload(client: Any, harness: Harness) -> N
     assert other["effect"] == "deny"
 
 
+def test_a_turn_ends_and_then_grants_nothing_old(client: Any, harness: Harness) -> None:
+    """A turn keeps its revision until `ends_at`; after that a call naming it is 409
+    `turn-ended` and writes nothing, so no turn keeps a grant a later upload took away
+    (an agent admitting turns ahead of time kept one for ever). A turn written before
+    turns ended has an hour from its start."""
+    harness.service.turn_lifetime_ms = 60_000
+    turn = client.post("/v1/turns", json={"agent": "a1"}, headers=harness.auth()).json()
+    assert turn["ends_at"] == turn["created_at"] + 60_000
+    upload = client.put("/v1/policy", content=POLICY_WITHOUT_MAIL, headers=harness.auth())
+    assert upload.status_code == 201, upload.text
+    assert (
+        decide(client, harness, tool="mail.send", args=MAIL, turn=turn["id"]).json()["effect"]
+        == "allow"
+    )
+    seq = harness.service.store.last_seq()
+    store = harness.service.store
+    for ends in ({"ends_at": turn["created_at"]}, {"created_at": turn["created_at"] - 3_600_000}):
+        doc = {k: v for k, v in (store.get("turns", turn["id"]) or {}).items() if k != "ends_at"}
+        assert store.update("turns", turn["id"], {**doc, **ends}, tag="a1")
+        for path, body in (
+            ("/v1/decisions", {"agent": "a1", "tool": "mail.send", "args": MAIL, "turn": turn["id"]}),
+            ("/v1/decisions/batch", {"calls": [{"agent": "a1", "tool": "mail.send", "args": MAIL,
+                                                "turn": turn["id"]}]}),
+        ):  # fmt: skip
+            ended = client.post(path, json=body, headers=harness.auth())
+            assert (ended.status_code, ended.json()["code"]) == (409, "turn-ended"), ended.text
+            assert "admit a new turn" in ended.json()["help"]
+    assert store.last_seq() == seq
+
+
 def _without_mail() -> str:
     from tests.api.conftest import POLICY
 
