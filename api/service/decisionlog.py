@@ -15,8 +15,6 @@ written before.
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
@@ -27,6 +25,7 @@ import cbor2
 from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
+from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, make_decision
@@ -63,36 +62,6 @@ def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
         found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
         per_tool[tool] = found
     return found
-
-
-class _Entropy:
-    """os.urandom in 4 KiB helpings: a decision id is 12 random bytes, and a system call
-    per request for them showed up in the profile of single decisions."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._used = 0  # how much of the pool is handed out (an offset: no copy of the rest)
-        os.register_at_fork(after_in_child=self._forget)  # a child never reuses a parent's
-
-    def _forget(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._used = 0
-
-    def hex(self, n: int) -> str:
-        if n > 1024:
-            return os.urandom(n).hex()
-        with self._lock:
-            used = self._used
-            if len(self._pool) - used < n:
-                self._pool = os.urandom(4096)
-                used = 0
-            self._used = used + n
-            return self._pool[used : used + n].hex()
-
-
-_random_hex = _Entropy().hex
 
 
 class _NeedsLedger(Exception):
@@ -317,7 +286,7 @@ def draft(
     fresh, raw, bodies, rows, counts = made.fresh, made.raw, made.bodies, made.rows, made.counts
     now = now_ms()
     batch = _Batch(service, now, inside)
-    ids = _random_hex(12 * len(prepared))
+    ids = random_hex(12 * len(prepared))
     for i, p in enumerate(prepared):
         decision = p.decision
         assert decision is not None
