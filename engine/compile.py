@@ -29,6 +29,7 @@ from engine.plan import (
     make_unknown_tool,
     rule_entry,
 )
+from engine.reads import reads_thread_cost
 from engine.runfns import RunFunctions
 from engine.workspace import Workspace
 from policy import ast
@@ -139,6 +140,10 @@ class Snapshot:
         self._rules: dict[int, RuleEntry] = {}
         self._hook_slots: dict[int, tuple[int | None, tuple[tuple[str, int], ...]]] = {}
         self.profiles: dict[str, ProfilePlan] = {}
+        # Per profile, the patterns of its rules and hooks whose conditions read the
+        # thread's cost (no entry: none does); see `reads_thread_cost`.
+        self._cost_patterns: dict[str, tuple[ast.Pattern, ...]] = {}
+        self._cost_reads: dict[int, bool] = {}  # per rule or hook, while compiling
         eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
             self.profiles[profile.name], eager[profile.name] = self._prepare(profile)
@@ -160,6 +165,7 @@ class Snapshot:
             plans.rules.exact = {}
             plans.rules.namespace = {}
         self.parts.forget_tuples()
+        self._cost_reads = {}
         # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
         self._index: dict[str, dict[str, CompiledPlan]] = {
             fresh_copy(name): plans.plans for name, plans in self.profiles.items()
@@ -178,10 +184,17 @@ class Snapshot:
                     else:
                         rules.star.append((rule, role_name))
         rules.hooks = list(self.workspace.profile_hooks(profile))
+        costly: list[ast.Pattern] = []
         for rule, _ in rules.all_rules():
             self._queue_rule(rule)
+            if self._reads_cost(rule, rule.where):
+                costly += rule.patterns
         for hook in rules.hooks:
             self._queue_hook(hook)
+            if self._reads_cost(hook, (hook.where, hook.rewrites)):
+                costly += hook.patterns
+        if costly:
+            self._cost_patterns[profile.name] = tuple(dict.fromkeys(costly))
         eager = set(rules.exact)
         for namespace in rules.namespace:
             eager.update(self._namespace_tools(namespace))
@@ -192,6 +205,12 @@ class Snapshot:
                 elif pattern.kind == "namespace":
                     eager.update(self._namespace_tools(pattern.namespace))
         return ProfilePlan(self, profile.name, rules), eager
+
+    def _reads_cost(self, node: ast.Rule | ast.Hook, condition: object) -> bool:
+        found = self._cost_reads.get(id(node))
+        if found is None:
+            found = self._cost_reads[id(node)] = reads_thread_cost(condition)
+        return found
 
     def _namespace_tools(self, namespace: str) -> list[str]:
         if "." in namespace:
@@ -265,6 +284,16 @@ class Snapshot:
         return profile.plan_for(request.tool)(
             request.args, request.context, request.agent, request.thread
         )
+
+    def reads_thread_cost(self, profile: str, tool: str) -> bool:
+        """Whether a condition that may run for a call of `tool` under `profile` (a rule's
+        or a hook's, a rewrite's value too) reads `thread.cost`: the call's outcome may
+        then depend on what its thread has spent. Over-approximates (a namespace pattern
+        counts for every tool under it), never under."""
+        patterns = self._cost_patterns.get(profile)
+        if patterns is None or tool not in self.tools:  # (an unknown tool is denied)
+            return False
+        return any(p.matches(tool) for p in patterns)
 
     def plan(self, profile: str, tool: str) -> Plan | None:
         plans = self.profiles.get(profile)

@@ -221,7 +221,8 @@ class GroupCommit:
                         member.fail(mine)
                     return
             # Rows and responses are drafted here too, outside the write lock (which the
-            # workers take in turn), unless a call is charged against a budget.
+            # workers take in turn), unless a call is charged against a budget or is
+            # decided on its thread's running cost (a condition reads `thread.cost`).
             drafted = draft(service, prepared)
             with service.store.atomic():  # never nested: this transaction is ours
                 stale = service.sync()

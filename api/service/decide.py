@@ -2,10 +2,12 @@
 
 The engine decides steps 2-5 and 7 on a snapshot; here: step 1 (the revision a turn
 pinned, else the latest). Step 6 (budgets and connections), the pending approval for a
-pause and the log are api.service.decisionlog's. A batch is resolved completely before
-anything is written (an unknown agent, turn or thread is a 404 and nothing is logged),
-then logged in one transaction, so every decision is logged exactly once with a gap-free
-sequence number.
+pause and the log are api.service.decisionlog's, and so are steps 2-5 and 7 of a call
+whose conditions read `thread.cost`: decided inside the write transaction, on what the
+thread has spent by then (the calls before it in the transaction included). A batch is
+resolved completely before anything is written (an unknown agent, turn or thread is a
+404 and nothing is logged), then logged in one transaction, so every decision is logged
+exactly once with a gap-free sequence number.
 
 The work is split so that concurrent requests can share one write transaction (the HTTP
 layer's group commit, api.http.commit): `prepare` resolves one request's calls (and
@@ -47,6 +49,10 @@ class Call(NamedTuple):
 
 @dataclass(slots=True)
 class Prepared:
+    """A call resolved, with its decision of steps 2-5 and 7; None for a call whose
+    conditions read `thread.cost` (`request.thread` then lacks it): api.service.decisionlog
+    decides it inside the write transaction, on the thread's running cost."""
+
     call: Call
     agent: Doc
     snapshot: Snapshot
@@ -131,10 +137,15 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
     thread_ctx = None
     if call.thread is not None:
         thread = _owned(service, "thread", call.thread, agent)
-        spent = Decimal(service.store.spent(f"thread:{thread['id']}", 0)) / 1_000_000
-        thread_ctx = {"id": thread["id"], "cost": spent, "depth": int(thread.get("depth", 0))}
+        # Without its cost: what the thread spent is read only where it cannot move, in
+        # the write transaction, and only for a call whose conditions read it (the
+        # snapshot knows which: their decision is left to decisionlog).
+        thread_ctx = {"id": thread["id"], "depth": int(thread.get("depth", 0))}
     request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
-    return Prepared(call, agent, snapshot, thread, request)
+    prepared = Prepared(call, agent, snapshot, thread, request)
+    if thread is None or not snapshot.reads_thread_cost(request.profile, call.tool):
+        prepared.decision = snapshot.decide(request)
+    return prepared
 
 
 def decide_calls(service: Service, calls: Sequence[Call]) -> list[dict[str, Any]]:
@@ -165,8 +176,9 @@ def prepare(
     service: Service, calls: Sequence[Call], snapshots: dict[int, Snapshot]
 ) -> list[Prepared]:
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
-    steps 2-5 and 7 on the snapshot. Raises ServiceError (a 404, a 409) for the whole
-    request: nothing is written for it. Call `service.sync()` first."""
+    steps 2-5 and 7 on the snapshot, but for a call whose conditions read `thread.cost`
+    (see `Prepared`). Raises ServiceError (a 404, a 409) for the whole request: nothing
+    is written for it. Call `service.sync()` first."""
     prepared = []
     latest = service.snapshots.latest
     agents: dict[str, tuple[Doc, dict[str, Any]]] = {}  # a batch is mostly one agent's
@@ -175,7 +187,7 @@ def prepare(
         if cost is not None and not 0 <= cost <= MAX_USD:
             raise _cost_refused(cost)
         if call.turn is not None or call.thread is not None:
-            p = _prepare(service, call, snapshots)
+            prepared.append(_prepare(service, call, snapshots))
         else:  # the common case, inline: no turn to pin a revision, no thread
             hit = agents.get(call.agent)
             if hit is None:
@@ -188,9 +200,9 @@ def prepare(
                 snapshot = snapshots[latest] = service.snapshots.get(latest)
             agent, context = hit
             request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
-            p = Prepared(call, agent, snapshot, None, request)
-        p.decision = p.snapshot.decide(p.request)
-        prepared.append(p)
+            prepared.append(
+                Prepared(call, agent, snapshot, None, request, snapshot.decide(request))
+            )
     return prepared
 
 

@@ -1,11 +1,12 @@
 """The decision log: step 6 (connections, then budgets), the pending approval for a
-pause, and the rows, for calls that api.service.decide prepared.
+pause, and the rows, for calls that api.service.decide prepared; and steps 2-5 and 7 for
+a call whose conditions read `thread.cost`, which only the ledger knows exactly.
 
 A group of prepared calls is drafted (`draft`: step 6, each call's row and response)
-before its write transaction whenever step 6 needs no budget sums, then logged inside it
-(`Draft.log`: approvals, new reasons, the rows, numbered by the store). Only a call
-charged against a budget is drafted inside the transaction, where the ledger's sums
-cannot move under it (`write`). With several workers this keeps SQLite's write lock, which
+before its write transaction whenever no call needs the ledger's sums, then logged
+inside it (`Draft.log`: approvals, new reasons, the rows, numbered by the store). Only a
+call charged against a budget, or one decided on its thread's running cost, is drafted
+inside the transaction, where the ledger's sums cannot move under it (`write`). With several workers this keeps SQLite's write lock, which
 the workers take in turn, for the INSERTs and the COMMIT alone. A log row is the
 decision's JSON, bytes the store keeps as given: encoding it with orjson costs a tenth
 of encoding its fields as CBOR; `decode_row` also reads the CBOR rows of databases
@@ -15,21 +16,21 @@ written before.
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import cbor2
 
-from api.service.budget import Cap, Ledger, caps_for, over_cap, to_micros
+from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps, loads
+from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from engine.compile import Snapshot
-from engine.decision import Decision, Reason, make_decision
+from engine.decision import Decision, Reason, Request, make_decision
 from policy.catalogue import SENSITIVE_ARGS
 
 if TYPE_CHECKING:
@@ -63,36 +64,6 @@ def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
         found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
         per_tool[tool] = found
     return found
-
-
-class _Entropy:
-    """os.urandom in 4 KiB helpings: a decision id is 12 random bytes, and a system call
-    per request for them showed up in the profile of single decisions."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._used = 0  # how much of the pool is handed out (an offset: no copy of the rest)
-        os.register_at_fork(after_in_child=self._forget)  # a child never reuses a parent's
-
-    def _forget(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = b""
-        self._used = 0
-
-    def hex(self, n: int) -> str:
-        if n > 1024:
-            return os.urandom(n).hex()
-        with self._lock:
-            used = self._used
-            if len(self._pool) - used < n:
-                self._pool = os.urandom(4096)
-                used = 0
-            self._used = used + n
-            return self._pool[used : used + n].hex()
-
-
-_random_hex = _Entropy().hex
 
 
 class _NeedsLedger(Exception):
@@ -174,6 +145,20 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
             parts.clear()
         parts[shared_key] = (p.snapshot, p.agent, static)
     return static
+
+
+def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
+    """Steps 2-5 and 7 for a call whose conditions read `thread.cost`, on what the thread
+    has spent when the call comes: the ledger's sum read inside the write transaction
+    (what other processes committed before it included), plus what the calls before this
+    one in the transaction were charged (the ledger keeps its sums up to date). So the
+    calls of a batch or of a group commit are decided as if they had come one at a time,
+    in log order, as their budget caps are (DESIGN.md section 2)."""
+    r = p.request
+    assert p.thread is not None and r.thread is not None
+    spent = batch.ledger.spent(f"thread:{p.thread['id']}", 0)
+    thread = {**r.thread, "cost": Decimal(spent) / MICROS}
+    return p.snapshot.decide(Request(r.profile, r.tool, r.args, r.context, r.agent, thread))
 
 
 def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ...]) -> Decision:
@@ -308,8 +293,9 @@ def draft(
     inside: bool = False,
 ) -> Draft | None:
     """Step 6, each call's row and response (the hot loop of a batch: one row encode per
-    call); None when a call's step 6 reads the budget sums and this runs outside the write
-    transaction (`inside` False): only `write` may draft those. Outside, everything read
+    call); None when a call's step 6 reads the budget sums, or a call is decided on its
+    thread's running cost, and this runs outside the write transaction (`inside` False):
+    only `write` may draft those. Outside, everything read
     here comes from the caches or the store as of the caller's last `service.sync()`,
     which the caller checks again inside its transaction before `Draft.log`."""
     made = Draft()
@@ -317,10 +303,14 @@ def draft(
     fresh, raw, bodies, rows, counts = made.fresh, made.raw, made.bodies, made.rows, made.counts
     now = now_ms()
     batch = _Batch(service, now, inside)
-    ids = _random_hex(12 * len(prepared))
+    ids = random_hex(12 * len(prepared))
     for i, p in enumerate(prepared):
         decision = p.decision
-        assert decision is not None
+        if decision is None:
+            try:
+                decision = _on_running_cost(batch, p)
+            except _NeedsLedger:
+                return None
         if approval is not None and decision.effect == "pause":
             decision = make_decision(
                 "allow",
