@@ -218,6 +218,9 @@ CODES: dict[str, Code] = {
         "new one",
     ),
     "turn-agent-mismatch": Code((409,), "a decision's `turn` belongs to another agent"),
+    "turn-thread-mismatch": Code(
+        (409,), "a decision names a `thread` other than the one its `turn` was admitted in"
+    ),
     "thread-agent-mismatch": Code(
         (409,),
         "a decision's or turn's `thread` belongs to another agent",

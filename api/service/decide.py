@@ -117,6 +117,21 @@ def _check_running(turn: Doc) -> None:
         )  # fmt: skip
 
 
+def _in_turns_thread(call: Call, turn: Doc) -> Call:
+    """A call of a turn admitted in a thread is in that thread, named or not: left out, the
+    thread's `max_cost` and `thread.*` conditions did not apply to it; another thread is
+    409 `turn-thread-mismatch`."""
+    thread = turn.get("thread")
+    if thread is None or call.thread == thread:
+        return call
+    if call.thread is None:
+        return call._replace(thread=thread)
+    raise ServiceError(
+        409, "turn-thread-mismatch",
+        f"turn `{turn['id']}` runs in thread `{thread}`, not in thread `{call.thread}`",
+    )  # fmt: skip
+
+
 def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
@@ -128,6 +143,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
         pinned = turn.get("profile", agent["profile"])
         if pinned != agent["profile"]:  # a running turn keeps the profile it started with
             agent = _pinned(service, agent, str(pinned))  # (its budget caps too, in step 6)
+        call = _in_turns_thread(call, turn)
     if revision == 0:
         raise no_policy()
     snapshot = snapshots.get(revision)

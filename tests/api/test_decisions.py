@@ -113,6 +113,25 @@ def test_thread_max_cost(live: Any, harness: Harness) -> None:
     assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "deny"
 
 
+def test_a_turns_calls_are_in_its_thread(live: Any, harness: Harness) -> None:
+    """A call naming a turn admitted in a thread is in that thread even when it leaves the
+    thread out (its `max_cost` applied only to calls naming it), and never in another."""
+    auth = harness.auth()
+    thread = live.post("/v1/threads", json={"agent": "a1", "max_cost": "1.5"}, headers=auth)
+    turn = live.post("/v1/turns", json={"agent": "a1", "thread": thread.json()["id"]},
+                     headers=auth).json()  # fmt: skip
+    refund: dict[str, Any] = {"tool": "billing.refund", "args": {"amount": 1}, "turn": turn["id"]}
+    first = decide(live, harness, **refund, expected_cost="1").json()
+    assert first["effect"] == "allow"
+    assert harness.service.store.spent(f"thread:{thread.json()['id']}", 0) == 1_000_000
+    assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "deny"
+    other = live.post("/v1/threads", json={"agent": "a1"}, headers=auth).json()
+    seq = harness.service.store.last_seq()
+    mismatch = decide(live, harness, **refund, thread=other["id"], expected_cost="0")
+    assert (mismatch.status_code, mismatch.json()["code"]) == (409, "turn-thread-mismatch")
+    assert harness.service.store.last_seq() == seq
+
+
 def test_connection_eligibility(live: Any, harness: Harness) -> None:
     read: dict[str, Any] = {"tool": "vault.read", "args": {"key": "k"}}
     none = decide(live, harness, **read).json()
