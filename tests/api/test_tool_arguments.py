@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 
 from api.http import models as m
 from api.http.app import TABLE
+from api.http.ops import openapi
 from api.http.routing import Spec
 from api.service.pages import DEFAULT_LIMIT
 from engine.builtins import builtin_tools
@@ -99,6 +100,18 @@ def test_what_the_models_accept_has_the_tools_shape(spec: Spec) -> None:
             args |= m.dump(spec.request.model_validate({k: sent[k] for k in body & chosen}))
         shaped = validate(tool, args)
         assert not isinstance(shaped, str), f"{_route(spec)} {sorted(chosen)}: {shaped}"
+
+
+def test_openapi_names_each_management_endpoints_tool() -> None:
+    paths = openapi(TABLE)["paths"]
+    named = {
+        (method.upper(), path): op["x-charter-tool"]
+        for path, ops in paths.items()
+        for method, op in ops.items()
+        if "x-charter-tool" in op
+    }
+    assert named == {(spec.method, spec.path): spec.tool for spec in MANAGED}
+    assert len(named) == len(MANAGED) >= 30 and set(named.values()) <= set(builtin_tools())
 
 
 def test_the_reported_requests_are_decided_on_their_merits(live: Any, harness: Harness) -> None:
