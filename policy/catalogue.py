@@ -5,6 +5,11 @@ Both are written in the Charter DSL itself, as data; `engine.builtins` parses th
 same typing rules as a toolset an author writes. Every API
 resource is also a tool namespace (DESIGN.md section 1); the Seed callables `search`,
 `web_search`, `navigate`, `execute` and the pseudo-tool `publish` have no namespace.
+
+A tool that an HTTP endpoint runs takes exactly the arguments that endpoint passes (its
+body model's fields, its query and path parameters), required and defaulted alike, so an
+agent's request the models accept is decided on its merits, never denied for its shape
+(tests/api/test_tool_arguments.py keeps them in step).
 """
 
 from __future__ import annotations
@@ -67,15 +72,15 @@ toolset connections {
 toolset identities {
   tool list(cursor?: str, limit: int = 50)
   tool get(id: str)
-  tool create(label?: str)
+  tool create(label?: str, request_id?: str)
   tool import(seed: str, label?: str)
-  tool update(id: str, label?: str, metadata?: map)
+  tool update(id: str, label?: str, name?: str, metadata?: map)
   tool delete(id: str)
 }
 toolset threads {
-  tool list(cursor?: str, limit: int = 50)
+  tool list(cursor?: str, limit: int = 50, agent?: str)
   tool get(id: str)
-  tool create(prompt: str, agent?: str, max_cost?: decimal)
+  tool create(prompt: str = "", agent?: str, max_cost?: decimal)
   tool wait(id: str, timeout: int = 60)
   tool update(id: str, status?: str)
   tool delete(id: str)

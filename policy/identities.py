@@ -23,6 +23,7 @@ from policy.store import Doc, Store
 KIND = "hm-account-key"
 SECRETS = "secrets"  # the store's document kind for every secret
 IDEMPOTENCY = "identity-requests"
+AGENT_IDEMPOTENCY = "agent-identity-requests"  # an agent's request ids, kept apart
 NOT_FOUND = "Signing identity not found"
 _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _ED25519_PUB = b"\xed\x01"
@@ -107,18 +108,30 @@ def _store_key(
 
 
 def create(
-    store: Store, sealer: Sealer, label: str | None = None, request_id: str | None = None
+    store: Store,
+    sealer: Sealer,
+    label: str | None = None,
+    request_id: str | None = None,
+    requester: str | None = None,
 ) -> tuple[Doc, bool]:
     """Generate a key pair. Idempotent: repeating a create with the same `request_id`
-    returns the identity the first one made. Returns (public view, created)."""
+    returns the identity the first one made. Returns (public view, created).
+
+    `requester`: the agent whose request ids these are (None: an admin's). Each agent's
+    are its own, apart from the admins' and each other's, so a request id never hands an
+    agent an identity another caller made."""
+    kind, key = IDEMPOTENCY, request_id
+    if requester is not None and request_id:
+        # the length first: `a:b` + `c` and `a` + `b:c` are different keys
+        kind, key = AGENT_IDEMPOTENCY, f"{len(requester)}:{requester}:{request_id}"
     with store.atomic():
-        if request_id:
-            earlier = store.get(IDEMPOTENCY, request_id)
+        if key:
+            earlier = store.get(kind, key)
             if earlier is not None:
                 return public_view(_find(store, str(earlier["account_id"]))), False
         doc, created = _store_key(store, sealer, nacl.signing.SigningKey.generate(), label)
-        if request_id:
-            store.insert(IDEMPOTENCY, request_id, {"account_id": doc["metadata"]["accountId"]})
+        if key:
+            store.insert(kind, key, {"account_id": doc["metadata"]["accountId"]})
     return public_view(doc), created
 
 

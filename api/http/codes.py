@@ -99,14 +99,14 @@ CODES: dict[str, Code] = {
     ),
     "not-managed-agent": Code(
         (403,),
-        "an agent's token updates or deletes an agent that is neither itself nor one of its "
-        "descendants",
+        "an agent's token updates or deletes an agent, or reads, lists, changes or deletes the "
+        "threads of an agent, that is neither itself nor one of its descendants",
     ),
     "not-own-agent": Code((403,), "an agent's token opens a thread for another agent"),
     "not-own-identity": Code(
         (403,),
-        "an agent's token creates a connection for another owner, or changes or deletes one its "
-        "identity does not own",
+        "an agent's token reads, changes or deletes an identity other than its own, creates a "
+        "connection for another owner, or changes or deletes one its identity does not own",
     ),
     "self-approval": Code(
         (403,),

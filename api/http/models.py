@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.service.budget import MAX_USD
 
@@ -112,12 +112,22 @@ class Budget(Strict):
     period: Literal["24h", "7d", "total"]
 
 
+def _stripped(name: str | None) -> str | None:
+    # An agent's name is stored stripped (api.service.resources), so it is stripped here,
+    # before an agent's request is decided: `deny agents.create where args.name == "root"`
+    # must see the `root` that `" root "` becomes. The same str.strip(), so the service's
+    # own strip changes nothing more; a blank name is still its 400 `invalid-name`.
+    return None if name is None else name.strip()
+
+
 class AgentCreate(Strict):
     name: str = Field(min_length=1, max_length=256)
     profile: str = Id
     identity: str | None = None
     budget: Budget | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _strip_name = field_validator("name")(_stripped)
 
 
 class AgentUpdate(Strict):
@@ -126,6 +136,8 @@ class AgentUpdate(Strict):
     budget: Budget | None = None
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "running", "stopped", "error"] | None = None
+
+    _strip_name = field_validator("name")(_stripped)
 
 
 class Agent(BaseModel):

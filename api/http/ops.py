@@ -70,6 +70,8 @@ def openapi(table: Table) -> dict[str, Any]:
                     "schema": {"$ref": "#/components/schemas/Problem"}}}},
             },
         }  # fmt: skip
+        if spec.tool is not None:
+            op["x-charter-tool"] = spec.tool
         if spec.request is not None:
             op["requestBody"] = {
                 "required": True,

@@ -20,11 +20,16 @@ from api.service import tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
 
+PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagination)
 
-def managed(
-    tool: str, model: type[BaseModel] | None = None, query: tuple[str, ...] = ()
-) -> Endpoint:
+
+def managed(spec: Spec) -> tuple[Spec, Endpoint]:
+    """The route of `spec`, run as its built-in tool `spec.tool`: the tool's arguments are
+    the body (its model's fields as sent), a list's query parameters and the path's."""
+    tool, model = spec.tool, spec.request
+    assert tool is not None
     listing = tool.endswith(".list")
+    query = tuple(name for name in spec.query if name not in PAGE)
 
     async def endpoint(request: Request) -> Response:
         actor = require_manager(request)
@@ -38,7 +43,7 @@ def managed(
         result = await run_in_threadpool(manage, service, actor, tool, args)
         return json_response(result.body, result.status)
 
-    return endpoint
+    return spec, endpoint
 
 
 def _crud(kind: str, key: str, create: type[BaseModel] | None, update: type[BaseModel] | None,
@@ -46,23 +51,23 @@ def _crud(kind: str, key: str, create: type[BaseModel] | None, update: type[Base
     base = f"/v1/{kind}"
     item = f"{base}/{{{key}}}"
     table: Table = [
-        (Spec("GET", base, f"List {kind}", "manage", None, m.Page,
-              query=("cursor", "limit", *extra_query)), managed(f"{kind}.list", query=extra_query)),
-        (Spec("GET", item, f"Get one of {kind}", "manage", None, out), managed(f"{kind}.get")),
+        managed(Spec("GET", base, f"List {kind}", "manage", None, m.Page,
+                     query=(*PAGE, *extra_query), tool=f"{kind}.list")),
+        managed(Spec("GET", item, f"Get one of {kind}", "manage", None, out, tool=f"{kind}.get")),
     ]  # fmt: skip
     if create is not None:
         table.append(
-            (Spec("POST", base, f"Create one of {kind}", "manage", create, out, 201),
-             managed(f"{kind}.create", create))
+            managed(Spec("POST", base, f"Create one of {kind}", "manage", create, out, 201,
+                         tool=f"{kind}.create"))
         )  # fmt: skip
     if update is not None:
         table.append(
-            (Spec("PATCH", item, f"Update one of {kind}", "manage", update, out),
-             managed(f"{kind}.update", update))
+            managed(Spec("PATCH", item, f"Update one of {kind}", "manage", update, out,
+                         tool=f"{kind}.update"))
         )  # fmt: skip
         table.append(
-            (Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204),
-             managed(f"{kind}.delete"))
+            managed(Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204,
+                         tool=f"{kind}.delete"))
         )  # fmt: skip
     return table
 
@@ -87,8 +92,8 @@ async def delete_token(request: Request) -> Response:
 
 ROUTES: Table = [
     *_crud("identities", "id", m.IdentityCreate, m.IdentityUpdate, m.Identity),
-    (Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
-          m.IdentityImport, m.Identity, 201), managed("identities.import", m.IdentityImport)),
+    managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
+                 m.IdentityImport, m.Identity, 201, tool="identities.import")),
     *_crud("agents", "id", m.AgentCreate, m.AgentUpdate, m.Agent),
     *_crud("threads", "id", m.ThreadCreate, m.ThreadUpdate, None, ("agent",)),
     *_crud("connections", "id", m.ConnectionCreate, m.ConnectionUpdate, None),
@@ -96,13 +101,15 @@ ROUTES: Table = [
     *_crud("profiles", "name", None, None, None),
     *_crud("hooks", "name", None, None, None),
     *_crud("toolsets", "name", None, None, None),
-    (Spec("GET", "/v1/approvals", "List approvals", "manage", None, m.Page,
-          query=("cursor", "limit", "status")), managed("approvals.list", query=("status",))),
-    (Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage"), managed("approvals.get")),
-    (Spec("POST", "/v1/approvals/{id}/approve", "Approve: re-check and return the final decision",
-          "manage"), managed("approvals.approve")),
-    (Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage", m.Reject),
-     managed("approvals.reject", m.Reject)),
+    managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, m.Page,
+                 query=(*PAGE, "status"), tool="approvals.list")),
+    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage",
+                 tool="approvals.get")),
+    managed(Spec("POST", "/v1/approvals/{id}/approve",
+                 "Approve: re-check and return the final decision", "manage",
+                 tool="approvals.approve")),
+    managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
+                 m.Reject, tool="approvals.reject")),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           status=201), create_token),
     (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204), delete_token),

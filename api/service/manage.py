@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from api.service import approvals, connections, fitcheck, resources, views
+from api.service import approvals, connections, fitcheck, resources, threads, views
 from api.service.core import Service
 from api.service.decide import Call, decide_detailed
 from api.service.errors import ServiceError
@@ -21,6 +21,7 @@ from api.service.tokens import Principal
 
 OPERATIONS: dict[str, Operation] = {
     **resources.OPERATIONS,
+    **threads.OPERATIONS,
     **views.OPERATIONS,
     **approvals.OPERATIONS,
     **connections.OPERATIONS,
@@ -75,6 +76,14 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "agents.delete": resources.check_managed,
     "connections.update": connections.check_own,
     "connections.delete": connections.check_own,
+    "identities.get": resources.check_own_identity,
+    "identities.update": resources.check_own_identity,
+    "identities.delete": resources.check_own_identity,
+    "threads.list": threads.check_list,
+    "threads.get": threads.check_thread,
+    "threads.create": threads.check_create,
+    "threads.update": threads.check_thread,
+    "threads.delete": threads.check_thread,
     "approvals.approve": approvals.check_independent,
     "approvals.reject": approvals.check_independent,
 }

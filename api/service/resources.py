@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from decimal import Decimal
 from typing import Any
 
 from api.service import fitcheck, pages
 from api.service.budget import MAX_CHAIN, MAX_USD, ancestors, to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
-from api.service.errors import ServiceError, no_policy, not_found
+from api.service.errors import ServiceError, no_policy
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
 from policy import identities
@@ -16,7 +17,6 @@ from policy.identities import IdentityError
 from policy.store import Doc
 
 PERIODS = ("24h", "7d", "total")
-THREAD_STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
 
 
 def _page(service: Service, kind: str, args: dict[str, Any], tag: str | None = None) -> Result:
@@ -50,19 +50,55 @@ def _identity_errors(fn: Any) -> Any:
 
 
 # ---- identities ---------------------------------------------------------------------------
+# An agent acts as one identity (DESIGN.md section 1), its own: with an agent's token these
+# reach that one only. Creating or importing a key is decided by its policy as before; the
+# key made is not the agent's own, so the response is all it ever sees of it.
+def _own_identity(service: Service, actor: Principal, account: Any) -> None:
+    """With an agent's token, `account` must be the identity the agent acts as, else 403
+    `not-own-identity`, whether or not such an identity exists (so the answer says
+    nothing of the identities that do)."""
+    if actor.agent is None:
+        return
+    own = service.agent(actor.agent)["identity"]
+    if account != own:
+        raise ServiceError(
+            403, "not-own-identity",
+            f"identity `{account}` is not the one agent `{actor.agent}` acts as",
+            help=f"an agent's token reaches only its own identity, `{own}`",
+        )  # fmt: skip
+
+
+def check_own_identity(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `identities.get`/`.update`/`.delete` is decided (see `_own_identity`)."""
+    _own_identity(service, actor, args["id"])
+
+
 def identities_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return _page(service, "secrets", args, tag=identities.KIND)
+    if actor.agent is None:
+        return _page(service, "secrets", args, tag=identities.KIND)
+    # Its own identity alone: a list of at most one, on the first page, found by its id
+    # rather than by reading everyone's. A cursor (checked as any) starts past its end.
+    after = pages.decode("secrets", args.get("cursor"))
+    pages.limit_of(args.get("limit"))
+    items = []
+    if after == 0:
+        own = service.agent(actor.agent)["identity"]
+        with contextlib.suppress(IdentityError):  # deleted: the agent acts as a key now gone
+            items.append(identities.get(service.store, own))
+    return Result(200, {"items": items, "next_cursor": None})
 
 
 @_identity_errors
 def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    _own_identity(service, actor, args["id"])
     return Result(200, identities.get(service.store, args["id"]))
 
 
 @_identity_errors
 def identities_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    # An agent's request ids are its own: it never replays another caller's create.
     view, created = identities.create(
-        service.store, service.sealer, args.get("label"), args.get("request_id")
+        service.store, service.sealer, args.get("label"), args.get("request_id"), actor.agent
     )
     return Result(201 if created else 200, view)
 
@@ -75,6 +111,7 @@ def identities_import(service: Service, actor: Principal, args: dict[str, Any]) 
 
 @_identity_errors
 def identities_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    _own_identity(service, actor, args["id"])
     view = identities.update(
         service.store,
         args["id"],
@@ -87,6 +124,7 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
 
 @_identity_errors
 def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    _own_identity(service, actor, args["id"])
     identities.delete(service.store, args["id"])
     return Result(204, None)
 
@@ -211,12 +249,20 @@ def _managed(service: Service, actor: Principal, target: Doc) -> Doc | None:
     if actor.agent is None:
         return None
     caller = service.agent(actor.agent)
-    if any(node["id"] == caller["id"] for node in ancestors(target, service.find_agent)):
+    if manages(service, caller, target):
         return caller
     raise ServiceError(
         403, "not-managed-agent",
         f"agent `{target['id']}` is neither agent `{caller['id']}` nor one of its descendants",
     )  # fmt: skip
+
+
+def manages(service: Service, caller: Doc, target: Doc | None) -> bool:
+    """Whether `target` is `caller` or one of its descendants; an agent that is gone (a
+    thread's deleted agent) has no place in the tree left, so is neither."""
+    return target is not None and any(
+        node["id"] == caller["id"] for node in ancestors(target, service.find_agent)
+    )
 
 
 def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -294,66 +340,6 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(204, None)
 
 
-# ---- threads ------------------------------------------------------------------------------
-def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return _page(service, "threads", args, tag=args.get("agent"))
-
-
-def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, service.doc("threads", "thread", args["id"]))
-
-
-def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    agent_id = args.get("agent") or actor.agent
-    if not agent_id:
-        raise ServiceError(400, "agent-required", "a thread needs an agent")
-    if actor.agent is not None and agent_id != actor.agent:
-        raise ServiceError(403, "not-own-agent", "an agent opens threads for itself only")
-    agent = service.agent(str(agent_id))
-    max_cost = args.get("max_cost")
-    if max_cost is not None:
-        try:
-            if to_micros(max_cost) < 0:
-                raise ValueError
-        except ValueError:
-            raise ServiceError(
-                400, "invalid-max-cost", f"max_cost must be a number from 0 to {MAX_USD} USD"
-            ) from None
-        max_cost = str(Decimal(str(max_cost)))
-    now = now_ms()
-    doc: Doc = {
-        "id": new_id(),
-        "agent": agent["id"],
-        "prompt": str(args.get("prompt", "")),
-        "max_cost": max_cost,
-        "depth": 0,
-        "status": "open",
-        "created_at": now,
-        "updated_at": now,
-    }
-    service.store.insert("threads", doc["id"], doc, tag=agent["id"])
-    return Result(201, doc)
-
-
-def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = dict(service.doc("threads", "thread", args["id"]))
-    if "status" in args:
-        if args["status"] not in THREAD_STATUSES:
-            raise ServiceError(
-                400, "invalid-status", f"status must be one of {', '.join(THREAD_STATUSES)}"
-            )
-        doc["status"] = args["status"]
-    doc["updated_at"] = now_ms()
-    service.store.update("threads", doc["id"], doc, tag=doc["agent"])
-    return Result(200, doc)
-
-
-def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    if not service.store.delete("threads", args["id"]):
-        raise not_found("thread", args["id"])
-    return Result(204, None)
-
-
 def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
     """Pin a turn to the latest revision: it keeps deciding there whatever is uploaded."""
     service.sync()
@@ -393,9 +379,4 @@ OPERATIONS: dict[str, Operation] = {
     "agents.create": agents_create,
     "agents.update": agents_update,
     "agents.delete": agents_delete,
-    "threads.list": threads_list,
-    "threads.get": threads_get,
-    "threads.create": threads_create,
-    "threads.update": threads_update,
-    "threads.delete": threads_delete,
 }

@@ -225,3 +225,46 @@ def test_policies_compile_before_the_write_transaction(
     assert harness.service.store.latest_revision() == 8
     # one compile per new revision (7 here), each outside any transaction
     assert len(depths) == 7 and all(depth == 0 for depth in depths), depths
+
+
+NAMES = """
+role no-root {
+  allow agents.*
+  deny agents.create where args.name == "root"
+  deny agents.update where args.name == "root"
+}
+profile rooted {
+  roles no-root
+  hooks none
+}
+"""
+
+
+def test_an_agents_name_is_decided_as_it_is_stored(live: Any, harness: Harness) -> None:
+    """The name is stored without its surrounding whitespace, so it is decided that way
+    too: `" root "` must meet `deny agents.create where args.name == "root"`, and the
+    logged arguments are the ones that were stored."""
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + NAMES, headers=admin).status_code == 201
+    harness.add_agent("maker", "rooted")
+    maker = harness.auth(harness.token_for("maker"))
+    for name in (" root ", "root\n", "\x1croot\u3000"):  # what str.strip() takes off
+        created = live.post("/v1/agents", json={"name": name, "profile": "rooted"}, headers=maker)
+        assert _code(created) == (403, "denied-by-policy"), (name, created.text)
+        assert created.json()["decision"]["reasons"][0]["kind"] == "deny"
+        renamed = live.patch("/v1/agents/maker", json={"name": name}, headers=maker)
+        assert _code(renamed) == (403, "denied-by-policy"), (name, renamed.text)
+    agents = live.get("/v1/agents", headers=admin).json()["items"]
+    assert "root" not in {a["name"] for a in agents}
+    logged = harness.service.store.last_seq()
+    blank = live.post("/v1/agents", json={"name": "  ", "profile": "rooted"}, headers=maker)
+    assert _code(blank) == (400, "invalid-name") and harness.service.store.last_seq() == logged
+    made = live.post("/v1/agents", json={"name": "  kid ", "profile": "rooted"}, headers=maker)
+    assert made.status_code == 201, made.text
+    renamed = live.patch("/v1/agents/maker", json={"name": "\tmaker-2 "}, headers=maker)
+    assert renamed.status_code == 200, renamed.text
+    log = live.get("/v1/decisions", params={"after_seq": logged}, headers=admin).json()
+    assert [d["args"]["name"] for d in log["decisions"]] == ["kid", "maker-2"]
+    stored = harness.service.store
+    assert (stored.get("agents", made.json()["id"]) or {})["name"] == "kid"
+    assert (stored.get("agents", "maker") or {})["name"] == "maker-2"

@@ -18,7 +18,7 @@ from api.http.commit import GroupCommit
 from api.service.core import Service
 from api.service.decide import Call, decide_calls, prepare
 from api.service.decisionlog import draft, expand
-from api.service.resources import threads_create
+from api.service.threads import threads_create
 from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, LiveServer
 from tests.api.test_group_commit import counting_transactions

@@ -50,6 +50,21 @@ def test_create_names_and_idempotency(tmp_path: Path) -> None:
     assert "sealed_seed" not in view and bytes(key) not in raw["sealed_seed"]
 
 
+def test_each_agents_request_ids_are_its_own(tmp_path: Path) -> None:
+    """A request id replays only its own requester's create: an agent never gets back the
+    admin's identity, nor another agent's (`a:b` + `c` is not `a` + `b:c`)."""
+    store, sealer = _setup(tmp_path)
+    made = {
+        who: identities.create(store, sealer, request_id=rid, requester=who)[0]["id"]
+        for who, rid in ((None, "b:c"), ("a:b", "c"), ("a", "b:c"))
+    }
+    assert len(set(made.values())) == 3
+    for who, rid in ((None, "b:c"), ("a:b", "c"), ("a", "b:c")):
+        again, created = identities.create(store, sealer, request_id=rid, requester=who)
+        assert (again["id"], created) == (made[who], False)
+    store.close()
+
+
 def test_import_update_delete(tmp_path: Path) -> None:
     store, sealer = _setup(tmp_path)
     seed = bytes(range(32))

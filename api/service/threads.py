@@ -1,0 +1,156 @@
+"""Threads: list, get, create, update, delete.
+
+With an agent's token a thread operation reaches only the threads of the agent itself and
+of its descendants (a parent manages its children, as for `agents.update`; DESIGN.md
+section 3), else 403 `not-managed-agent`, and an agent opens threads for itself only (403
+`not-own-agent`). The `check_*` functions refuse such a request before it is decided
+(api.service.manage), so it is neither logged nor paused; the operations refuse it again,
+for a paused call that a human approves later.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from api.service.budget import MAX_USD, to_micros
+from api.service.core import Service, new_id, now_ms
+from api.service.errors import ServiceError
+from api.service.ops import Operation, Result
+from api.service.resources import _page, manages
+from api.service.tokens import Principal
+from policy.store import Doc
+
+STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
+
+
+def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
+    """With an agent's token, `agent_id` (whose threads are listed, or the agent of
+    `thread`) must be the agent itself or one of its descendants, else 403."""
+    if actor.agent is None:
+        return
+    caller = service.agent(actor.agent)
+    if manages(service, caller, service.find_agent(agent_id)):
+        return
+    subject = f"agent `{agent_id}` is" if thread is None else (
+        f"thread `{thread}` belongs to agent `{agent_id}`, which is"
+    )  # fmt: skip
+    raise ServiceError(
+        403, "not-managed-agent",
+        f"{subject} neither agent `{caller['id']}` nor one of its descendants",
+        help="an agent's token reaches the threads of itself and its descendants only",
+    )  # fmt: skip
+
+
+def _thread(service: Service, actor: Principal, thread_id: str) -> Doc:
+    """The thread (404 unknown), if the caller reaches it (see `_reach`)."""
+    doc = service.doc("threads", "thread", thread_id)
+    _reach(service, actor, str(doc["agent"]), thread_id)
+    return doc
+
+
+def check_thread(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `threads.get`/`.update`/`.delete` is decided."""
+    _thread(service, actor, args["id"])
+
+
+def _listed_agent(actor: Principal, args: dict[str, Any]) -> str | None:
+    # An agent's list is of one agent's threads, found through the index on their agent:
+    # its own unless it names a descendant (an admin's, without `agent`, is everyone's).
+    agent = args.get("agent")
+    if agent is None and actor.agent is not None:
+        return actor.agent
+    return None if agent is None else str(agent)
+
+
+def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `threads.list` is decided."""
+    agent = _listed_agent(actor, args)
+    if agent is not None:
+        _reach(service, actor, agent)
+
+
+def _own_agent(actor: Principal, args: dict[str, Any]) -> str:
+    agent_id = args.get("agent") or actor.agent
+    if not agent_id:
+        raise ServiceError(400, "agent-required", "a thread needs an agent")
+    if actor.agent is not None and agent_id != actor.agent:
+        raise ServiceError(
+            403, "not-own-agent",
+            f"agent `{actor.agent}` opens threads for itself only, not for agent `{agent_id}`",
+            help="leave out `agent`, or send the request with that agent's own token",
+        )  # fmt: skip
+    return str(agent_id)
+
+
+def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `threads.create` is decided."""
+    _own_agent(actor, args)
+
+
+def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    agent = _listed_agent(actor, args)
+    if agent is not None:
+        _reach(service, actor, agent)
+    return _page(service, "threads", args, tag=agent)
+
+
+def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    return Result(200, _thread(service, actor, args["id"]))
+
+
+def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    agent = service.agent(_own_agent(actor, args))
+    max_cost = args.get("max_cost")
+    if max_cost is not None:
+        try:
+            if to_micros(max_cost) < 0:
+                raise ValueError
+        except ValueError:
+            raise ServiceError(
+                400, "invalid-max-cost", f"max_cost must be a number from 0 to {MAX_USD} USD"
+            ) from None
+        max_cost = str(Decimal(str(max_cost)))
+    now = now_ms()
+    doc: Doc = {
+        "id": new_id(),
+        "agent": agent["id"],
+        "prompt": str(args.get("prompt", "")),
+        "max_cost": max_cost,
+        "depth": 0,
+        "status": "open",
+        "created_at": now,
+        "updated_at": now,
+    }
+    service.store.insert("threads", doc["id"], doc, tag=agent["id"])
+    return Result(201, doc)
+
+
+def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    with service.store.atomic():  # the check and the write see the same thread
+        doc = dict(_thread(service, actor, args["id"]))
+        if "status" in args:
+            if args["status"] not in STATUSES:
+                raise ServiceError(
+                    400, "invalid-status", f"status must be one of {', '.join(STATUSES)}"
+                )
+            doc["status"] = args["status"]
+        doc["updated_at"] = now_ms()
+        service.store.update("threads", doc["id"], doc, tag=doc["agent"])
+    return Result(200, doc)
+
+
+def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    with service.store.atomic():
+        _thread(service, actor, args["id"])
+        service.store.delete("threads", args["id"])
+    return Result(204, None)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "threads.list": threads_list,
+    "threads.get": threads_get,
+    "threads.create": threads_create,
+    "threads.update": threads_update,
+    "threads.delete": threads_delete,
+}
