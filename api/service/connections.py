@@ -40,13 +40,25 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
     return doc
 
 
+def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
+    """The owner of a connection `actor` makes: an agent's is its own identity (403
+    `not-own-identity` for another)."""
+    if actor.agent is None:
+        return owner
+    identity = service.agent(actor.agent)["identity"]
+    if owner not in (None, identity):
+        raise ServiceError(403, "not-own-identity", "an agent owns connections as itself")
+    return identity
+
+
+def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `connections.create` is decided: never for another identity (so
+    such a request neither logs nor pauses a call a human could only see fail)."""
+    _creator_owner(service, actor, args.get("owner"))
+
+
 def connections_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    owner = args.get("owner")
-    if actor.agent is not None:  # an agent can only add a connection for its own identity
-        identity = service.agent(actor.agent)["identity"]
-        if owner not in (None, identity):
-            raise ServiceError(403, "not-own-identity", "an agent owns connections as itself")
-        owner = identity
+    owner = _creator_owner(service, actor, args.get("owner"))
     if owner is not None:
         owner = _check_identity(service, owner)
     return Result(201, view(create_connection(service, args, owner)))

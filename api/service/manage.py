@@ -43,6 +43,7 @@ def _profile_fits(service: Service, actor: Principal, profile: Any) -> None:
 
 
 def _create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    resources.check_inherited_identity(service, actor, args)
     _profile_fits(service, actor, args.get("profile"))
 
 
@@ -74,6 +75,7 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "roles.delete": views.check_role_change,
     "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
+    "connections.create": connections.check_create,
     "connections.update": connections.check_own,
     "connections.delete": connections.check_own,
     "identities.get": resources.check_own_identity,

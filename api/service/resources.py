@@ -186,11 +186,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
         caller = service.agent(actor.agent)
         _check_depth(service, caller)
         parent = caller["id"]
-        identity = args.get("identity") or caller["identity"]
-        if identity != caller["identity"]:
-            raise ServiceError(
-                403, "identity-not-inherited", "a child agent inherits its creator's identity"
-            )
+        identity = _inherited_identity(caller, args)
         child = {"id": agent_id, "name": name.strip(), "identity": identity,
                  "profile": profile, "budget": budget, "metadata": metadata}  # fmt: skip
         fitcheck.require_agent_fits(service, caller, child)
@@ -236,6 +232,22 @@ def _check_depth(service: Service, caller: Doc) -> None:
             f"agent `{caller['id']}` is {MAX_CHAIN} agents deep, counting its root: its "
             "tree can grow no deeper below it",
         )  # fmt: skip
+
+
+def _inherited_identity(caller: Doc, args: dict[str, Any]) -> Any:
+    """A child agent's identity: its creator's (403 `identity-not-inherited` for another)."""
+    identity = args.get("identity") or caller["identity"]
+    if identity != caller["identity"]:
+        raise ServiceError(
+            403, "identity-not-inherited", "a child agent inherits its creator's identity"
+        )
+    return identity
+
+
+def check_inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `agents.create` is decided (see `_inherited_identity`)."""
+    if actor.agent is not None:
+        _inherited_identity(service.agent(actor.agent), args)
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

@@ -166,8 +166,8 @@ def test_the_operations_check_again(harness: Harness, operation: str, code: str)
 
 
 HELD = """
-hook hold-threads on threads.create, threads.delete, identities.delete {
-  pause "a human approves opening or deleting a thread, or deleting an identity"
+hook hold-threads on threads.create, threads.delete, identities.delete, connections.create, agents.create {
+  pause "a human approves opening or deleting a thread, deleting an identity, or making a connection or an agent"
 }
 profile held {
   roles mailer, manager
@@ -177,9 +177,10 @@ profile held {
 
 
 def test_a_thread_it_may_not_reach_is_refused_before_it_pauses(live: Any, harness: Harness) -> None:
-    """Its hooks pause every `threads.create`, `threads.delete` and `identities.delete`:
-    one for another agent, of another agent's thread or of another identity is refused at
-    once, so no human is asked about a call that could only fail once approved."""
+    """Its hooks pause every `threads.create`, `threads.delete`, `identities.delete`,
+    `connections.create` and `agents.create`: one for another agent, of another agent's
+    thread, of or for another identity is refused at once, so no human is asked about a
+    call that could only fail once approved."""
     admin = harness.auth()
     assert live.put("/v1/policy", content=POLICY + HELD, headers=admin).status_code == 201
     own = live.post("/v1/identities", json={}, headers=admin).json()["id"]
@@ -194,6 +195,12 @@ def test_a_thread_it_may_not_reach_is_refused_before_it_pauses(live: Any, harnes
     assert _code(deleted) == (403, "not-managed-agent"), deleted.text
     erased = live.delete(f"/v1/identities/{harness.identity}", headers=held)
     assert _code(erased) == (403, "not-own-identity"), erased.text
+    connection = {"name": "c", "toolset": "vault", "credential": "x", "owner": harness.identity}
+    foreign = live.post("/v1/connections", json=connection, headers=held)
+    assert _code(foreign) == (403, "not-own-identity"), foreign.text
+    child = {"name": "kid", "profile": "narrow", "identity": harness.identity}
+    adopted = live.post("/v1/agents", json=child, headers=held)
+    assert _code(adopted) == (403, "identity-not-inherited"), adopted.text
     assert harness.service.store.last_seq() == logged
     assert live.get("/v1/approvals", headers=admin).json()["items"] == []
     # its own: the pause, which a human approves
