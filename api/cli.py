@@ -191,21 +191,76 @@ def _not_a_number(name: str) -> Any:
     raise ValueError(f"`{name}` is not a JSON number")
 
 
+class _TooManyDigits(ValueError):
+    """An integer longer than Python converts (`sys.get_int_max_str_digits()`: 4,300),
+    which the service's JSON reader refuses too."""
+
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # (JSON's grammar has made sure it is digits, maybe a minus)
+        raise _TooManyDigits(len(text.lstrip("-"))) from None
+
+
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}  # fmt: skip
+_EXAMPLES = {"args": '{"to": "bob@example.com"}', "context": '{"ci": "green"}'}
+
+
 def _json_arg(text: str | None, name: str) -> Any:
-    """`--args` or `--context`, its numbers read as the service reads them: exact (a
-    number with a fraction or an exponent is the float only when that is exactly the
+    """`--args` or `--context`, a JSON object (`--context null`: none) read as the service
+    reads a call's: nested at most as deep (`api.http.body.MAX_DEPTH`), its numbers exact
+    (a number with a fraction or an exponent is the float only when that is exactly the
     number written, else the Decimal of the text), one a double cannot hold refused."""
     if text is None:
         return None
     try:
-        return json.loads(text, parse_float=exact_number, parse_constant=_not_a_number)
+        value = json.loads(
+            text, parse_float=exact_number, parse_int=_integer, parse_constant=_not_a_number
+        )
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
+    except RecursionError:  # (nested some thousand levels: far past the limit below)
+        _too_deep(name)
     except ServiceError as exc:
         hint = exc.extra.get("help")
         _usage_error(f"--{name}: {exc.message}" + (f"\n  = help: {hint}" if hint else ""))
-    except ValueError as exc:  # an integer of more than 4,300 digits
+    except _TooManyDigits as exc:
+        _usage_error(
+            f"--{name}: a number has {exc.digits} digits, more than the limit of "
+            f"{sys.get_int_max_str_digits()}\n"
+            "  = help: the service refuses it too; no argument needs a number that long"
+        )
+    except ValueError as exc:  # NaN, Infinity
         _usage_error(f"--{name}: {exc}")
+    if value is None and name == "context":
+        return None
+    if type(value) is not dict:
+        kind = _JSON_KINDS.get(type(value), "a number")
+        _usage_error(
+            f"--{name} is not a JSON object: it is {kind}\n"
+            f"  = help: name each {'argument' if name == 'args' else 'value'}: "
+            f"e.g. `--{name} '{_EXAMPLES[name]}'`"
+        )
+    # The service's own check (imported here: the HTTP layer is not needed otherwise).
+    from api.http.body import check_depth
+
+    try:
+        check_depth(value, name)
+    except ServiceError:
+        _too_deep(name)
+    return value
+
+
+def _too_deep(name: str) -> NoReturn:
+    from api.http.body import MAX_DEPTH
+
+    _usage_error(f"--{name} is nested more than {MAX_DEPTH} levels deep")
 
 
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
@@ -217,12 +272,8 @@ def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
             "profiles: " + ", ".join(sorted(workspace.profiles))
         )
         _usage_error(f"no profile `{args.profile}` in the workspace\n  = help: {hint}")
-    call_args = _json_arg(args.args, "args")
     request = Request(
-        args.profile,
-        args.tool,
-        call_args if call_args is not None else {},
-        _json_arg(args.context, "context"),
+        args.profile, args.tool, _json_arg(args.args, "args"), _json_arg(args.context, "context")
     )
     return compile_workspace(workspace), request
 

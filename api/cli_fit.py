@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from api.service.encoding import dumps_text
@@ -20,6 +19,7 @@ from engine.fit import FitResult, fit_role, fit_source, fit_workspace_profile
 from engine.listing import list_tools
 from engine.workspace import Workspace
 from grammar.parser import parse
+from grammar.source import read_file
 from policy import ast
 from policy.diagnostics import CharterError, render_all, to_json
 
@@ -80,7 +80,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                 ws, args.caller, ws, args.profile, timeout_ms=args.timeout_ms
             )
         else:
-            text = Path(args.file).read_text(encoding="utf-8")
+            text = read_file(args.file)  # (as `charter check` reads it: E0014, E0015)
             decls = parse(text, args.file).declarations
             kind = "profile" if any(isinstance(d, ast.Profile) for d in decls) else "role"
             result = fit_source(
@@ -89,7 +89,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     except CharterError as exc:
         return _fail(exc, args.format)
     except OSError as exc:
-        _err(f"charter: cannot read `{args.file}`: {exc.strerror}")
+        reason = (exc.strerror or type(exc).__name__).lower()
+        _err(f"charter: cannot read `{args.file}`: {reason}")
         return 2
     if args.format == "json":
         _out(dumps_text(result.to_json()))

@@ -5,6 +5,12 @@ First start on a database: an admin token is created, printed once and written t
 stored. `--workspace DIR` makes that directory's files the latest revision (a new revision
 when they differ). When it loads a workspace into an empty database that has a profile
 `support`, it also seeds the demo agent `demo-support` on it with a fresh identity.
+
+Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
+the store was busy: try again); 2 the command line cannot be served: an option out of its
+range, a database path that is empty, in memory, unopenable or not charter's, a port that
+cannot be listened on, a malformed secret key. Each of these is found before anything is
+created, and leaves the path as it was.
 """
 
 from __future__ import annotations
@@ -13,10 +19,22 @@ import argparse
 import contextlib
 import os
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
+from api.cli_serve_checks import (
+    bound_port,
+    database_path,
+    database_refusal,
+    key_refusal,
+    listen_refusal,
+    os_reason,
+    port_number,
+    refuse,
+    worker_count,
+)
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import Service
@@ -105,10 +123,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
     # SO_REUSEPORT would let this bind beside anything of the same user that listens on
     # the port (another `charter serve`, splitting its traffic): a plain socket binds
     # first, so a port in use fails here as it would without SO_REUSEPORT.
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((host, port))
-        port = probe.getsockname()[1]  # (`--port 0`: the port the kernel chose)
+    port = bound_port(host, port)  # (`--port 0`: the port the kernel chose)
     sock = WorkerSocket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     _share_address(sock)
     sock.bind((host, port))
@@ -167,13 +182,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import create_app, open_service, tune_gc
 
     db = str(args.db)
-    service = open_service(db)
+    refused = database_refusal(db, serving=True)
+    if refused is not None:
+        return refuse(*refused)
+    bad_key = key_refusal(db)
+    if bad_key is not None:
+        return refuse(*bad_key)
+    # The address is tried before the database is made: a port in use was found only
+    # when uvicorn bound it, after the first start had made the database and its token.
+    # (`--port 0` is served on the free port found here: it is free again, for a moment,
+    # until the server binds it.)
+    try:
+        port = bound_port(args.host, args.port)
+    except OSError as exc:
+        return refuse(*listen_refusal(args.host, args.port, exc))
+    try:
+        service = open_service(db)
+    except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
+        why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
+        return refuse(f"cannot open database `{db}`: {why}")
     try:
         prepare(service, db, args.workspace)
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
-    _say(f"serving {db} on http://{args.host}:{args.port} ({args.workers} worker(s))")
+    _say(f"serving {db} on http://{args.host}:{port} ({args.workers} worker(s))")
     stack: dict[str, Any] = {"loop": args.loop, "http": args.http}
     if args.access_log:  # uvicorn's access log (off by default: a line per request costs)
         stack.update(access_log=True, log_level="info")
@@ -182,12 +215,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         metricsshare.reset(db)  # the workers publish their counters there afresh
         os.environ["CHARTER_DB"] = db
         run_uvicorn(
-            "api.http.app:app_from_env", args.host, args.port, args.workers, factory=True, **stack
+            "api.http.app:app_from_env", args.host, port, args.workers, factory=True, **stack
         )
     else:
         app = create_app(service)
         tune_gc()
-        run_uvicorn(app, args.host, args.port, **stack)
+        run_uvicorn(app, args.host, port, **stack)
     return 0
 
 
@@ -195,13 +228,16 @@ def cmd_token(args: argparse.Namespace) -> int:
     from policy.store.sqlite import SqliteStore
 
     db = str(args.db)
-    if not Path(db).is_file():  # a mistyped path would get a token nobody serves
-        sys.stderr.write(f"charter: no database at `{db}`\nhelp: `charter serve --db {db}` "
-                         "makes one on its first start\n")  # fmt: skip
-        return 2
+    refused = database_refusal(db, serving=False)  # a mistyped path would get a token
+    if refused is not None:  # nobody serves
+        return refuse(*refused)
     # Shared: beside `--workers N` processes it takes their writer lock as they do, and
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
-    store = SqliteStore(db, shared=True)
+    try:
+        store = SqliteStore(db, shared=True)
+    except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
+        why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
+        return refuse(f"cannot open database `{db}`: {why}")
     try:
         token, _ = tokens.issue(store, args.scope, args.agent, args.name)
     except ServiceError as exc:  # the agent's check, the same as POST /v1/tokens makes
@@ -210,6 +246,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     except StoreUnavailable as exc:
         sys.stderr.write(f"charter: {exc}; no token was issued\nhelp: try again\n")
         return 1
+    except sqlite3.Error as exc:  # a file it may read but not write, say
+        return refuse(f"cannot write to database `{db}`: {str(exc).lower()}; no token was issued")
     finally:
         store.close()
     _say(token)
@@ -218,11 +256,12 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve the HTTP decision API")
-    p.add_argument("--db", default="charter.db", help="the SQLite file (created if absent)")
+    p.add_argument("--db", type=database_path, default="charter.db",
+                   help="the SQLite file (created if absent)")  # fmt: skip
     p.add_argument("--workspace", default=None, help="a policy directory to load")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--port", type=port_number, default=8080, help="0 to 65535 (0: any free)")
+    p.add_argument("--workers", type=worker_count, default=1, help="1 or more processes")
     p.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="the event loop (auto: uvloop when installed)")  # fmt: skip
     p.add_argument("--access-log", action="store_true",
@@ -232,7 +271,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="issue an API token (printed once)")
-    p.add_argument("--db", default="charter.db")
+    p.add_argument("--db", type=database_path, default="charter.db")
     p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
     p.add_argument("--agent", default=None, help="the agent, for --scope agent")
     p.add_argument("--name", default="")

@@ -49,7 +49,7 @@ def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
 def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) -> Workspace:
     """Read and check a workspace. A file that cannot be read is reported with the
     errors of the files that could, which are checked without it."""
-    read = source.read_sources(paths)
+    read = source.read_sources(paths, options.parse.max_file_bytes)
     try:
         workspace = check_sources(read.files, options)
     except CharterError as exc:

@@ -25,7 +25,7 @@ from lark import Token, Tree
 from lark.tree import Meta
 
 from grammar.build import Builder, StrToken
-from grammar.source import text_problems
+from grammar.source import MAX_FILE_BYTES, text_problems, too_large
 from grammar.syntax_errors import WORD_CHAR, GluedWord, glued_diagnostic, syntax_diagnostic
 from grammar.tables import (
     APPEND,
@@ -48,7 +48,7 @@ class ParseOptions:
     parser's stack, so a file nested far too deep is refused where it gets so, without
     parsing the rest), the expression size by the checker (engine.check)."""
 
-    max_file_bytes: int = 1 << 20
+    max_file_bytes: int = MAX_FILE_BYTES
     max_depth: int = 48
     max_expr_nodes: int = 2_000
 
@@ -193,16 +193,7 @@ def parse(
 ) -> ast.SourceFile:
     """Parse one file. Raises `CharterSyntaxError` (and nothing else) on bad input."""
     if len(text.encode("utf-8", "surrogatepass")) > options.max_file_bytes:
-        raise CharterSyntaxError(
-            [
-                Diagnostic(
-                    "E0014",
-                    f"file is larger than the limit of {options.max_file_bytes} bytes",
-                    ast.Span(file, 1, 1, 1, 1),
-                    "split the workspace into several files",
-                )
-            ]
-        )
+        raise CharterSyntaxError([too_large(file, options.max_file_bytes)])
     unreadable = text_problems(text, file)
     if unreadable:
         raise CharterSyntaxError(unreadable)

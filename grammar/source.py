@@ -8,7 +8,10 @@ text mode would turn a lone `\\r` into a line end that the HTTP path does not se
 line end where another reads none.
 
 A file that is not UTF-8 gives E0015 at the first bad byte's line and column, and the
-other files are still read: a workspace reports every file's errors at once.
+other files are still read: a workspace reports every file's errors at once. A file over
+the size limit (1 MiB) gives E0014, the parser's own diagnostic, and no more than a byte
+past the limit is ever read: a 50 MB file would take 175 MB of memory to refuse, and a
+special file such as `/dev/zero` never ends.
 """
 
 from __future__ import annotations
@@ -19,9 +22,51 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policy import ast
-from policy.diagnostics import Diagnostic
+from policy.diagnostics import CharterError, Diagnostic
 
 READ_HELP = "check the file exists and is saved as UTF-8"
+MAX_FILE_BYTES = 1 << 20  # (`ParseOptions.max_file_bytes`'s default)
+
+
+def too_large(file: str, limit: int) -> Diagnostic:
+    """E0014, for the reader and the parser alike."""
+    return Diagnostic(
+        "E0014",
+        f"file is larger than the limit of {limit} bytes",
+        ast.Span(file, 1, 1, 1, 1),
+        "split the workspace into several files",
+    )
+
+
+class TooLarge(ValueError):
+    """A file over the size limit (its E0014)."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+def read_bytes(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes, reading at most one byte past `max_bytes`: `TooLarge` when there
+    is that byte, OSError when the file cannot be read (a directory: IsADirectoryError)."""
+    with open(path, "rb") as handle:  # (buffered: `read(n)` reads on until n bytes or EOF)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(too_large(str(path), max_bytes))
+    return data
+
+
+def read_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """One file's text, taken as given (a directory is not searched), read and decoded as
+    `read_sources` reads each file: OSError when it cannot be read, CharterError with
+    E0014 or E0015 (and the text to show its line in) when it is too large or not UTF-8."""
+    name = str(path)
+    try:
+        return decode(read_bytes(path, max_bytes), name)
+    except TooLarge as big:
+        raise CharterError([big.diagnostic]) from None
+    except NotUtf8 as bad:
+        raise CharterError([bad.diagnostic], {name: bad.shown}) from None
 
 
 class NotUtf8(ValueError):
@@ -79,13 +124,17 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def read_sources(paths: Iterable[str | Path]) -> Sources:
-    """Read every file; one that cannot be read or decoded is an error, not a stop."""
+def read_sources(paths: Iterable[str | Path], max_bytes: int = MAX_FILE_BYTES) -> Sources:
+    """Read every file; one that cannot be read or decoded, or is larger than
+    `max_bytes`, is an error, not a stop."""
     out = Sources()
     for path in find_files(paths):
         name = str(path)
         try:
-            data = path.read_bytes()
+            data = read_bytes(path, max_bytes)
+        except TooLarge as big:
+            out.errors.append(big.diagnostic)
+            continue
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             out.errors.append(

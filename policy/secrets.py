@@ -54,9 +54,9 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
         try:
             key = bytes.fromhex(text.strip())
         except ValueError:
-            raise SecretKeyError(f"{KEY_ENV} must be {KEY_BYTES * 2} hex digits") from None
+            raise SecretKeyError(f"`{KEY_ENV}` must be {KEY_BYTES * 2} hex digits") from None
         if len(key) != KEY_BYTES:
-            raise SecretKeyError(f"{KEY_ENV} must be {KEY_BYTES * 2} hex digits")
+            raise SecretKeyError(f"`{KEY_ENV}` must be {KEY_BYTES * 2} hex digits")
         return key
     if db_path is None or str(db_path) == ":memory:":
         return nacl.utils.random(KEY_BYTES)  # an in-memory store lives and dies with its key
@@ -76,7 +76,7 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
     try:
         key = bytes.fromhex(raw)
     except ValueError:
-        raise SecretKeyError(f"the key file {path} is malformed") from None
+        raise SecretKeyError(f"the key file `{path}` is malformed") from None
     if len(key) != KEY_BYTES:
-        raise SecretKeyError(f"the key file {path} is malformed")
+        raise SecretKeyError(f"the key file `{path}` is malformed")
     return key

@@ -286,3 +286,51 @@ def test_the_console_script_runs_as_a_real_process() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().splitlines()[-1].endswith(" passed, 0 failed")
+
+
+# A process of the command line that may not grow past 1 GiB of address space (a file
+# read whole, only to be refused for its size, can need more); its peak RSS in KiB is the
+# last line of its stderr.
+LIMITED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from api.cli import main
+code = main(sys.argv[1:])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run_limited(*argv: str) -> tuple[int, str, int]:
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED, *argv],
+        capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
+    )  # fmt: skip
+    *lines, peak = done.stderr.rstrip().splitlines() or ["0"]
+    assert done.stdout == "", done.stdout
+    return done.returncode, "\n".join(lines), int(peak) if peak.isdigit() else -1
+
+
+@pytest.mark.parametrize("verb", [["check"], ["fmt"], ["fmt", "--write"], ["test"]])
+def test_a_file_that_never_ends_is_refused_for_its_size(verb: list[str]) -> None:
+    """`/dev/zero` was read to its end, which it has not: MemoryError (or the OOM killer).
+    Only 1 MiB and a byte are read, and the file is E0014."""
+    code, err, _ = run_limited(*verb, "/dev/zero")
+    assert code == 1, err
+    assert "/dev/zero:1:1: error[E0014]: file is larger than the limit of 1048576 bytes" in err
+    assert "internal error" not in err
+
+
+def test_a_large_file_costs_no_more_to_refuse_than_one_just_over_the_limit(
+    tmp_path: Path,
+) -> None:
+    """A 50 MB file cost 175 MB of memory to be refused; now only its first 1 MiB and a
+    byte are read, as for a file of that size."""
+    small, big = tmp_path / "small.charter", tmp_path / "big.charter"
+    for path, size in ((small, (1 << 20) + 1), (big, 50 << 20)):
+        with path.open("wb") as handle:
+            handle.truncate(size)  # (sparse: no disk for the zeros)
+    results = [run_limited("check", str(path)) for path in (small, big)]
+    assert all(code == 1 and "error[E0014]" in err for code, err, _ in results), results
+    (_, _, small_kib), (_, _, big_kib) = results
+    assert 0 < big_kib < small_kib + 10_000, (small_kib, big_kib)  # not 50 MB more

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.check import check_sources, load
+from engine.check import CheckOptions, check_sources, load
 from grammar.literals import MAX_NUMBER_DIGITS
-from grammar.parser import parse
-from grammar.source import NotUtf8, decode, read_sources
+from grammar.parser import ParseOptions, parse
+from grammar.source import NotUtf8, decode, read_file, read_sources
 from policy import ast
 from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic, render
 
@@ -179,3 +179,59 @@ def test_any_string_either_parses_to_itself_or_gets_a_coded_diagnostic(value: st
         assert codes <= {"E0001", "E0015", "E0017", "E0018"}, (literal, codes)
         return
     assert isinstance(found, ast.Compare) and found.right == ast.Lit("str", value)
+
+
+# ---- how much is read ------------------------------------------------------------------
+
+
+def test_a_file_over_the_limit_is_refused_with_e0014(tmp_path: Path) -> None:
+    """At the limit a file is read; one byte more is E0014, the parser's own diagnostic."""
+    path = tmp_path / "a.charter"
+    path.write_bytes(b"#" * 20)
+    assert read_sources([path], max_bytes=20).files == [(str(path), "#" * 20)]
+    path.write_bytes(b"#" * 21)
+    read = read_sources([path], max_bytes=20)
+    assert read.files == []
+    (diag,) = read.errors
+    assert (diag.code, diag.message, diag.help) == (
+        "E0014",
+        "file is larger than the limit of 20 bytes",
+        "split the workspace into several files",
+    )
+    assert (diag.span.file, diag.span.line, diag.span.col) == (str(path), 1, 1)
+    with pytest.raises(CharterSyntaxError) as info:  # the same words as the parser's
+        parse("#" * 21, str(path), ParseOptions(max_file_bytes=20))
+    assert info.value.diagnostics == [diag]
+
+
+def test_load_reads_no_more_than_its_parse_limit(tmp_path: Path) -> None:
+    (tmp_path / "a.charter").write_bytes(b"role a {}\n" + b"#" * 100)
+    with pytest.raises(CharterError) as info:
+        load([tmp_path], CheckOptions(parse=ParseOptions(max_file_bytes=50)))
+    assert [d.code for d in info.value.diagnostics] == ["E0014"]
+    assert "limit of 50 bytes" in info.value.diagnostics[0].message
+
+
+def test_a_file_that_never_ends_is_read_up_to_the_limit_only() -> None:
+    """`/dev/zero` has no end: it was read until memory ran out (MemoryError)."""
+    read = read_sources(["/dev/zero"], max_bytes=1000)
+    assert [(d.code, d.message) for d in read.errors] == [
+        ("E0014", "file is larger than the limit of 1000 bytes")
+    ]
+
+
+def test_read_file_reads_one_file_as_the_workspace_reader_does(tmp_path: Path) -> None:
+    """One file taken as given (`charter fit --file`): its text, else what is wrong."""
+    path = tmp_path / "a.charter"
+    path.write_bytes(b"role a {}\r\n")
+    assert read_file(path) == "role a {}\r\n"  # the bytes as they are
+    path.write_bytes(b"# caf\xe9\n")
+    with pytest.raises(CharterError) as info:
+        read_file(path)
+    assert [d.code for d in info.value.diagnostics] == ["E0015"]
+    assert info.value.sources == {str(path): "# caf\ufffd\n"}  # the line to show
+    with pytest.raises(CharterError) as info:
+        read_file("/dev/zero", max_bytes=10)
+    assert [d.code for d in info.value.diagnostics] == ["E0014"]
+    with pytest.raises(IsADirectoryError):
+        read_file(tmp_path)

@@ -5,6 +5,8 @@ Anything refused issues nothing."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +110,73 @@ def test_the_agent_is_checked_in_the_transaction_that_writes_its_token(
     finally:
         del store.get
     assert seen == [1]
+
+
+def test_a_file_that_is_not_a_charter_database_gets_no_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A text file was `internal error (DatabaseError)`; an empty file became a new
+    database holding a token nobody serves. Each is exit 2 and left as it was."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 20)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    bare = tmp_path / "bare.db"  # an SQLite file with no tables
+    with sqlite3.connect(bare) as made:
+        made.execute("CREATE TABLE gone (x)")
+        made.execute("DROP TABLE gone")
+    made.close()
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as made:
+        made.execute("CREATE TABLE songs (title TEXT)")
+    made.close()
+    makes = "help: `charter serve --db {}` makes one on its first start\n"
+    served = "help: `--db` is the file `charter serve --db` serves\n"
+    expected = {
+        notes: f"charter: `{notes}` is not a charter database: it is not an SQLite file\n" + served,
+        empty: f"charter: `{empty}` is not a charter database: it is empty\n" + makes.format(empty),
+        other: f"charter: `{other}` is not a charter database: it is another program's "
+        "SQLite database (its tables: songs)\n" + served,
+        tmp_path: f"charter: cannot open database `{tmp_path}`: is a directory\n",
+    }
+    before = {path: path.read_bytes() for path in (notes, empty, bare, other)}
+    for path, says in expected.items():
+        assert main(["token", "--db", str(path), "--scope", "admin"]) == 2
+        captured = capsys.readouterr()
+        assert (captured.out, captured.err) == ("", says)
+    assert main(["token", "--db", str(bare), "--scope", "admin"]) == 2
+    assert "is not a charter database: it is empty" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bare.db", "empty.db", "notes.txt", "other.db",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("db", "says"), [("", "the path is empty"), (":memory:", "in memory")])
+def test_an_empty_or_in_memory_path_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], db: str, says: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["token", "--db", db, "--scope", "admin"])
+    assert info.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_database_it_cannot_write_to_issues_nothing(
+    harness: Harness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's refusal to write (a file the user may read but not write; not made here,
+    as the tests may run as root, whom a file's mode does not stop) is said as such."""
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr("api.service.tokens.issue", read_only)
+    before = _tokens(harness)
+    assert main(["token", "--db", str(harness.db), "--scope", "admin"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"charter: cannot write to database `{harness.db}`: attempt to write a readonly "
+        "database; no token was issued\n"
+    )
+    assert _tokens(harness) == before

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import main
+from tests.test_cli import run_limited
 
 FIXTURE = "fixtures/fit"
 
@@ -46,6 +47,26 @@ def test_fit_file_and_bad_text(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert f"at {wide}:2:3" in capsys.readouterr().out
     assert main(["fit", "--workspace", FIXTURE, "--caller", "support", "--file", str(bad)]) == 1
     assert "nosuch.tool" in capsys.readouterr().err
+
+
+def test_fit_file_is_read_as_check_reads_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that is not UTF-8 was an internal error (UnicodeDecodeError); it is E0015
+    where `charter check` puts it. A missing file stays exit 2."""
+    latin = tmp_path / "latin.charter"
+    latin.write_bytes(b"role t {\n  allow mail.send # caf\xe9\n}\n")
+    argv = ["fit", "--workspace", FIXTURE, "--caller", "support", "--file"]
+    assert main([*argv, str(latin)]) == 1
+    err = capsys.readouterr().err
+    assert f"{latin}:2:24: error[E0015]: the file is not UTF-8: byte `0xe9`" in err
+    assert "2 |   allow mail.send # caf\ufffd" in err and "internal error" not in err
+    assert main([*argv, str(tmp_path / "nope.charter")]) == 2
+    assert capsys.readouterr().err == (
+        f"charter: cannot read `{tmp_path / 'nope.charter'}`: no such file or directory\n"
+    )
+    code, err, _ = run_limited(*argv, "/dev/zero")  # (read to its end: MemoryError)
+    assert code == 1 and "/dev/zero:1:1: error[E0014]" in err, err
 
 
 def test_tools_lists_allow_narrow_and_hooks(capsys: pytest.CaptureFixture[str]) -> None:

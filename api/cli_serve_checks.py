@@ -1,0 +1,151 @@
+"""`charter serve` and `charter token`: what is wrong with a command line, found before
+anything is made.
+
+A first start makes the database, its key file and its admin token; a refusal found after
+that (uvicorn's, when it could not bind the port) left them behind, and a database path
+that SQLite reads its own way (`""`: a temporary database; `:memory:`) was served and
+lost. So the values are checked by argparse (exit 2 with the usage), and what is at the
+database path, the key and the address is looked at before anything is made (exit 2:
+`charter: <why>`, and a `help:` line when there is something to do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import socket
+import sqlite3
+import sys
+from pathlib import Path
+
+from policy.secrets import KEY_ENV, SecretKeyError, key_path_for, load_key
+from policy.store.probe import SQLITE_NOTADB, probe
+
+
+def refuse(message: str, hint: str | None = None) -> int:
+    """What the command line asked for cannot be done: say why (and what to do), exit 2."""
+    sys.stderr.write(f"charter: {message}\n" + (f"help: {hint}\n" if hint else ""))
+    return 2
+
+
+def os_reason(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()
+
+
+# ---- the command line's values, checked by argparse (exit 2 with the usage) ------------
+
+
+def _digits(text: str, most: int) -> int | None:
+    """`text` as a number of at most `most` ASCII digits (int() also takes ` 8`, `+8`,
+    `8_0` and other scripts' digits), else None."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= most else None
+
+
+def port_number(text: str) -> int:
+    port = _digits(text, 5)
+    if port is None or port > 65535:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a port: give a number from 0 to 65535 (0: any free port)"
+        )
+    return port
+
+
+def worker_count(text: str) -> int:
+    workers = _digits(text, 18)
+    if not workers:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a number of worker processes: give 1 or more"
+        )
+    return workers
+
+
+def database_path(text: str) -> str:
+    """A file to keep the state in. SQLite reads `""` as a temporary database and
+    `:memory:` as one in memory: either is gone when the process ends, with the policy
+    and the tokens in it (and the admin token's file beside it is `.admin-token` or
+    `:memory:.admin-token`)."""
+    example = "name the database file, e.g. `--db charter.db`"
+    if text == "":
+        raise argparse.ArgumentTypeError(f"the path is empty: {example}")
+    if text == ":memory:":
+        raise argparse.ArgumentTypeError(
+            f"`:memory:` is a database in memory, lost when the process ends: {example}"
+        )
+    return text
+
+
+# ---- what is at the paths and the address, looked at before anything is made ----------
+
+
+def database_refusal(db: str, *, serving: bool) -> tuple[str, str | None] | None:
+    """Why `db` cannot be opened, by `charter serve` (which makes a database where there
+    is none, or in an empty file) or by `charter token` (a charter database only: a token
+    in any other would be served by nobody), with a hint; None when it can be."""
+    hint = (
+        "name a new file (a first start makes it) or a charter database"
+        if serving
+        else "`--db` is the file `charter serve --db` serves"
+    )
+    try:
+        found = probe(db)
+    except OSError as exc:
+        return f"cannot open database `{db}`: {os_reason(exc)}", None
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", None) == SQLITE_NOTADB:
+            return f"`{db}` is not a charter database: it is not an SQLite file", hint
+        return f"cannot open database `{db}`: {str(exc).lower()}", None
+    if found.kind == "other":
+        tables = ", ".join(found.tables[:5]) + (", ..." if len(found.tables) > 5 else "")
+        return (
+            f"`{db}` is not a charter database: it is another program's SQLite database "
+            f"(its tables: {tables})",
+            hint,
+        )
+    if serving:
+        parent = Path(db).parent
+        if found.kind == "missing" and not parent.is_dir():
+            return f"cannot open database `{db}`: no directory `{parent}`", None
+        return None
+    makes = f"`charter serve --db {db}` makes one on its first start"
+    if found.kind == "missing":
+        return f"no database at `{db}`", makes
+    if found.kind == "empty":
+        return f"`{db}` is not a charter database: it is empty", makes
+    return None
+
+
+def key_refusal(db: str) -> tuple[str, str] | None:
+    """A malformed secret key (`CHARTER_SECRET_KEY`, or the key file beside the database),
+    found without writing a key file: only one that is there is read."""
+    if not (os.environ.get(KEY_ENV) or key_path_for(db).exists()):
+        return None  # (a new key is made, with the database)
+    hint = "the key is 64 hex digits: the one that sealed this database's secrets"
+    try:
+        load_key(db)
+    except SecretKeyError as exc:
+        return str(exc), hint
+    except UnicodeDecodeError:  # (a key file that is not ASCII)
+        return f"the key file `{key_path_for(db)}` is malformed", hint
+    except OSError as exc:
+        return f"cannot read the key file `{key_path_for(db)}`: {os_reason(exc)}", hint
+    return None
+
+
+def bound_port(host: str, port: int) -> int:
+    """Bind (host, port) once, as the server will (OSError if it cannot: the port is
+    taken, the host has no such address), and give the port: `--port 0` the one the
+    kernel chose. A plain socket, so a port another server listens on, even one that
+    shares it with SO_REUSEPORT, fails here."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe_socket:
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe_socket.bind((host, port))
+        chosen: int = probe_socket.getsockname()[1]
+        return chosen
+
+
+def listen_refusal(host: str, port: int, exc: OSError) -> tuple[str, str | None]:
+    taken = exc.errno == errno.EADDRINUSE
+    hint = "another server listens there; `--port 0` takes any free port" if taken else None
+    return f"cannot listen on `{host}` port {port}: {os_reason(exc)}", hint
