@@ -33,11 +33,12 @@ from api.cli_serve_checks import (
     os_reason,
     port_number,
     refuse,
+    turn_lifetime,
     worker_count,
 )
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
-from api.service.core import Service
+from api.service.core import TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.tokens import Principal
@@ -179,7 +180,7 @@ def run_uvicorn(app: Any, host: str, port: int, workers: int = 1, **options: Any
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from api.http.app import create_app, open_service, tune_gc
+    from api.http.app import TURN_LIFETIME_ENV, create_app, open_service, tune_gc
 
     db = str(args.db)
     refused = database_refusal(db, serving=True)
@@ -197,7 +198,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         return refuse(*listen_refusal(args.host, args.port, exc))
     try:
-        service = open_service(db)
+        service = open_service(db, turn_lifetime=args.turn_lifetime)
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
@@ -214,6 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service.store.close()
         metricsshare.reset(db)  # the workers publish their counters there afresh
         os.environ["CHARTER_DB"] = db
+        os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         run_uvicorn(
             "api.http.app:app_from_env", args.host, port, args.workers, factory=True, **stack
         )
@@ -262,6 +264,8 @@ def register(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8080, help="0 to 65535 (0: any free)")
     p.add_argument("--workers", type=worker_count, default=1, help="1 or more processes")
+    p.add_argument("--turn-lifetime", type=turn_lifetime, default=TURN_LIFETIME_MS // 1000,
+                   help="seconds an admitted turn decides on its revision (default: 3600)")  # fmt: skip
     p.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="the event loop (auto: uvloop when installed)")  # fmt: skip
     p.add_argument("--access-log", action="store_true",

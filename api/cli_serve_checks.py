@@ -60,6 +60,16 @@ def worker_count(text: str) -> int:
     return workers
 
 
+def turn_lifetime(text: str) -> int:
+    """Seconds, 1 to a year: how long an admitted turn decides on its revision."""
+    seconds = _digits(text, 8)
+    if not seconds or seconds > 366 * 86_400:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a turn's lifetime: give seconds, from 1 to 31622400 (a year)"
+        )
+    return seconds
+
+
 def database_path(text: str) -> str:
     """A file to keep the state in. SQLite reads `""` as a temporary database and
     `:memory:` as one in memory: either is gone when the process ends, with the policy

@@ -52,11 +52,19 @@ def create_app(service: Service) -> CharterApp:
     return app
 
 
-def open_service(db: str | Path, *, shared: bool = False) -> Service:
-    """`shared`: one of several processes serving `db` (`charter serve --workers N`)."""
+TURN_LIFETIME_ENV = "CHARTER_TURN_LIFETIME"  # `--turn-lifetime`, for `--workers N`' processes
+
+
+def open_service(
+    db: str | Path, *, shared: bool = False, turn_lifetime: int | None = None
+) -> Service:
+    """`shared`: one of several processes serving `db` (`charter serve --workers N`);
+    `turn_lifetime`: seconds an admitted turn runs (default: an hour)."""
     store = SqliteStore(db, shared=shared)
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     service = Service(store, Sealer(load_key(db)))
+    if turn_lifetime is not None:  # seconds (`charter serve --turn-lifetime`)
+        service.turn_lifetime_ms = turn_lifetime * 1000
     if shared:
         service.shared_metrics = SharedMetrics(str(db), service.metrics)
         service.shared_metrics.start()
@@ -67,7 +75,10 @@ def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
     import os
 
-    app = create_app(open_service(os.environ.get("CHARTER_DB", "charter.db"), shared=True))
+    lifetime = os.environ.get(TURN_LIFETIME_ENV)
+    db = os.environ.get("CHARTER_DB", "charter.db")
+    service = open_service(db, shared=True, turn_lifetime=int(lifetime) if lifetime else None)
+    app = create_app(service)
     tune_gc()
     return app
 

@@ -150,7 +150,8 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
     db = tmp_path / "charter.db"
     process = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "serve", "--db", str(db), "--workspace",
-         str(ROOT / "fixtures" / "workspace"), "--port", str(port), "--workers", "2"],
+         str(ROOT / "fixtures" / "workspace"), "--port", str(port), "--workers", "2",
+         "--turn-lifetime", "7"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -158,6 +159,10 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
         _wait_ready(url, process, 60, in_a_row=4)  # a few answers in a row: both workers up
         token = Path(f"{db}.admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
+        for _ in range(4):  # (fresh connections: the workers' turns last what serve was told)
+            turn = httpx.post(f"{url}/v1/turns", json={"agent": "demo-support"},
+                              headers=headers).json()  # fmt: skip
+            assert turn["ends_at"] - turn["created_at"] == 7_000
         call = {"agent": "demo-support", "tool": "mail.send",
                 "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
 

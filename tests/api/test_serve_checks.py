@@ -87,6 +87,18 @@ def test_fewer_than_one_worker_is_a_usage_error(
     assert listing(tmp_path) == []
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "31622401", "1.5", "an hour"])
+def test_a_turn_lifetime_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, seconds: str
+) -> None:
+    line = usage_error(capsys, "--db", "x.db", "--turn-lifetime", seconds)
+    assert line == (
+        f"charter serve: error: argument --turn-lifetime: `{seconds}` is not a turn's "
+        "lifetime: give seconds, from 1 to 31622400 (a year)"
+    )
+    assert listing(tmp_path) == []
+
+
 def test_an_empty_or_in_memory_database_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
