@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from api.service.encoding import dumps_text, exact_number
+from api.service.encoding import dumps_text, exact_integer, exact_number
 from api.service.errors import ServiceError
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
@@ -191,22 +191,6 @@ def _not_a_number(name: str) -> Any:
     raise ValueError(f"`{name}` is not a JSON number")
 
 
-class _TooManyDigits(ValueError):
-    """An integer longer than Python converts (`sys.get_int_max_str_digits()`: 4,300),
-    which the service's JSON reader refuses too."""
-
-    def __init__(self, digits: int) -> None:
-        super().__init__(digits)
-        self.digits = digits
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:  # (JSON's grammar has made sure it is digits, maybe a minus)
-        raise _TooManyDigits(len(text.lstrip("-"))) from None
-
-
 _JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
                float: "a number", type(None): "null"}  # fmt: skip
 _EXAMPLES = {"args": '{"to": "bob@example.com"}', "context": '{"ci": "green"}'}
@@ -221,7 +205,7 @@ def _json_arg(text: str | None, name: str) -> Any:
         return None
     try:
         value = json.loads(
-            text, parse_float=exact_number, parse_int=_integer, parse_constant=_not_a_number
+            text, parse_float=exact_number, parse_int=exact_integer, parse_constant=_not_a_number
         )
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
@@ -230,12 +214,6 @@ def _json_arg(text: str | None, name: str) -> Any:
     except ServiceError as exc:
         hint = exc.extra.get("help")
         _usage_error(f"--{name}: {exc.message}" + (f"\n  = help: {hint}" if hint else ""))
-    except _TooManyDigits as exc:
-        _usage_error(
-            f"--{name}: a number has {exc.digits} digits, more than the limit of "
-            f"{sys.get_int_max_str_digits()}\n"
-            "  = help: the service refuses it too; no argument needs a number that long"
-        )
     except ValueError as exc:  # NaN, Infinity
         _usage_error(f"--{name}: {exc}")
     if value is None and name == "context":

@@ -73,17 +73,19 @@ def test_nesting_the_service_takes_is_decided(capsys: pytest.CaptureFixture[str]
 def test_an_integer_python_will_not_read_says_how_many_digits(
     capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
-    """Python's own message said `use sys.set_int_max_str_digits()`."""
+    """Python's own message said `use sys.set_int_max_str_digits()`; the service's rule
+    (an integer within a double's range) says how many digits it has."""
     text = '{"n": -' + "9" * 5000 + "}"
     err = refused(capsys, *DECIDE, option, text)
     assert err == (
-        f"charter: {option}: a number has 5000 digits, more than the limit of 4300\n"
-        "  = help: the service refuses it too; no argument needs a number that long\n"
+        f"charter: {option}: the integer `-{'9' * 39}...` has too many digits (5000): it is "
+        "beyond the range of a double\n  = help: a number here is 0 or of a size from about "
+        "5e-324 to 1.8e308 (an integer has at most 309 digits)\n"
     )
 
 
 def test_an_integer_of_the_largest_size_is_read(capsys: pytest.CaptureFixture[str]) -> None:
-    args = {**SAMPLE, "n": int("9" * 4300)}
+    args = {**SAMPLE, "n": 2**1024 - 2**970 - 1}  # (the largest a float does not make infinite)
     decision = decided(capsys, *DECIDE, "--args", json.dumps(args))
     assert decision["effect"] == "deny"  # (no argument `n`)
     assert "`mail.send` has no argument `n`" in decision["reasons"][0]["message"]

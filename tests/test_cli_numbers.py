@@ -102,6 +102,28 @@ def test_a_number_past_a_double_is_a_usage_error(
     assert "\n  = help: a number here is 0 or of a size from about 5e-324 to 1.8e308" in err
 
 
+@pytest.mark.parametrize("text", ["9" * 310, "-" + "9" * 4301, "[1, " + "1" * 5000 + "]"])
+def test_an_integer_past_a_double_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """As the service reads it: 310 digits were taken, and past 4,300 Python's own
+    message ("Exceeds the limit (4300 digits) for integer string conversion") was shown."""
+    with pytest.raises(SystemExit) as info:
+        main([*REFUND, "--args", _refund(text)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("charter: --args: the integer `") and "too many digits" in err
+    assert "beyond the range of a double" in err and "Exceeds" not in err
+    assert "(an integer has at most 309 digits)" in err
+
+
+def test_an_integer_within_a_double_is_read_exactly(capsys: pytest.CaptureFixture[str]) -> None:
+    # the least integer a float does not round to minus infinity (a negative refund passes)
+    least = str(-(2**1024 - 2**970 - 1))
+    code, out, _ = _run(capsys, *REFUND, "--args", _refund(least))
+    assert code == 0 and _exact(out)["args"]["amount"] == int(least)
+
+
 def test_test_results_print_decimal_arguments_as_numbers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -22,7 +22,13 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope
 
-from api.service.encoding import LOSSLESS, exact_in_place
+from api.service.encoding import (
+    INT_BOUND,
+    LOSSLESS,
+    digits_out_of_range,
+    exact_in_place,
+    integer_out_of_range,
+)
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20
@@ -79,7 +85,7 @@ def _too_large() -> ServiceError:
 
 def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
     """Nesting depth (stopping early once past `limit`; iterative: no recursion to blow)
-    and whether a `number` is inside."""
+    and whether a `number` is inside; an integer past a double's range raises its 422."""
     deepest = 0
     floats = False
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -90,7 +96,11 @@ def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
         elif isinstance(item, list):
             children = item
         else:
-            floats = floats or type(item) is number
+            kind = type(item)
+            if kind is number:
+                floats = True
+            elif kind is int and not -INT_BOUND < item < INT_BOUND:
+                raise integer_out_of_range(item)
             continue
         deepest = max(deepest, level)
         if deepest > limit:
@@ -100,8 +110,9 @@ def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
 
 
 def check_depth(value: Any, what: str, number: type = float) -> bool:
-    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep; else whether a
-    `number` (as its parser reads a JSON number with a fraction or an exponent) is in
+    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep, the 422 for an
+    integer in it past a double's range (`api.service.encoding.INT_BOUND`); else whether
+    a `number` (as its parser reads a JSON number with a fraction or an exponent) is in
     it: the caller may need its exact value."""
     if value is None:
         return False
@@ -113,6 +124,8 @@ def check_depth(value: Any, what: str, number: type = float) -> bool:
                 floats = True
             elif kind is dict or kind is list:
                 break
+            elif kind is int and not -INT_BOUND < item < INT_BOUND:
+                raise integer_out_of_range(item)
         else:
             return floats
     deepest, floats = _walk(value, MAX_DEPTH, number)
@@ -140,6 +153,10 @@ def validate(model: type[M], raw: bytes) -> M:
         if any(e["type"] == "json_invalid" for e in errors):
             if any("recursion" in e["message"] for e in errors):
                 raise ServiceError(400, "too-deep", "the JSON is nested too deep") from None
+            # (the parser's word for an integer part past 4,300 digits: valid JSON)
+            past = [e["message"] for e in errors if "number out of range" in e["message"]]
+            if past:
+                raise digits_out_of_range(raw, past[0]) from None
             raise ServiceError(400, "malformed-json", "the body is not valid JSON") from None
         if any(e["type"] == "too_long" and e["loc"][:1] == ["calls"] for e in errors):
             raise ServiceError(413, "batch-too-large", "a batch holds at most 1000 calls") from None

@@ -16,7 +16,9 @@ the float it parses to when that is exactly what its text says (20.5), else the 
 of its text (0.1, 100.000000000000000000000001); a number past the range of a double,
 which a float would turn into 0 or an infinity (1e-400, 1e400), is a 422 (the rule is
 `api.service.encoding.exact_number`, which every other JSON body meets in
-`api.http.body.parse`). The models read numbers as floats (an `expected_cost` as the
+`api.http.body.parse`), and so is an integer past that range (310 digits: found by
+`check_depth` as it walks args and context; past 4,300 digits jiter reads no number, and
+the models' parser says why). The models read numbers as floats (an `expected_cost` as the
 Decimal of a float): when a call they read holds a float, or an expected cost, the same
 numbers are taken from the lossless parse of the body instead. A NaN or an Infinity,
 which the models' parser takes and JSON does not, is a 400 `malformed-json`: no condition
