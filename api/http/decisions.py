@@ -15,14 +15,21 @@ from api.http.body import body
 from api.http.lane import DecisionLane
 from api.http.pagination import int_query
 from api.http.parts import service_of
-from api.http.routing import Spec, Table, json_response
+from api.http.routing import JSONResponse, Spec, Table, json_response
 from api.service.decisionlog import log_view, reasons_resolver
+from api.service.encoding import dumps
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn
 from policy.diagnostics import CharterError
 
 MAX_LOG_PAGE = 1000
+# A page's decisions stop before the one that would take their JSON past this many bytes,
+# but for a first one that is larger alone: 1,000 rows with an argument of 1 MB each were
+# one response of 2 GB (a row's arguments are answered as `args` and `final_args`), built
+# and sent on the event loop. The next page starts after the last decision given
+# (`next_after_seq`), as after a page cut by `limit`.
+MAX_LOG_PAGE_BYTES = 4 << 20
 
 
 async def read_log(request: Request) -> Response:
@@ -30,11 +37,24 @@ async def read_log(request: Request) -> Response:
     after = int_query(request, "after_seq", 0, minimum=0)
     limit = int_query(request, "limit", 100, minimum=1, maximum=MAX_LOG_PAGE)
     service = service_of(request)
-    rows = service.store.read_decisions(after, limit)
-    last = rows[-1][0] if rows else after
+    budget = MAX_LOG_PAGE_BYTES
+    # The store stops at the budget in stored bytes, which a row's answer never has fewer
+    # of (its reasons are stored by reference, its final arguments as what they add), so
+    # no more than a page's worth is read; the answers are then cut by their own size.
+    rows = service.store.read_decisions(after, limit, budget)
     resolve = reasons_resolver(service)
-    decisions = [log_view(s, e, resolve) for s, e in rows]
-    return json_response({"decisions": decisions, "next_after_seq": last})
+    parts: list[bytes] = []
+    size = 0
+    last = after
+    for seq, row in rows:
+        part = dumps(log_view(seq, row, resolve))
+        if parts and size + len(part) > budget:
+            break
+        parts.append(part)
+        size += len(part) + 1
+        last = seq
+    page = b'{"decisions":[%s],"next_after_seq":%d}' % (b",".join(parts), last)
+    return JSONResponse(page)
 
 
 def _engine(module: str) -> Any:

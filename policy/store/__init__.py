@@ -91,7 +91,14 @@ class Store(Protocol):
         their sequence numbers, gap-free, assigned inside the caller's transaction."""
         ...
 
-    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, bytes]]: ...
+    def read_decisions(
+        self, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        """Rows from `after_seq + 1` on, at most `limit`; with `max_bytes`, stopping before
+        the row that would take their bytes past it, but never before the first (a reader
+        paging on from its last row always moves)."""
+        ...
+
     def last_seq(self) -> int: ...
 
     # the budget ledger

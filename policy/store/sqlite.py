@@ -62,10 +62,15 @@ CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
 # longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows.
 _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
 _APPEND_RUN = f"INSERT INTO decisions (seq, count, body) VALUES (coalesce(({_NEXT_SEQ}), 1), ?, ?)"
+# A run's length, not its bytes (SQLite's length() of a column reads the record's header,
+# and `count`, stored after `body`, is reached through its overflow pages without copying
+# them; `body` beside length(), even in a CASE that skips it, is loaded whole): the rows a
+# page takes are read from the blob (`SqliteStore._run_rows`).
 _READ_RUNS = (
-    "SELECT seq, count, body FROM decisions WHERE seq >= "
+    "SELECT seq, count, length(body) FROM decisions WHERE seq >= "
     "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= ?) ORDER BY seq"
 )
+_NO_BUDGET = (1 << 63) - 1
 
 # Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
 RESTART_FRAMES = 4000
@@ -319,21 +324,59 @@ class SqliteStore:
             assert first is not None
         return list(range(first, first + len(rows)))
 
-    def read_decisions(self, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
+    def read_decisions(
+        self, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        """Rows from `after_seq + 1` on, at most `limit`; with `max_bytes`, stopping before
+        the row that would take their bytes past it, but never before the first."""
         found: list[tuple[int, bytes]] = []
+        budget = _NO_BUDGET if max_bytes is None else max_bytes
+        size = 0
         with self._lock:
             # From the run that holds `after_seq + 1` (the last one starting at or before
             # it) on, in one statement: one snapshot, so a run another process commits
-            # meanwhile is either wholly there or wholly not, never skipped.
+            # meanwhile is either wholly there or wholly not, never skipped (a blob opened
+            # while the statement runs reads in its snapshot, and runs never change).
             cursor = self._db.execute(_READ_RUNS, (after_seq + 1,))
-            for seq, count, body in cursor:
+            for seq, count, length in cursor:
                 start = max(0, after_seq + 1 - seq)  # inside the first run, or 0
-                rows = _unpack(count, bytes(body), start, start + limit - len(found))
-                found += ((seq + start + i, row) for i, row in enumerate(rows))
-                if len(found) >= limit:
-                    break
+                stop = min(count, start + limit - len(found))
+                if start >= stop:
+                    continue  # (the first run ended at or before `after_seq`)
+                rows = self._run_rows(seq, count, length, start, stop, budget - size, not found)
+                taken = 0
+                for row in rows:
+                    if found and size + len(row) > budget:
+                        break
+                    found.append((seq + start + taken, row))
+                    size += len(row)
+                    taken += 1
+                if taken < stop - start or len(found) >= limit:
+                    break  # (full: by its bytes, or by `limit`)
             cursor.close()
         return found
+
+    def _run_rows(
+        self, seq: int, count: int, length: int, start: int, stop: int, room: int, first: bool
+    ) -> list[bytes]:
+        """Rows `start` to `stop - 1` of the run `seq` (`length` bytes): the whole run read
+        when it fits in `room`, else only the rows that do (and the `first` row of a page
+        whatever its size), so a page of a long run never copies all of it."""
+        with self._db.blobopen("decisions", "body", seq, readonly=True) as blob:
+            if length <= room:
+                return _unpack(count, blob.read(), start, stop)
+            if count == 1:
+                return [blob.read()] if first else []
+            sizes = struct.unpack(f"<{count}I", blob.read(4 * count))
+            ends = list(accumulate(sizes, initial=4 * count))
+            rows: list[bytes] = []
+            for i in range(start, stop):
+                if sizes[i] > room and (rows or not first):
+                    break
+                blob.seek(ends[i])
+                rows.append(blob.read(sizes[i]))
+                room -= sizes[i]
+            return rows
 
     def last_seq(self) -> int:
         with self._lock:

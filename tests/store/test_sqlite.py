@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,67 @@ def test_reading_the_log_anywhere_in_its_runs(
     numbered = list(enumerate(flat, start=1))
     assert store.read_decisions(after, limit) == [(s, r) for s, r in numbered if s > after][:limit]
     assert store.last_seq() == len(flat)
+    store.close()
+
+
+def _within(rows: list[tuple[int, bytes]], limit: int, max_bytes: int) -> list[tuple[int, bytes]]:
+    """The first `limit` of `rows`, stopping before the row that would take their bytes
+    past `max_bytes`, but never before the first."""
+    page: list[tuple[int, bytes]] = []
+    size = 0
+    for seq, row in rows[:limit]:
+        if page and size + len(row) > max_bytes:
+            break
+        page.append((seq, row))
+        size += len(row)
+    return page
+
+
+@settings(deadline=None)
+@given(
+    groups=st.lists(
+        st.lists(st.binary(max_size=40).map(lambda b: b * 3), min_size=1, max_size=9),
+        max_size=8,
+    ),
+    after=st.integers(min_value=-1, max_value=80),
+    limit=st.integers(min_value=1, max_value=80),
+    max_bytes=st.integers(min_value=0, max_value=400),
+)
+def test_reading_the_log_within_a_byte_budget(
+    tmp_path_factory: pytest.TempPathFactory,
+    groups: list[list[bytes]],
+    after: int,
+    limit: int,
+    max_bytes: int,
+) -> None:
+    """With a budget the page stops before the row that would take it past the budget,
+    and holds at least one row (so a reader paging on from its last row always moves):
+    runs longer than the budget are read a row at a time from the blob, the rest whole."""
+    store = SqliteStore(tmp_path_factory.mktemp("log") / "s.db")
+    for group in groups:
+        store.append_decisions(group)
+    numbered = [(s, r) for s, r in enumerate((r for g in groups for r in g), 1) if s > after]
+    assert store.read_decisions(after, limit, max_bytes) == _within(numbered, limit, max_bytes)
+    store.close()
+
+
+def test_a_page_of_a_long_run_copies_only_its_rows(tmp_path: Path) -> None:
+    """300 rows of 20 KB in one run (6 MB): a page of 200 KB reads 10 of them, and one
+    row is given even when it alone is over the budget."""
+    store = SqliteStore(tmp_path / "s.db")
+    rows = [bytes([i % 251]) * 20_000 for i in range(300)]
+    store.append_decisions(rows)
+    tracemalloc.start()
+    try:
+        page = store.read_decisions(5, 1000, 200_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert page == [(6 + i, rows[5 + i]) for i in range(10)]
+    assert peak < 600_000, peak  # the page, and not the run's 6 MB
+    assert store.read_decisions(7, 1000, 10) == [(8, rows[7])]
+    assert store.read_decisions(299, 1000, 10) == [(300, rows[299])]
+    assert store.read_decisions(300, 1000, 10) == []
     store.close()
 
 
