@@ -14,6 +14,7 @@ from api.http import decisions, ops, policy, resources
 from api.http.commit import GroupCommit
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
+from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
@@ -48,7 +49,7 @@ def create_app(service: Service) -> CharterApp:
         for spec, endpoint in decisions.ROUTES
         if isinstance(endpoint, DecisionLane)
     }
-    app.charter = Parts(service, GroupCommit(service, tokens), tokens, ops.openapi(TABLE))
+    app.charter = Parts(service, GroupCommit(service, tokens), tokens, openapi(TABLE))
     return app
 
 

@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.http import answers as a
 from api.http import models as m
 from api.http.auth import may_decide, require_admin, require_decide
 from api.http.body import body
@@ -123,15 +124,15 @@ async def turns(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("POST", "/v1/decisions", "Decide one call", "decide",
-          m.DecisionRequest, m.DecisionResponse), DecisionLane(batch=False)),
+          m.DecisionRequest, a.DecisionResponse, errors=(404, 409)), DecisionLane(batch=False)),
     (Spec("POST", "/v1/decisions/batch", "Decide up to 1,000 calls", "decide",
-          m.BatchRequest, m.BatchResponse), DecisionLane(batch=True)),
-    (Spec("GET", "/v1/decisions", "Read the decision log by sequence", "admin",
-          None, m.LogPage, query=("after_seq", "limit")), read_log),
-    (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide"),
-     list_tools),
+          m.BatchRequest, a.BatchResponse, errors=(404, 409)), DecisionLane(batch=True)),
+    (Spec("GET", "/v1/decisions", "Read the decision log by sequence (at most 4 MiB a page)",
+          "admin", None, a.LogPage, query=("after_seq", "limit")), read_log),
+    (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide",
+          None, a.ToolListing, errors=(409, 503)), list_tools),
     (Spec("POST", "/v1/fit", "Check that a role or profile fits an agent's access", "decide",
-          m.FitRequest), fit),
+          m.FitRequest, a.FitAnswer, errors=(404, 409, 503)), fit),
     (Spec("POST", "/v1/turns", "Admit a turn, pinned to the latest revision", "decide",
-          m.TurnRequest, m.Turn, 201), turns),
+          m.TurnRequest, a.Turn, 201, errors=(404, 409)), turns),
 ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""Request and response models (pydantic v2); `/openapi.json` is generated from these."""
+"""What the endpoints read: the request models (pydantic v2), which `/openapi.json` gives
+with the answers' (api.http.answers)."""
 
 from __future__ import annotations
 
@@ -36,40 +37,6 @@ class BatchRequest(Strict):
     calls: list[DecisionRequest] = Field(min_length=1, max_length=MAX_BATCH)
 
 
-class Reason(BaseModel):
-    kind: str
-    message: str
-    role: str | None = None
-    hook: str | None = None
-    location: str | None = None
-
-
-class DecisionResponse(BaseModel):
-    id: str
-    seq: int
-    effect: Literal["allow", "deny", "pause"]
-    args: dict[str, Any] | None
-    reasons: list[Reason]
-    errors: list[dict[str, Any]]
-    near_misses: list[Reason]
-    revision: int
-    approval_id: str | None = None
-
-
-class BatchResponse(BaseModel):
-    decisions: list[DecisionResponse]
-
-
-class LogPage(BaseModel):
-    decisions: list[dict[str, Any]]
-    next_after_seq: int
-
-
-class Page(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None
-
-
 class FitRequest(Strict):
     agent: str = Id
     kind: Literal["role", "profile"] = "role"
@@ -82,16 +49,6 @@ class TurnRequest(Strict):
     thread: str | None = None
 
 
-class Turn(BaseModel):
-    id: str
-    agent: str
-    thread: str | None
-    revision: int
-    profile: str
-    created_at: int
-    ends_at: int = Field(description="ms since the epoch: from then on, its calls are 409")
-
-
 class PolicyFile(Strict):
     path: str = Field(min_length=1, max_length=512)
     text: str
@@ -100,11 +57,6 @@ class PolicyFile(Strict):
 class PolicyUpload(Strict):
     files: list[PolicyFile] = Field(min_length=1, max_length=10_000)
     note: str = ""
-
-
-class Policy(BaseModel):
-    revision: int
-    files: list[PolicyFile]
 
 
 class Budget(Strict):
@@ -140,19 +92,6 @@ class AgentUpdate(Strict):
     _strip_name = field_validator("name")(_stripped)
 
 
-class Agent(BaseModel):
-    id: str
-    name: str
-    identity: str
-    profile: str
-    budget: dict[str, str] | None
-    metadata: dict[str, Any]
-    parent: str | None
-    status: Literal["idle", "running", "stopped", "error"]
-    created_at: int
-    updated_at: int
-
-
 class IdentityCreate(Strict):
     label: str | None = Field(default=None, max_length=256)
     request_id: str | None = Field(default=None, max_length=256)
@@ -167,17 +106,6 @@ class IdentityUpdate(Strict):
     label: str | None = Field(default=None, max_length=256)
     name: str | None = Field(default=None, max_length=256)
     metadata: dict[str, Any] | None = None
-
-
-class Identity(BaseModel):
-    id: str
-    account_id: str
-    secret_name: str
-    name: str | None
-    label: str | None
-    metadata: dict[str, Any]
-    created_at: int
-    updated_at: int
 
 
 class ThreadCreate(Strict):
@@ -221,14 +149,6 @@ class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
     agent: str | None = None
     name: str = Field(default="", max_length=256)
-
-
-class Problem(BaseModel):
-    type: str
-    title: str
-    status: int
-    code: str
-    detail: str
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

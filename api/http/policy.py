@@ -6,6 +6,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin
 from api.http.body import parse, read_body
@@ -84,9 +85,9 @@ async def revisions(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
-          "admin", m.PolicyUpload, status=201), put_policy),
+          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True), put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
-          None, m.Policy, query=("revision",)), get_policy),
-    (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, m.Page,
+          None, a.Policy, query=("revision",), errors=(404,)), get_policy),
+    (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, a.RevisionPage,
           query=("cursor", "limit")), revisions),
 ]  # fmt: skip

@@ -3,6 +3,7 @@ through api.service.manage, so an agent's token is decided exactly like a tool c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -10,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body
@@ -46,28 +48,39 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
     return spec, endpoint
 
 
-def _crud(kind: str, key: str, create: type[BaseModel] | None, update: type[BaseModel] | None,
-          out: type[BaseModel] | None, extra_query: tuple[str, ...] = ()) -> Table:  # fmt: skip
+def _crud(
+    kind: str, key: str, page: type[BaseModel], out: type[BaseModel],
+    create: type[BaseModel] | None = None, update: type[BaseModel] | None = None,
+    extra_query: tuple[str, ...] = (), errors: Mapping[str, tuple[int, ...]] | None = None,
+    created: tuple[int, ...] = (201,),
+) -> Table:  # fmt: skip
+    """A kind's list and get, and its create, update and delete when it has them;
+    `errors`: each action's problem statuses beyond those of its shape (api.http.openapi);
+    `created`: a create's statuses (the first the usual one)."""
     base = f"/v1/{kind}"
     item = f"{base}/{{{key}}}"
+    more = errors or {}
     table: Table = [
-        managed(Spec("GET", base, f"List {kind}", "manage", None, m.Page,
-                     query=(*PAGE, *extra_query), tool=f"{kind}.list")),
-        managed(Spec("GET", item, f"Get one of {kind}", "manage", None, out, tool=f"{kind}.get")),
+        managed(Spec("GET", base, f"List {kind}", "manage", None, page,
+                     query=(*PAGE, *extra_query), tool=f"{kind}.list",
+                     errors=more.get("list", ()))),
+        managed(Spec("GET", item, f"Get one of {kind}", "manage", None, out, tool=f"{kind}.get",
+                     errors=more.get("get", ()))),
     ]  # fmt: skip
     if create is not None:
         table.append(
-            managed(Spec("POST", base, f"Create one of {kind}", "manage", create, out, 201,
-                         tool=f"{kind}.create"))
+            managed(Spec("POST", base, f"Create one of {kind}", "manage", create, out,
+                         created[0], tool=f"{kind}.create", errors=more.get("create", ()),
+                         also=created[1:]))
         )  # fmt: skip
     if update is not None:
         table.append(
             managed(Spec("PATCH", item, f"Update one of {kind}", "manage", update, out,
-                         tool=f"{kind}.update"))
+                         tool=f"{kind}.update", errors=more.get("update", ())))
         )  # fmt: skip
         table.append(
             managed(Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204,
-                         tool=f"{kind}.delete"))
+                         tool=f"{kind}.delete", errors=more.get("delete", ())))
         )  # fmt: skip
     return table
 
@@ -90,27 +103,37 @@ async def delete_token(request: Request) -> Response:
     return json_response(None, 204)
 
 
+# Problem statuses beyond each route's shape: 409 for a conflict, and for `no-policy`
+# where the operation reads the latest revision (a profile, a toolset, a declaration).
+_POLICY_VIEW = {"list": (409,), "get": (409,)}
 ROUTES: Table = [
-    *_crud("identities", "id", m.IdentityCreate, m.IdentityUpdate, m.Identity),
+    # (a create with a `request_id` already used answers 200 with the identity it made)
+    *_crud("identities", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
+           created=(201, 200)),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
-                 m.IdentityImport, m.Identity, 201, tool="identities.import")),
-    *_crud("agents", "id", m.AgentCreate, m.AgentUpdate, m.Agent),
-    *_crud("threads", "id", m.ThreadCreate, m.ThreadUpdate, None, ("agent",)),
-    *_crud("connections", "id", m.ConnectionCreate, m.ConnectionUpdate, None),
-    *_crud("roles", "name", m.RoleWrite, m.RoleUpdate, None),
-    *_crud("profiles", "name", None, None, None),
-    *_crud("hooks", "name", None, None, None),
-    *_crud("toolsets", "name", None, None, None),
-    managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, m.Page,
+                 m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,))),
+    *_crud("agents", "id", a.AgentPage, a.Agent, m.AgentCreate, m.AgentUpdate,
+           errors={"create": (409,), "update": (409,), "delete": (409,)}),
+    *_crud("threads", "id", a.ThreadPage, a.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
+           errors={"create": (404,)}),
+    *_crud("connections", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
+           m.ConnectionUpdate, errors={"create": (409,)}),
+    *_crud("roles", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
+           errors={**_POLICY_VIEW, "create": (409,), "update": (409,), "delete": (409, 422)}),
+    *_crud("profiles", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
+    *_crud("hooks", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
+    *_crud("toolsets", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),
+    managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
                  query=(*PAGE, "status"), tool="approvals.list")),
-    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage",
+    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage", None, a.Approval,
                  tool="approvals.get")),
+    # Approving runs an approved management request: its refusals are the approval's.
     managed(Spec("POST", "/v1/approvals/{id}/approve",
-                 "Approve: re-check and return the final decision", "manage",
-                 tool="approvals.approve")),
+                 "Approve: re-check and return the final decision", "manage", None, a.Approved,
+                 tool="approvals.approve", errors=(400, 409, 422))),
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
-                 m.Reject, tool="approvals.reject")),
+                 m.Reject, a.Rejected, tool="approvals.reject", errors=(409,))),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
-          status=201), create_token),
+          a.TokenIssued, status=201, errors=(404,)), create_token),
     (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204), delete_token),
 ]  # fmt: skip

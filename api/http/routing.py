@@ -20,10 +20,15 @@ Endpoint = Callable[[Request], Awaitable[Response]] | ASGIApp
 
 @dataclass(frozen=True)
 class Spec:
+    """A route as `/openapi.json` gives it (api.http.openapi): who may call it, what it
+    reads and what it answers. The problem+json statuses its shape implies (a token's
+    401/403/503, a body's 400/413/422, a query's 400, a path's 404) are added there;
+    `errors` are the others it can give."""
+
     method: str
     path: str
     summary: str
-    auth: str
+    auth: str  # "none", "admin", "decide" or "manage" (admin, or an agent's token: decided)
     request: type[BaseModel] | None = None
     response: type[BaseModel] | None = None
     status: int = 200
@@ -31,6 +36,11 @@ class Spec:
     # The built-in tool a management endpoint is decided as, for an agent's token (its path
     # parameters, query and body are the tool's arguments: tests/api/test_tool_arguments.py)
     tool: str | None = None
+    errors: tuple[int, ...] = ()
+    also: tuple[int, ...] = ()  # other success statuses, with the same answer
+    others: tuple[tuple[int, type[BaseModel]], ...] = ()  # other JSON answers, by status
+    text: bool = False  # the body may be text too (any non-JSON content type)
+    media: str = "application/json"  # the answer's, when `response` is None
 
 
 class JSONResponse(Response):

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from api.http import models as m
 from api.http.app import TABLE
-from api.http.ops import openapi
+from api.http.openapi import openapi
 from api.http.routing import Spec
 from api.service.pages import DEFAULT_LIMIT
 from engine.builtins import builtin_tools

@@ -1,0 +1,393 @@
+"""What the endpoints answer: the response models `/openapi.json` is generated from
+(api.http.openapi), one for each operation's answer as its handler builds it.
+
+Nothing validates a response against these at run time (the handlers write their dicts
+as they are); tests/api/test_openapi.py checks real answers of a live server against
+them, with no field left undescribed. A field that holds what a caller sent (a call's
+`args`, an agent's `metadata`) or the policy's own vocabulary (a condition as JSON) is
+`dict[str, Any]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.http.models import PolicyFile
+
+Effect = Literal["allow", "deny", "pause"]
+Period = Literal["24h", "7d", "total"]
+
+
+# ---- decisions ----------------------------------------------------------------------------
+class Reason(BaseModel):
+    kind: str
+    message: str
+    role: str | None = None
+    hook: str | None = None
+    location: str | None = None
+
+
+class ConditionError(BaseModel):
+    location: str
+    message: str
+    effect: str  # what the erroring rule or hook did: "ignored allow", "applied deny", ...
+
+
+class DecisionResponse(BaseModel):
+    id: str
+    seq: int
+    effect: Effect
+    args: dict[str, Any] | None
+    reasons: list[Reason]
+    errors: list[ConditionError]
+    near_misses: list[Reason]
+    revision: int
+    approval_id: str | None = None
+
+
+class BatchResponse(BaseModel):
+    decisions: list[DecisionResponse]
+
+
+class LoggedDecision(BaseModel):
+    """A row of the log, every field filled in (api.service.decisionlog.expand)."""
+
+    seq: int
+    id: str
+    at: int  # when it was decided, ms since the epoch
+    agent: str
+    profile: str
+    tool: str
+    args: dict[str, Any] | None
+    effect: Effect
+    reasons: list[Reason] | None  # (None: the reasons' record is gone)
+    revision: int
+    final_args: dict[str, Any] | None
+    errors: list[ConditionError]
+    near_misses: list[Reason]
+    thread: str | None
+    turn: str | None
+    expected_cost: str | None  # USD, a decimal's text
+    approval: str | None
+
+
+class LogPage(BaseModel):
+    decisions: list[LoggedDecision]
+    next_after_seq: int
+
+
+class Turn(BaseModel):
+    id: str
+    agent: str
+    thread: str | None
+    revision: int
+    profile: str
+    created_at: int
+    ends_at: int = Field(description="ms since the epoch: from then on, its calls are 409")
+
+
+class HookNote(BaseModel):
+    name: str
+    kind: Literal["pause", "rewrite", "deny"]
+    condition: str | None
+    location: str
+
+
+class ListedTool(BaseModel):
+    tool: str
+    status: Literal["allow", "narrow", "deny"]
+    # A narrowed tool's residual condition: as DSL text, whether that text alone is exact,
+    # and the exact residual (allowed iff one holds), each a condition as JSON.
+    condition: str | None = None
+    exact: bool | None = None
+    any_of: list[dict[str, Any]] | None = None
+    hooks: list[HookNote]
+
+
+class ToolListing(BaseModel):
+    agent: str
+    profile: str
+    revision: int
+    tools: list[ListedTool]
+
+
+class Violation(BaseModel):
+    tool: str | None
+    kind: Literal["widens", "drops-deny", "drops-hook", "budget", "identity", "unsupported",
+                  "timeout"]  # fmt: skip
+    message: str
+    grant: str | None
+    location: str | None
+    counterexample: dict[str, Any] | None  # a call the evaluator confirmed
+
+
+class FitAnswer(BaseModel):
+    revision: int
+    fits: bool
+    violations: list[Violation]
+
+
+# ---- the policy ---------------------------------------------------------------------------
+class Diagnostic(BaseModel):
+    code: str
+    severity: Literal["error", "warning"]
+    message: str
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    help: str | None
+
+
+class PolicyUploaded(BaseModel):
+    revision: int
+    warnings: list[Diagnostic]
+
+
+class Policy(BaseModel):
+    revision: int
+    files: list[PolicyFile]
+
+
+class RevisionSummary(BaseModel):
+    toolsets: list[str]
+    roles: list[str]
+    hooks: list[str]
+    profiles: list[str]
+    tests: int
+
+
+class Revision(BaseModel):
+    revision: int
+    author: str
+    note: str
+    created_at: int
+    summary: RevisionSummary
+    files: list[str]  # their paths (`GET /v1/policy?revision=` gives the text)
+
+
+class Declaration(BaseModel):
+    """A role, hook, profile or toolset of the latest revision (or, listed, of the
+    revision the listing's first page pinned), with its source."""
+
+    name: str
+    file: str
+    line: int
+    source: str
+    revision: int
+
+
+class Role(Declaration):
+    pass
+
+
+class Hook(Declaration):
+    pass
+
+
+class StoredBudget(BaseModel):
+    amount: str  # USD, a decimal's text
+    period: Period
+
+
+class Profile(Declaration):
+    roles: list[str]
+    hooks: list[str]
+    budget: StoredBudget | None
+
+
+class Toolset(Declaration):
+    tools: list[str]
+    url: str | None
+    connection_required: bool
+    runs_code: bool
+
+
+# ---- resources ----------------------------------------------------------------------------
+class Agent(BaseModel):
+    id: str
+    name: str
+    identity: str
+    profile: str
+    budget: StoredBudget | None
+    metadata: dict[str, Any]
+    parent: str | None
+    status: Literal["idle", "running", "stopped", "error"]
+    created_at: int
+    updated_at: int
+
+
+class Identity(BaseModel):
+    id: str
+    account_id: str
+    secret_name: str
+    name: str | None
+    label: str | None
+    metadata: dict[str, Any]
+    created_at: int
+    updated_at: int
+
+
+class Thread(BaseModel):
+    id: str
+    agent: str
+    prompt: str
+    max_cost: str | None  # USD, a decimal's text
+    depth: int
+    status: Literal["open", "running", "waiting", "done", "failed", "cancelled"]
+    created_at: int
+    updated_at: int
+
+
+class Connection(BaseModel):
+    """The credential is sealed at rest and never shown."""
+
+    id: str
+    name: str
+    toolset: str
+    owner: str | None  # an identity; None: the workspace
+    created_at: int
+    updated_at: int
+
+
+class Approval(BaseModel):
+    """A pause's approval; its call's arguments as logged (secrets redacted)."""
+
+    id: str
+    status: Literal["pending", "approved", "rejected"]
+    agent: str
+    tool: str
+    args: dict[str, Any] | None
+    thread: str | None
+    turn: str | None
+    connection: str | None
+    revision: int
+    reasons: list[Reason]
+    management: bool  # the call is an agent's management request, run once approved
+    created_at: int
+    decided_at: int | None
+    decided_by: str | None
+    final: DecisionResponse | None  # the decision the approval's re-check made
+    reason: str | None = None  # a rejection's
+
+
+class Approved(BaseModel):
+    approval: Approval
+    decision: DecisionResponse
+    # An approved management request that its re-check allowed has run: its answer (None
+    # for one that answers 204).
+    result: Any = None
+
+
+class Rejected(BaseModel):
+    approval: Approval
+
+
+class TokenIssued(BaseModel):
+    id: str
+    scope: Literal["admin", "decide", "agent"]
+    agent: str | None
+    name: str
+    created_at: int
+    token: str  # shown once: only its SHA-256 is kept
+
+
+class Pending(BaseModel):
+    """The 202 of an agent's management request that its policy paused: the operation
+    runs once a human approves (`POST /v1/approvals/{id}/approve`)."""
+
+    status: Literal["pending"]
+    approval_id: str
+    decision: DecisionResponse
+
+
+# ---- pages --------------------------------------------------------------------------------
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None  # None: the last page
+
+
+class AgentPage(Page[Agent]):
+    pass
+
+
+class IdentityPage(Page[Identity]):
+    pass
+
+
+class ThreadPage(Page[Thread]):
+    pass
+
+
+class ConnectionPage(Page[Connection]):
+    pass
+
+
+class RolePage(Page[Role]):
+    pass
+
+
+class ProfilePage(Page[Profile]):
+    pass
+
+
+class HookPage(Page[Hook]):
+    pass
+
+
+class ToolsetPage(Page[Toolset]):
+    pass
+
+
+class ApprovalPage(Page[Approval]):
+    pass
+
+
+class RevisionPage(Page[Revision]):
+    pass
+
+
+# ---- operations ---------------------------------------------------------------------------
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    status: Literal["ready"]
+    revision: int
+
+
+class NotReady(BaseModel):
+    status: Literal["unavailable"]
+    reason: str  # "store", or "no policy yet"
+
+
+# ---- errors -------------------------------------------------------------------------------
+class FieldError(BaseModel):
+    loc: list[str]
+    message: str
+    type: str
+
+
+class Problem(BaseModel):
+    """application/problem+json (RFC 9457); `code` is stable (docs/http.md, "Errors").
+    Some codes add fields: those below, and `fit` (`does-not-fit`), `violation`
+    (`budget-looser`), `attributes` (`agent-attribute-differs`), `limit` (`bad-limit`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    code: str
+    detail: str
+    help: str | None = None
+    errors: list[FieldError] | None = None  # `invalid-body`
+    diagnostics: list[Diagnostic] | None = None  # `policy-invalid`, `not-utf8`
+    decision: DecisionResponse | None = None  # `denied-by-policy`

@@ -1,0 +1,159 @@
+"""`/openapi.json`: generated from the route tables' `Spec`s and the pydantic models of
+what each route reads (api.http.models) and answers (api.http.answers).
+
+Every operation has its success answer's schema (a 204 has none), the 202 `Pending` of a
+management request an agent's policy paused, and a problem+json `Problem` for each
+refusal status it can give: those its shape implies (below, `_statuses`) and its Spec's
+`errors`. tests/api/test_openapi.py checks that every route has an operation and that a
+live server's answers read as their schemas say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from api.http import answers as a
+from api.http.routing import Spec, Table
+
+PROBLEM_TYPE = "application/problem+json"
+# What each refusal status means here (docs/http.md, "Errors", has every code).
+WHY = {
+    400: "the request is malformed: its JSON, a query parameter, or a field the operation "
+    "checks (`malformed-json`, `bad-limit`, `bad-cursor`, `unknown-profile`, ...)",
+    401: "no valid bearer token (`unauthorized`)",
+    403: "the token may not do this (`insufficient-scope`), or an agent's token's request "
+    "was refused by its policy (`denied-by-policy`, with the logged `decision`) or by what "
+    "it may make (`does-not-fit`, `budget-looser`, ...)",
+    404: "what the path or the body names is not there (`agent-not-found`, ...)",
+    409: "the request conflicts with the state (`agent-exists`, `no-policy`, "
+    "`approval-not-pending`, ...)",
+    413: "the body is over 1 MiB (`body-too-large`), or a batch over 1,000 calls",
+    422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "
+    "a double cannot hold (`number-out-of-range`), or a policy source does not check "
+    "(`policy-invalid`, with `diagnostics`)",
+    503: "the store is busy or unavailable (`store-unavailable`, with `Retry-After`), or a "
+    "module the operation needs cannot be loaded",
+}
+_HEADERS = {
+    401: {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
+    503: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
+}
+_INTEGERS = frozenset({"limit", "after_seq", "revision"})
+
+
+def _ref(model: type[BaseModel]) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _statuses(spec: Spec) -> list[int]:
+    """The problem statuses of an operation: its shape's and its Spec's `errors`."""
+    found = set(spec.errors)
+    if spec.auth != "none":
+        found |= {401, 403, 503}  # (a token is looked up in the store)
+    if spec.request is not None:
+        found |= {400, 413, 422}
+    if spec.query:
+        found.add(400)
+    if "{" in spec.path:
+        found.add(404)
+    return sorted(found - {status for status, _ in spec.others})
+
+
+def _success(spec: Spec) -> dict[str, Any]:
+    if spec.status == 204:
+        return {"description": "done: no content"}
+    if spec.response is not None:
+        schema = _ref(spec.response)
+    elif spec.media.startswith("text/"):
+        schema = {"type": "string"}
+    else:
+        schema = {"type": "object"}
+    return {"description": "success", "content": {spec.media: {"schema": schema}}}
+
+
+def _responses(spec: Spec) -> dict[str, Any]:
+    answers: dict[str, Any] = {str(s): _success(spec) for s in (spec.status, *spec.also)}
+    if spec.auth == "manage":
+        answers["202"] = {
+            "description": "an agent's request its policy paused: it runs once approved",
+            "content": {"application/json": {"schema": _ref(a.Pending)}},
+        }
+    problem = {PROBLEM_TYPE: {"schema": _ref(a.Problem)}}
+    for status, model in spec.others:
+        answers[str(status)] = {
+            "description": WHY.get(status, "see the schema"),
+            "content": {"application/json": {"schema": _ref(model)}, **problem},
+        }
+    for status in _statuses(spec):
+        answers[str(status)] = {"description": WHY[status], "content": problem}
+        if status in _HEADERS:
+            answers[str(status)]["headers"] = _HEADERS[status]
+    answers["default"] = {"description": "any other problem (a 405, a 500)", "content": problem}
+    return dict(sorted(answers.items()))
+
+
+def _request(spec: Spec, model: type[BaseModel]) -> dict[str, Any]:
+    body: dict[str, Any] = {"content": {"application/json": {"schema": _ref(model)}}}
+    if spec.text:
+        body["content"]["text/plain"] = {"schema": {"type": "string"}}
+        body["description"] = (
+            "JSON, or the DSL text of one file (`text/plain`: any content type but JSON)"
+        )
+    # A body of a model with no required field may be left out (it reads as `{}`).
+    required = any(field.is_required() for field in model.model_fields.values())
+    return {"required": required or spec.text, **body}
+
+
+def _operation(spec: Spec) -> dict[str, Any]:
+    path_params = [p.strip("{}") for p in spec.path.split("/") if p.startswith("{")]
+    op: dict[str, Any] = {
+        "summary": spec.summary,
+        "operationId": f"{spec.method.lower()}{spec.path}".replace("/", "_")
+        .replace("{", "").replace("}", ""),
+        "security": [] if spec.auth == "none" else [{"bearer": []}],
+        "x-charter-auth": spec.auth,
+        "parameters": [
+            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+            for p in path_params
+        ] + [
+            {"name": q, "in": "query", "required": False,
+             "schema": {"type": "integer" if q in _INTEGERS else "string"}}
+            for q in spec.query
+        ],
+        "responses": _responses(spec),
+    }  # fmt: skip
+    if spec.tool is not None:
+        op["x-charter-tool"] = spec.tool
+    if spec.request is not None:
+        op["requestBody"] = _request(spec, spec.request)
+    return op
+
+
+def models_of(table: Table) -> list[type[BaseModel]]:
+    """Every model the document names (their own models follow in `$defs`)."""
+    used: set[type[BaseModel] | None] = {a.Pending, a.Problem}
+    for spec, _ in table:
+        used |= {spec.request, spec.response, *(model for _, model in spec.others)}
+    return sorted((x for x in used if x is not None), key=lambda x: x.__name__)
+
+
+def openapi(table: Table) -> dict[str, Any]:
+    _, schema = models_json_schema(
+        [(x, "validation") for x in models_of(table)],
+        ref_template="#/components/schemas/{model}",
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for spec, _ in table:
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Charter decision service", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schema.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
