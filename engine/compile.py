@@ -124,7 +124,8 @@ class _UnknownTool:
 
 
 class Snapshot:
-    """A compiled, immutable policy revision."""
+    """A compiled, immutable policy revision (its `revision` number is set once, by the
+    upload that stores it, before the snapshot is shared)."""
 
     def __init__(self, workspace: Workspace, revision: int = 0) -> None:
         self.workspace = workspace

@@ -46,9 +46,9 @@ async def put_policy(request: Request) -> Response:
         # Checked and compiled first, in a thread and outside the write transaction:
         # seconds for a large policy, while the event loop serves on and other
         # writers and workers are not held off. The upload then takes what it made.
-        await run_in_threadpool(service.prepare, files)
+        prepared = await run_in_threadpool(service.compile, files)
         with service.store.atomic():
-            snapshot = service.upload(files, f"token:{actor.token_id}", note)
+            snapshot = service.upload(files, f"token:{actor.token_id}", note, prepared)
     except CharterError as exc:
         raise ServiceError(
             422, "policy-invalid", f"the policy has {error_count(exc.diagnostics)} error(s)",

@@ -78,8 +78,18 @@ def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, An
 
 def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     from api.service.manage import OPERATIONS as MANAGEMENT
+    from api.service.manage import PRECHECKS
     from api.service.tokens import Principal as Actor
 
+    ahead = service.doc("approvals", "approval", args["id"])
+    precheck = PRECHECKS.get(ahead["tool"]) if ahead.get("management") else None
+    if precheck is not None and ahead["status"] == "pending":
+        # An agent's paused call runs its checks before the transaction, as when it was
+        # asked: fit checks and compiling a policy may take seconds, which inside would
+        # hold every writer off. The operation inside finds them done (a look-up).
+        _independent(service, actor, ahead)
+        agent_actor = Actor(f"approval:{ahead['id']}", "agent", ahead["agent"])
+        precheck(service, agent_actor, dict(unseal_call(service, ahead).args))
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)

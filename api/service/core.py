@@ -210,6 +210,11 @@ class Service:
         """Raises CharterError with every diagnostic; the HTTP layer makes that a 422."""
         return check_sources(files)
 
+    def compile(self, files: Sequence[tuple[str, str]]) -> Snapshot:
+        """`files` checked and compiled, for an `upload(files, ..., prepared=)` (raises
+        CharterError): a snapshot of its own, which no other upload can take."""
+        return compile_workspace(self.check(files))
+
     def prepare(self, files: Sequence[tuple[str, str]]) -> Snapshot:
         """Check and compile `files` ahead of their `upload`, outside any transaction:
         that is the slow part (seconds for a large policy), and inside the upload's
@@ -228,9 +233,19 @@ class Service:
             self._prepared[key] = snapshot
         return snapshot
 
-    def upload(self, files: Sequence[tuple[str, str]], author: str, note: str = "") -> Snapshot:
-        with self._lock:  # prepared before the transaction: taken (one upload each)
-            snapshot = self._prepared.pop(tuple(files), None)
+    def upload(
+        self,
+        files: Sequence[tuple[str, str]],
+        author: str,
+        note: str = "",
+        prepared: Snapshot | None = None,
+    ) -> Snapshot:
+        """A new revision of `files`, compiled: `prepared` (what `compile` gave for these
+        files), else the one `prepare` keeps for them (taken: one upload each), else
+        compiled now."""
+        with self._lock:
+            kept = self._prepared.pop(tuple(files), None)
+        snapshot = prepared or kept
         if snapshot is None:
             snapshot = compile_workspace(self.check(files))
         workspace = snapshot.workspace
@@ -247,7 +262,8 @@ class Service:
                 "tests": len(workspace.tests),
             },
         }
-        snapshot.revision = self.store.add_revision(body)  # (before anyone else sees it)
+        # A snapshot's revision is set here, once, before anything else can see it.
+        snapshot.revision = self.store.add_revision(body)
         revision = snapshot.revision
         self.snapshots.put(snapshot)
         self.snapshots.latest = max(self.snapshots.latest, revision)

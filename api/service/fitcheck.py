@@ -83,10 +83,10 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
 
 
 def require_role_change_narrows(
-    service: Service, role: str, files: list[tuple[str, str]], source: str | None
+    service: Service, role: str, files: list[tuple[str, str]], source: str
 ) -> None:
-    """An agent's change of role `role` to `source` (None: its deletion), `files` the
-    policy after it: every profile that names the role grants nothing it did not, and
+    """An agent's change of role `role` to `source`, `files` the policy after it: every
+    profile that names the role grants nothing it did not, and
     keeps every deny and hook it held (DESIGN.md section 3). A role is fit-checked against
     its writer's access, but the profiles that name it hold its denies: rewriting a role
     that denies `agents.delete` into one that allows `agents.get` fits, and would lift
@@ -95,7 +95,7 @@ def require_role_change_narrows(
     checker's diagnostics."""
     snapshot = service.current()
     users = sorted(p.name for p in snapshot.workspace.profiles.values() if role in p.roles)
-    key = ("role-change", role, source or "")
+    key = ("role-change", role, source)
     if not users or _known_fit(snapshot, key):
         return
     try:
@@ -108,7 +108,12 @@ def require_role_change_narrows(
             snapshot.workspace, name, changed, name, timeout_ms=TIMEOUT_MS
         )
         if not result.fits:
-            raise _refuse(result, f"profile `{name}` with the changed role `{role}`")
+            raise ServiceError(
+                403, "does-not-fit",
+                f"the change to role `{role}` would widen profile `{name}`, which names it: "
+                "it would grant more, or lose a deny or a hook",
+                fit=result.to_json(),
+            )  # fmt: skip
     _remember_fit(snapshot, key)
 
 

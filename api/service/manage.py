@@ -63,7 +63,7 @@ def _role_create_fits(service: Service, actor: Principal, args: dict[str, Any]) 
     views.prepare_role_change(service, actor, args)
 
 
-def _role_change_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def _role_update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     _role_fits(service, actor, args)
     views.check_role_change(service, actor, args)
 
@@ -71,8 +71,8 @@ def _role_change_fits(service: Service, actor: Principal, args: dict[str, Any]) 
 PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "agents.create": _create_fits,
     "roles.create": _role_create_fits,
-    "roles.update": _role_change_fits,
-    "roles.delete": views.check_role_change,
+    "roles.update": _role_update_fits,
+    "roles.delete": views.prepare_role_change,
     "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
     "connections.create": connections.check_create,

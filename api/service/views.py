@@ -113,44 +113,46 @@ def role_path(name: str) -> str:
     return f"api/roles/{name}.charter"
 
 
-def _role_change(
-    service: Service, args: dict[str, Any], delete: bool
-) -> tuple[str, list[tuple[str, str]], str | None, bool] | None:
-    """(role, the policy's files after the change, the new source, whether the role is
-    API-managed now: its own file is in the policy) of a role's create or
-    update (`delete`: its deletion) as the latest revision stands, checked and compiled
-    ahead of the upload (`Service.prepare`), outside the write transaction: a large
-    policy takes seconds. None for arguments the operation refuses anyway, and for a
-    policy that does not check (the operation refuses it, after its own checks)."""
-    name, source = args.get("name"), None if delete else args.get("source")
-    if not isinstance(name, str) or not (delete or isinstance(source, str)):
-        return None
+def _files_after(
+    files: list[tuple[str, str]], name: str, source: str | None
+) -> list[tuple[str, str]]:
+    """The policy's files once role `name`'s own file holds `source` (None: is gone)."""
     path = role_path(name)
-    _, files = service.files()
-    managed = any(p == path for p, _ in files)
-    files = [(p, t) for p, t in files if p != path] + ([] if source is None else [(path, source)])
+    kept = [(p, t) for p, t in files if p != path]
+    return kept if source is None else [*kept, (path, source)]
+
+
+def _compile_ahead(service: Service, files: list[tuple[str, str]]) -> bool:
+    """The policy of a role's change checked and compiled ahead of its upload
+    (`Service.prepare`), outside the write transaction: a large policy takes seconds.
+    False for a policy that does not check (the operation refuses it, after its own
+    checks)."""
     try:
         service.prepare(files)
     except CharterError:
-        return None
-    return name, files, source, managed
+        return False
+    return True
 
 
 def prepare_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    """Before a `roles.create` is decided: its policy compiled ahead (`_role_change`)."""
-    _role_change(service, args, delete=False)
+    """Before a `roles.create` or `roles.delete` is decided: its policy compiled ahead."""
+    name, source = args.get("name"), args.get("source")
+    if isinstance(name, str) and (source is None or isinstance(source, str)):
+        _compile_ahead(service, _files_after(service.files()[1], name, source))
 
 
 def check_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    """Before an agent's `roles.update`/`roles.delete` is decided, outside the write lock
-    (the solver may take a while): the profiles naming the role narrow at most. The
-    operation checks again on the policy it changes, a look-up unless it moved."""
-    change = _role_change(service, args, delete="source" not in args)
-    if change is None or actor.agent is None:
+    """Before an agent's `roles.update` is decided, outside the write lock (compiling and
+    the solver may take a while): the profiles naming the role narrow at most. The
+    operation checks again on the policy it changes, a look-up unless it moved. (A role
+    a profile names cannot be deleted: the policy would not check.)"""
+    name, source = args.get("name"), args.get("source")
+    if not isinstance(name, str) or not isinstance(source, str):
         return
-    name, files, source, managed = change
-    if managed:  # (else the operation refuses it)
-        fitcheck.require_role_change_narrows(service, name, files, source)
+    files = service.files()[1]
+    changed = _files_after(files, name, source)
+    if _compile_ahead(service, changed) and any(p == role_path(name) for p, _ in files):
+        fitcheck.require_role_change_narrows(service, name, changed, source)
 
 
 def _one_role(name: str, source: str) -> None:
@@ -184,17 +186,16 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
     _one_role(name, source)
     if actor.agent is not None:  # before the write lock: the solver may take a while
         fitcheck.require_source_fits(service, service.agent(actor.agent), source, "role")
-    _role_change(service, args, delete=False)  # (compiled ahead; a look-up if it was)
+    _compile_ahead(service, _files_after(service.files()[1], name, source))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
         existing = name in service.current().workspace.roles
-        path = role_path(name)
         if create and existing:
             raise ServiceError(409, "role-exists", f"role `{name}` already exists")
-        if not create and not any(p == path for p, _ in files):
+        if not create and not any(p == role_path(name) for p, _ in files):
             _not_api_managed(service, name)
-        files = [(p, t) for p, t in files if p != path] + [(path, source)]
+        files = _files_after(files, name, source)
         if actor.agent is not None and not create:  # (after its precheck: a look-up)
             fitcheck.require_role_change_narrows(service, name, files, source)
         revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
@@ -225,17 +226,14 @@ def roles_update(service: Service, actor: Principal, args: dict[str, Any]) -> Re
 
 def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     name = str(args["name"])
-    _role_change(service, args, delete=True)  # (compiled ahead; a look-up if it was)
+    _compile_ahead(service, _files_after(service.files()[1], name, None))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
-        path = role_path(name)
-        if not any(p == path for p, _ in files):
+        if not any(p == role_path(name) for p, _ in files):
             _not_api_managed(service, name)
-        files = [(p, t) for p, t in files if p != path]
-        if actor.agent is not None:
-            fitcheck.require_role_change_narrows(service, name, files, None)
-        _commit(service, files, actor, f"delete role {name}")
+        # (a role a profile names cannot go: the policy would not check, a 422)
+        _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
     return Result(204, None)
 
 

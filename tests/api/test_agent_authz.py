@@ -198,7 +198,7 @@ def test_an_agent_cannot_lift_a_deny_by_rewriting_a_role(live: Any, harness: Har
         source = {"source": lifted["source"].format(name=role)}
         refused = live.patch(f"/v1/roles/{role}", json=source, headers=token)
         assert (refused.status_code, refused.json()["code"]) == (403, "does-not-fit"), role
-        assert f"with the changed role `{role}`" in refused.json()["detail"]
+        assert f"the change to role `{role}` would widen profile" in refused.json()["detail"]
         deleted = live.delete(f"/v1/roles/{role}", headers=token)  # (a profile names it)
         assert deleted.status_code in (403, 422), deleted.text
         assert _deletes(live, harness, agent) == "deny"

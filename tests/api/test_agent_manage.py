@@ -268,3 +268,43 @@ def test_an_agents_name_is_decided_as_it_is_stored(live: Any, harness: Harness) 
     stored = harness.service.store
     assert (stored.get("agents", made.json()["id"]) or {})["name"] == "kid"
     assert (stored.get("agents", "maker") or {})["name"] == "maker-2"
+
+
+def test_an_approved_role_change_compiles_before_the_write_transaction(
+    live: Any, harness: Harness, monkeypatch: Any
+) -> None:
+    """A paused `roles.update` approved after the policy moved compiles the changed policy
+    when approved: before the approval's transaction (the precheck runs as the agent, as
+    when it was asked), not inside it with every writer held off."""
+    import api.service.core as core
+    from engine.compile import compile_workspace as real
+    from policy.store.sqlite import SqliteStore
+
+    store = harness.service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
+    admin = harness.auth()
+    held = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
+    held += 'hook ask on roles.update {\n  pause "a human approves"\n}\n'
+    held = held.replace("profile automation {\n  roles ops-tools\n  hooks none",
+                        "profile automation {\n  roles ops-tools, guard\n  hooks ask")  # fmt: skip
+    files = [{"path": "main.charter", "text": held},
+             {"path": "api/roles/guard.charter", "text": "role guard {\n  deny agents.delete\n}\n"}]  # fmt: skip
+    assert live.put("/v1/policy", json={"files": files}, headers=admin).status_code == 201
+    harness.add_agent("ops", "automation", metadata={"tier": "gold"})
+    ops = harness.auth(harness.token_for("ops"))
+    narrower = {"source": "role guard {\n  deny agents.delete\n  deny agents.update\n}\n"}
+    paused = live.patch("/v1/roles/guard", json=narrower, headers=ops)
+    assert paused.status_code == 202, paused.text
+    files[0]["text"] += "# moved\n"  # the policy moves: what was compiled ahead is stale
+    assert live.put("/v1/policy", json={"files": files}, headers=admin).status_code == 201
+    depths: list[int] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        depths.append(store._depth)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "compile_workspace", spy)
+    approved = live.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
+    assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"
+    assert "deny agents.update" in approved.json()["result"]["source"]
+    assert depths == [0], depths
