@@ -144,6 +144,7 @@ class Snapshot:
         # Per profile, the patterns of its rules and hooks whose conditions read the
         # thread's cost (no entry: none does); see `reads_thread_cost`.
         self._cost_patterns: dict[str, tuple[ast.Pattern, ...]] = {}
+        self._cost_by_tool: dict[tuple[str, str], bool] = {}  # (profile, tool): reads_thread_cost
         self._cost_reads: dict[int, bool] = {}  # per rule or hook, while compiling
         eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
@@ -294,7 +295,11 @@ class Snapshot:
         patterns = self._cost_patterns.get(profile)
         if patterns is None or tool not in self.tools:  # (an unknown tool is denied)
             return False
-        return any(p.matches(tool) for p in patterns)
+        key = (profile, tool)
+        found = self._cost_by_tool.get(key)
+        if found is None:  # (a known profile and tool: a bounded set of keys)
+            found = self._cost_by_tool[key] = any(p.matches(tool) for p in patterns)
+        return found
 
     def plan(self, profile: str, tool: str) -> Plan | None:
         plans = self.profiles.get(profile)

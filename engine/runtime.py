@@ -74,7 +74,7 @@ def as_bool(value: Any) -> bool:
 
 def num(value: Any) -> Any:
     t = type(value)
-    if t is int:
+    if t is int or (t is float and value - value == 0.0):  # (a finite float: inline)
         return value
     if t is float or t is Decimal:
         return finite(value)

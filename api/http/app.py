@@ -65,6 +65,8 @@ def open_service(
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     service = Service(store, Sealer(load_key(db)))
     if turn_lifetime is not None:  # seconds (`charter serve --turn-lifetime`)
+        if turn_lifetime < 1:  # (0 would end every turn as it began)
+            raise ValueError(f"a turn's lifetime is at least a second, not {turn_lifetime}")
         service.turn_lifetime_ms = turn_lifetime * 1000
     if shared:
         service.shared_metrics = SharedMetrics(str(db), service.metrics)

@@ -95,11 +95,8 @@ async def create_token(request: Request) -> Response:
 
 async def delete_token(request: Request) -> Response:
     require_admin(request)
-    service = service_of(request)
-    with service.store.atomic():
-        if not service.store.delete("tokens", request.path_params["id"]):
-            raise ServiceError(404, "token-not-found", "token not found")
-        service.forget_tokens()  # here at once, in every other process at its next sync
+    if not tokens.revoke(service_of(request), [request.path_params["id"]]):
+        raise ServiceError(404, "token-not-found", "token not found")
     return json_response(None, 204)
 
 

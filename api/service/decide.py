@@ -96,7 +96,7 @@ def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
     return doc
 
 
-def _owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
+def owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
     """The turn or thread `id`, which must belong to `agent` (404 unknown, 409 foreign)."""
     doc = service.doc(what + "s", what, id)
     if doc["agent"] != agent["id"]:
@@ -137,7 +137,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        turn = _owned(service, "turn", call.turn, agent)
+        turn = owned(service, "turn", call.turn, agent)
         _check_running(turn)
         revision = int(turn["revision"])
         pinned = turn.get("profile", agent["profile"])
@@ -152,7 +152,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
     thread = None
     thread_ctx = None
     if call.thread is not None:
-        thread = _owned(service, "thread", call.thread, agent)
+        thread = owned(service, "thread", call.thread, agent)
         # Without its cost: what the thread spent is read only where it cannot move, in
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).

@@ -65,13 +65,12 @@ def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
 
 def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
     snapshot = service.current()
-    key = ("source", service.agent_profile(caller, snapshot), kind, source)
+    profile = service.agent_profile(caller, snapshot)
+    key = ("source", profile, kind, source)
     if _known_fit(snapshot, key):
         return
     try:
-        result = _engine().fit_source(
-            snapshot, caller["profile"], source, kind=kind, timeout_ms=TIMEOUT_MS
-        )
+        result = _engine().fit_source(snapshot, profile, source, kind=kind, timeout_ms=TIMEOUT_MS)
     except CharterError as exc:
         raise ServiceError(
             422, "policy-invalid", "the source does not check",
@@ -120,12 +119,11 @@ def require_role_change_narrows(
 def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
     """Profile `profile` keeps every deny and hook of the caller's and grants nothing more."""
     snapshot = service.current()
-    key = ("profile", service.agent_profile(caller, snapshot), profile)
+    callers = service.agent_profile(caller, snapshot)
+    key = ("profile", callers, profile)
     if _known_fit(snapshot, key):
         return
-    result = _engine().fit_profile(
-        snapshot, caller["profile"], snapshot, profile, timeout_ms=TIMEOUT_MS
-    )
+    result = _engine().fit_profile(snapshot, callers, snapshot, profile, timeout_ms=TIMEOUT_MS)
     if not result.fits:
         raise _refuse(result, f"profile `{profile}`")
     _remember_fit(snapshot, key)

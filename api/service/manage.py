@@ -43,7 +43,7 @@ def _profile_fits(service: Service, actor: Principal, profile: Any) -> None:
 
 
 def _create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    resources.check_inherited_identity(service, actor, args)
+    resources.check_child(service, actor, args)
     _profile_fits(service, actor, args.get("profile"))
 
 

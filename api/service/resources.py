@@ -6,9 +6,10 @@ import contextlib
 from decimal import Decimal
 from typing import Any
 
-from api.service import fitcheck, pages
+from api.service import fitcheck, pages, tokens
 from api.service.budget import MAX_CHAIN, MAX_USD, ancestors, to_micros
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
+from api.service.decide import owned
 from api.service.errors import ServiceError, no_policy
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
@@ -244,10 +245,13 @@ def _inherited_identity(caller: Doc, args: dict[str, Any]) -> Any:
     return identity
 
 
-def check_inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    """Before an agent's `agents.create` is decided (see `_inherited_identity`)."""
+def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `agents.create` is decided: the child's identity is the caller's
+    (`_inherited_identity`) and the tree has room for it (`_check_depth`)."""
     if actor.agent is not None:
-        _inherited_identity(service.agent(actor.agent), args)
+        caller = service.agent(actor.agent)
+        _inherited_identity(caller, args)
+        _check_depth(service, caller)
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -342,12 +346,7 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         service.store.delete("agents", target["id"])
         # Its tokens go with it: an agent made later under the same id is another agent,
         # which the old tokens must not act as.
-        revoked = False
-        while rows := service.store.page("tokens", 0, 100, tag=target["id"]):
-            for row in rows:
-                revoked = service.store.delete("tokens", row.id) or revoked
-        if revoked:
-            service.forget_tokens()  # here at once, in every other process at its next sync
+        tokens.revoke(service, tokens.agent_tokens(service.store, target["id"]))
     service.forget_agent(target["id"])
     return Result(204, None)
 
@@ -357,11 +356,7 @@ def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
     service.sync()
     agent = service.agent(agent_id)
     if thread_id is not None:
-        thread = service.doc("threads", "thread", thread_id)
-        if thread["agent"] != agent["id"]:
-            raise ServiceError(
-                409, "thread-agent-mismatch", f"thread `{thread_id}` belongs to another agent"
-            )
+        owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
     revision = service.snapshots.latest
     if revision == 0:
         raise no_policy()

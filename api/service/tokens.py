@@ -8,11 +8,11 @@ import importlib
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from api.service.core import now_ms, token_tag
+from api.service.core import Service, now_ms, token_tag
 from api.service.errors import ServiceError, not_found
 from policy.store import Doc, Store
 
@@ -89,6 +89,27 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
         }
         store.insert("tokens", doc["id"], doc, tag=token_tag(doc))
     return token, doc
+
+
+def revoke(service: Service, ids: Iterable[str]) -> bool:
+    """Delete the tokens `ids` (in the caller's transaction, or one of its own) and drop
+    them from every process's token cache: here at once, elsewhere at its next sync.
+    Whether any was there."""
+    with service.store.atomic():
+        revoked = [token_id for token_id in ids if service.store.delete("tokens", token_id)]
+        if revoked:
+            service.forget_tokens()
+    return bool(revoked)
+
+
+def agent_tokens(store: Store, agent: str) -> list[str]:
+    """The ids of the agent tokens of `agent` (found through the tag index)."""
+    found: list[str] = []
+    position = 0
+    while rows := store.page("tokens", position, 100, tag=agent):
+        found += (row.id for row in rows)
+        position = rows[-1].pos
+    return found
 
 
 def view(doc: Doc) -> Doc:

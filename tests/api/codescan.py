@@ -6,7 +6,7 @@ A code is found where it is built: the code argument of `ServiceError`, of
 is) and of `problem` (api/http/errors.py). A code built from a helper's parameter
 (`not_found(what, id)` is `f"{what}-not-found"`) is worked out from the helper's calls
 (`not_found("thread", ...)` is `thread-not-found`), through further helpers that pass
-the parameter on (`Service.doc`, `_owned`), and so is one read from a table (`{404:
+the parameter on (`Service.doc`, `owned`), and so is one read from a table (`{404:
 "route-not-found"}.get(status)`, which gives the status too). What the scan cannot work
 out is reported, never skipped, so no code goes unchecked.
 """

@@ -194,3 +194,20 @@ def test_deleting_an_agent_revokes_its_tokens(live: Any, harness: Harness) -> No
     mine = {**body, "agent": "a1"}
     mine_headers = harness.auth(harness.agent_token)
     assert live.post("/v1/decisions", json=mine, headers=mine_headers).status_code == 200
+
+
+def test_a_child_past_the_depth_is_refused_before_it_is_decided(harness: Harness) -> None:
+    """Checked before the decision, like the other rules of what an agent makes: its
+    profile here grants no `agents.create` (a deny would be logged), and a profile that
+    paused it would have asked a human about a call that could only fail."""
+    from api.service.manage import manage
+
+    service = harness.service
+    ids = [f"n{i}" for i in range(MAX_CHAIN)]
+    _chain(service.store, ids, identity=harness.identity)
+    seq = service.store.last_seq()
+    with pytest.raises(ServiceError) as refused:
+        manage(service, Principal("t", "agent", ids[-1]), "agents.create",
+               {"name": "one-too-deep", "profile": "narrow"})  # fmt: skip
+    assert (refused.value.status, refused.value.code) == (409, "agent-too-deep")
+    assert service.store.last_seq() == seq
