@@ -141,10 +141,9 @@ class Snapshot:
         self._rules: dict[int, RuleEntry] = {}
         self._hook_slots: dict[int, tuple[int | None, tuple[tuple[str, int], ...]]] = {}
         self.profiles: dict[str, ProfilePlan] = {}
-        # Per profile, the patterns of its rules and hooks whose conditions read the
+        # Per profile, the tools of its rules and hooks whose conditions read the
         # thread's cost (no entry: none does); see `reads_thread_cost`.
-        self._cost_patterns: dict[str, tuple[ast.Pattern, ...]] = {}
-        self._cost_by_tool: dict[tuple[str, str], bool] = {}  # (profile, tool): reads_thread_cost
+        self._cost_tools: dict[str, frozenset[str]] = {}
         self._cost_reads: dict[int, bool] = {}  # per rule or hook, while compiling
         eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
@@ -195,8 +194,9 @@ class Snapshot:
             self._queue_hook(hook)
             if self._reads_cost(hook, (hook.where, hook.rewrites)):
                 costly += hook.patterns
-        if costly:
-            self._cost_patterns[profile.name] = tuple(dict.fromkeys(costly))
+        if costly:  # the tools those rules and hooks may run for, found once here
+            tools = self.workspace.matching_tools(dict.fromkeys(costly))
+            self._cost_tools[profile.name] = frozenset(tool.name for tool in tools)
         eager = set(rules.exact)
         for namespace in rules.namespace:
             eager.update(self._namespace_tools(namespace))
@@ -292,14 +292,8 @@ class Snapshot:
         or a hook's, a rewrite's value too) reads `thread.cost`: the call's outcome may
         then depend on what its thread has spent. Over-approximates (a namespace pattern
         counts for every tool under it), never under."""
-        patterns = self._cost_patterns.get(profile)
-        if patterns is None or tool not in self.tools:  # (an unknown tool is denied)
-            return False
-        key = (profile, tool)
-        found = self._cost_by_tool.get(key)
-        if found is None:  # (a known profile and tool: a bounded set of keys)
-            found = self._cost_by_tool[key] = any(p.matches(tool) for p in patterns)
-        return found
+        tools = self._cost_tools.get(profile)
+        return tools is not None and tool in tools
 
     def plan(self, profile: str, tool: str) -> Plan | None:
         plans = self.profiles.get(profile)

@@ -8,6 +8,7 @@ and so is `true == 1`).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -192,7 +193,11 @@ def lower(value: Any) -> str:
 # would pass a URL that fetches evil.com. Such a URL, or a host that is not plain ASCII
 # letters, digits, `-`, `_` and `.` (or an IPv6 address), is an error: it never grants.
 _AMBIGUOUS_URL = re.compile(r"[\x00-\x20\x7f\\]")
-_PLAIN_HOST = re.compile(r"[a-z0-9_.-]+|[0-9a-f:.]+")
+_PLAIN_HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*|[0-9a-f.]*:[0-9a-f:.]*")
+# A host whose last label is a number (`2130706433`, `0x7f000001`, `127.1`, `0177.0.0.1`)
+# is an IPv4 address to a browser's parser, in any of several notations: only the
+# dotted-decimal one is read, and only as it is written canonically.
+_NUMERIC_LAST = re.compile(r"(?:^|\.)(?:0x[0-9a-f]*|[0-9]+)$")
 
 
 def host(value: Any) -> str:
@@ -212,7 +217,16 @@ def host(value: Any) -> str:
         raise EvalError("`host` does not read a URL with a user part (`user@`)")
     if not _PLAIN_HOST.fullmatch(name):
         raise EvalError(f"`host` reads plain hosts only, not `{name}`")
+    if ":" not in name and _NUMERIC_LAST.search(name) and not _canonical_ipv4(name):
+        raise EvalError(f"`host` reads an IPv4 address only as four decimal numbers, not `{name}`")
     return name
+
+
+def _canonical_ipv4(name: str) -> bool:
+    try:
+        return str(ipaddress.IPv4Address(name)) == name
+    except ValueError:
+        return False
 
 
 def describe(exc: BaseException) -> str:

@@ -37,6 +37,8 @@ PLAIN = {
     "http://[::1]:8080/": "::1",
     "https://xn--e1afmkfd.example.com/": "xn--e1afmkfd.example.com",
     "https://a_b.example.com": "a_b.example.com",
+    "http://127.0.0.1:8080/": "127.0.0.1",
+    "http://v1.example.com/": "v1.example.com",
 }
 AMBIGUOUS = [
     "https://evil.com\\.example.com/",
@@ -48,6 +50,16 @@ AMBIGUOUS = [
     "https://a.example.com\x00.evil.com/",
     "https://ex\u0430mple.example.com/",  # a Cyrillic `а`
     "https://evil%2Ecom.example.com/",
+    # an IPv4 address in a notation other than four decimal numbers, which a browser's
+    # parser reads as 127.0.0.1 (`host(url) == "127.0.0.1"` would not see it)
+    "http://2130706433/",
+    "http://0x7f000001/",
+    "http://127.1/",
+    "http://0177.0.0.1/",
+    "http://10.0.0.01/",
+    "http://example.123/",
+    "http://localhost./",  # a trailing dot: the same host, another string
+    "http://a..b/",
 ]
 
 

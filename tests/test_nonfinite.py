@@ -66,3 +66,13 @@ def test_a_non_finite_number_never_passes_a_condition(value: Any) -> None:
     # a pause hook that reads one errs on its side: it applies
     effects, errors = _both({"risk": 1}, {"limit": value})
     assert effects == ["pause", "pause"] and errors == 1
+
+
+def test_a_stored_non_finite_attribute_is_no_value_to_the_fit_check() -> None:
+    """The fit check compares an agent's attributes as conditions do (`runtime.eq`),
+    which now refuses a NaN: such a stored value differs from everything (a 403
+    `agent-attribute-differs`), not a 500."""
+    from api.service.fitcheck import _same
+
+    assert _same(float("nan"), float("nan")) is False
+    assert _same(Decimal("1.5"), 1.5) is True

@@ -27,7 +27,7 @@ from policy.diagnostics import CharterError
 
 MAX_LOG_PAGE = 1000
 # A page's decisions stop before the one that would take their JSON past this many bytes,
-# but for a first one that is larger alone: 1,000 rows with an argument of 1 MB each were
+# but for a first one that is larger alone: 1,000 rows with an argument of 1 MB each made
 # one response of 2 GB (a row's arguments are answered as `args` and `final_args`), built
 # and sent on the event loop. The next page starts after the last decision given
 # (`next_after_seq`), as after a page cut by `limit`.

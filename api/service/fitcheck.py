@@ -16,7 +16,7 @@ from api.service.budget import agent_cap, ancestors
 from api.service.core import Service
 from api.service.decide import agent_context
 from api.service.errors import ServiceError
-from engine.runtime import eq
+from engine.runtime import EvalError, eq
 from policy import ast
 from policy.diagnostics import CharterError
 from policy.store import Doc
@@ -223,7 +223,10 @@ def _same(one: Any, other: Any) -> bool:
     # (Their JSON text said a Decimal was the string of its digits.)
     if one is _ABSENT or other is _ABSENT:
         return one is other
-    return eq(one, other)
+    try:
+        return eq(one, other)
+    except EvalError:  # a NaN or an infinity (stored before they were refused) is no value
+        return False
 
 
 def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:

@@ -199,8 +199,8 @@ def test_an_agent_cannot_lift_a_deny_by_rewriting_a_role(live: Any, harness: Har
         refused = live.patch(f"/v1/roles/{role}", json=source, headers=token)
         assert (refused.status_code, refused.json()["code"]) == (403, "does-not-fit"), role
         assert f"the change to role `{role}` would widen profile" in refused.json()["detail"]
-        deleted = live.delete(f"/v1/roles/{role}", headers=token)  # (a profile names it)
-        assert deleted.status_code in (403, 422), deleted.text
+        deleted = live.delete(f"/v1/roles/{role}", headers=token)  # (a profile names it: no policy)
+        assert (deleted.status_code, deleted.json()["code"]) == (422, "policy-invalid")
         assert _deletes(live, harness, agent) == "deny"
     assert harness.service.store.latest_revision() == revision
     # a change that keeps the deny and adds one narrows: it is written
