@@ -43,8 +43,8 @@ CODES: dict[str, Code] = {
     "number-out-of-range": Code(
         (422,),
         "a number in a JSON body (a decision's, an agent's `metadata`, ...) that a double "
-        "cannot hold (it would round to 0 or to infinity), an integer of over 309 digits "
-        "among them",
+        "cannot hold (it would round to 0 or to infinity), an integer from about 1.8e308 up "
+        "(309 digits or more) among them",
     ),
     "batch-too-large": Code((413,), "a `POST /v1/decisions/batch` of over 1,000 calls"),
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
