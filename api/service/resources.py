@@ -258,18 +258,30 @@ def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(201, create_agent(service, actor, args))
 
 
-def _managed(service: Service, actor: Principal, target: Doc) -> Doc | None:
-    """With an agent's token, the agent itself or one of its descendants (DESIGN.md
-    section 3: agents can only narrow; a parent manages its children), else 403; returns
-    the calling agent (None for an admin)."""
+def require_managed(
+    service: Service,
+    actor: Principal,
+    target: Doc | str,
+    subject: str | None = None,
+    **extra: Any,
+) -> Doc | None:
+    """With an agent's token, `target` (an agent's doc, or an id, found or not) must be the
+    agent itself or one of its descendants (DESIGN.md section 3: agents can only narrow; a
+    parent manages its children), else 403 `not-managed-agent`, whose message starts with
+    `subject` (default "agent `<id>` is") and carries `extra` (a `help`); returns the
+    calling agent (None for an admin)."""
     if actor.agent is None:
         return None
     caller = service.agent(actor.agent)
-    if manages(service, caller, target):
+    doc = service.find_agent(target) if isinstance(target, str) else target
+    if manages(service, caller, doc):
         return caller
+    if subject is None:
+        subject = f"agent `{target if isinstance(target, str) else target['id']}` is"
     raise ServiceError(
         403, "not-managed-agent",
-        f"agent `{target['id']}` is neither agent `{caller['id']}` nor one of its descendants",
+        f"{subject} neither agent `{caller['id']}` nor one of its descendants",
+        **extra,
     )  # fmt: skip
 
 
@@ -284,7 +296,7 @@ def manages(service: Service, caller: Doc, target: Doc | None) -> bool:
 def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `agents.update`/`agents.delete` is decided: a target it may not
     manage is refused at once (nothing logged, no pause a human could only see fail)."""
-    _managed(service, actor, service.agent(args["id"]))
+    require_managed(service, actor, service.agent(args["id"]))
 
 
 def _has_children(service: Service, agent_id: str) -> bool:
@@ -299,7 +311,7 @@ ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
         old = service.agent(args["id"])
-        caller = _managed(service, actor, old)
+        caller = require_managed(service, actor, old)
         doc = dict(old)
         if "identity" in args and args["identity"] != doc["identity"]:
             raise ServiceError(400, "identity-immutable", "an agent's identity never changes")
@@ -337,7 +349,8 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
         target = service.agent(args["id"])
-        if _managed(service, actor, target) is not None and _has_children(service, target["id"]):
+        by_agent = require_managed(service, actor, target) is not None
+        if by_agent and _has_children(service, target["id"]):
             # its children's spending would no longer reach the caps above it
             raise ServiceError(
                 409, "agent-has-children",

@@ -17,7 +17,7 @@ from api.service.budget import MAX_USD, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
-from api.service.resources import _page, manages
+from api.service.resources import _page, require_managed
 from api.service.tokens import Principal
 from policy.store import Doc
 
@@ -27,17 +27,11 @@ STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
     """With an agent's token, `agent_id` (whose threads are listed, or the agent of
     `thread`) must be the agent itself or one of its descendants, else 403."""
-    if actor.agent is None:
-        return
-    caller = service.agent(actor.agent)
-    if manages(service, caller, service.find_agent(agent_id)):
-        return
-    subject = f"agent `{agent_id}` is" if thread is None else (
+    subject = None if thread is None else (
         f"thread `{thread}` belongs to agent `{agent_id}`, which is"
     )  # fmt: skip
-    raise ServiceError(
-        403, "not-managed-agent",
-        f"{subject} neither agent `{caller['id']}` nor one of its descendants",
+    require_managed(
+        service, actor, agent_id, subject,
         help="an agent's token reaches the threads of itself and its descendants only",
     )  # fmt: skip
 
