@@ -8,7 +8,7 @@ from typing import Any
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
-from api.service.resources import _check_identity, _page
+from api.service.resources import _check_identity, _page, require_own_identity
 from api.service.tokens import Principal
 from policy.store import Doc
 
@@ -43,12 +43,11 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
 def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
     """The owner of a connection `actor` makes: an agent's is its own identity (403
     `not-own-identity` for another)."""
-    if actor.agent is None:
-        return owner
-    identity = service.agent(actor.agent)["identity"]
-    if owner not in (None, identity):
-        raise ServiceError(403, "not-own-identity", "an agent owns connections as itself")
-    return identity
+    return require_own_identity(
+        service, actor, owner,
+        lambda own: ServiceError(403, "not-own-identity", "an agent owns connections as itself"),
+        none_is_own=True,
+    )  # fmt: skip
 
 
 def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -78,11 +77,13 @@ def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
     `connections_create` makes them): a workspace-owned or another identity's connection
     is refused, so an agent can never replace or remove a credential it does not own."""
     doc = service.doc("connections", "connection", connection_id)
-    if actor.agent is not None and doc.get("owner") != service.agent(actor.agent)["identity"]:
-        raise ServiceError(
+    require_own_identity(
+        service, actor, doc.get("owner"),
+        lambda own: ServiceError(
             403, "not-own-identity",
             f"connection `{connection_id}` is not owned by this agent's identity",
-        )  # fmt: skip
+        ),
+    )  # fmt: skip
     return doc
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -54,19 +55,36 @@ def _identity_errors(fn: Any) -> Any:
 # An agent acts as one identity (DESIGN.md section 1), its own: with an agent's token these
 # reach that one only. Creating or importing a key is decided by its policy as before; the
 # key made is not the agent's own, so the response is all it ever sees of it.
+def require_own_identity(
+    service: Service,
+    actor: Principal,
+    given: Any,
+    refusal: Callable[[Any], ServiceError],
+    *,
+    none_is_own: bool = False,
+) -> Any:
+    """With an agent's token, the identity the agent acts as, which `given` must be (or
+    None, if `none_is_own`), else `refusal(own)` is raised; with an admin's, `given`."""
+    if actor.agent is None:
+        return given
+    own = service.agent(actor.agent)["identity"]
+    if given != own and not (none_is_own and given is None):
+        raise refusal(own)
+    return own
+
+
 def _own_identity(service: Service, actor: Principal, account: Any) -> None:
     """With an agent's token, `account` must be the identity the agent acts as, else 403
     `not-own-identity`, whether or not such an identity exists (so the answer says
     nothing of the identities that do)."""
-    if actor.agent is None:
-        return
-    own = service.agent(actor.agent)["identity"]
-    if account != own:
-        raise ServiceError(
+    require_own_identity(
+        service, actor, account,
+        lambda own: ServiceError(
             403, "not-own-identity",
             f"identity `{account}` is not the one agent `{actor.agent}` acts as",
             help=f"an agent's token reaches only its own identity, `{own}`",
-        )  # fmt: skip
+        ),
+    )  # fmt: skip
 
 
 def check_own_identity(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -187,7 +205,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
         caller = service.agent(actor.agent)
         _check_depth(service, caller)
         parent = caller["id"]
-        identity = _inherited_identity(caller, args)
+        identity = _inherited_identity(service, actor, args)
         child = {"id": agent_id, "name": name.strip(), "identity": identity,
                  "profile": profile, "budget": budget, "metadata": metadata}  # fmt: skip
         fitcheck.require_agent_fits(service, caller, child)
@@ -235,14 +253,15 @@ def _check_depth(service: Service, caller: Doc) -> None:
         )  # fmt: skip
 
 
-def _inherited_identity(caller: Doc, args: dict[str, Any]) -> Any:
+def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> Any:
     """A child agent's identity: its creator's (403 `identity-not-inherited` for another)."""
-    identity = args.get("identity") or caller["identity"]
-    if identity != caller["identity"]:
-        raise ServiceError(
+    return require_own_identity(
+        service, actor, args.get("identity") or None,  # (any empty one is the creator's too)
+        lambda own: ServiceError(
             403, "identity-not-inherited", "a child agent inherits its creator's identity"
-        )
-    return identity
+        ),
+        none_is_own=True,
+    )  # fmt: skip
 
 
 def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -250,7 +269,7 @@ def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> Non
     (`_inherited_identity`) and the tree has room for it (`_check_depth`)."""
     if actor.agent is not None:
         caller = service.agent(actor.agent)
-        _inherited_identity(caller, args)
+        _inherited_identity(service, actor, args)
         _check_depth(service, caller)
 
 
