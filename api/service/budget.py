@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
+from api.service.errors import ServiceError
 from engine.compile import Snapshot
 from policy.store import Doc, Store
 
@@ -61,6 +62,17 @@ def to_micros(amount: Decimal | str | int | float) -> int:
     if 0 < value < _ONE_MICRO:  # (1e-1000000000 * 10^6 is past Decimal's exponents: 0)
         return 1
     return int((value * MICROS).to_integral_value(rounding=ROUND_CEILING))
+
+
+def parse_usd(value: Any, code: str, field: str) -> str:
+    """An amount a request gave (a budget's, a thread's `max_cost`) as it is stored: a
+    number from 0 to MAX_USD, else 400 `code` saying `field` must be one."""
+    try:
+        if to_micros(value) < 0:
+            raise ValueError
+    except ValueError:
+        raise ServiceError(400, code, f"{field} must be a number from 0 to {MAX_USD} USD") from None
+    return str(Decimal(str(value)))
 
 
 def cap_micros(amount: Decimal | str | int | float) -> int:

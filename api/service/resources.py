@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.service import fitcheck, pages, tokens
-from api.service.budget import MAX_CHAIN, MAX_USD, ancestors, to_micros
+from api.service.budget import MAX_CHAIN, ancestors, parse_usd
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
 from api.service.errors import ServiceError, no_policy
@@ -160,14 +160,7 @@ def parse_budget(value: Any) -> dict[str, str] | None:
     amount = value.get("amount")
     if not isinstance(amount, int | float | str | Decimal) or isinstance(amount, bool):
         raise ServiceError(400, "invalid-budget", "budget amount must be a number")
-    try:
-        if to_micros(amount) < 0:
-            raise ValueError
-    except ValueError:
-        raise ServiceError(
-            400, "invalid-budget", f"budget amount must be a number from 0 to {MAX_USD} USD"
-        ) from None
-    return {"amount": str(Decimal(str(amount))), "period": str(period)}
+    return {"amount": parse_usd(amount, "invalid-budget", "budget amount"), "period": str(period)}
 
 
 def _check_profile(service: Service, profile: Any) -> str:

@@ -10,10 +10,9 @@ for a paused call that a human approves later.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
-from api.service.budget import MAX_USD, to_micros
+from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
@@ -97,14 +96,7 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
     agent = service.agent(_own_agent(actor, args))
     max_cost = args.get("max_cost")
     if max_cost is not None:
-        try:
-            if to_micros(max_cost) < 0:
-                raise ValueError
-        except ValueError:
-            raise ServiceError(
-                400, "invalid-max-cost", f"max_cost must be a number from 0 to {MAX_USD} USD"
-            ) from None
-        max_cost = str(Decimal(str(max_cost)))
+        max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
     now = now_ms()
     doc: Doc = {
         "id": new_id(),
