@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from api.service.encoding import dumps_text, exact_integer, exact_number
+from api.service.encoding import MAX_DEPTH, check_depth, dumps_text, exact_integer, exact_number
 from api.service.errors import ServiceError
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
@@ -198,7 +198,7 @@ _EXAMPLES = {"args": '{"to": "bob@example.com"}', "context": '{"ci": "green"}'}
 
 def _json_arg(text: str | None, name: str) -> Any:
     """`--args` or `--context`, a JSON object (`--context null`: none) read as the service
-    reads a call's: nested at most as deep (`api.http.body.MAX_DEPTH`), its numbers exact
+    reads a call's: nested at most as deep (`api.service.encoding.MAX_DEPTH`), its numbers exact
     (a number with a fraction or an exponent is the float only when that is exactly the
     number written, else the Decimal of the text), one a double cannot hold refused."""
     if text is None:
@@ -225,10 +225,7 @@ def _json_arg(text: str | None, name: str) -> Any:
             f"  = help: name each {'argument' if name == 'args' else 'value'}: "
             f"e.g. `--{name} '{_EXAMPLES[name]}'`"
         )
-    # The service's own check (imported here: the HTTP layer is not needed otherwise).
-    from api.http.body import check_depth
-
-    try:
+    try:  # the service's own check
         check_depth(value, name)
     except ServiceError:
         _too_deep(name)
@@ -236,8 +233,6 @@ def _json_arg(text: str | None, name: str) -> Any:
 
 
 def _too_deep(name: str) -> NoReturn:
-    from api.http.body import MAX_DEPTH
-
     _usage_error(f"--{name} is nested more than {MAX_DEPTH} levels deep")
 
 

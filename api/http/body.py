@@ -22,17 +22,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope
 
-from api.service.encoding import (
-    INT_BOUND,
-    LOSSLESS,
-    digits_out_of_range,
-    exact_in_place,
-    integer_out_of_range,
-)
+from api.service.encoding import LOSSLESS, digits_out_of_range, exact_in_place
+from api.service.encoding import MAX_DEPTH as MAX_DEPTH  # (the CLI's rule too: kept there)
+from api.service.encoding import check_depth as check_depth
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20
-MAX_DEPTH = 32
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -81,57 +76,6 @@ async def receive_body(scope: Scope, receive: Receive) -> bytes:
 
 def _too_large() -> ServiceError:
     return ServiceError(413, "body-too-large", f"the body is over {MAX_BODY} bytes (1 MiB)")
-
-
-def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
-    """Nesting depth (stopping early once past `limit`; iterative: no recursion to blow)
-    and whether a `number` is inside; an integer past a double's range raises its 422."""
-    deepest = 0
-    floats = False
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            kind = type(item)
-            if kind is number:
-                floats = True
-            elif kind is int and not -INT_BOUND < item < INT_BOUND:
-                raise integer_out_of_range(item)
-            continue
-        deepest = max(deepest, level)
-        if deepest > limit:
-            return deepest, floats
-        stack.extend((child, level + 1) for child in children)
-    return deepest, floats
-
-
-def check_depth(value: Any, what: str, number: type = float) -> bool:
-    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep, the 422 for an
-    integer in it past a double's range (`api.service.encoding.INT_BOUND`); else whether
-    a `number` (as its parser reads a JSON number with a fraction or an exponent) is in
-    it: the caller may need its exact value."""
-    if value is None:
-        return False
-    if type(value) is dict:  # the common case: an object of plain values (parsed JSON:
-        floats = False  # exact types), walked here without a stack
-        for item in value.values():
-            kind = type(item)
-            if kind is number:
-                floats = True
-            elif kind is dict or kind is list:
-                break
-            elif kind is int and not -INT_BOUND < item < INT_BOUND:
-                raise integer_out_of_range(item)
-        else:
-            return floats
-    deepest, floats = _walk(value, MAX_DEPTH, number)
-    if deepest > MAX_DEPTH:
-        raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
-    return floats
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -33,10 +33,11 @@ from typing import Any
 import jiter
 
 from api.http import models as m
-from api.http.body import check_depth, not_json_numbers, validate
+from api.http.body import not_json_numbers, validate
 from api.http.body import unreadable as _unreadable
 from api.service.decide import Call
 from api.service.encoding import LOSSLESS as _LOSSLESS
+from api.service.encoding import check_depth
 from api.service.encoding import exact_in_place as _exact_in_place
 from api.service.encoding import exact_number as _exact
 

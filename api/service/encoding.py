@@ -11,7 +11,8 @@ Reading a request: a number with a fraction or an exponent is the float it parse
 when that float is exactly the number its text says, else the `Decimal` of its text
 (`exact_number`); one a double cannot hold is a 422 `number-out-of-range`, and so is an
 integer past a double's range (`INT_BOUND`; the readers check integers as they walk a
-body, `api.http.body.check_depth`). Reading back
+body, `check_depth`, which also bounds its nesting: the service's bodies and the command
+line's `--args` alike). Reading back
 what was written (`loads`) goes through the standard library: orjson reads an integer
 beyond 64 bits as a float; and a number that is not what orjson would write for its float
 comes back as the `Decimal` of its text, so what was written as a Decimal is read back
@@ -197,6 +198,7 @@ def _shown(text: str) -> str:
 # the largest double plus half its last unit. That keeps an integer to 309 digits, which
 # the engine compares with a Decimal in about a microsecond and the log writes as fast; at
 # Python's own limit of 4,300 digits each took 0.25 ms, and a body of 1 MiB holds 240.
+MAX_DEPTH = 32  # how deep a request's JSON (a body, a call's args or context) may nest
 INT_BOUND = 2**1024 - 2**970
 PARSER_DIGITS = 4300  # what jiter (and Python's int()) read of an integer part, at most
 
@@ -256,3 +258,54 @@ def _too_many_digits(named: str, digits: str, why: str) -> ServiceError:
         422, "number-out-of-range", f"{named} has too many digits ({digits}): {why}",
         help=_INTEGERS,
     )  # fmt: skip
+
+
+def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
+    """Nesting depth (stopping early once past `limit`; iterative: no recursion to blow)
+    and whether a `number` is inside; an integer past a double's range raises its 422."""
+    deepest = 0
+    floats = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            kind = type(item)
+            if kind is number:
+                floats = True
+            elif kind is int and not -INT_BOUND < item < INT_BOUND:
+                raise integer_out_of_range(item)
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest, floats
+        stack.extend((child, level + 1) for child in children)
+    return deepest, floats
+
+
+def check_depth(value: Any, what: str, number: type = float) -> bool:
+    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep, the 422 for an
+    integer in it past a double's range (`INT_BOUND`); else whether
+    a `number` (as its parser reads a JSON number with a fraction or an exponent) is in
+    it: the caller may need its exact value."""
+    if value is None:
+        return False
+    if type(value) is dict:  # the common case: an object of plain values (parsed JSON:
+        floats = False  # exact types), walked here without a stack
+        for item in value.values():
+            kind = type(item)
+            if kind is number:
+                floats = True
+            elif kind is dict or kind is list:
+                break
+            elif kind is int and not -INT_BOUND < item < INT_BOUND:
+                raise integer_out_of_range(item)
+        else:
+            return floats
+    deepest, floats = _walk(value, MAX_DEPTH, number)
+    if deepest > MAX_DEPTH:
+        raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
+    return floats
