@@ -343,15 +343,11 @@ class SqliteStore:
                 stop = min(count, start + limit - len(found))
                 if start >= stop:
                     continue  # (the first run ended at or before `after_seq`)
+                # `_run_rows` keeps to the bytes left (but for a page's first row): taken whole
                 rows = self._run_rows(seq, count, length, start, stop, budget - size, not found)
-                taken = 0
-                for row in rows:
-                    if found and size + len(row) > budget:
-                        break
-                    found.append((seq + start + taken, row))
-                    size += len(row)
-                    taken += 1
-                if taken < stop - start or len(found) >= limit:
+                found.extend(enumerate(rows, seq + start))
+                size += sum(map(len, rows))
+                if len(rows) < stop - start or len(found) >= limit:
                     break  # (full: by its bytes, or by `limit`)
             cursor.close()
         return found
@@ -359,9 +355,10 @@ class SqliteStore:
     def _run_rows(
         self, seq: int, count: int, length: int, start: int, stop: int, room: int, first: bool
     ) -> list[bytes]:
-        """Rows `start` to `stop - 1` of the run `seq` (`length` bytes): the whole run read
-        when it fits in `room`, else only the rows that do (and the `first` row of a page
-        whatever its size), so a page of a long run never copies all of it."""
+        """Rows `start` to `stop - 1` of the run `seq` (`length` bytes), as many of them as
+        fit in `room` bytes together (and the `first` row of a page whatever its size):
+        the whole run read when it fits, else a row at a time, so a page of a long run
+        never copies all of it."""
         with self._db.blobopen("decisions", "body", seq, readonly=True) as blob:
             if length <= room:
                 return _unpack(count, blob.read(), start, stop)
