@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -176,3 +177,29 @@ def client(request: pytest.FixtureRequest, harness: Harness) -> Iterator[Any]:
     else:
         with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as http:
             yield http
+
+
+# ---- what a test reads off a response ---------------------------------------------------
+
+PROBLEM = "application/problem+json"
+
+
+def code_of(response: Any) -> tuple[int, str]:
+    """The status and the problem's `code` ("" when there is no body, as for a 204)."""
+    return response.status_code, response.json().get("code", "") if response.content else ""
+
+
+def expect(response: Any, status: int, code: str) -> None:
+    """A problem+json answer with this status and code."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert response.json()["code"] == code
+
+
+N = "<number>"
+
+
+def with_number(doc: Any, number: str) -> bytes:
+    """`doc` as JSON with its string `N` written as the JSON number `number`, as given (a
+    number json.dumps would not write, or would write otherwise)."""
+    return json.dumps(doc).replace(json.dumps(N), number).encode()
