@@ -6,7 +6,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from api.service.core import Service
 from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
+from policy.store import Store
+from policy.store.sqlite import SqliteStore
 
 POLICY = """
 toolset mail {
@@ -203,3 +206,49 @@ def with_number(doc: Any, number: str) -> bytes:
     """`doc` as JSON with its string `N` written as the JSON number `number`, as given (a
     number json.dumps would not write, or would write otherwise)."""
     return json.dumps(doc).replace(json.dumps(N), number).encode()
+
+
+# ---- spies on the store ------------------------------------------------------------------
+
+
+@contextmanager
+def counting_transactions(harness: Harness) -> Iterator[list[int]]:
+    """`[n]`: how many outermost transactions the harness's store opened meanwhile."""
+    store = harness.service.store
+    real = store.atomic
+    count = [0]
+    depth = [0]
+
+    @contextmanager
+    def atomic() -> Iterator[None]:  # counts outermost transactions only
+        count[0] += depth[0] == 0
+        depth[0] += 1
+        try:
+            with real():
+                yield
+        finally:
+            depth[0] -= 1
+
+    store.atomic = atomic  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        store.atomic = real  # type: ignore[method-assign]
+
+
+def depth_spy(
+    store: Store,
+    real: Callable[..., Any],
+    depths: list[Any],
+    key: Callable[..., Any] | None = None,
+) -> Callable[..., Any]:
+    """`real`, appending the SQLite store's transaction depth at each call to `depths` (0:
+    outside any transaction), or `(key(*args), depth)` when `key` is given."""
+    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        depth = store._depth
+        depths.append(depth if key is None else (key(*args, **kwargs), depth))
+        return real(*args, **kwargs)
+
+    return call

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.conftest import POLICY, Harness, code_of
+from tests.api.conftest import POLICY, Harness, code_of, depth_spy
 
 OPS = """
 role ops-tools {
@@ -155,21 +155,11 @@ def test_the_solver_runs_before_the_write_transaction(
     decision waits on that transaction's lock); the operation's own check inside it finds
     the fit remembered and asks the solver nothing."""
     import engine.fit as fit
-    from policy.store.sqlite import SqliteStore
 
     store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     depths: list[int] = []  # the store's transaction depth at each call into the solver
-
-    def spy(real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            depths.append(store._depth)
-            return real(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(fit, "fit_profile", spy(fit.fit_profile))
-    monkeypatch.setattr(fit, "fit_source", spy(fit.fit_source))
+    monkeypatch.setattr(fit, "fit_profile", depth_spy(store, fit.fit_profile, depths))
+    monkeypatch.setattr(fit, "fit_source", depth_spy(store, fit.fit_source, depths))
     admin = harness.auth()
     policy = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
     assert live.put("/v1/policy", content=policy, headers=admin).status_code == 201
@@ -198,17 +188,10 @@ def test_policies_compile_before_the_write_transaction(
     lock held off every writer and every worker's decisions (a reviewer saw 40 s stalls
     and a 503). The upload inside it takes what was compiled."""
     import api.service.core as core
-    from policy.store.sqlite import SqliteStore
+    from engine.compile import compile_workspace
 
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     depths: list[int] = []  # the store's transaction depth at each compile
-    from engine.compile import compile_workspace as real
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        depths.append(store._depth)
-        return real(*args, **kwargs)
-
+    spy = depth_spy(harness.service.store, compile_workspace, depths)
     monkeypatch.setattr(core, "compile_workspace", spy)
     admin = harness.auth()
     policy = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
@@ -276,11 +259,8 @@ def test_an_approved_role_change_compiles_before_the_write_transaction(
     when approved: before the approval's transaction (the precheck runs as the agent, as
     when it was asked), not inside it with every writer held off."""
     import api.service.core as core
-    from engine.compile import compile_workspace as real
-    from policy.store.sqlite import SqliteStore
+    from engine.compile import compile_workspace
 
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     admin = harness.auth()
     held = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
     held += 'hook ask on roles.update {\n  pause "a human approves"\n}\n'
@@ -297,11 +277,7 @@ def test_an_approved_role_change_compiles_before_the_write_transaction(
     files[0]["text"] += "# moved\n"  # the policy moves: what was compiled ahead is stale
     assert live.put("/v1/policy", json={"files": files}, headers=admin).status_code == 201
     depths: list[int] = []
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        depths.append(store._depth)
-        return real(*args, **kwargs)
-
+    spy = depth_spy(harness.service.store, compile_workspace, depths)
     monkeypatch.setattr(core, "compile_workspace", spy)
     approved = live.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
     assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -17,33 +15,9 @@ from api.http.commit import GroupCommit
 from api.service.decide import Call
 from api.service.decisionlog import expand
 from api.service.errors import ServiceError
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, counting_transactions, depth_spy
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
-
-
-@contextmanager
-def counting_transactions(harness: Harness) -> Iterator[list[int]]:
-    store = harness.service.store
-    real = store.atomic
-    count = [0]
-    depth = [0]
-
-    @contextmanager
-    def atomic() -> Iterator[None]:  # counts outermost transactions only
-        count[0] += depth[0] == 0
-        depth[0] += 1
-        try:
-            with real():
-                yield
-        finally:
-            depth[0] -= 1
-
-    store.atomic = atomic  # type: ignore[method-assign]
-    try:
-        yield count
-    finally:
-        store.atomic = real  # type: ignore[method-assign]
 
 
 def _run(loop: str, main: Any) -> Any:
@@ -346,24 +320,16 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     """The transaction that finds another process's upload ends empty; the group is
     prepared again (the new revision compiled) with no write lock held, then logged."""
     from api.http.app import open_service
-    from policy.store.sqlite import SqliteStore
     from tests.api.conftest import POLICY
 
     other = open_service(harness.db)
     service = harness.service
-    store = service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; `get` reads its depth
     commit = GroupCommit(service)
     asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
     with other.store.atomic():
         other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
-    real = service.snapshots.get
-    depths: list[tuple[int, int]] = []
-
-    def get(revision: int) -> Any:
-        depths.append((revision, store._depth))
-        return real(revision)
-
+    depths: list[tuple[int, int]] = []  # (revision, the store's transaction depth) a get
+    get = depth_spy(service.store, service.snapshots.get, depths, key=lambda revision: revision)
     service.snapshots.get = get  # type: ignore[method-assign]
     with counting_transactions(harness) as transactions:
         answer = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]

@@ -20,8 +20,7 @@ from api.service.decide import Call, decide_calls, prepare
 from api.service.decisionlog import draft, expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal
-from tests.api.conftest import POLICY, Harness, LiveServer
-from tests.api.test_group_commit import counting_transactions
+from tests.api.conftest import POLICY, Harness, LiveServer, counting_transactions
 
 SHOP = """
 toolset shop {
