@@ -182,6 +182,25 @@ def client(request: pytest.FixtureRequest, harness: Harness) -> Iterator[Any]:
             yield http
 
 
+@contextmanager
+def opened_again(db: Path) -> Iterator[Service]:
+    """A second service on the same database file, as another of `charter serve --workers
+    2` (or a newer charter) opens it; its store is closed on leaving (its checkpoint
+    thread stops)."""
+    service = open_service(db)
+    try:
+        yield service
+    finally:
+        service.store.close()
+
+
+@pytest.fixture
+def other(harness: Harness) -> Iterator[Service]:
+    """Another process's service on the harness's file."""
+    with opened_again(harness.db) as service:
+        yield service
+
+
 # ---- what a test reads off a response ---------------------------------------------------
 
 PROBLEM = "application/problem+json"

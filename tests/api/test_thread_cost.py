@@ -5,7 +5,7 @@ transaction, count as they would had every call come alone, in log order."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.http.app import create_app, open_service
+from api.http.app import create_app
 from api.http.commit import GroupCommit
 from api.service.core import Service
 from api.service.decide import Call, decide_calls, prepare
@@ -149,14 +149,6 @@ def _commits_first(service: Service, elsewhere: Callable[[], object]) -> Callabl
         return real()
 
     return atomic
-
-
-@pytest.fixture
-def other(shop: Harness) -> Iterator[Service]:
-    """A second service on the same file, as another of `charter serve --workers 2`."""
-    second = open_service(shop.db)
-    yield second
-    second.store.close()
 
 
 @pytest.mark.parametrize("way", ["group commit", "decide_calls"])
