@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -271,3 +272,27 @@ def depth_spy(
         return real(*args, **kwargs)
 
     return call
+
+
+# ---- a served process --------------------------------------------------------------------
+
+
+def wait_ready(
+    url: str,
+    process: subprocess.Popen[Any],
+    seconds: float,
+    in_a_row: int = 1,
+    path: str = "/readyz",
+) -> None:
+    """Until `path` answers 200 `in_a_row` times running (the server must not exit)."""
+    deadline = time.monotonic() + seconds
+    ready = 0
+    while ready < in_a_row:
+        try:
+            ready = ready + 1 if httpx.get(f"{url}{path}").status_code == 200 else 0
+        except httpx.TransportError:
+            ready = 0
+        assert process.poll() is None, "charter serve exited"
+        assert time.monotonic() < deadline
+        if ready < in_a_row:
+            time.sleep(0.1)
