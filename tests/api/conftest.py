@@ -205,6 +205,11 @@ def other(harness: Harness) -> Iterator[Service]:
 # ---- what a test reads off a response ---------------------------------------------------
 
 PROBLEM = "application/problem+json"
+# the lists read in cursor pages (the decision log is read by `after_seq` instead)
+LISTS = [
+    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
+    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
+]  # fmt: skip
 
 
 def code_of(response: Any) -> tuple[int, str]:

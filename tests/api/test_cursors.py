@@ -12,12 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.service import pages
-from tests.api.conftest import Harness, expect
-
-LISTS = [
-    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
-    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
-]  # fmt: skip
+from tests.api.conftest import LISTS, Harness, expect
 
 
 def _cursor(payload: bytes) -> str:

@@ -8,12 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import Harness, expect
+from tests.api.conftest import LISTS, Harness, expect
 
-LISTS = [
-    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
-    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
-]  # fmt: skip
 # `²` and `³` (superscripts), fullwidth `１`, Arabic-Indic `١`, Devanagari `५`: each is
 # str.isdigit(), and int() refuses the first two and reads the others as 1 or 5.
 UNICODE_DIGITS = ["\u00b2", "\u00b3", "\uff11", "\u0661", "\u096b", "1\u00b2", "\uff11\uff10"]
