@@ -69,21 +69,6 @@ def test_nesting_the_service_takes_is_decided(capsys: pytest.CaptureFixture[str]
     assert decision["effect"] == "allow"
 
 
-@pytest.mark.parametrize("option", ["--args", "--context"])
-def test_an_integer_python_will_not_read_says_how_many_digits(
-    capsys: pytest.CaptureFixture[str], option: str
-) -> None:
-    """Python's own message said `use sys.set_int_max_str_digits()`; the service's rule
-    (an integer within a double's range) says how many digits it has."""
-    text = '{"n": -' + "9" * 5000 + "}"
-    err = refused(capsys, *DECIDE, option, text)
-    assert err == (
-        f"charter: {option}: the integer `-{'9' * 39}...` has too many digits (5000): it is "
-        "beyond the range of a double\n  = help: a number here is 0 or of a size from about "
-        "5e-324 to 1.8e308 (an integer has at most 309 digits)\n"
-    )
-
-
 def test_an_integer_of_the_largest_size_is_read(capsys: pytest.CaptureFixture[str]) -> None:
     args = {**SAMPLE, "n": 2**1024 - 2**970 - 1}  # (the largest a float does not make infinite)
     decision = decided(capsys, *DECIDE, "--args", json.dumps(args))

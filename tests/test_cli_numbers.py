@@ -102,19 +102,32 @@ def test_a_number_past_a_double_is_a_usage_error(
     assert "\n  = help: a number here is 0 or of a size from about 5e-324 to 1.8e308" in err
 
 
-@pytest.mark.parametrize("text", ["9" * 310, "-" + "9" * 4301, "[1, " + "1" * 5000 + "]"])
+@pytest.mark.parametrize(
+    ("option", "text"),
+    [("--args", "9" * 310), ("--args", "-" + "9" * 4301), ("--args", "[1, " + "1" * 5000 + "]"),
+     ("--args", "-" + "9" * 5000), ("--context", "-" + "9" * 5000)],
+    ids=lambda v: v if v.startswith("--") else f"{v[:4]}..({len(v)})",
+)  # fmt: skip
 def test_an_integer_past_a_double_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str], text: str
+    capsys: pytest.CaptureFixture[str], option: str, text: str
 ) -> None:
     """As the service reads it: 310 digits were taken, and past 4,300 Python's own
-    message ("Exceeds the limit (4300 digits) for integer string conversion") was shown."""
+    message ("Exceeds the limit (4300 digits) for integer string conversion", which said
+    `use sys.set_int_max_str_digits()`) was shown; it says how many digits it has."""
+    args = _refund(text) if option == "--args" else _refund("1")
+    context = ["--context", '{"n": ' + text + "}"] if option == "--context" else []
     with pytest.raises(SystemExit) as info:
-        main([*REFUND, "--args", _refund(text)])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("charter: --args: the integer `") and "too many digits" in err
-    assert "beyond the range of a double" in err and "Exceeds" not in err
-    assert "(an integer has at most 309 digits)" in err
+        main([*REFUND, "--args", args, *context])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == "", (out, err)
+    integer = text.removeprefix("[1, ").removesuffix("]")
+    digits = len(integer.lstrip("-"))
+    # the whole message: neither Python's own words nor a traceback
+    assert err == (
+        f"charter: {option}: the integer `{integer[:40]}...` has too many digits ({digits}): "
+        "it is beyond the range of a double\n  = help: a number here is 0 or of a size from "
+        "about 5e-324 to 1.8e308 (an integer has at most 309 digits)\n"
+    )
 
 
 def test_an_integer_within_a_double_is_read_exactly(capsys: pytest.CaptureFixture[str]) -> None:

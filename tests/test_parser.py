@@ -209,12 +209,6 @@ def test_keyword_typos_get_did_you_mean() -> None:
     assert info.value.diagnostics[0].help == "did you mean `role`?"
 
 
-def test_file_size_limit() -> None:
-    with pytest.raises(CharterSyntaxError) as info:
-        parse("# " + "x" * 200, options=ParseOptions(max_file_bytes=100))
-    assert info.value.diagnostics[0].code == "E0014"
-
-
 def test_nesting_limit_without_recursion_error() -> None:
     deep = "role a { allow search where " + "not (" * 5000 + "true" + ")" * 5000 + " }"
     with pytest.raises(CharterSyntaxError) as info:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ from api.service.core import Service
 from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
+from policy.store import Store
+from policy.store.sqlite import SqliteStore
 
 POLICY = """
 toolset mail {
@@ -176,3 +181,123 @@ def client(request: pytest.FixtureRequest, harness: Harness) -> Iterator[Any]:
     else:
         with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as http:
             yield http
+
+
+@contextmanager
+def opened_again(db: Path) -> Iterator[Service]:
+    """A second service on the same database file, as another of `charter serve --workers
+    2` (or a newer charter) opens it; its store is closed on leaving (its checkpoint
+    thread stops)."""
+    service = open_service(db)
+    try:
+        yield service
+    finally:
+        service.store.close()
+
+
+@pytest.fixture
+def other(harness: Harness) -> Iterator[Service]:
+    """Another process's service on the harness's file."""
+    with opened_again(harness.db) as service:
+        yield service
+
+
+# ---- what a test reads off a response ---------------------------------------------------
+
+PROBLEM = "application/problem+json"
+# the lists read in cursor pages (the decision log is read by `after_seq` instead)
+LISTS = [
+    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
+    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
+]  # fmt: skip
+
+
+def code_of(response: Any) -> tuple[int, str]:
+    """The status and the problem's `code` ("" when there is no body, as for a 204)."""
+    return response.status_code, response.json().get("code", "") if response.content else ""
+
+
+def expect(response: Any, status: int, code: str) -> None:
+    """A problem+json answer with this status and code."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert response.json()["code"] == code
+
+
+N = "<number>"
+
+
+def with_number(doc: Any, number: str) -> bytes:
+    """`doc` as JSON with its string `N` written as the JSON number `number`, as given (a
+    number json.dumps would not write, or would write otherwise)."""
+    return json.dumps(doc).replace(json.dumps(N), number).encode()
+
+
+# ---- spies on the store ------------------------------------------------------------------
+
+
+@contextmanager
+def counting_transactions(harness: Harness) -> Iterator[list[int]]:
+    """`[n]`: how many outermost transactions the harness's store opened meanwhile."""
+    store = harness.service.store
+    real = store.atomic
+    count = [0]
+    depth = [0]
+
+    @contextmanager
+    def atomic() -> Iterator[None]:  # counts outermost transactions only
+        count[0] += depth[0] == 0
+        depth[0] += 1
+        try:
+            with real():
+                yield
+        finally:
+            depth[0] -= 1
+
+    store.atomic = atomic  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        store.atomic = real  # type: ignore[method-assign]
+
+
+def depth_spy(
+    store: Store,
+    real: Callable[..., Any],
+    depths: list[Any],
+    key: Callable[..., Any] | None = None,
+) -> Callable[..., Any]:
+    """`real`, appending the SQLite store's transaction depth at each call to `depths` (0:
+    outside any transaction), or `(key(*args), depth)` when `key` is given."""
+    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        depth = store._depth
+        depths.append(depth if key is None else (key(*args, **kwargs), depth))
+        return real(*args, **kwargs)
+
+    return call
+
+
+# ---- a served process --------------------------------------------------------------------
+
+
+def wait_ready(
+    url: str,
+    process: subprocess.Popen[Any],
+    seconds: float,
+    in_a_row: int = 1,
+    path: str = "/readyz",
+) -> None:
+    """Until `path` answers 200 `in_a_row` times running (the server must not exit)."""
+    deadline = time.monotonic() + seconds
+    ready = 0
+    while ready < in_a_row:
+        try:
+            ready = ready + 1 if httpx.get(f"{url}{path}").status_code == 200 else 0
+        except httpx.TransportError:
+            ready = 0
+        assert process.poll() is None, "charter serve exited"
+        assert time.monotonic() < deadline
+        if ready < in_a_row:
+            time.sleep(0.1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api.conftest import POLICY, Harness
+from tests.api.conftest import POLICY, Harness, code_of, depth_spy
 
 OPS = """
 role ops-tools {
@@ -21,10 +21,6 @@ profile automation {
 """
 
 
-def _code(response: Any) -> tuple[int, str]:
-    return response.status_code, response.json().get("code", "") if response.content else ""
-
-
 def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
     live: Any, harness: Harness
 ) -> None:
@@ -37,7 +33,7 @@ def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
     ops = harness.auth(harness.token_for("ops"))
     same = {"name": "ops", "profile": "automation", "metadata": {"tier": "gold", "x": 1}}
     victim = live.post("/v1/agents", json=same, headers=ops).json()["id"]  # its own child
-    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
+    assert code_of(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
     logged = harness.service.store.last_seq()
     for child in (
         {"name": "ops-bot", "profile": "automation", "metadata": {"tier": "gold"}},
@@ -45,17 +41,17 @@ def test_a_child_or_a_rename_cannot_take_attributes_the_policy_reads(
         {"name": "ops", "profile": "automation", "metadata": {"tier": 1}},
     ):
         refused = live.post("/v1/agents", json=child, headers=ops)
-        assert _code(refused) == (403, "agent-attribute-differs"), refused.text
+        assert code_of(refused) == (403, "agent-attribute-differs"), refused.text
         assert refused.json()["attributes"][0]["read_by"].startswith("role `ops-tools`")
     for change in ({"name": "ops-bot"}, {"metadata": {"tier": "silver"}}):
         refused = live.patch("/v1/agents/ops", json=change, headers=ops)
-        assert _code(refused) == (403, "agent-attribute-differs"), refused.text
+        assert code_of(refused) == (403, "agent-attribute-differs"), refused.text
         assert "`agent." in refused.json()["detail"]
     assert (harness.service.store.get("agents", "ops") or {})["name"] == "ops"
     assert harness.service.store.last_seq() == logged  # refused: nothing written
     # the same attributes (and metadata no condition reads) are fine, and change nothing
     assert live.patch("/v1/agents/ops", json={"metadata": {"x": 2}}, headers=ops).status_code == 200
-    assert _code(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
+    assert code_of(live.delete(f"/v1/agents/{victim}", headers=ops)) == (403, "denied-by-policy")
     assert harness.service.store.get("agents", victim) is not None
 
 
@@ -73,9 +69,12 @@ def test_an_agent_deletes_only_its_descendants_without_children(
                            headers=harness.auth(harness.token_for(child_id)))  # fmt: skip
     assert grandchild.status_code == 201, grandchild.text
     refused = live.delete("/v1/agents/victim", headers=bot)
-    assert _code(refused) == (403, "not-managed-agent") and "`victim`" in refused.json()["detail"]
+    assert code_of(refused) == (403, "not-managed-agent") and "`victim`" in refused.json()["detail"]
     # its children's spending would no longer reach the caps above it
-    assert _code(live.delete(f"/v1/agents/{child_id}", headers=bot)) == (409, "agent-has-children")
+    assert code_of(live.delete(f"/v1/agents/{child_id}", headers=bot)) == (
+        409,
+        "agent-has-children",
+    )
     assert live.delete(f"/v1/agents/{grandchild.json()['id']}", headers=bot).status_code == 204
     assert live.delete(f"/v1/agents/{child_id}", headers=bot).status_code == 204
     assert harness.service.store.get("agents", "victim") is not None
@@ -96,26 +95,26 @@ def test_an_agent_updates_only_itself_and_its_descendants_and_only_to_narrow(
 
     # its own budget: never looser, not even back to what it was
     loose = {"budget": {"amount": "500", "period": "total"}}
-    assert _code(patch("p1", loose, p1)) == (403, "budget-looser")
+    assert code_of(patch("p1", loose, p1)) == (403, "budget-looser")
     assert patch("p1", {"budget": {"amount": "0.5", "period": "total"}}, p1).status_code == 200
-    assert _code(patch("p1", {"budget": total}, p1)) == (403, "budget-looser")
+    assert code_of(patch("p1", {"budget": total}, p1)) == (403, "budget-looser")
     # another identity's agent, not its descendant: refused whatever the change
-    assert _code(patch("v1", {"profile": "support"}, p1)) == (403, "not-managed-agent")
+    assert code_of(patch("v1", {"profile": "support"}, p1)) == (403, "not-managed-agent")
     assert (harness.service.store.get("agents", "v1") or {})["profile"] == "narrow"
     # a child: within the parent's caps; it cannot touch its parent
     kid = live.post("/v1/agents", json={"name": "p1", "profile": "support-child",
                                         "budget": {"amount": "0.2", "period": "total"}},
                     headers=p1).json()  # fmt: skip
     kid_token = harness.auth(harness.token_for(kid["id"]))
-    assert _code(patch(kid["id"], {"budget": {"amount": "0.4", "period": "total"}}, kid_token)) == (
+    assert code_of(patch(kid["id"], {"budget": {"amount": "0.4", "period": "total"}}, kid_token)) == (
         403, "budget-looser")  # fmt: skip
     for change in (loose, {"name": "p1-renamed"}):
-        assert _code(patch("p1", change, kid_token)) == (403, "not-managed-agent")
+        assert code_of(patch("p1", change, kid_token)) == (403, "not-managed-agent")
     assert patch(kid["id"], {"budget": {"amount": "0.4", "period": "total"}}, p1).status_code == 200
     refused = patch(kid["id"], {"budget": {"amount": "0.9", "period": "total"}}, p1)
-    assert _code(refused) == (403, "budget-looser")
+    assert code_of(refused) == (403, "budget-looser")
     # a wider profile for its child (no deny of agents.delete, no hook): does not fit
-    assert _code(patch(kid["id"], {"profile": "wide"}, p1)) == (403, "does-not-fit")
+    assert code_of(patch(kid["id"], {"profile": "wide"}, p1)) == (403, "does-not-fit")
     assert (harness.service.store.get("agents", kid["id"]) or {})["profile"] == "support-child"
     # the budget that was allowed is what the decision uses: a 2 USD call is over it
     body = {"agent": "p1", "tool": "mail.send", "expected_cost": "2",
@@ -135,7 +134,7 @@ def test_a_delete_it_may_not_make_is_refused_before_it_pauses(live: Any, harness
     kid = live.post("/v1/agents", json={"name": "oc", "profile": "careful-ops"}, headers=oc)
     assert kid.status_code == 201, kid.text
     logged = harness.service.store.last_seq()
-    assert _code(live.delete("/v1/agents/a1", headers=oc)) == (403, "not-managed-agent")
+    assert code_of(live.delete("/v1/agents/a1", headers=oc)) == (403, "not-managed-agent")
     assert harness.service.store.last_seq() == logged
     assert live.get("/v1/approvals", headers=admin).json()["items"] == []
     paused = live.delete(f"/v1/agents/{kid.json()['id']}", headers=oc)
@@ -143,7 +142,7 @@ def test_a_delete_it_may_not_make_is_refused_before_it_pauses(live: Any, harness
     approval = paused.json()["approval_id"]
     for token in (oc, harness.auth(harness.token_for(kid.json()["id"]))):
         refused = live.post(f"/v1/approvals/{approval}/approve", headers=token)
-        assert _code(refused) == (403, "self-approval")
+        assert code_of(refused) == (403, "self-approval")
     assert live.post(f"/v1/approvals/{approval}/approve", headers=admin).status_code == 200
     assert harness.service.store.get("agents", kid.json()["id"]) is None
 
@@ -156,21 +155,11 @@ def test_the_solver_runs_before_the_write_transaction(
     decision waits on that transaction's lock); the operation's own check inside it finds
     the fit remembered and asks the solver nothing."""
     import engine.fit as fit
-    from policy.store.sqlite import SqliteStore
 
     store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     depths: list[int] = []  # the store's transaction depth at each call into the solver
-
-    def spy(real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            depths.append(store._depth)
-            return real(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(fit, "fit_profile", spy(fit.fit_profile))
-    monkeypatch.setattr(fit, "fit_source", spy(fit.fit_source))
+    monkeypatch.setattr(fit, "fit_profile", depth_spy(store, fit.fit_profile, depths))
+    monkeypatch.setattr(fit, "fit_source", depth_spy(store, fit.fit_source, depths))
     admin = harness.auth()
     policy = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
     assert live.put("/v1/policy", content=policy, headers=admin).status_code == 201
@@ -199,17 +188,10 @@ def test_policies_compile_before_the_write_transaction(
     lock held off every writer and every worker's decisions (a reviewer saw 40 s stalls
     and a 503). The upload inside it takes what was compiled."""
     import api.service.core as core
-    from policy.store.sqlite import SqliteStore
+    from engine.compile import compile_workspace
 
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     depths: list[int] = []  # the store's transaction depth at each compile
-    from engine.compile import compile_workspace as real
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        depths.append(store._depth)
-        return real(*args, **kwargs)
-
+    spy = depth_spy(harness.service.store, compile_workspace, depths)
     monkeypatch.setattr(core, "compile_workspace", spy)
     admin = harness.auth()
     policy = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
@@ -250,15 +232,15 @@ def test_an_agents_name_is_decided_as_it_is_stored(live: Any, harness: Harness) 
     maker = harness.auth(harness.token_for("maker"))
     for name in (" root ", "root\n", "\x1croot\u3000"):  # what str.strip() takes off
         created = live.post("/v1/agents", json={"name": name, "profile": "rooted"}, headers=maker)
-        assert _code(created) == (403, "denied-by-policy"), (name, created.text)
+        assert code_of(created) == (403, "denied-by-policy"), (name, created.text)
         assert created.json()["decision"]["reasons"][0]["kind"] == "deny"
         renamed = live.patch("/v1/agents/maker", json={"name": name}, headers=maker)
-        assert _code(renamed) == (403, "denied-by-policy"), (name, renamed.text)
+        assert code_of(renamed) == (403, "denied-by-policy"), (name, renamed.text)
     agents = live.get("/v1/agents", headers=admin).json()["items"]
     assert "root" not in {a["name"] for a in agents}
     logged = harness.service.store.last_seq()
     blank = live.post("/v1/agents", json={"name": "  ", "profile": "rooted"}, headers=maker)
-    assert _code(blank) == (400, "invalid-name") and harness.service.store.last_seq() == logged
+    assert code_of(blank) == (400, "invalid-name") and harness.service.store.last_seq() == logged
     made = live.post("/v1/agents", json={"name": "  kid ", "profile": "rooted"}, headers=maker)
     assert made.status_code == 201, made.text
     renamed = live.patch("/v1/agents/maker", json={"name": "\tmaker-2 "}, headers=maker)
@@ -277,11 +259,8 @@ def test_an_approved_role_change_compiles_before_the_write_transaction(
     when approved: before the approval's transaction (the precheck runs as the agent, as
     when it was asked), not inside it with every writer held off."""
     import api.service.core as core
-    from engine.compile import compile_workspace as real
-    from policy.store.sqlite import SqliteStore
+    from engine.compile import compile_workspace
 
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
     admin = harness.auth()
     held = POLICY + OPS.replace("  allow agents.*\n", "  allow agents.*\n  allow roles.*\n")
     held += 'hook ask on roles.update {\n  pause "a human approves"\n}\n'
@@ -298,11 +277,7 @@ def test_an_approved_role_change_compiles_before_the_write_transaction(
     files[0]["text"] += "# moved\n"  # the policy moves: what was compiled ahead is stale
     assert live.put("/v1/policy", json={"files": files}, headers=admin).status_code == 201
     depths: list[int] = []
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        depths.append(store._depth)
-        return real(*args, **kwargs)
-
+    spy = depth_spy(harness.service.store, compile_workspace, depths)
     monkeypatch.setattr(core, "compile_workspace", spy)
     approved = live.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
     assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"

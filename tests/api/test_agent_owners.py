@@ -14,11 +14,7 @@ from api.service.errors import ServiceError
 from api.service.manage import OPERATIONS
 from api.service.tokens import Principal
 from policy import identities
-from tests.api.conftest import POLICY, Harness
-
-
-def _code(response: Any) -> tuple[int, str]:
-    return response.status_code, response.json().get("code", "") if response.content else ""
+from tests.api.conftest import POLICY, Harness, code_of
 
 
 def _two_roots(live: Any, harness: Harness) -> tuple[dict[str, str], dict[str, str], str]:
@@ -47,7 +43,7 @@ def test_an_agent_reaches_only_the_threads_of_itself_and_its_descendants(
         live.get("/v1/threads", params={"agent": "a1"}, headers=bob),
     ]
     for response in refused:
-        assert _code(response) == (403, "not-managed-agent"), response.text
+        assert code_of(response) == (403, "not-managed-agent"), response.text
         assert "`a1`" in response.json()["detail"] and "`bob`" in response.json()["detail"]
     assert f"thread `{theirs}`" in refused[0].json()["detail"]
     assert store.get("threads", theirs) == before  # not cancelled, not deleted
@@ -87,7 +83,7 @@ def test_a_parent_reaches_its_descendants_threads_and_a_child_not_its_parents(
         live.delete(f"/v1/threads/{parents}", headers=kid),
         live.get("/v1/threads", params={"agent": "a1"}, headers=kid),
     ):
-        assert _code(response) == (403, "not-managed-agent"), response.text
+        assert code_of(response) == (403, "not-managed-agent"), response.text
     assert live.delete(f"/v1/threads/{kids}", headers=alice).status_code == 204
     assert harness.service.store.get("threads", kids) is None
 
@@ -105,7 +101,7 @@ def test_an_agent_reaches_only_its_own_identity(live: Any, harness: Harness) -> 
         live.get(f"/v1/identities/{bobs}", headers=alice),
         live.get("/v1/identities/z6Mknope", headers=bob),  # says nothing of what exists
     ):
-        assert _code(response) == (403, "not-own-identity"), response.text
+        assert code_of(response) == (403, "not-own-identity"), response.text
         assert "help" in response.json()
     assert store.get(identities.SECRETS, identities.secret_name(harness.identity)) == sealed
     assert store.last_seq() == logged  # refused before the decision: nothing logged
@@ -189,18 +185,18 @@ def test_a_thread_it_may_not_reach_is_refused_before_it_pauses(live: Any, harnes
     theirs = live.post("/v1/threads", json={"agent": "a1"}, headers=admin).json()["id"]
     logged = harness.service.store.last_seq()
     opened = live.post("/v1/threads", json={"agent": "a1"}, headers=held)
-    assert _code(opened) == (403, "not-own-agent"), opened.text
+    assert code_of(opened) == (403, "not-own-agent"), opened.text
     assert "`a1`" in opened.json()["detail"]
     deleted = live.delete(f"/v1/threads/{theirs}", headers=held)
-    assert _code(deleted) == (403, "not-managed-agent"), deleted.text
+    assert code_of(deleted) == (403, "not-managed-agent"), deleted.text
     erased = live.delete(f"/v1/identities/{harness.identity}", headers=held)
-    assert _code(erased) == (403, "not-own-identity"), erased.text
+    assert code_of(erased) == (403, "not-own-identity"), erased.text
     connection = {"name": "c", "toolset": "vault", "credential": "x", "owner": harness.identity}
     foreign = live.post("/v1/connections", json=connection, headers=held)
-    assert _code(foreign) == (403, "not-own-identity"), foreign.text
+    assert code_of(foreign) == (403, "not-own-identity"), foreign.text
     child = {"name": "kid", "profile": "narrow", "identity": harness.identity}
     adopted = live.post("/v1/agents", json=child, headers=held)
-    assert _code(adopted) == (403, "identity-not-inherited"), adopted.text
+    assert code_of(adopted) == (403, "identity-not-inherited"), adopted.text
     assert harness.service.store.last_seq() == logged
     assert live.get("/v1/approvals", headers=admin).json()["items"] == []
     # its own: the pause, which a human approves

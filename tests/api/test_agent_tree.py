@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from api.http.app import open_service
 from api.service import tokens
 from api.service.approvals import _root
 from api.service.budget import MAX_CHAIN, ancestors
@@ -20,7 +19,7 @@ from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.tokens import Principal
 from policy.store import Doc, Store
-from tests.api.conftest import Harness, make_harness
+from tests.api.conftest import Harness, make_harness, opened_again
 
 ADMIN = Principal("t", "admin")
 
@@ -71,12 +70,6 @@ def _untagged_child(store: Store, agent_id: str, parent: str) -> Doc:
     return doc
 
 
-def make_harness_on(old: Harness) -> Harness:
-    """The same database file opened again, as a newer charter would."""
-    return Harness(open_service(old.db), old.admin, old.decide, old.agent_token, old.identity,
-                   old.db)  # fmt: skip
-
-
 def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -> None:
     old = make_harness(tmp_path)
     store = old.service.store
@@ -89,9 +82,9 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
     assert _tags(store, "a1") == [] and _tags(store, "kid") == []
     assert _token_ids(store, "kid") == []
     store.close()
-    harness = make_harness_on(old)  # a charter with the tags opens the file
-    store = harness.service.store
-    try:
+    with opened_again(old.db) as service:  # a charter with the tags opens the file
+        harness = Harness(service, old.admin, old.decide, old.agent_token, old.identity, old.db)
+        store = harness.service.store
         assert _tags(store, "a1") == ["kid"] and _tags(store, "kid") == ["grandkid"]
         assert _tags(store, "root2") == []
         for agent_id, doc in written.items():  # the documents themselves are as they were
@@ -106,8 +99,6 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
 
         store.scan = no_scan  # type: ignore[method-assign]
         tag_documents(store)  # done once: a later open reads one meta value
-    finally:
-        store.close()
 
 
 # Why approvals._root walks parents itself rather than through budget.ancestors (which

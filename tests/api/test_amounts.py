@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 
 from api.service.budget import MAX_MICROS, MAX_USD, cap_micros, to_micros
 from policy.store import SPENT_OVERFLOW
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, expect
 
-PROBLEM = "application/problem+json"
 SEND = {"tool": "mail.send", "args": {"to": "bob@example.com", "subject": "s", "body": "b"}}
 TOO_LARGE: list[Any] = [
     9_223_372_036_855,  # the reviewer's: past int64 in micro-USD
@@ -31,12 +30,6 @@ TOO_LARGE: list[Any] = [
     "-1e999990",
     1e300,
 ]
-
-
-def _expect(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    assert response.json()["code"] == code
 
 
 def _nothing_written(harness: Harness) -> None:
@@ -54,9 +47,9 @@ def test_an_expected_cost_past_the_bound_is_a_quick_422(
     for agent in ("a1", "w"):
         call = {"agent": agent, **SEND, "expected_cost": cost}
         started = time.monotonic()
-        _expect(live.post("/v1/decisions", json=call, headers=auth), 422, "invalid-body")
+        expect(live.post("/v1/decisions", json=call, headers=auth), 422, "invalid-body")
         batch = {"calls": [{"agent": agent, **SEND}, call]}
-        _expect(live.post("/v1/decisions/batch", json=batch, headers=auth), 422, "invalid-body")
+        expect(live.post("/v1/decisions/batch", json=batch, headers=auth), 422, "invalid-body")
         assert time.monotonic() - started < 2
     _nothing_written(harness)
 
@@ -93,11 +86,11 @@ def test_budgets_and_max_cost_past_the_bound_are_refused(
     budget = {"amount": amount, "period": "total"}
     started = time.monotonic()
     agent = {"name": "b", "profile": "wide", "identity": harness.identity, "budget": budget}
-    _expect(live.post("/v1/agents", json=agent, headers=auth), 422, "invalid-body")
-    _expect(live.patch("/v1/agents/a1", json={"budget": budget}, headers=auth), 422,
-            "invalid-body")  # fmt: skip
+    expect(live.post("/v1/agents", json=agent, headers=auth), 422, "invalid-body")
+    expect(live.patch("/v1/agents/a1", json={"budget": budget}, headers=auth), 422,
+           "invalid-body")  # fmt: skip
     thread = {"agent": "a1", "max_cost": amount}
-    _expect(live.post("/v1/threads", json=thread, headers=auth), 422, "invalid-body")
+    expect(live.post("/v1/threads", json=thread, headers=auth), 422, "invalid-body")
     assert time.monotonic() - started < 2
     store = harness.service.store
     assert [r.id for r in store.scan("agents")] == ["a1"] and not list(store.scan("threads"))

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from api.service.core import Service
 from api.service.decisionlog import expand
 from tests.api.conftest import Harness
 
@@ -156,19 +157,18 @@ def test_agent_role_create_pauses_under_default_hooks(live: Any, harness: Harnes
     assert harness.service.store.latest_revision() == 2
 
 
-def test_a_revoked_token_stops_at_once_in_another_process(harness: Harness) -> None:
+def test_a_revoked_token_stops_at_once_in_another_process(harness: Harness, other: Service) -> None:
     """Two apps on one file, as two `--workers`: a token cached by the other one stops
     working there as soon as this one has revoked it, for a decision (checked again in
     the group commit's transaction) and for any other request; nothing is logged."""
     from starlette.testclient import TestClient
 
-    from api.http.app import create_app, open_service
+    from api.http.app import create_app
 
-    other_service = open_service(harness.db)
     body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
     with (
         TestClient(create_app(harness.service), raise_server_exceptions=False) as here,
-        TestClient(create_app(other_service), raise_server_exceptions=False) as there,
+        TestClient(create_app(other), raise_server_exceptions=False) as there,
     ):
         made = here.post("/v1/tokens", json={"scope": "admin"}, headers=harness.auth()).json()
         token = harness.auth(made["token"])
@@ -184,22 +184,19 @@ def test_a_revoked_token_stops_at_once_in_another_process(harness: Harness) -> N
         assert there.post("/v1/tokens", json={"scope": "admin"}, headers=token).status_code == 401
         assert harness.service.store.last_seq() == logged
         assert there.post("/v1/decisions", json=body, headers=harness.auth()).status_code == 200
-    other_service.store.close()
 
 
-def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness) -> None:
+def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Service) -> None:
     """The group commit's own check: a request authorized on a cached token, whose token
     another process revoked before the group's transaction began, is a 401 and writes
     nothing; the other members of the group are decided."""
     import asyncio
 
-    from api.http.app import open_service
     from api.http.commit import GroupCommit
     from api.service import tokens
     from api.service.decide import Call
     from api.service.errors import ServiceError
 
-    other = open_service(harness.db)
     cache = tokens.TokenCache(harness.service.store)
     harness.service.on_epoch.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
@@ -222,23 +219,22 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness) -> None:
     assert isinstance(refused, ServiceError) and refused.status == 401
     assert [d["seq"] for d in decided] == [1]
     assert harness.service.store.last_seq() == 1
-    other.store.close()
 
 
-def test_a_revoked_token_is_refused_after_another_group_caught_up(harness: Harness) -> None:
+def test_a_revoked_token_is_refused_after_another_group_caught_up(
+    harness: Harness, other: Service
+) -> None:
     """A request authorized on the cached token before another process revoked it, whose
     group commits after an earlier group of this process has already seen the revocation
     (so its own look at the store finds nothing new): still a 401, nothing logged. Also
     for a token revoked in this same process after the look-up."""
     import asyncio
 
-    from api.http.app import open_service
     from api.http.commit import GroupCommit
     from api.service import tokens
     from api.service.decide import Call
     from api.service.errors import ServiceError
 
-    other = open_service(harness.db)
     cache = tokens.TokenCache(harness.service.store)
     harness.service.on_epoch.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
@@ -272,10 +268,11 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(harness: Harne
         other.forget_tokens()
     assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 2
     assert asyncio.run(commit.decide(call, harness.decide, generation))[0]["seq"] == 3
-    other.store.close()
 
 
-def test_a_revoked_token_stops_at_once_for_concurrent_requests(harness: Harness) -> None:
+def test_a_revoked_token_stops_at_once_for_concurrent_requests(
+    harness: Harness, other: Service
+) -> None:
     """As `charter serve --workers 2` was seen to fail: the token cached by the other
     worker, revoked here, then 30 concurrent decisions there with it: every one a 401,
     nothing logged (they were authorized on the old cache; whichever group of theirs
@@ -284,12 +281,11 @@ def test_a_revoked_token_stops_at_once_for_concurrent_requests(harness: Harness)
 
     import httpx
 
-    from api.http.app import create_app, open_service
+    from api.http.app import create_app
     from tests.api.conftest import LiveServer
 
-    other_service = open_service(harness.db)
     body = {"agent": "a1", "tool": "mail.send", "args": MAIL}
-    with LiveServer(create_app(other_service)) as there:
+    with LiveServer(create_app(other)) as there:
         with httpx.Client(base_url=there, timeout=30) as client:
             made = client.post("/v1/tokens", json={"scope": "decide"}, headers=harness.auth())
             token = harness.auth(made.json()["token"])
@@ -308,7 +304,6 @@ def test_a_revoked_token_stops_at_once_for_concurrent_requests(harness: Harness)
 
         assert asyncio.run(burst()) == [401] * 30
     assert harness.service.store.last_seq() == logged
-    other_service.store.close()
 
 
 def test_token_digests_are_sha256_whichever_implementation_computes_them() -> None:

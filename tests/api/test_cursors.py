@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
 import httpx
 import pytest
@@ -13,19 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.service import pages
-from tests.api.conftest import Harness
-
-PROBLEM = "application/problem+json"
-LISTS = [
-    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
-    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
-]  # fmt: skip
-
-
-def _expect(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    assert response.json()["code"] == code
+from tests.api.conftest import LISTS, Harness, expect
 
 
 def _cursor(payload: bytes) -> str:
@@ -59,7 +46,7 @@ def test_forged_cursors_are_bad_cursor(live: httpx.Client, harness: Harness, pat
     cursors += [_cursor(deep), _cursor(b"\xff\xfe"), "a" * 5000, "é", "abc=", "a"]
     for cursor in cursors:
         response = live.get(path, params={"cursor": cursor}, headers=auth)
-        _expect(response, 400, "bad-cursor")
+        expect(response, 400, "bad-cursor")
     assert harness.service.store.last_seq() == 0  # an admin's list is not a tool call
 
 
@@ -88,7 +75,7 @@ def test_any_cursor_is_a_page_or_bad_cursor(live: httpx.Client, harness: Harness
     def run(path: str, cursor: str) -> None:
         response = live.get(path, params={"cursor": cursor}, headers=harness.auth())
         if response.status_code != 200:
-            _expect(response, 400, "bad-cursor")
+            expect(response, 400, "bad-cursor")
 
     run()
 

@@ -10,50 +10,42 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import POLICY, Harness
-
-PROBLEM = "application/problem+json"
-
-
-def _expect(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    assert response.json()["code"] == code
+from tests.api.conftest import POLICY, Harness, expect
 
 
 def test_error_paths(client: Any, harness: Harness) -> None:
     auth = harness.auth()
     post = client.post
-    _expect(post("/v1/decisions", content=b"{nope", headers=auth), 400, "malformed-json")
-    _expect(post("/v1/decisions", json={"agent": 1, "tool": "x"}, headers=auth), 422,
-            "invalid-body")  # fmt: skip
-    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "x", "extra": 1}, headers=auth),
-            422, "invalid-body")  # fmt: skip
-    _expect(post("/v1/decisions", json={"agent": "ghost", "tool": "mail.send"}, headers=auth),
-            404, "agent-not-found")  # fmt: skip
-    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "t", "turn": "zz"}, headers=auth),
-            404, "turn-not-found")  # fmt: skip
+    expect(post("/v1/decisions", content=b"{nope", headers=auth), 400, "malformed-json")
+    expect(post("/v1/decisions", json={"agent": 1, "tool": "x"}, headers=auth), 422,
+           "invalid-body")  # fmt: skip
+    expect(post("/v1/decisions", json={"agent": "a1", "tool": "x", "extra": 1}, headers=auth),
+           422, "invalid-body")  # fmt: skip
+    expect(post("/v1/decisions", json={"agent": "ghost", "tool": "mail.send"}, headers=auth),
+           404, "agent-not-found")  # fmt: skip
+    expect(post("/v1/decisions", json={"agent": "a1", "tool": "t", "turn": "zz"}, headers=auth),
+           404, "turn-not-found")  # fmt: skip
     big = b'{"agent": "a1", "tool": "t", "args": {"x": "' + b"a" * (1 << 20) + b'"}}'
-    _expect(post("/v1/decisions", content=big, headers=auth), 413, "body-too-large")
+    expect(post("/v1/decisions", content=big, headers=auth), 413, "body-too-large")
     deep: Any = "leaf"
     for _ in range(40):
         deep = {"d": deep}
-    _expect(post("/v1/decisions", json={"agent": "a1", "tool": "mail.send", "args": deep},
-                 headers=auth), 400, "too-deep")  # fmt: skip
+    expect(post("/v1/decisions", json={"agent": "a1", "tool": "mail.send", "args": deep},
+                headers=auth), 400, "too-deep")  # fmt: skip
     calls = [{"agent": "a1", "tool": "mail.send"}] * 1001
-    _expect(post("/v1/decisions/batch", json={"calls": calls}, headers=auth), 413,
-            "batch-too-large")  # fmt: skip
+    expect(post("/v1/decisions/batch", json={"calls": calls}, headers=auth), 413,
+           "batch-too-large")  # fmt: skip
     mixed = [{"agent": "a1", "tool": "mail.send"}, {"agent": "ghost", "tool": "mail.send"}]
-    _expect(post("/v1/decisions/batch", json={"calls": mixed}, headers=auth), 404,
-            "agent-not-found")  # fmt: skip
-    _expect(client.get("/v1/agents?cursor=garbage", headers=auth), 400, "bad-cursor")
+    expect(post("/v1/decisions/batch", json={"calls": mixed}, headers=auth), 404,
+           "agent-not-found")  # fmt: skip
+    expect(client.get("/v1/agents?cursor=garbage", headers=auth), 400, "bad-cursor")
     other = client.get("/v1/revisions?limit=1", headers=auth).json()
     assert other["next_cursor"] is None
-    _expect(client.get("/v1/agents?limit=0", headers=auth), 400, "bad-limit")
-    _expect(client.get("/v1/decisions?after_seq=-1", headers=auth), 400, "bad-after-seq")
-    _expect(client.get("/v1/agents/ghost", headers=auth), 404, "agent-not-found")
-    _expect(client.get("/v1/nowhere", headers=auth), 404, "route-not-found")
-    _expect(client.delete("/v1/decisions", headers=auth), 405, "method-not-allowed")
+    expect(client.get("/v1/agents?limit=0", headers=auth), 400, "bad-limit")
+    expect(client.get("/v1/decisions?after_seq=-1", headers=auth), 400, "bad-after-seq")
+    expect(client.get("/v1/agents/ghost", headers=auth), 404, "agent-not-found")
+    expect(client.get("/v1/nowhere", headers=auth), 404, "route-not-found")
+    expect(client.delete("/v1/decisions", headers=auth), 405, "method-not-allowed")
     # nothing above was logged or written
     assert harness.service.store.last_seq() == 0
     assert [r.id for r in harness.service.store.scan("agents")] == ["a1"]
@@ -63,14 +55,14 @@ def test_a_cursor_from_another_list_is_refused(client: Any, harness: Harness) ->
     for n in range(3):
         harness.add_agent(f"x{n}", "narrow")
     page = client.get("/v1/agents?limit=1", headers=harness.auth()).json()
-    _expect(client.get(f"/v1/threads?cursor={page['next_cursor']}", headers=harness.auth()),
-            400, "bad-cursor")  # fmt: skip
+    expect(client.get(f"/v1/threads?cursor={page['next_cursor']}", headers=harness.auth()),
+           400, "bad-cursor")  # fmt: skip
 
 
 def test_policy_upload_422_with_diagnostics(client: Any, harness: Harness) -> None:
     bad = {"files": [{"path": "a.charter", "text": "role r {\n  allow nosuch.tool\n}\n"}]}
     response = client.put("/v1/policy", json=bad, headers=harness.auth())
-    _expect(response, 422, "policy-invalid")
+    expect(response, 422, "policy-invalid")
     diag = response.json()["diagnostics"][0]
     assert {"code", "message", "file", "line", "column"} <= set(diag)
     assert diag["file"] == "a.charter" and diag["line"] == 2
@@ -81,7 +73,7 @@ def test_policy_upload_422_lists_warnings_with_the_errors(client: Any, harness: 
     text = "role r {\n  allow search\n}\nprofile p {\n  roles r, r, zz\n}\n"
     response = client.put("/v1/policy", json={"files": [{"path": "a.charter", "text": text}]},
                           headers=harness.auth())  # fmt: skip
-    _expect(response, 422, "policy-invalid")
+    expect(response, 422, "policy-invalid")
     body = response.json()
     assert [(d["code"], d["severity"]) for d in body["diagnostics"]] == [
         ("W0115", "warning"), ("E0104", "error"),
@@ -91,9 +83,9 @@ def test_policy_upload_422_lists_warnings_with_the_errors(client: Any, harness: 
 
 def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> None:
     text = {"content-type": "text/plain", **harness.auth()}
-    _expect(client.put("/v1/policy", content=b"role r {} \xff", headers=text), 400, "not-utf8")
+    expect(client.put("/v1/policy", content=b"role r {} \xff", headers=text), 400, "not-utf8")
     twice = {"files": [{"path": "a.charter", "text": "role r {}"}] * 2}
-    _expect(client.put("/v1/policy", json=twice, headers=harness.auth()), 400, "duplicate-path")
+    expect(client.put("/v1/policy", json=twice, headers=harness.auth()), 400, "duplicate-path")
     assert harness.service.store.latest_revision() == 1
     root = Path(__file__).resolve().parents[2]
     source = (root / "api" / "http" / "policy.py").read_text(encoding="utf-8")
@@ -115,13 +107,13 @@ def test_policy_text_is_read_as_the_cli_reads_it(client: Any, harness: Harness) 
         (json.dumps({"files": [{"path": "a.charter", "text": hidden}]}).encode(), as_json),
     ):
         response = client.put("/v1/policy", content=body, headers=headers)
-        _expect(response, 422, "policy-invalid")
+        expect(response, 422, "policy-invalid")
         diag = response.json()["diagnostics"][0]
         assert (diag["code"], diag["line"], diag["column"]) == ("E0018", 2, 22)
     lone = json.dumps({"files": [{"path": "a.charter", "text": "role a {}\n# \ud800\n"}]})
-    _expect(client.put("/v1/policy", content=lone.encode(), headers=as_json), 400, "malformed-json")
+    expect(client.put("/v1/policy", content=lone.encode(), headers=as_json), 400, "malformed-json")
     response = client.put("/v1/policy", content=b"role a {\n  # caf\xe9\n}\n", headers=text)
-    _expect(response, 400, "not-utf8")
+    expect(response, 400, "not-utf8")
     diag = response.json()["diagnostics"][0]
     assert (diag["code"], diag["line"], diag["column"]) == ("E0015", 2, 8)
     assert harness.service.store.latest_revision() == 1

@@ -10,7 +10,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from tests.api.conftest import POLICY, Harness
+from tests.api.conftest import POLICY, Harness, N, code_of, with_number
 
 CAPPED = """
 toolset pay {
@@ -35,10 +35,6 @@ profile limited-manager {
 OVER = "100.000000000000000000000001"  # a float reads it as 100.0
 
 
-def _code(response: Any) -> tuple[int, str]:
-    return response.status_code, response.json().get("code", "")
-
-
 def _upload(client: Any, harness: Harness) -> None:
     put = client.put("/v1/policy", content=POLICY + CAPPED, headers=harness.auth())
     assert put.status_code == 201, put.text
@@ -52,14 +48,6 @@ def _refund(client: Any, harness: Harness, agent: str) -> str:
     return effect
 
 
-N = "<number>"
-
-
-def _raw(doc: Any, number: str) -> bytes:
-    """`doc` as JSON with its string `N` written as the JSON number `number`, as given."""
-    return json.dumps(doc).replace(json.dumps(N), number).encode()
-
-
 def _exact_json(text: str) -> Any:
     return json.loads(text, parse_float=Decimal)
 
@@ -68,8 +56,8 @@ def test_an_agents_metadata_is_compared_exactly(client: Any, harness: Harness) -
     """`agent.metadata.limit <= 100.00` with a limit of 100.000000000000000000000001 is
     false: the limit was read as the float 100.0 and the refund allowed."""
     _upload(client, harness)
-    body = _raw({"name": "m", "profile": "capped", "identity": harness.identity,
-                 "metadata": {"limit": N}}, OVER)  # fmt: skip
+    body = with_number({"name": "m", "profile": "capped", "identity": harness.identity,
+                        "metadata": {"limit": N}}, OVER)  # fmt: skip
     created = client.post("/v1/agents", content=body, headers=harness.auth())
     assert created.status_code == 201, created.text
     agent = created.json()["id"]
@@ -103,19 +91,19 @@ def test_management_numbers_past_a_double_are_refused(client: Any, harness: Harn
     for text, shown in (("1e-400", "1e-400"), ("-1e400", "-1e400"), ('[{"x": 1e400}]', "1e400")):
         patch = b'{"metadata": {"limit": %s}}' % text.encode()
         response = client.patch("/v1/agents/a1", content=patch, headers=auth)
-        assert _code(response) == (422, "number-out-of-range"), response.text
+        assert code_of(response) == (422, "number-out-of-range"), response.text
         assert f"`{shown}`" in response.json()["detail"] and "1.8e308" in response.json()["help"]
-        create = _raw({"name": "m", "profile": "capped", "identity": harness.identity,
-                       "metadata": {"x": N}}, text)  # fmt: skip
+        create = with_number({"name": "m", "profile": "capped", "identity": harness.identity,
+                              "metadata": {"x": N}}, text)  # fmt: skip
         response = client.post("/v1/agents", content=create, headers=auth)
-        assert _code(response) == (422, "number-out-of-range"), response.text
+        assert code_of(response) == (422, "number-out-of-range"), response.text
         identity = client.patch(f"/v1/identities/{harness.identity}", content=patch, headers=auth)
-        assert _code(identity) == (422, "number-out-of-range"), identity.text
+        assert code_of(identity) == (422, "number-out-of-range"), identity.text
     deep: Any = 0.5
     for _ in range(40):
         deep = {"d": deep}
     response = client.patch("/v1/agents/a1", json={"metadata": deep}, headers=auth)
-    assert _code(response) == (400, "too-deep")
+    assert code_of(response) == (400, "too-deep")
     assert harness.service.store.get("agents", "a1") == before
     assert [r.id for r in harness.service.store.scan("agents")] == ["a1"]
 
@@ -137,12 +125,12 @@ def test_amounts_keep_every_digit(client: Any, harness: Harness) -> None:
     past = b"1000000000.0000000000000001"
     response = client.post("/v1/threads", content=b'{"agent": "a1", "max_cost": %s}' % past,
                            headers=auth)  # fmt: skip
-    assert _code(response) == (422, "invalid-body")
+    assert code_of(response) == (422, "invalid-body")
     response = client.patch(
         "/v1/agents/a1", content=b'{"budget": {"amount": %s, "period": "24h"}}' % past,
         headers=auth,
     )  # fmt: skip
-    assert _code(response) == (422, "invalid-body")
+    assert code_of(response) == (422, "invalid-body")
     assert len(list(harness.service.store.scan("threads"))) == 1
 
 
@@ -164,7 +152,7 @@ def test_a_child_with_a_string_for_a_number_differs(live: Any, harness: Harness)
     boss = harness.auth(harness.token_for("boss"))
     child = {"name": "boss", "profile": "limited-manager", "metadata": {"limit": "0.1"}}
     refused = live.post("/v1/agents", json=child, headers=boss)
-    assert _code(refused) == (403, "agent-attribute-differs"), refused.text
+    assert code_of(refused) == (403, "agent-attribute-differs"), refused.text
     same = b'{"name": "boss", "profile": "limited-manager", "metadata": {"limit": 0.10}}'
     made = live.post("/v1/agents", content=same, headers=boss)
     assert made.status_code == 201, made.text
@@ -191,7 +179,7 @@ def test_a_paused_update_is_sealed_and_run_with_the_exact_number(
     assert live.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
     harness.add_agent("rev", "reviewed")
     agent = harness.auth(harness.token_for("rev"))
-    patch = _raw({"metadata": {"limit": N}}, OVER)
+    patch = with_number({"metadata": {"limit": N}}, OVER)
     paused = live.patch("/v1/agents/rev", content=patch, headers=agent)
     assert paused.status_code == 202, paused.text
     assert f'"limit":{OVER}' in paused.text  # the decision's arguments
@@ -245,11 +233,11 @@ def test_nan_and_infinity_are_not_json(client: Any, harness: Harness) -> None:
             ("/v1/decisions/batch", {"calls": [call]}),
             ("/v1/decisions/batch", {"calls": [risky, {**call, "turn": None}]}),
         ):
-            response = client.post(path, content=_raw(doc, text), headers=auth)
-            assert _code(response) == (400, "malformed-json"), (path, text, response.text)
+            response = client.post(path, content=with_number(doc, text), headers=auth)
+            assert code_of(response) == (400, "malformed-json"), (path, text, response.text)
             assert "not JSON numbers" in response.json()["detail"]
-        patch = _raw({"metadata": {"limit": N}}, text)
-        assert _code(client.patch("/v1/agents/a1", content=patch, headers=auth)) == (
+        patch = with_number({"metadata": {"limit": N}}, text)
+        assert code_of(client.patch("/v1/agents/a1", content=patch, headers=auth)) == (
             400, "malformed-json",
         )  # fmt: skip
     assert harness.service.store.last_seq() == seq

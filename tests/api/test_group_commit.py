@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -14,36 +12,13 @@ import pytest
 
 from api.http.app import create_app
 from api.http.commit import GroupCommit
+from api.service.core import Service
 from api.service.decide import Call
 from api.service.decisionlog import expand
 from api.service.errors import ServiceError
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, counting_transactions, depth_spy
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
-
-
-@contextmanager
-def counting_transactions(harness: Harness) -> Iterator[list[int]]:
-    store = harness.service.store
-    real = store.atomic
-    count = [0]
-    depth = [0]
-
-    @contextmanager
-    def atomic() -> Iterator[None]:  # counts outermost transactions only
-        count[0] += depth[0] == 0
-        depth[0] += 1
-        try:
-            with real():
-                yield
-        finally:
-            depth[0] -= 1
-
-    store.atomic = atomic  # type: ignore[method-assign]
-    try:
-        yield count
-    finally:
-        store.atomic = real  # type: ignore[method-assign]
 
 
 def _run(loop: str, main: Any) -> Any:
@@ -156,16 +131,14 @@ def test_http_requests_in_one_loop(harness: Harness) -> None:
 
 
 def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
-    harness: Harness,
+    harness: Harness, other: Service
 ) -> None:
     """Two services on one file, as two `--workers`: the other's decisions leave this
     one's caches alone; the other's agent change reaches this one at its next sync."""
-    from api.http.app import open_service
     from api.service.decide import decide_calls
     from api.service.resources import agents_update
     from api.service.tokens import Principal
 
-    other = open_service(harness.db)
     mine = harness.service
     decide_calls(mine, [Call("a1", "mail.send", MAIL)])
     cached = mine.agent("a1")
@@ -177,7 +150,6 @@ def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
     assert mine.agent("a1")["profile"] == "narrow"
     seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
     assert seqs == [5]  # gap-free across both
-    other.store.close()
 
 
 def test_log_rows_name_their_reasons_and_the_log_shows_them(client: Any, harness: Harness) -> None:
@@ -315,17 +287,17 @@ def test_a_full_size_request_does_not_wait_for_company(harness: Harness) -> None
     assert transactions[0] == 3
 
 
-def test_a_group_sees_what_another_process_committed_just_before(harness: Harness) -> None:
+def test_a_group_sees_what_another_process_committed_just_before(
+    harness: Harness, other: Service
+) -> None:
     """The group's look at other processes' commits is inside its write transaction: an
     upload and an agent change made elsewhere since the last request are decided on,
     and the sequence stays gap-free across both processes' single-row inserts."""
-    from api.http.app import open_service
     from api.service.decide import decide_calls
     from api.service.resources import agents_update
     from api.service.tokens import Principal
     from tests.api.conftest import POLICY
 
-    other = open_service(harness.db)
     commit = GroupCommit(harness.service)
     first = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
     with other.store.atomic():
@@ -337,33 +309,22 @@ def test_a_group_sees_what_another_process_committed_just_before(harness: Harnes
     assert second["seq"] == 3
     (_, row), *_ = harness.service.store.read_decisions(2, 1)
     assert expand(row)["profile"] == "narrow"
-    other.store.close()
 
 
 def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
-    harness: Harness,
+    harness: Harness, other: Service
 ) -> None:
     """The transaction that finds another process's upload ends empty; the group is
     prepared again (the new revision compiled) with no write lock held, then logged."""
-    from api.http.app import open_service
-    from policy.store.sqlite import SqliteStore
     from tests.api.conftest import POLICY
 
-    other = open_service(harness.db)
     service = harness.service
-    store = service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; `get` reads its depth
     commit = GroupCommit(service)
     asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
     with other.store.atomic():
         other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
-    real = service.snapshots.get
-    depths: list[tuple[int, int]] = []
-
-    def get(revision: int) -> Any:
-        depths.append((revision, store._depth))
-        return real(revision)
-
+    depths: list[tuple[int, int]] = []  # (revision, the store's transaction depth) a get
+    get = depth_spy(service.store, service.snapshots.get, depths, key=lambda revision: revision)
     service.snapshots.get = get  # type: ignore[method-assign]
     with counting_transactions(harness) as transactions:
         answer = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
@@ -372,4 +333,3 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     assert all(depth == 0 for revision, depth in depths if revision == answer["revision"])
     assert transactions[0] == 2  # the one that found the upload wrote nothing
     assert [seq for seq, _ in service.store.read_decisions(0, 10)] == [1, 2]
-    other.store.close()

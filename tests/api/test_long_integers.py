@@ -7,7 +7,6 @@ it cost 0.3 ms a comparison. Integers within the range keep every digit."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from decimal import Decimal
@@ -19,7 +18,7 @@ from api.http import models as m
 from api.http.body import parse
 from api.http.calls import batch_calls, one_call
 from api.service.errors import ServiceError
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, N, code_of, with_number
 
 PARSER_LIMIT = "9" * 4301  # one digit past what jiter and Python turn into an int
 # The least integer whose float is infinite: the float max plus half its last unit.
@@ -35,12 +34,6 @@ PAST_A_DOUBLE = [
     "1" + "0" * 4301 + ".5",  # (the parsers stop before the fraction)
 ]
 WITHIN = [10**30, -(2**80), int(sys.float_info.max), LARGEST, -LARGEST, 10**308]
-N = "<number>"
-
-
-def _raw(doc: Any, number: str) -> bytes:
-    """`doc` as JSON with its string `N` written as the JSON number `number`."""
-    return json.dumps(doc).replace(json.dumps(N), number).encode()
 
 
 def _refused(text: str, exc: ServiceError) -> None:
@@ -61,12 +54,12 @@ def test_every_reader_refuses_an_integer_past_a_double(text: str) -> None:
     """The decisions' fast path and models' path, a batch, and a management body."""
     call = {"agent": "a1", "tool": "t", "args": {"priority": N}}
     bodies: list[Callable[[], object]] = [
-        lambda: one_call(_raw(call, text)),
-        lambda: one_call(_raw({**call, "thread": None}, text)),  # the models' path
-        lambda: one_call(_raw({**call, "args": {}, "context": {"deep": [{"x": N}]}}, text)),
-        lambda: batch_calls(_raw({"calls": [call, call]}, text)),
-        lambda: batch_calls(_raw({"calls": [{**call, "turn": None}]}, text)),
-        lambda: parse(m.AgentUpdate, _raw({"metadata": {"n": [N]}}, text)),
+        lambda: one_call(with_number(call, text)),
+        lambda: one_call(with_number({**call, "thread": None}, text)),  # the models' path
+        lambda: one_call(with_number({**call, "args": {}, "context": {"deep": [{"x": N}]}}, text)),
+        lambda: batch_calls(with_number({"calls": [call, call]}, text)),
+        lambda: batch_calls(with_number({"calls": [{**call, "turn": None}]}, text)),
+        lambda: parse(m.AgentUpdate, with_number({"metadata": {"n": [N]}}, text)),
     ]
     for read in bodies:
         with pytest.raises(ServiceError) as caught:
@@ -77,17 +70,16 @@ def test_every_reader_refuses_an_integer_past_a_double(text: str) -> None:
 @pytest.mark.parametrize("number", WITHIN, ids=lambda n: f"{str(n)[:3]}..({len(str(n))})")
 def test_integers_within_a_double_keep_every_digit(number: int) -> None:
     call = {"agent": "a1", "tool": "t", "args": {"n": number}, "context": {"l": [number]}}
-    for read in (one_call(_raw(call, "0")), one_call(_raw({**call, "turn": None}, "0"))):
+    for read in (
+        one_call(with_number(call, "0")),
+        one_call(with_number({**call, "turn": None}, "0")),
+    ):
         assert read.args["n"] == number and type(read.args["n"]) is int
         assert read.context == {"l": [number]}
-    (batched,) = batch_calls(_raw({"calls": [call]}, "0"))
+    (batched,) = batch_calls(with_number({"calls": [call]}, "0"))
     assert batched.args["n"] == number
-    update = parse(m.AgentUpdate, _raw({"metadata": {"n": number}}, "0"))
+    update = parse(m.AgentUpdate, with_number({"metadata": {"n": number}}, "0"))
     assert update.metadata == {"n": number}
-
-
-def _code(response: Any) -> tuple[int, str]:
-    return response.status_code, response.json().get("code", "")
 
 
 @pytest.mark.parametrize("text", [PARSER_LIMIT, "9" * 400])
@@ -108,8 +100,8 @@ def test_over_http_nothing_is_written(client: Any, harness: Harness, text: str) 
         ("PATCH", "/v1/agents/a1", {"metadata": {"limit": N}}),
         ("PATCH", f"/v1/identities/{harness.identity}", {"metadata": {"n": N}}),
     ):
-        response = client.request(method, path, content=_raw(doc, text), headers=auth)
-        assert _code(response) == (422, "number-out-of-range"), (path, response.text[:300])
+        response = client.request(method, path, content=with_number(doc, text), headers=auth)
+        assert code_of(response) == (422, "number-out-of-range"), (path, response.text[:300])
         problem = response.json()
         assert "too many digits" in problem["detail"] and f"`{text[:30]}" in problem["detail"]
         assert response.headers["content-type"] == "application/problem+json"
@@ -125,10 +117,10 @@ def test_a_json_policy_upload_past_the_parser_is_out_of_range(
     auth = {**harness.auth(), "content-type": "application/json"}
     revision = harness.service.store.latest_revision()
     upload = {"files": [{"path": "p.charter", "text": "role r { allow a.b }"}], "note": N}
-    response = client.put("/v1/policy", content=_raw(upload, PARSER_LIMIT), headers=auth)
-    assert _code(response) == (422, "number-out-of-range"), response.text[:300]
-    response = client.put("/v1/policy", content=_raw(upload, "12"), headers=auth)
-    assert _code(response) == (422, "invalid-body"), response.text[:300]
+    response = client.put("/v1/policy", content=with_number(upload, PARSER_LIMIT), headers=auth)
+    assert code_of(response) == (422, "number-out-of-range"), response.text[:300]
+    response = client.put("/v1/policy", content=with_number(upload, "12"), headers=auth)
+    assert code_of(response) == (422, "invalid-body"), response.text[:300]
     assert harness.service.store.latest_revision() == revision
 
 
@@ -136,7 +128,9 @@ def test_a_decimal_with_a_long_integer_part_is_out_of_range_too() -> None:
     """`1` and 400 zeros, then `.5`, was refused before; the same as an integer now is."""
     for text in ("1" + "0" * 400 + ".5", "1" + "0" * 400):
         with pytest.raises(ServiceError) as caught:
-            one_call(_raw({"agent": "a1", "tool": "t", "args": {"x": N}}, text))
+            one_call(with_number({"agent": "a1", "tool": "t", "args": {"x": N}}, text))
         assert caught.value.code == "number-out-of-range"
-    exact = one_call(_raw({"agent": "a1", "tool": "t", "args": {"x": N}}, "1" + "0" * 300 + ".5"))
+    exact = one_call(
+        with_number({"agent": "a1", "tool": "t", "args": {"x": N}}, "1" + "0" * 300 + ".5")
+    )
     assert exact.args["x"] == Decimal("1" + "0" * 300 + ".5")

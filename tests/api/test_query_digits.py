@@ -8,22 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import Harness
+from tests.api.conftest import LISTS, Harness, expect
 
-PROBLEM = "application/problem+json"
-LISTS = [
-    "/v1/agents", "/v1/identities", "/v1/threads", "/v1/connections", "/v1/approvals",
-    "/v1/revisions", "/v1/roles", "/v1/profiles", "/v1/hooks", "/v1/toolsets",
-]  # fmt: skip
 # `²` and `³` (superscripts), fullwidth `１`, Arabic-Indic `١`, Devanagari `५`: each is
 # str.isdigit(), and int() refuses the first two and reads the others as 1 or 5.
 UNICODE_DIGITS = ["\u00b2", "\u00b3", "\uff11", "\u0661", "\u096b", "1\u00b2", "\uff11\uff10"]
-
-
-def _expect(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    assert response.json()["code"] == code
 
 
 @pytest.mark.parametrize("path", [*LISTS, "/v1/decisions"])
@@ -31,20 +20,20 @@ def test_unicode_digits_in_limit_are_bad_limit(
     live: httpx.Client, harness: Harness, path: str
 ) -> None:
     for digits in UNICODE_DIGITS:
-        _expect(live.get(path, params={"limit": digits}, headers=harness.auth()), 400,
-                "bad-limit")  # fmt: skip
-    _expect(live.get(path, params={"limit": "1" * 19}, headers=harness.auth()), 400, "bad-limit")
+        expect(live.get(path, params={"limit": digits}, headers=harness.auth()), 400,
+               "bad-limit")  # fmt: skip
+    expect(live.get(path, params={"limit": "1" * 19}, headers=harness.auth()), 400, "bad-limit")
 
 
 def test_unicode_digits_in_after_seq_and_revision(live: httpx.Client, harness: Harness) -> None:
     auth = harness.auth()
     for digits in UNICODE_DIGITS:
-        _expect(live.get("/v1/decisions", params={"after_seq": digits}, headers=auth), 400,
-                "bad-after-seq")  # fmt: skip
-        _expect(live.get("/v1/policy", params={"revision": digits}, headers=auth), 400,
-                "bad-revision")  # fmt: skip
-    _expect(live.get("/v1/policy", params={"revision": "9" * 40}, headers=auth), 400,
-            "bad-revision")  # fmt: skip
+        expect(live.get("/v1/decisions", params={"after_seq": digits}, headers=auth), 400,
+               "bad-after-seq")  # fmt: skip
+        expect(live.get("/v1/policy", params={"revision": digits}, headers=auth), 400,
+               "bad-revision")  # fmt: skip
+    expect(live.get("/v1/policy", params={"revision": "9" * 40}, headers=auth), 400,
+           "bad-revision")  # fmt: skip
     assert live.get("/v1/policy", params={"revision": "1"}, headers=auth).status_code == 200
 
 

@@ -14,26 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import free_port
+from tests.api.conftest import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _wait_ready(
-    url: str, process: subprocess.Popen[Any], seconds: float, in_a_row: int = 1
-) -> None:
-    """Until `/readyz` answers 200 `in_a_row` times running (the server must not exit)."""
-    deadline = time.monotonic() + seconds
-    ready = 0
-    while ready < in_a_row:
-        try:
-            ready = ready + 1 if httpx.get(f"{url}/readyz").status_code == 200 else 0
-        except httpx.TransportError:
-            ready = 0
-        assert process.poll() is None, "charter serve exited"
-        assert time.monotonic() < deadline
-        if ready < in_a_row:
-            time.sleep(0.1)
 
 
 def test_serve_first_start_and_the_readme_request(
@@ -48,7 +31,7 @@ def test_serve_first_start_and_the_readme_request(
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_ready(url, process, 30)
+        wait_ready(url, process, 30)
         token_file = Path(f"{db}.admin-token")
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
         token = token_file.read_text().strip()
@@ -156,7 +139,7 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, process, 60, in_a_row=4)  # a few answers in a row: both workers up
+        wait_ready(url, process, 60, in_a_row=4)  # a few answers in a row: both workers up
         token = Path(f"{db}.admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         for _ in range(12):  # (fresh connections, spread over both workers by the kernel)

@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from api.cli import main
+from tests.api.conftest import wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -231,11 +231,4 @@ def test_port_0_serves_on_a_free_port_and_says_which(
     url = line.split(" on ")[1].split()[0]
     port = int(url.rsplit(":", 1)[1])
     assert line == f"serving {db} on http://127.0.0.1:{port} (1 worker(s))" and port > 0
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            assert httpx.get(f"{url}/healthz").status_code == 200
-            break
-        except httpx.TransportError:
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.1)
+    wait_ready(url, process, 30, path="/healthz")

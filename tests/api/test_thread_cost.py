@@ -5,7 +5,7 @@ transaction, count as they would had every call come alone, in log order."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
@@ -13,15 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from api.http.app import create_app, open_service
+from api.http.app import create_app
 from api.http.commit import GroupCommit
 from api.service.core import Service
 from api.service.decide import Call, decide_calls, prepare
 from api.service.decisionlog import draft, expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal
-from tests.api.conftest import POLICY, Harness, LiveServer
-from tests.api.test_group_commit import counting_transactions
+from tests.api.conftest import POLICY, Harness, LiveServer, counting_transactions
 
 SHOP = """
 toolset shop {
@@ -150,14 +149,6 @@ def _commits_first(service: Service, elsewhere: Callable[[], object]) -> Callabl
         return real()
 
     return atomic
-
-
-@pytest.fixture
-def other(shop: Harness) -> Iterator[Service]:
-    """A second service on the same file, as another of `charter serve --workers 2`."""
-    second = open_service(shop.db)
-    yield second
-    second.store.close()
 
 
 @pytest.mark.parametrize("way", ["group commit", "decide_calls"])

@@ -14,8 +14,7 @@ import pytest
 from api.cli import main
 from api.service import tokens
 from api.service.errors import ServiceError
-from policy.store.sqlite import SqliteStore
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, depth_spy
 
 
 def _tokens(harness: Harness) -> list[dict[str, object]]:
@@ -96,15 +95,8 @@ def test_the_agent_is_checked_in_the_transaction_that_writes_its_token(
     """Looked up inside the write transaction: another writer cannot delete the agent
     between the check and the token (the store's lock is held from one to the other)."""
     store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; `get` reads its depth
-    seen: list[int] = []
-    real_get = store.get
-
-    def get(kind: str, id: str) -> Any:
-        seen.append(store._depth)
-        return real_get(kind, id)
-
-    store.get = get  # type: ignore[method-assign]
+    seen: list[int] = []  # the store's transaction depth at each `get`
+    store.get = depth_spy(store, store.get, seen)  # type: ignore[method-assign]
     try:
         tokens.issue(store, "agent", "a1")
     finally:
