@@ -77,6 +77,16 @@ profile wide {
   hooks none
 }
 """
+# A profile whose agents' own `agents.update` pauses for a human (a 202 to their token).
+REVIEWED = """
+hook review-updates on agents.update {
+  pause "a human reviews agent changes"
+}
+profile reviewed {
+  roles manager
+  hooks review-updates
+}
+"""
 
 
 @dataclass

@@ -10,7 +10,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from tests.api.conftest import POLICY, Harness, N, code_of, with_number
+from tests.api.conftest import POLICY, REVIEWED, Harness, N, code_of, with_number
 
 CAPPED = """
 toolset pay {
@@ -157,17 +157,6 @@ def test_a_child_with_a_string_for_a_number_differs(live: Any, harness: Harness)
     made = live.post("/v1/agents", content=same, headers=boss)
     assert made.status_code == 201, made.text
     assert '"limit":0.10' in made.text
-
-
-REVIEWED = """
-hook review-updates on agents.update {
-  pause "a human reviews agent changes"
-}
-profile reviewed {
-  roles manager
-  hooks review-updates
-}
-"""
 
 
 def test_a_paused_update_is_sealed_and_run_with_the_exact_number(

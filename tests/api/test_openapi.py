@@ -18,18 +18,9 @@ from starlette.routing import Route
 from api.http import answers as a
 from api.http.app import TABLE, create_app
 from api.http.openapi import models_of, openapi
-from tests.api.conftest import POLICY, Harness
+from tests.api.conftest import POLICY, REVIEWED, Harness
 
 MODELS: dict[str, type[BaseModel]] = {model.__name__: model for model in models_of(TABLE)}
-REVIEWED = """
-hook review-updates on agents.update {
-  pause "a human reviews agent changes"
-}
-profile reviewed {
-  roles manager
-  hooks review-updates
-}
-"""
 # The operations whose answers the document left out before.
 ONCE_MISSING = [
     ("get", "/v1/agents/{id}/tools"), ("post", "/v1/fit"), ("post", "/v1/threads"),
