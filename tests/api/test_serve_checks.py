@@ -75,27 +75,21 @@ def test_a_port_out_of_range_is_a_usage_error(
     assert listing(tmp_path) == []
 
 
-@pytest.mark.parametrize("workers", ["0", "-3", "two", ""])
-def test_fewer_than_one_worker_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, workers: str
-) -> None:
-    line = usage_error(capsys, "--db", "x.db", "--workers", workers)
-    assert line == (
-        f"charter serve: error: argument --workers: `{workers}` is not a number of "
-        "worker processes: give 1 or more"
-    )
-    assert listing(tmp_path) == []
+# A flag, a value it refuses, and what follows "`<value>` is not " in the refusal.
+REFUSED_VALUES = [
+    *(("--workers", w, "a number of worker processes: give 1 or more")
+      for w in ("0", "-3", "two", "")),
+    *(("--turn-lifetime", t, "a turn's lifetime: give seconds, from 1 to 31622400 (a year)")
+      for t in ("0", "-1", "31622401", "1.5", "an hour")),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("seconds", ["0", "-1", "31622401", "1.5", "an hour"])
-def test_a_turn_lifetime_out_of_range_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, seconds: str
+@pytest.mark.parametrize(("flag", "value", "wanted"), REFUSED_VALUES)
+def test_a_count_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str, value: str, wanted: str
 ) -> None:
-    line = usage_error(capsys, "--db", "x.db", "--turn-lifetime", seconds)
-    assert line == (
-        f"charter serve: error: argument --turn-lifetime: `{seconds}` is not a turn's "
-        "lifetime: give seconds, from 1 to 31622400 (a year)"
-    )
+    line = usage_error(capsys, "--db", "x.db", flag, value)
+    assert line == f"charter serve: error: argument {flag}: `{value}` is not {wanted}"
     assert listing(tmp_path) == []
 
 
