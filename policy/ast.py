@@ -7,7 +7,8 @@ they mean the same thing, because `span` is excluded from `__eq__` and `__hash__
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import Decimal
 from typing import Literal as TypingLiteral
 from typing import TypeAlias
@@ -349,6 +350,21 @@ def walk_expr(expr: Expr) -> list[Expr]:
         elif isinstance(node, BoolOp | Compare):
             stack.extend((node.right, node.left))
     return out
+
+
+def paths(node: object) -> Iterator[Path]:
+    """Every `Path` a condition reads: in an expression, a rewrite, or a tuple or list of
+    them (a hook's `(where, rewrites)`); any node's fields but its span are walked, so a
+    node added later is read too."""
+    stack: list[object] = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Path):
+            yield node
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+        elif is_dataclass(node) and not isinstance(node, type) and not isinstance(node, Lit):
+            stack.extend(getattr(node, f.name) for f in fields(node) if f.name != "span")
 
 
 for _node in (

@@ -95,3 +95,16 @@ def test_a_condition_over_the_thread_cost_decides_on_the_cost_given() -> None:
     assert [effect("0"), effect("0.999999"), effect("1"), effect("1.2")] == [
         "allow", "allow", "deny", "deny",
     ]  # fmt: skip
+
+
+def test_paths_finds_every_path_a_condition_or_rewrite_reads() -> None:
+    """`ast.paths` is the one walk behind what reads `thread.cost` and `agent.*`."""
+    from policy import ast
+
+    cost = ast.Path("thread", ("cost",))
+    tier = ast.Path("agent", ("metadata", "tier"))
+    nested = ast.MapLit((("k", ast.ListLit((ast.Call("len", (tier,)),))),))
+    condition = ast.BoolOp("and", ast.Not(ast.Compare("<", cost, ast.Lit("int", 1))), nested)
+    found = list(ast.paths(condition))
+    assert len(found) == 2 and set(found) == {cost, tier}
+    assert list(ast.paths((None, ()))) == []

@@ -6,7 +6,6 @@ run (solver timeout, unsupported construct) is the engine's "does not fit", neve
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import threading
 import weakref
@@ -177,16 +176,9 @@ def chain_caps(service: Service, doc: Doc | None) -> list[ast.Budget | None]:
 
 
 def _agent_reads(node: Any, where: str, found: dict[tuple[str, ...], str]) -> None:
-    if isinstance(node, ast.Path):
-        if node.root == "agent":
-            found.setdefault(node.parts, where)
-    elif isinstance(node, tuple):
-        for item in node:
-            _agent_reads(item, where, found)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            if f.name != "span":
-                _agent_reads(getattr(node, f.name), where, found)
+    for path in ast.paths(node):
+        if path.root == "agent":
+            found.setdefault(path.parts, where)
 
 
 def agent_reads(ws: Any, profiles: list[str]) -> dict[tuple[str, ...], str]:
