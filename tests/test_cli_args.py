@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.cli import main
-from api.http.body import MAX_DEPTH, check_depth
+from api.service.encoding import MAX_DEPTH, check_depth
 from api.service.errors import ServiceError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -22,9 +22,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope
 
-from api.service.encoding import LOSSLESS, digits_out_of_range, exact_in_place
-from api.service.encoding import MAX_DEPTH as MAX_DEPTH  # (the CLI's rule too: kept there)
-from api.service.encoding import check_depth as check_depth
+from api.service.encoding import LOSSLESS, check_depth, digits_out_of_range, exact_in_place
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20

@@ -196,7 +196,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     metadata = dict(args.get("metadata") or {})
     if actor.agent is not None:
         caller = service.agent(actor.agent)
-        _check_depth(service, caller)
+        _check_tree_depth(service, caller)
         parent = caller["id"]
         identity = _inherited_identity(service, actor, args)
         child = {"id": agent_id, "name": name.strip(), "identity": identity,
@@ -235,7 +235,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     return doc
 
 
-def _check_depth(service: Service, caller: Doc) -> None:
+def _check_tree_depth(service: Service, caller: Doc) -> None:
     """An agent's child must be within MAX_CHAIN agents of its root, so that every walk up
     its chain (the budget caps it is charged against, who may manage it) reaches the root."""
     if sum(1 for _ in ancestors(caller, service.find_agent)) >= MAX_CHAIN:
@@ -259,11 +259,11 @@ def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]
 
 def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `agents.create` is decided: the child's identity is the caller's
-    (`_inherited_identity`) and the tree has room for it (`_check_depth`)."""
+    (`_inherited_identity`) and the tree has room for it (`_check_tree_depth`)."""
     if actor.agent is not None:
         caller = service.agent(actor.agent)
         _inherited_identity(service, actor, args)
-        _check_depth(service, caller)
+        _check_tree_depth(service, caller)
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
