@@ -3,8 +3,9 @@
 A decision request is parsed and authorized in its handler, then handed here. The first
 one (the leader) yields for one turn of the event loop, so every request that became
 ready meanwhile (the loop reads all readable connections before it runs their handlers)
-joins its group, and for a few more turns while the group keeps growing; then the leader resolves each request of the group on its own (an
-unknown agent fails that request only, and nothing of it is written), decides step 6
+joins its group, and for a few more turns while the group keeps growing; then the leader
+resolves each request of the group on its own (an unknown agent fails that request
+only, and nothing of it is written), decides step 6
 and logs all of them in ONE transaction: one BEGIN IMMEDIATE, one look at what other
 processes committed (PRAGMA data_version, inside the transaction), one INSERT of all rows
 (numbered max + 1 on), one COMMIT. Only then is any of them answered, so no response is
@@ -15,6 +16,9 @@ A group takes newcomers up to MAX_GROUP_CALLS calls; past that a request leads t
 A lone request commits at once (asyncio's loop tells whether anything else is ready to
 run; under uvloop, which does not, the leader stops waiting after a run of lone turns and
 probes now and then); under load, N concurrent requests pay for one commit instead of N.
+
+A revision another process uploaded is compiled here on a worker thread before the group
+that first needs it is decided (`_compile_then_commit`), not on the event loop.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+
 from api.service.core import Service
 from api.service.decide import Call, Prepared, prepare
 from api.service.decisionlog import Draft, draft, write
 from api.service.errors import invalid_token
+from api.service.snapshots import NotCompiled
 from api.service.tokens import TokenCache
 from engine.compile import Snapshot
 
@@ -53,6 +60,9 @@ MAX_TURNS = 4
 LONE_TURNS = 8
 PROBE_GAP = 16
 MAX_PROBE_GAP = 256
+# Compiles on a worker thread before a group gives up and compiles on the event loop
+# (each found yet another upload by the time it was done).
+MAX_COMPILES = 3
 
 
 class _Member:
@@ -168,7 +178,7 @@ class GroupCommit:
             return await future
         leader = _Member(calls, None, token, generation)
         if len(calls) >= MAX_GROUP_CALLS or not self._worth_waiting(loop):
-            self._commit([leader])  # no turn to wait: nobody could join, no group to open
+            members = [leader]  # no turn to wait: nobody could join, no group to open
         else:
             group = self._groups[loop] = _Group(leader)  # (a full one stays with its leader)
             try:
@@ -182,21 +192,48 @@ class GroupCommit:
                     size = len(group.members)
             except BaseException:
                 group.members.remove(leader)  # cancelled: nothing of ours is logged
-                self._close(loop, group)
+                self._commit(self._close(loop, group))
                 raise
             self._waited(len(group.members) > 1)
-            self._close(loop, group)
+            members = self._close(loop, group)
+        missing = self._commit(members, compile=False)
+        if missing is not None:
+            await self._compile_then_commit(members, leader, missing)
         if leader.error is not None:
             raise leader.error
         assert leader.result is not None
         return leader.result
 
-    def _close(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
+    def _close(self, loop: asyncio.AbstractEventLoop, group: _Group) -> list[_Member]:
         if self._groups.get(loop) is group:
             del self._groups[loop]
-        self._commit(group.members)
+        return group.members
 
-    def _commit(self, group: list[_Member]) -> None:
+    async def _compile_then_commit(
+        self, members: list[_Member], leader: _Member, revision: int
+    ) -> None:
+        """A revision another process uploaded is compiled on a worker thread, and the
+        group committed on it: compiling takes a while (about a second at 10,000 roles),
+        and on the event loop it held up every request of this process meanwhile, a
+        health check included. Requests that come meanwhile wait for the same compile."""
+        for _ in range(MAX_COMPILES):
+            try:
+                await run_in_threadpool(self.service.snapshots.get, revision)
+            except Exception:
+                break  # (a revision that will not compile: the commit below says why)
+            except BaseException:
+                # The leader is cancelled: the others are still waiting for their answers.
+                self._commit([member for member in members if member is not leader])
+                raise
+            missing = self._commit(members, compile=False)
+            if missing is None:
+                return
+            revision = missing
+        self._commit(members)  # uploads keep coming: compiled here, as any other caller
+
+    def _commit(self, group: list[_Member], compile: bool = True) -> int | None:
+        """Decide and log the group, each member answered or failed; or, with `compile`
+        False, a revision it needs that is not compiled yet, and nothing done."""
         service = self.service
         try:
             # Prepared on the caches as they are, then checked inside the write
@@ -207,19 +244,19 @@ class GroupCommit:
             # (a second change meanwhile: prepared inside it, on what nobody can change
             # before its COMMIT). The usual case (nothing changed) costs no read
             # transaction of its own.
-            outcome = self._prepare(group)
+            outcome = self._prepare(group, compile=compile)
             prepared, ready = _ready(outcome)
             if not prepared:
                 # All refused (or gone): look again on fresh caches, outside any write
                 # transaction; a request refused then writes nothing and opens none.
                 if service.sync():
-                    outcome = self._prepare(group, recheck=True)
+                    outcome = self._prepare(group, recheck=True, compile=compile)
                     prepared, ready = _ready(outcome)
                 if not prepared:
                     for member, mine in outcome:
                         assert isinstance(mine, Exception)
                         member.fail(mine)
-                    return
+                    return None
             # Rows and responses are drafted here too, outside the write lock (which the
             # workers take in turn), unless a call is charged against a budget or is
             # decided on its thread's running cost (a condition reads `thread.cost`).
@@ -232,22 +269,25 @@ class GroupCommit:
                         drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
             if stale:  # ended empty: prepared again outside the write lock, then inside
-                outcome = self._prepare(group, recheck=True)
+                outcome = self._prepare(group, recheck=True, compile=compile)
                 with service.store.atomic():
                     if service.sync():
-                        outcome = self._prepare(group, recheck=True)
+                        outcome = self._prepare(group, recheck=True, compile=compile)
                     self._revoked(outcome)
                     prepared, ready = _ready(outcome)
                     responses = _log(service, prepared, None)
+        except NotCompiled as missing:  # (a transaction it left ended empty)
+            return missing.revision
         except Exception as exc:  # the store failed: every request still waiting gets it
             for member in group:
                 member.fail(exc)
-            return
+            return None
         for member, mine in outcome:
             if isinstance(mine, BaseException):
                 member.fail(mine)  # a 404, a 409: this request only, nothing written
         for start, end, member in ready:
             member.answer(responses[start:end])
+        return None
 
     def _revoked(self, outcome: _Outcome) -> bool:
         """Inside the write transaction, after `service.sync()`: a prepared member whose
@@ -268,9 +308,13 @@ class GroupCommit:
                 member.generation = generation
         return refused
 
-    def _prepare(self, group: list[_Member], recheck: bool = False) -> _Outcome:
+    def _prepare(
+        self, group: list[_Member], recheck: bool = False, compile: bool = True
+    ) -> _Outcome:
         """Each waiting member's prepared calls, or the error that refuses it alone
-        (`recheck`: after the caches caught up, each member's token is looked up again)."""
+        (`recheck`: after the caches caught up, each member's token is looked up again;
+        `compile` False: NotCompiled, for the whole group, for a revision not compiled
+        yet)."""
         service = self.service
         snapshots: dict[int, Snapshot] = {}
         outcome: _Outcome = []
@@ -285,7 +329,9 @@ class GroupCommit:
                     continue
                 member.generation = generation
             try:
-                outcome.append((member, prepare(service, member.calls, snapshots)))
+                outcome.append((member, prepare(service, member.calls, snapshots, compile)))
+            except NotCompiled:
+                raise  # the whole group waits for the compile
             except Exception as exc:  # a 404, a 409: this request only
                 outcome.append((member, exc))
         return outcome

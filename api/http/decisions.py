@@ -23,6 +23,8 @@ from api.service.encoding import dumps
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.resources import admit_turn
+from api.service.snapshots import NotCompiled
+from engine.compile import Snapshot
 from policy.diagnostics import CharterError
 
 MAX_LOG_PAGE = 1000
@@ -64,6 +66,15 @@ def _log_page(service: Service, after: int, limit: int) -> bytes:
     return b'{"decisions":[%s],"next_after_seq":%d}' % (b",".join(parts), last)
 
 
+async def _current(service: Service) -> Snapshot:
+    """The latest revision's snapshot; one another process uploaded and this one has not
+    compiled yet is compiled on a worker thread, not on the event loop."""
+    try:
+        return service.snapshots.current(compile=False)
+    except NotCompiled:
+        return await run_in_threadpool(service.current)
+
+
 def _engine(module: str) -> Any:
     try:
         return importlib.import_module(module)
@@ -76,7 +87,7 @@ async def list_tools(request: Request) -> Response:
     require_decide(request, agent_id)
     service = service_of(request)
     agent = service.agent(agent_id)
-    snapshot = service.current()
+    snapshot = await _current(service)
     profile = service.agent_profile(agent, snapshot)
     listing = _engine("engine.listing").list_tools(snapshot, profile)
     return json_response(
@@ -95,7 +106,7 @@ async def fit(request: Request) -> Response:
     may_decide(actor, (item.agent,))
     service = service_of(request)
     agent = service.agent(item.agent)
-    snapshot = service.current()
+    snapshot = await _current(service)
     caller = service.agent_profile(agent, snapshot)
     engine = _engine("engine.fit")
     if item.source is not None:

@@ -132,7 +132,9 @@ def _in_turns_thread(call: Call, turn: Doc) -> Call:
     )  # fmt: skip
 
 
-def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Prepared:
+def _prepare(
+    service: Service, call: Call, snapshots: dict[int, Snapshot], compile: bool
+) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
@@ -148,7 +150,7 @@ def _prepare(service: Service, call: Call, snapshots: dict[int, Snapshot]) -> Pr
         raise no_policy()
     snapshot = snapshots.get(revision)
     if snapshot is None:
-        snapshot = snapshots[revision] = service.snapshots.get(revision)
+        snapshot = snapshots[revision] = service.snapshots.get(revision, compile)
     thread = None
     thread_ctx = None
     if call.thread is not None:
@@ -189,12 +191,13 @@ def decide_detailed(
 
 
 def prepare(
-    service: Service, calls: Sequence[Call], snapshots: dict[int, Snapshot]
+    service: Service, calls: Sequence[Call], snapshots: dict[int, Snapshot], compile: bool = True
 ) -> list[Prepared]:
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
     steps 2-5 and 7 on the snapshot, but for a call whose conditions read `thread.cost`
     (see `Prepared`). Raises ServiceError (a 404, a 409) for the whole request: nothing
-    is written for it. Call `service.sync()` first."""
+    is written for it; with `compile` False, NotCompiled for a revision this process has
+    not compiled yet (api.service.snapshots). Call `service.sync()` first."""
     prepared = []
     latest = service.snapshots.latest
     agents: dict[str, tuple[Doc, dict[str, Any]]] = {}  # a batch is mostly one agent's
@@ -203,7 +206,7 @@ def prepare(
         if cost is not None and not 0 <= cost <= MAX_USD:
             raise _cost_refused(cost)
         if call.turn is not None or call.thread is not None:
-            prepared.append(_prepare(service, call, snapshots))
+            prepared.append(_prepare(service, call, snapshots, compile))
         else:  # the common case, inline: no turn to pin a revision, no thread
             hit = agents.get(call.agent)
             if hit is None:
@@ -213,7 +216,7 @@ def prepare(
                 raise no_policy()
             snapshot = snapshots.get(latest)
             if snapshot is None:
-                snapshot = snapshots[latest] = service.snapshots.get(latest)
+                snapshot = snapshots[latest] = service.snapshots.get(latest, compile)
             agent, context = hit
             request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
             prepared.append(

@@ -3,6 +3,10 @@
 A revision's files are checked and compiled on first use; the latest few and any a turn
 still pins stay cached. Another process's policy upload is noticed through the store's
 `changed()` (PRAGMA data_version), so a worker never decides on a stale "latest".
+
+Compiling takes a while (about a second at 10,000 roles), so code on the event loop asks
+with `compile=False` and compiles what is missing on a worker thread (api.http.commit);
+one compile per revision, the others wait for it.
 """
 
 from __future__ import annotations
@@ -18,11 +22,20 @@ from policy.store import Store
 CACHE_SIZE = 8
 
 
+class NotCompiled(Exception):
+    """A revision asked for with `compile=False` that this process has not compiled."""
+
+    def __init__(self, revision: int) -> None:
+        super().__init__(f"revision {revision} is not compiled here yet")
+        self.revision = revision
+
+
 class Snapshots:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._cache: OrderedDict[int, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
+        self._compiling = threading.Lock()  # one compile at a time: no revision twice
         self.latest = store.latest_revision()
 
     def refresh(self, latest: int | None = None) -> int:
@@ -30,18 +43,27 @@ class Snapshots:
         self.latest = self.store.latest_revision() if latest is None else latest
         return self.latest
 
-    def get(self, revision: int) -> Snapshot:
+    def get(self, revision: int, compile: bool = True) -> Snapshot:
+        """Revision `revision` compiled (404 if there is none); with `compile` False,
+        NotCompiled unless it is already."""
         with self._lock:
             snapshot = self._cache.get(revision)
             if snapshot is not None:
                 self._cache.move_to_end(revision)
                 return snapshot
-        body = self.store.get_revision(revision)
-        if body is None:
-            raise ServiceError(404, "revision-not-found", f"revision {revision} not found")
-        files = [(str(path), str(text)) for path, text in body["files"]]
-        snapshot = compile_workspace(check_sources(files), revision)
-        self.put(snapshot)
+        if not compile:
+            raise NotCompiled(revision)
+        with self._compiling:
+            with self._lock:  # (compiled by whoever held the compile lock before)
+                snapshot = self._cache.get(revision)
+            if snapshot is not None:
+                return snapshot
+            body = self.store.get_revision(revision)
+            if body is None:
+                raise ServiceError(404, "revision-not-found", f"revision {revision} not found")
+            files = [(str(path), str(text)) for path, text in body["files"]]
+            snapshot = compile_workspace(check_sources(files), revision)
+            self.put(snapshot)
         return snapshot
 
     def put(self, snapshot: Snapshot) -> None:
@@ -51,7 +73,7 @@ class Snapshots:
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
 
-    def current(self) -> Snapshot:
+    def current(self, compile: bool = True) -> Snapshot:
         if self.latest == 0:
             raise no_policy()
-        return self.get(self.latest)
+        return self.get(self.latest, compile)

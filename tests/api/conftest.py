@@ -289,6 +289,29 @@ def depth_spy(
     return call
 
 
+def slow_compiles(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[bool]:
+    """Every compile of a stored revision takes `seconds` more; for each compile, whether
+    it ran on an event loop's thread (holding up every request of its process)."""
+    import asyncio
+
+    import api.service.snapshots as snapshots
+
+    real = snapshots.compile_workspace  # type: ignore[attr-defined]
+    on_a_loop: list[bool] = []
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            on_a_loop.append(True)
+        except RuntimeError:
+            on_a_loop.append(False)
+        time.sleep(seconds)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "compile_workspace", slow)
+    return on_a_loop
+
+
 # ---- a served process --------------------------------------------------------------------
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from api.service.core import parent_tag
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, opened_again, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -165,6 +167,19 @@ def test_tool_listing(client: Any, harness: Harness) -> None:
     tools = {t["tool"] if "tool" in t else t["name"]: t for t in response.json()["tools"]}
     assert "mail.send" in tools
     assert client.get("/v1/agents/nope/tools", headers=harness.auth()).status_code == 404
+
+
+def test_listing_and_fit_compile_another_process_upload_off_the_event_loop(
+    client: Any, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with opened_again(harness.db) as other:
+        revision = other.upload([("policy.charter", POLICY_WITHOUT_MAIL)], "t").revision
+    on_a_loop = slow_compiles(monkeypatch, 0)
+    listing = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
+    assert listing.status_code == 200 and listing.json()["revision"] == revision
+    fit = client.post("/v1/fit", json={"agent": "a1", "profile": "narrow"}, headers=harness.auth())
+    assert fit.status_code == 200 and fit.json()["revision"] == revision
+    assert on_a_loop == [False]  # compiled once, on a worker thread
 
 
 def test_turn_pinning_across_a_policy_upload(client: Any, harness: Harness) -> None:

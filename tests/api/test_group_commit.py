@@ -16,7 +16,7 @@ from api.service.core import Service
 from api.service.decide import Call
 from api.service.decisionlog import expand
 from api.service.errors import ServiceError
-from tests.api.conftest import Harness, counting_transactions, depth_spy
+from tests.api.conftest import Harness, counting_transactions, depth_spy, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -324,7 +324,7 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     with other.store.atomic():
         other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
     depths: list[tuple[int, int]] = []  # (revision, the store's transaction depth) a get
-    get = depth_spy(service.store, service.snapshots.get, depths, key=lambda revision: revision)
+    get = depth_spy(service.store, service.snapshots.get, depths, key=lambda revision, *_: revision)
     service.snapshots.get = get  # type: ignore[method-assign]
     with counting_transactions(harness) as transactions:
         answer = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
@@ -333,3 +333,65 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     assert all(depth == 0 for revision, depth in depths if revision == answer["revision"])
     assert transactions[0] == 2  # the one that found the upload wrote nothing
     assert [seq for seq, _ in service.store.read_decisions(0, 10)] == [1, 2]
+
+
+def _upload_elsewhere(other: Service) -> int:
+    from tests.api.conftest import POLICY
+
+    policy = POLICY + "\nrole extra {\n  allow mail.send\n}\n"
+    return other.upload([("policy.charter", policy)], "t").revision
+
+
+def test_another_process_upload_compiles_off_the_event_loop(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revision another process uploaded is compiled on a worker thread, once, while
+    the event loop goes on serving; requests that come meanwhile wait for that compile
+    and every one is decided on the new revision, logged once."""
+    commit = GroupCommit(harness.service)
+    asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
+    revision = _upload_elsewhere(other)
+
+    async def run() -> tuple[list[Any], int]:
+        ticks = 0
+        first = asyncio.ensure_future(commit.decide([Call("a1", "mail.send", MAIL)]))
+        later = None
+        while not first.done():
+            await asyncio.sleep(0.01)
+            ticks += 1
+            if ticks == 5:  # comes while the first one's compile runs
+                later = asyncio.ensure_future(commit.decide([Call("a1", "mail.send", MAIL)]))
+        assert later is not None, f"the loop turned {ticks} times while the first was decided"
+        return [await first, await later], ticks
+
+    on_a_loop = slow_compiles(monkeypatch, 0.3)
+    (first, later), ticks = asyncio.run(run())
+    assert on_a_loop == [False]  # compiled once, on a worker thread
+    assert ticks >= 15  # the loop kept turning meanwhile
+    assert [first[0]["revision"], later[0]["revision"]] == [revision, revision]
+    assert sorted([first[0]["seq"], later[0]["seq"]]) == [2, 3]
+    assert [seq for seq, _ in harness.service.store.read_decisions(0, 10)] == [1, 2, 3]
+
+
+def test_a_leader_cancelled_while_its_revision_compiles_leaves_its_group_answered(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader's client goes away while the new revision compiles: nothing of its
+    request is logged, and the request that joined its group is still decided."""
+    commit = GroupCommit(harness.service)
+    asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))
+    revision = _upload_elsewhere(other)
+
+    async def run() -> Any:
+        leader = asyncio.ensure_future(commit.decide([Call("a1", "mail.send", MAIL)]))
+        joiner = asyncio.ensure_future(commit.decide([Call("a1", "mail.send", MAIL)] * 2))
+        await asyncio.sleep(0.1)  # (both in the group, its compile under way)
+        leader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        return await joiner
+
+    slow_compiles(monkeypatch, 0.3)
+    answers = asyncio.run(run())
+    assert [(a["seq"], a["revision"]) for a in answers] == [(2, revision), (3, revision)]
+    assert [seq for seq, _ in harness.service.store.read_decisions(0, 10)] == [1, 2, 3]
