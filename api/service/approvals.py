@@ -8,6 +8,7 @@ approval id. An approved management call (an agent's `roles.create`, ...) then r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from api.service.core import Service, now_ms
@@ -44,19 +45,43 @@ def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
     return agent_id, identity
 
 
+# An agent's paused `approvals.approve` or `.reject` decides, once approved, the approval
+# it names (it runs as that agent): whoever decides it decides that one too.
+DECIDING = ("approvals.approve", "approvals.reject")
+
+
+def _decided(service: Service, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """`doc`, then, while the last is an agent's paused `approvals.approve`/`.reject`,
+    the approval it names (its `args` as shown: these tools have no secret argument)."""
+    seen: set[str] = set()
+    found: dict[str, Any] | None = doc
+    while found is not None and found["id"] not in seen:
+        seen.add(found["id"])
+        yield found
+        named = (found.get("args") or {}).get("id")
+        if not (found.get("management") and found["tool"] in DECIDING and isinstance(named, str)):
+            return
+        found = service.store.get("approvals", named)
+
+
 def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> None:
     """A pause asks a human (DESIGN.md section 1). An agent's token may decide only an
     approval raised outside its own tree (itself, its ancestors, its descendants, any
-    agent under the same root: a parent controls all its children) and its identity."""
+    agent under the same root: a parent controls all its children) and its identity, and
+    one that decides only such approvals: else it would approve its own pause through
+    another agent's paused `approvals.approve` of it."""
     if actor.agent is None:
         return
-    mine, theirs = _root(service, actor.agent), _root(service, str(doc["agent"]))
-    if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
-        raise ServiceError(
-            403, "self-approval",
-            f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: it was raised by "
-            f"agent `{doc['agent']}` of its own tree or identity; a human decides it",
-        )  # fmt: skip
+    mine = _root(service, actor.agent)
+    for decided in _decided(service, doc):
+        theirs = _root(service, str(decided["agent"]))
+        if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
+            what = "it was" if decided is doc else f"it decides approval `{decided['id']}`,"
+            raise ServiceError(
+                403, "self-approval",
+                f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: {what} raised "
+                f"by agent `{decided['agent']}` of its own tree or identity; a human decides it",
+            )  # fmt: skip
 
 
 def check_independent(service: Service, actor: Principal, args: dict[str, Any]) -> None:
