@@ -84,18 +84,44 @@ def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> Non
             )  # fmt: skip
 
 
-def check_independent(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    """Before an agent's `approvals.approve`/`.reject` is decided (see `_independent`)."""
-    _independent(service, actor, service.doc("approvals", "approval", args["id"]))
+def _pending(doc: dict[str, Any]) -> None:
+    if doc["status"] != "pending":
+        raise ServiceError(
+            409, "approval-not-pending", f"approval `{doc['id']}` is already {doc['status']}"
+        )
+
+
+def _decidable(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
+    """The approval, which `actor` may decide (`_independent`) and which is pending."""
+    doc = service.doc("approvals", "approval", approval_id)
+    _independent(service, actor, doc)
+    _pending(doc)
+    return doc
+
+
+def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `approvals.reject` is decided: a request that can only be refused
+    (`_decidable`) is refused at once, so it is neither logged nor paused."""
+    _decidable(service, actor, args["id"])
+
+
+def check_approve(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an approval's transaction, and before an agent's `approvals.approve` is
+    decided (whose transaction then runs the approval): `_decidable`'s refusals, then an
+    agent's paused management call runs its checks, as when it was asked. Fit checks and
+    compiling a policy may take seconds, which inside the transaction would hold every
+    writer off; the operation inside finds them done (a look-up)."""
+    from api.service.manage import PRECHECKS
+
+    doc = _decidable(service, actor, args["id"])
+    precheck = PRECHECKS.get(doc["tool"]) if doc.get("management") else None
+    if precheck is not None:
+        agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
+        precheck(service, agent_actor, dict(unseal_call(service, doc).args))
 
 
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
-    doc = dict(service.doc("approvals", "approval", approval_id))
-    _independent(service, actor, doc)
-    if doc["status"] != "pending":
-        raise ServiceError(
-            409, "approval-not-pending", f"approval `{approval_id}` is already {doc['status']}"
-        )
+    doc = dict(_decidable(service, actor, approval_id))
     doc["decided_at"] = now_ms()
     doc["decided_by"] = actor.agent or f"token:{actor.token_id}"
     return doc
@@ -103,18 +129,8 @@ def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, An
 
 def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     from api.service.manage import OPERATIONS as MANAGEMENT
-    from api.service.manage import PRECHECKS
-    from api.service.tokens import Principal as Actor
 
-    ahead = service.doc("approvals", "approval", args["id"])
-    precheck = PRECHECKS.get(ahead["tool"]) if ahead.get("management") else None
-    if precheck is not None and ahead["status"] == "pending":
-        # An agent's paused call runs its checks before the transaction, as when it was
-        # asked: fit checks and compiling a policy may take seconds, which inside would
-        # hold every writer off. The operation inside finds them done (a look-up).
-        _independent(service, actor, ahead)
-        agent_actor = Actor(f"approval:{ahead['id']}", "agent", ahead["agent"])
-        precheck(service, agent_actor, dict(unseal_call(service, ahead).args))
+    check_approve(service, actor, args)
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)
@@ -126,7 +142,7 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
         body: dict[str, Any] = {"approval": _view("approvals", doc), "decision": final}
         if doc.get("management") and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
-            agent_actor = Actor(f"approval:{doc['id']}", "agent", doc["agent"])
+            agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
             result = MANAGEMENT[doc["tool"]](service, agent_actor, dict(raw[0] or call.args))
             body["result"] = result.body
     return Result(200, body)

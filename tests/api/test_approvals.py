@@ -1,5 +1,5 @@
-"""Who may decide an approval. The approval flow itself (approve, reject, re-check) is
-in test_flows.py."""
+"""Who may decide an approval, and what a request to decide one writes when it can only
+be refused. The approval flow itself (approve, reject, re-check) is in test_flows.py."""
 
 from __future__ import annotations
 
@@ -73,3 +73,23 @@ def test_an_agent_never_decides_its_own_pause_through_another_agents_request(
     assert approved.status_code == 200, approved.text
     assert (store.get("approvals", refund) or {})["decided_by"] == "rev"
     assert (store.get("approvals", refund) or {})["final"]["effect"] == "allow"
+
+
+def test_a_request_to_decide_an_approval_already_decided_is_refused_before_it_is_decided(
+    live: Any, harness: Harness
+) -> None:
+    """Whatever its policy says, the request can only be refused: it is, at once, so it
+    neither logs a decision nor opens an approval that no one could approve."""
+    store = harness.service.store
+    (rev,) = _reviewers(live, harness, "rev")
+    refund = live.post("/v1/decisions", json=REFUND, headers=harness.auth()).json()
+    rejected = live.post(f"/v1/approvals/{refund['approval_id']}/reject", headers=harness.auth())
+    assert rejected.status_code == 200, rejected.text
+    logged = store.last_seq()
+    for verb in ("approve", "reject"):
+        refused = live.post(f"/v1/approvals/{refund['approval_id']}/{verb}", json={}, headers=rev)
+        assert code_of(refused) == (409, "approval-not-pending"), refused.text
+    assert store.last_seq() == logged
+    assert [a["id"] for a in live.get("/v1/approvals", headers=harness.auth()).json()["items"]] == [
+        refund["approval_id"]
+    ]
