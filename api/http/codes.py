@@ -112,7 +112,8 @@ CODES: dict[str, Code] = {
     "self-approval": Code(
         (403,),
         "an agent's token approves or rejects an approval raised in its own tree or by its own "
-        "identity",
+        "identity, or one that decides such an approval (another agent's paused "
+        "`approvals.approve` or `approvals.reject` of it)",
     ),
     # ---- a resource's fields -------------------------------------------------------------
     "invalid-name": Code((400,), 'an agent\'s `name` is missing or blank ("Name is required")'),

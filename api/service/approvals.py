@@ -8,6 +8,7 @@ approval id. An approved management call (an agent's `roles.create`, ...) then r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from api.service.core import Service, now_ms
@@ -44,33 +45,83 @@ def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
     return agent_id, identity
 
 
+# An agent's paused `approvals.approve` or `.reject` decides, once approved, the approval
+# it names (it runs as that agent): whoever decides it decides that one too.
+DECIDING = ("approvals.approve", "approvals.reject")
+
+
+def _decided(service: Service, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """`doc`, then, while the last is an agent's paused `approvals.approve`/`.reject`,
+    the approval it names (its `args` as shown: these tools have no secret argument)."""
+    seen: set[str] = set()
+    found: dict[str, Any] | None = doc
+    while found is not None and found["id"] not in seen:
+        seen.add(found["id"])
+        yield found
+        named = (found.get("args") or {}).get("id")
+        if not (found.get("management") and found["tool"] in DECIDING and isinstance(named, str)):
+            return
+        found = service.store.get("approvals", named)
+
+
 def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> None:
     """A pause asks a human (DESIGN.md section 1). An agent's token may decide only an
     approval raised outside its own tree (itself, its ancestors, its descendants, any
-    agent under the same root: a parent controls all its children) and its identity."""
+    agent under the same root: a parent controls all its children) and its identity, and
+    one that decides only such approvals: else it would approve its own pause through
+    another agent's paused `approvals.approve` of it."""
     if actor.agent is None:
         return
-    mine, theirs = _root(service, actor.agent), _root(service, str(doc["agent"]))
-    if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
+    mine = _root(service, actor.agent)
+    for decided in _decided(service, doc):
+        theirs = _root(service, str(decided["agent"]))
+        if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
+            what = "it was" if decided is doc else f"it decides approval `{decided['id']}`,"
+            raise ServiceError(
+                403, "self-approval",
+                f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: {what} raised "
+                f"by agent `{decided['agent']}` of its own tree or identity; a human decides it",
+            )  # fmt: skip
+
+
+def _pending(doc: dict[str, Any]) -> None:
+    if doc["status"] != "pending":
         raise ServiceError(
-            403, "self-approval",
-            f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: it was raised by "
-            f"agent `{doc['agent']}` of its own tree or identity; a human decides it",
-        )  # fmt: skip
+            409, "approval-not-pending", f"approval `{doc['id']}` is already {doc['status']}"
+        )
 
 
-def check_independent(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    """Before an agent's `approvals.approve`/`.reject` is decided (see `_independent`)."""
-    _independent(service, actor, service.doc("approvals", "approval", args["id"]))
+def _decidable(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
+    """The approval, which `actor` may decide (`_independent`) and which is pending."""
+    doc = service.doc("approvals", "approval", approval_id)
+    _independent(service, actor, doc)
+    _pending(doc)
+    return doc
+
+
+def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `approvals.reject` is decided: a request that can only be refused
+    (`_decidable`) is refused at once, so it is neither logged nor paused."""
+    _decidable(service, actor, args["id"])
+
+
+def check_approve(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an approval's transaction, and before an agent's `approvals.approve` is
+    decided (whose transaction then runs the approval): `_decidable`'s refusals, then an
+    agent's paused management call runs its checks, as when it was asked. Fit checks and
+    compiling a policy may take seconds, which inside the transaction would hold every
+    writer off; the operation inside finds them done (a look-up)."""
+    from api.service.manage import PRECHECKS
+
+    doc = _decidable(service, actor, args["id"])
+    precheck = PRECHECKS.get(doc["tool"]) if doc.get("management") else None
+    if precheck is not None:
+        agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
+        precheck(service, agent_actor, dict(unseal_call(service, doc).args))
 
 
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
-    doc = dict(service.doc("approvals", "approval", approval_id))
-    _independent(service, actor, doc)
-    if doc["status"] != "pending":
-        raise ServiceError(
-            409, "approval-not-pending", f"approval `{approval_id}` is already {doc['status']}"
-        )
+    doc = dict(_decidable(service, actor, approval_id))
     doc["decided_at"] = now_ms()
     doc["decided_by"] = actor.agent or f"token:{actor.token_id}"
     return doc
@@ -78,18 +129,8 @@ def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, An
 
 def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     from api.service.manage import OPERATIONS as MANAGEMENT
-    from api.service.manage import PRECHECKS
-    from api.service.tokens import Principal as Actor
 
-    ahead = service.doc("approvals", "approval", args["id"])
-    precheck = PRECHECKS.get(ahead["tool"]) if ahead.get("management") else None
-    if precheck is not None and ahead["status"] == "pending":
-        # An agent's paused call runs its checks before the transaction, as when it was
-        # asked: fit checks and compiling a policy may take seconds, which inside would
-        # hold every writer off. The operation inside finds them done (a look-up).
-        _independent(service, actor, ahead)
-        agent_actor = Actor(f"approval:{ahead['id']}", "agent", ahead["agent"])
-        precheck(service, agent_actor, dict(unseal_call(service, ahead).args))
+    check_approve(service, actor, args)
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)
@@ -101,7 +142,7 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
         body: dict[str, Any] = {"approval": _view("approvals", doc), "decision": final}
         if doc.get("management") and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
-            agent_actor = Actor(f"approval:{doc['id']}", "agent", doc["agent"])
+            agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
             result = MANAGEMENT[doc["tool"]](service, agent_actor, dict(raw[0] or call.args))
             body["result"] = result.body
     return Result(200, body)

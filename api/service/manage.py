@@ -86,8 +86,8 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "threads.create": threads.check_create,
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,
-    "approvals.approve": approvals.check_independent,
-    "approvals.reject": approvals.check_independent,
+    "approvals.approve": approvals.check_approve,
+    "approvals.reject": approvals.check_reject,
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.api.conftest import POLICY, Harness, code_of, depth_spy
 
 OPS = """
@@ -252,12 +254,14 @@ def test_an_agents_name_is_decided_as_it_is_stored(live: Any, harness: Harness) 
     assert (stored.get("agents", "maker") or {})["name"] == "maker-2"
 
 
+@pytest.mark.parametrize("approver", ["admin", "agent"])
 def test_an_approved_role_change_compiles_before_the_write_transaction(
-    live: Any, harness: Harness, monkeypatch: Any
+    live: Any, harness: Harness, monkeypatch: Any, approver: str
 ) -> None:
     """A paused `roles.update` approved after the policy moved compiles the changed policy
     when approved: before the approval's transaction (the precheck runs as the agent, as
-    when it was asked), not inside it with every writer held off."""
+    when it was asked), not inside it with every writer held off. So too when an agent
+    approves (its `approvals.approve` is decided in a transaction that then runs it)."""
     import api.service.core as core
     from engine.compile import compile_workspace
 
@@ -276,10 +280,16 @@ def test_an_approved_role_change_compiles_before_the_write_transaction(
     assert paused.status_code == 202, paused.text
     files[0]["text"] += "# moved\n"  # the policy moves: what was compiled ahead is stale
     assert live.put("/v1/policy", json={"files": files}, headers=admin).status_code == 201
+    approving = admin
+    if approver == "agent":  # of another identity and tree: it may decide the approval
+        stranger = live.post("/v1/identities", json={}, headers=admin).json()["id"]
+        rev = harness.add_agent("rev", "support", identity=stranger)
+        approving = harness.auth(harness.token_for(rev))
     depths: list[int] = []
     spy = depth_spy(harness.service.store, compile_workspace, depths)
     monkeypatch.setattr(core, "compile_workspace", spy)
-    approved = live.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
+    approval = paused.json()["approval_id"]
+    approved = live.post(f"/v1/approvals/{approval}/approve", headers=approving)
     assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"
     assert "deny agents.update" in approved.json()["result"]["source"]
     assert depths == [0], depths

@@ -1,0 +1,95 @@
+"""Who may decide an approval, and what a request to decide one writes when it can only
+be refused. The approval flow itself (approve, reject, re-check) is in test_flows.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import POLICY, Harness, code_of
+
+# Agents whose own approving and rejecting a human reviews: such a request is an approval
+# of its own, which decides the approval it names once approved.
+GATED = """
+hook review-approvals on approvals.approve, approvals.reject {
+  pause "a human reviews what an agent approves"
+}
+profile gated {
+  roles manager
+  hooks review-approvals
+}
+"""
+REFUND = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 80}}
+
+
+def _reviewers(live: Any, harness: Harness, *names: str) -> list[dict[str, str]]:
+    """Agents on `gated`, each the root of a tree of its own, with an identity of its own."""
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + GATED, headers=admin).status_code == 201
+    made = []
+    for name in names:
+        identity = live.post("/v1/identities", json={}, headers=admin).json()["id"]
+        made.append(
+            harness.auth(harness.token_for(harness.add_agent(name, "gated", identity=identity)))
+        )
+    return made
+
+
+def _asks(live: Any, approval: str, verb: str, token: dict[str, str]) -> str:
+    """The approval that `token`'s paused request to `verb` `approval` opened."""
+    paused = live.post(f"/v1/approvals/{approval}/{verb}", json={}, headers=token)
+    assert paused.status_code == 202, paused.text
+    return str(paused.json()["approval_id"])
+
+
+def test_an_agent_never_decides_its_own_pause_through_another_agents_request(
+    live: Any, harness: Harness
+) -> None:
+    """`rev`'s paused `approvals.approve` of a1's pause runs, once approved, as `rev`,
+    which may decide it: approving that request was a1 approving its own refund. Whoever
+    decides a request to decide an approval decides that approval too, however long the
+    chain of such requests."""
+    store = harness.service.store
+    rev, rev2 = _reviewers(live, harness, "rev", "rev2")
+    a1 = harness.auth(harness.agent_token)
+    refund = live.post("/v1/decisions", json=REFUND, headers=a1).json()["approval_id"]
+    approve = _asks(live, refund, "approve", rev)
+    reject = _asks(live, refund, "reject", rev)
+    further = _asks(live, approve, "approve", rev2)  # rev2 asks to approve rev's request
+    logged = store.last_seq()
+    for asked in (approve, reject, further):
+        for verb in ("approve", "reject"):
+            refused = live.post(f"/v1/approvals/{asked}/{verb}", json={}, headers=a1)
+            assert code_of(refused) == (403, "self-approval"), refused.text
+            assert f"it decides approval `{refund}`, raised by agent `a1`" in refused.text
+    # nor may rev decide rev2's request to approve its own
+    assert code_of(live.post(f"/v1/approvals/{further}/approve", headers=rev)) == (
+        403, "self-approval",
+    )  # fmt: skip
+    assert store.last_seq() == logged
+    opened = (refund, approve, reject, further)
+    assert {(store.get("approvals", i) or {})["status"] for i in opened} == {"pending"}
+    # a human decides rev2's request, which approves rev's, which approves the refund
+    approved = live.post(f"/v1/approvals/{further}/approve", headers=harness.auth())
+    assert approved.status_code == 200, approved.text
+    assert (store.get("approvals", refund) or {})["decided_by"] == "rev"
+    assert (store.get("approvals", refund) or {})["final"]["effect"] == "allow"
+
+
+def test_a_request_to_decide_an_approval_already_decided_is_refused_before_it_is_decided(
+    live: Any, harness: Harness
+) -> None:
+    """Whatever its policy says, the request can only be refused: it is, at once, so it
+    neither logs a decision nor opens an approval that no one could approve."""
+    store = harness.service.store
+    (rev,) = _reviewers(live, harness, "rev")
+    refund = live.post("/v1/decisions", json=REFUND, headers=harness.auth()).json()
+    rejected = live.post(f"/v1/approvals/{refund['approval_id']}/reject", headers=harness.auth())
+    assert rejected.status_code == 200, rejected.text
+    logged = store.last_seq()
+    for verb in ("approve", "reject"):
+        refused = live.post(f"/v1/approvals/{refund['approval_id']}/{verb}", json={}, headers=rev)
+        assert code_of(refused) == (409, "approval-not-pending"), refused.text
+    assert store.last_seq() == logged
+    assert [a["id"] for a in live.get("/v1/approvals", headers=harness.auth()).json()["items"]] == [
+        refund["approval_id"]
+    ]
