@@ -33,6 +33,7 @@ from api.cli_serve_checks import (
     os_reason,
     port_number,
     refuse,
+    sealed_refusal,
     turn_lifetime,
     worker_count,
 )
@@ -202,6 +203,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
+    wrong_key = sealed_refusal(service.store, service.sealer)
+    if wrong_key is not None:
+        service.store.close()
+        return refuse(*wrong_key)
     try:
         prepare(service, db, args.workspace)
     except CharterError as exc:

@@ -19,7 +19,9 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from policy.secrets import KEY_ENV, SecretKeyError, key_path_for, load_key
+from policy import identities
+from policy.secrets import KEY_ENV, Sealer, SecretKeyError, key_path_for, load_key
+from policy.store import Store
 from policy.store.probe import SQLITE_NOTADB, probe
 
 
@@ -139,6 +141,32 @@ def key_refusal(db: str) -> tuple[str, str] | None:
         return f"the key file `{key_path_for(db)}` is malformed", hint
     except OSError as exc:
         return f"cannot read the key file `{key_path_for(db)}`: {os_reason(exc)}", hint
+    return None
+
+
+# Where a database keeps what its key sealed (one of them opening is enough to know the key).
+SEALED = ((identities.SECRETS, "sealed_seed"), ("connections", "sealed_credential"),
+          ("approvals", "sealed_call"))  # fmt: skip
+
+
+def sealed_refusal(store: Store, sealer: Sealer) -> tuple[str, str] | None:
+    """A well-formed key that does not open this database's secrets (another database's,
+    or a new one made because `<db>.key` was lost): found at start, not when an approval
+    or a signature first needed it (an internal error then)."""
+    for kind, field in SEALED:
+        for row in store.page(kind, 0, 1):
+            sealed = row.body.get(field)
+            if not isinstance(sealed, bytes):
+                continue
+            try:
+                sealer.open(sealed)
+            except SecretKeyError:
+                return (
+                    "the secret key does not open this database's secrets",
+                    f"serve it with the key that sealed them (`{KEY_ENV}` or the key file "
+                    "beside the database)",
+                )
+            return None
     return None
 
 

@@ -244,6 +244,11 @@ CODES: dict[str, Code] = {
         "with `Retry-After: 1`: another writer held the database past the 30-second timeout, the "
         "disk is full, or an I/O error",
     ),
+    "secret-key-mismatch": Code(
+        (503,),
+        "a stored secret (an approval's sealed call, an identity's seed) does not open with the "
+        "server's key: a worker serves with another key than the one that sealed it",
+    ),
     "fit-unavailable": Code(
         (503,),
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
+from policy.secrets import SecretKeyError
 from policy.store import StoreUnavailable
 
 log = logging.getLogger("charter.http")
@@ -69,6 +70,22 @@ async def store_unavailable(request: Request, exc: Exception) -> Response:
     return response
 
 
+async def secret_key_mismatch(request: Request, exc: Exception) -> Response:
+    """A stored secret that does not open with this process's key (a worker started with
+    another key than the one that sealed it; `charter serve` refuses a key that opens
+    none of the database's): the server's configuration, which no retry mends. Its
+    transaction was rolled back."""
+    assert isinstance(exc, SecretKeyError)
+    log.error("a stored secret does not open with the key in %s %s", request.method,
+              request.url.path)  # fmt: skip
+    _count(request.scope, 503, "secret-key-mismatch")
+    return problem(
+        503, "secret-key-mismatch",
+        "a stored secret does not open with this server's key; nothing was changed",
+        help="serve with the key that sealed the database's secrets",
+    )  # fmt: skip
+
+
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 # The app's exception handlers: what each expected error becomes (api.http.app gives them
 # to starlette; the decision lane, which starlette does not wrap, looks them up here).
@@ -76,6 +93,7 @@ HANDLERS: dict[type[Exception], Handler] = {
     ServiceError: service_error,
     HTTPException: http_error,
     StoreUnavailable: store_unavailable,
+    SecretKeyError: secret_key_mismatch,
 }
 
 

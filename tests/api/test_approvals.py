@@ -93,3 +93,19 @@ def test_a_request_to_decide_an_approval_already_decided_is_refused_before_it_is
     assert [a["id"] for a in live.get("/v1/approvals", headers=harness.auth()).json()["items"]] == [
         refund["approval_id"]
     ]
+
+
+def test_a_key_that_does_not_open_the_sealed_call_is_a_503_and_changes_nothing(
+    live: Any, harness: Harness
+) -> None:
+    """A worker serving with another key than the one that sealed an approval's call: a
+    503 that says so (it was an internal error), the approval still pending."""
+    from policy.secrets import Sealer
+
+    refund = live.post("/v1/decisions", json=REFUND, headers=harness.auth()).json()
+    harness.service.sealer = Sealer(bytes(32))
+    approved = live.post(f"/v1/approvals/{refund['approval_id']}/approve", headers=harness.auth())
+    assert code_of(approved) == (503, "secret-key-mismatch")
+    assert "help" in approved.json()
+    shown = live.get(f"/v1/approvals/{refund['approval_id']}", headers=harness.auth()).json()
+    assert shown["status"] == "pending"

@@ -187,6 +187,28 @@ def test_a_malformed_secret_key_is_refused_before_the_database_is_made(
     assert listing(tmp_path) == ["x.db.key"]
 
 
+def test_a_key_that_does_not_open_the_databases_secrets_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A well-formed key of another database (or a new one, the key file lost): refused at
+    start, not found when an approval or a signature first needs it."""
+    from api.cli_serve_checks import sealed_refusal
+    from api.http.app import open_service
+    from policy import identities
+
+    service = open_service(tmp_path / "x.db")
+    identities.create(service.store, service.sealer, "me")
+    service.store.close()
+    monkeypatch.setenv("CHARTER_SECRET_KEY", "00" * 32)
+    err = refusal(capsys, "--db", "x.db", "--port", "0")
+    assert err.startswith("charter: the secret key does not open this database's secrets\n")
+    assert "help: serve it with the key that sealed them" in err
+    monkeypatch.delenv("CHARTER_SECRET_KEY")  # the key file beside it opens them
+    service = open_service(tmp_path / "x.db")
+    assert sealed_refusal(service.store, service.sealer) is None
+    service.store.close()
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     db = tmp_path / "charter.db"
