@@ -157,6 +157,22 @@ def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -
     return Result(200, {"approval": _view("approvals", doc)})
 
 
+def reject_orphans(service: Service, field: str, value: str, why: str) -> None:
+    """Inside the transaction that deletes an agent (`field` "agent") or a thread
+    ("thread"): its pending approvals are rejected, `why` their reason. Approving one
+    could only fail (the call's agent or thread is gone), and it stayed pending for ever,
+    where a human looks for what is left to decide."""
+    found = []
+    position = 0
+    while rows := service.store.page("approvals", position, 100, tag="pending"):
+        found += [row.body for row in rows if row.body.get(field) == value]
+        position = rows[-1].pos
+    for doc in found:
+        closed = {**doc, "status": "rejected", "reason": why, "decided_at": now_ms(),
+                  "decided_by": "charter"}  # fmt: skip
+        service.store.update("approvals", doc["id"], closed, tag="rejected")
+
+
 OPERATIONS: dict[str, Operation] = {
     "approvals.list": approvals_list,
     "approvals.get": approvals_get,

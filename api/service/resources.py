@@ -372,6 +372,9 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         # Its tokens go with it: an agent made later under the same id is another agent,
         # which the old tokens must not act as.
         tokens.revoke(service, tokens.agent_tokens(service.store, target["id"]))
+        from api.service.approvals import reject_orphans  # (which imports this module)
+
+        reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
     service.forget_agent(target["id"])
     return Result(204, None)
 

@@ -109,3 +109,36 @@ def test_a_key_that_does_not_open_the_sealed_call_is_a_503_and_changes_nothing(
     assert "help" in approved.json()
     shown = live.get(f"/v1/approvals/{refund['approval_id']}", headers=harness.auth()).json()
     assert shown["status"] == "pending"
+
+
+def test_deleting_an_agent_or_a_thread_rejects_its_pending_approvals(
+    live: Any, harness: Harness
+) -> None:
+    """Approving them could only fail (their agent or thread is gone): they are rejected,
+    saying why, and nobody else's approvals are touched."""
+    admin = harness.auth()
+    harness.add_agent("a2", "support")
+    thread = live.post("/v1/threads", json={"agent": "a2"}, headers=admin).json()["id"]
+    in_thread = live.post("/v1/decisions", json={**REFUND, "agent": "a2", "thread": thread},
+                          headers=admin).json()["approval_id"]  # fmt: skip
+    outside = live.post("/v1/decisions", json={**REFUND, "agent": "a2"}, headers=admin)
+    of_a1 = live.post("/v1/decisions", json=REFUND, headers=admin).json()["approval_id"]
+    assert live.delete(f"/v1/threads/{thread}", headers=admin).status_code == 204
+    assert live.delete("/v1/agents/a1", headers=admin).status_code == 204
+
+    def shown(approval: str) -> dict[str, Any]:
+        found: dict[str, Any] = live.get(f"/v1/approvals/{approval}", headers=admin).json()
+        return found
+
+    assert shown(in_thread)["status"] == "rejected"
+    assert shown(in_thread)["reason"] == f"thread `{thread}` was deleted"
+    assert (shown(of_a1)["status"], shown(of_a1)["reason"]) == (
+        "rejected",
+        "agent `a1` was deleted",
+    )
+    assert shown(of_a1)["decided_by"] == "charter"
+    assert shown(outside.json()["approval_id"])["status"] == "pending"
+    again = live.post(f"/v1/approvals/{of_a1}/approve", headers=admin)
+    assert code_of(again) == (409, "approval-not-pending")
+    pending = live.get("/v1/approvals?status=pending", headers=admin).json()["items"]
+    assert [item["id"] for item in pending] == [outside.json()["approval_id"]]
