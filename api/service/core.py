@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from api.service import rolefiles
 from api.service.errors import ServiceError, not_found
 from api.service.metrics import Metrics
 from api.service.metricsshare import SharedMetrics
@@ -19,6 +20,7 @@ from api.service.snapshots import Snapshots
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.workspace import Workspace
+from policy.diagnostics import CharterError
 from policy.secrets import Sealer
 from policy.store import Doc, Store
 
@@ -207,8 +209,16 @@ class Service:
         return self.snapshots.current()
 
     def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
-        """Raises CharterError with every diagnostic; the HTTP layer makes that a 422."""
-        return check_sources(files)
+        """Raises CharterError with every diagnostic; the HTTP layer makes that a 422.
+        Files under `api/roles/` must be the API's own roles, one a file (E0118,
+        api.service.rolefiles); a revision stored before that rule is read as it was
+        (`Snapshots` compiles a stored revision without it)."""
+        try:
+            workspace = check_sources(files)
+        except CharterError as exc:
+            raise rolefiles.with_problems(files, exc) from None
+        rolefiles.check(files, workspace.files)
+        return workspace
 
     def compile(self, files: Sequence[tuple[str, str]]) -> Snapshot:
         """`files` checked and compiled, for an `upload(files, ..., prepared=)` (raises

@@ -2,7 +2,9 @@
 
 A role created through the API is one file, `api/roles/<name>.charter`, added to the
 latest revision's files; the result is checked as a whole and becomes a new revision.
-Roles written in uploaded files are changed by uploading the policy, not here.
+Every policy keeps such a file to that one role (api.service.rolefiles), so changing or
+deleting it here touches nothing else. Roles written in other files are changed by
+uploading the policy, not here.
 
 A list is read on one revision: the first page on the latest, and the next pages on the
 revision the first one was (the cursor pins it), so a listing is one consistent snapshot
@@ -17,6 +19,7 @@ from api.service import fitcheck, pages
 from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
+from api.service.rolefiles import role_path
 from api.service.tokens import Principal
 from engine.compile import Snapshot
 from grammar.parser import parse
@@ -107,10 +110,6 @@ def _getter(kind: str) -> Operation:
         return Result(200, _view(snapshot, kind, decl))
 
     return get_op
-
-
-def role_path(name: str) -> str:
-    return f"api/roles/{name}.charter"
 
 
 def _files_after(

@@ -1,0 +1,70 @@
+"""`PUT /v1/policy` and the files it holds: the API's own role files under `api/roles/`,
+what a refused upload leaves, the read views' sources and the revision query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.conftest import POLICY, Harness, code_of, expect
+
+# Profile `side`, declared in a file under `api/roles/` next to the role it names.
+SIDE = "role helper {\n  allow mail.send\n}\nprofile side {\n  roles helper, refunder\n  hooks none\n}\n"
+OTHER = "role other {\n  allow mail.send\n}\n"
+
+
+def _put(client: Any, harness: Harness, files: dict[str, str]) -> Any:
+    body = {"files": [{"path": path, "text": text} for path, text in files.items()]}
+    return client.put("/v1/policy", json=body, headers=harness.auth())
+
+
+def test_a_file_under_api_roles_holds_its_own_role_alone(client: Any, harness: Harness) -> None:
+    """`roles.update` and `roles.delete` replace or drop the role's whole file: a file
+    under `api/roles/` that held a profile lost it to an agent's `roles.delete helper`
+    (an agent with no `profiles.*` grant; the agents on the profile were then denied
+    everything), and one named for role `x` that declared `other` lost `other` to a
+    `roles.create` of `x`. Such a policy is refused (E0118), each wrong declaration
+    with its location, and with the other errors of the upload."""
+    refused = _put(client, harness, {"main.charter": POLICY, "api/roles/helper.charter": SIDE,
+                                     "api/roles/x.charter": OTHER})  # fmt: skip
+    expect(refused, 422, "policy-invalid")
+    found = [(d["code"], d["file"], d["line"], d["column"]) for d in refused.json()["diagnostics"]]
+    assert found == [
+        ("E0118", "api/roles/helper.charter", 4, 1),  # profile `side`
+        ("E0118", "api/roles/x.charter", 1, 1),  # role `other`
+        ("E0118", "api/roles/x.charter", 1, 1),  # no role `x`
+    ]
+    assert (
+        "profile `side` in `api/roles/helper.charter`"
+        in refused.json()["diagnostics"][0]["message"]
+    )
+    # with a syntax error elsewhere, both are reported at once
+    broken = {"main.charter": POLICY + "role {", "api/roles/x.charter": OTHER}
+    found_files = {d["file"] for d in _put(client, harness, broken).json()["diagnostics"]}
+    assert found_files == {"main.charter", "api/roles/x.charter"}
+    for path in ("api/roles/sub/x.charter", "api/roles/x", "api/roles/X.charter"):
+        response = _put(client, harness, {"main.charter": POLICY, path: "role x {\n}\n"})
+        expect(response, 422, "policy-invalid")
+        assert [d["code"] for d in response.json()["diagnostics"]] == ["E0118"], path
+    assert harness.service.store.latest_revision() == 1
+    # a role's own file, as the API writes it, is taken; elsewhere the same text is too
+    fine = {"main.charter": POLICY, "api/roles/helper.charter": "role helper {\n}\n",
+            "api/side.charter": SIDE.replace("helper", "aide")}  # fmt: skip
+    assert _put(client, harness, fine).status_code == 201
+
+
+def test_an_agent_role_change_touches_its_role_alone(live: Any, harness: Harness) -> None:
+    """The agent's `roles.delete` and `roles.create` change what its role's file held,
+    nothing else: profile `side` (in a file of its own) and its agents stay."""
+    files = {"main.charter": POLICY, "side.charter": SIDE.replace("helper", "aide"),
+             "api/roles/helper.charter": "role helper {\n  allow mail.send\n}\n"}  # fmt: skip
+    assert _put(live, harness, files).status_code == 201
+    harness.add_agent("b1", "side")
+    agent = harness.auth(harness.agent_token)
+    assert live.delete("/v1/roles/helper", headers=agent).status_code == 204
+    call = {"agent": "b1", "tool": "billing.refund", "args": {"amount": 1}}
+    assert live.post("/v1/decisions", json=call, headers=harness.auth()).json()["effect"] == "allow"
+    made = live.post("/v1/roles", json={"name": "x", "source": "role x {\n}\n"}, headers=agent)
+    assert made.status_code == 201, made.text
+    kept = live.get("/v1/policy", headers=harness.auth()).json()["files"]
+    assert [f["path"] for f in kept] == ["main.charter", "side.charter", "api/roles/x.charter"]
+    assert code_of(live.get("/v1/profiles/side", headers=harness.auth()))[0] == 200
