@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from api.service import rolefiles
@@ -252,7 +253,8 @@ class Service:
     ) -> Snapshot:
         """A new revision of `files`, compiled: `prepared` (what `compile` gave for these
         files), else the one `prepare` keeps for them (taken: one upload each), else
-        compiled now."""
+        compiled now. It is the latest from its transaction's commit on (use the snapshot
+        returned until then)."""
         with self._lock:
             kept = self._prepared.pop(tuple(files), None)
         snapshot = prepared or kept
@@ -274,10 +276,15 @@ class Service:
         }
         # A snapshot's revision is set here, once, before anything else can see it.
         snapshot.revision = self.store.add_revision(body)
-        revision = snapshot.revision
-        self.snapshots.put(snapshot)
-        self.snapshots.latest = max(self.snapshots.latest, revision)
+        # Served once its transaction commits, not before: one that rolls back (a COMMIT
+        # refused by a full disk, a 503) left this process deciding on a revision the
+        # store never kept, whose number the next upload then gave to other files.
+        self.store.after_commit(partial(self._publish, snapshot))
         return snapshot
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self.snapshots.put(snapshot)
+        self.snapshots.latest = max(self.snapshots.latest, snapshot.revision)
 
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
         number = self.snapshots.latest if revision is None else revision

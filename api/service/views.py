@@ -169,15 +169,16 @@ def _one_role(name: str, source: str) -> None:
         )
 
 
-def _commit(service: Service, files: list[tuple[str, str]], actor: Principal, note: str) -> int:
+def _commit(
+    service: Service, files: list[tuple[str, str]], actor: Principal, note: str
+) -> Snapshot:
     try:
-        snapshot = service.upload(files, actor.agent or f"token:{actor.token_id}", note)
+        return service.upload(files, actor.agent or f"token:{actor.token_id}", note)
     except CharterError as exc:
         raise ServiceError(
             422, "policy-invalid", "the policy does not check",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
-    return snapshot.revision
 
 
 def _write_role(service: Service, actor: Principal, args: dict[str, Any], create: bool) -> Result:
@@ -197,10 +198,11 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
         files = _files_after(files, name, source)
         if actor.agent is not None and not create:  # (after its precheck: a look-up)
             fitcheck.require_role_change_narrows(service, name, files, source)
-        revision = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
-    snapshot = service.current()
+        # (the new revision's own snapshot: an agent's request commits it later, with its
+        # decision, and only then is it the service's latest)
+        snapshot = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
     body = _view(snapshot, "roles", snapshot.workspace.roles[name])
-    return Result(201 if create else 200, {**body, "revision": revision})
+    return Result(201 if create else 200, body)
 
 
 def _not_api_managed(service: Service, name: str) -> NoReturn:

@@ -3,9 +3,13 @@ what a refused upload leaves, the read views' sources and the revision query."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
+from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, code_of, expect
+
+MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
 # Profile `side`, declared in a file under `api/roles/` next to the role it names.
 SIDE = "role helper {\n  allow mail.send\n}\nprofile side {\n  roles helper, refunder\n  hooks none\n}\n"
@@ -68,3 +72,47 @@ def test_an_agent_role_change_touches_its_role_alone(live: Any, harness: Harness
     kept = live.get("/v1/policy", headers=harness.auth()).json()["files"]
     assert [f["path"] for f in kept] == ["main.charter", "side.charter", "api/roles/x.charter"]
     assert code_of(live.get("/v1/profiles/side", headers=harness.auth()))[0] == 200
+
+
+class _FailingCommit:
+    """The store's cursor, but its next COMMIT fails as SQLite's does on a full disk (the
+    transaction's rows were written; its commit was not)."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+        self.failed = False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and not self.failed:
+            self.failed = True
+            full = sqlite3.OperationalError("database or disk is full")
+            full.sqlite_errorcode = sqlite3.SQLITE_FULL
+            full.sqlite_errorname = "SQLITE_FULL"
+            raise full
+        return self.cursor.execute(sql, *args)
+
+
+def test_an_upload_whose_commit_fails_is_not_served(client: Any, harness: Harness) -> None:
+    """A 503 upload wrote nothing: this process must go on deciding on the revision before
+    it. It used to serve the new revision (compiled, cached and taken as the latest before
+    the COMMIT): decisions were logged under a revision the store never kept, `GET
+    /v1/policy` was a 404, and the next upload's number named other files."""
+    store = harness.service.store
+    assert isinstance(store, SqliteStore)  # the harness opens one; its cursor is wrapped
+    real = store._cursor
+    store._cursor = _FailingCommit(real)  # type: ignore[assignment]
+    try:
+        empty = client.put("/v1/policy", content="", headers=harness.auth())
+    finally:
+        store._cursor = real
+    expect(empty, 503, "store-unavailable")
+    assert store.latest_revision() == 1
+    call = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    decided = client.post("/v1/decisions", json=call, headers=harness.auth()).json()
+    assert (decided["effect"], decided["revision"]) == ("allow", 1)
+    assert client.get("/v1/policy", headers=harness.auth()).json()["revision"] == 1
+    # an agent's role change, committed with its decision, is served once committed
+    made = client.post("/v1/roles", json={"name": "x", "source": "role x {\n}\n"},
+                       headers=harness.auth(harness.agent_token))  # fmt: skip
+    assert (made.status_code, made.json()["revision"]) == (201, 2)
+    assert client.get("/v1/roles/x", headers=harness.auth()).json()["revision"] == 2
