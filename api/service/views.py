@@ -21,17 +21,30 @@ from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.rolefiles import role_path
 from api.service.tokens import Principal
+from engine.builtins import default_hook_names
 from engine.compile import Snapshot
 from grammar.parser import parse
 from policy import ast
+from policy.catalogue import DEFAULT_HOOKS_SOURCE
 from policy.diagnostics import CharterError, source_lines
 
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
 
 
-def _source(snapshot: Snapshot, span: ast.Span) -> str:
-    text = snapshot.workspace.sources.get(span.file, "")
+def _source(snapshot: Snapshot, kind: str, decl: Any) -> str:
+    """The declaration's own text: from its first column to its last, not the whole
+    lines (a role on the line of another showed both). A default approval hook's is in
+    the built-in text (no uploaded hook takes one's name: E0107)."""
+    span: ast.Span = decl.span
+    if kind == "hooks" and decl.name in default_hook_names():
+        text = DEFAULT_HOOKS_SOURCE
+    else:
+        text = snapshot.workspace.sources.get(span.file, "")
     lines = source_lines(text)[span.line - 1 : span.end_line]
+    if not lines:
+        return ""
+    lines[-1] = lines[-1][: span.end_col - 1]  # (the last line first: it may be the first)
+    lines[0] = lines[0][span.col - 1 :]
     return "\n".join(lines)
 
 
@@ -48,7 +61,7 @@ def _view(snapshot: Snapshot, kind: str, decl: Any) -> dict[str, Any]:
         "name": decl.name,
         "file": decl.span.file,
         "line": decl.span.line,
-        "source": _source(snapshot, decl.span),
+        "source": _source(snapshot, kind, decl),
         "revision": snapshot.revision,
     }
     if kind == "profiles":

@@ -116,3 +116,21 @@ def test_an_upload_whose_commit_fails_is_not_served(client: Any, harness: Harnes
                        headers=harness.auth(harness.agent_token))  # fmt: skip
     assert (made.status_code, made.json()["revision"]) == (201, 2)
     assert client.get("/v1/roles/x", headers=harness.auth()).json()["revision"] == 2
+
+
+def test_a_read_view_shows_the_declaration_alone(client: Any, harness: Harness) -> None:
+    """A view's `source` is its declaration's text from its first column to its last: a
+    role on the line of another showed both, and a default approval hook showed none."""
+    two = POLICY + "role x { allow mail.send }  role y {\r\n  allow billing.refund\r\n}  # y\n"
+    assert client.put("/v1/policy", content=two, headers=harness.auth()).status_code == 201
+    view = client.get("/v1/roles/y", headers=harness.auth()).json()
+    assert (view["line"], view["source"]) == (50, "role y {\n  allow billing.refund\n}")
+    assert client.get("/v1/roles/x", headers=harness.auth()).json()["source"] == (
+        "role x { allow mail.send }"
+    )
+    hook = client.get("/v1/hooks/approve-mail-send", headers=harness.auth()).json()
+    assert hook["file"] == "<default hooks>"
+    assert (
+        hook["source"]
+        == 'hook approve-mail-send on gmail.send {\n  pause "a human approves sending mail"\n}'
+    )
