@@ -50,7 +50,11 @@ CODES: dict[str, Code] = {
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
-    "bad-revision": Code((400,), "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits"),
+    "bad-revision": Code(
+        (400,),
+        "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
+        " from 1; without `revision`, the latest)",
+    ),
     "not-utf8": Code(
         (400,),
         "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"

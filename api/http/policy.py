@@ -61,7 +61,8 @@ async def put_policy(request: Request) -> Response:
 async def get_policy(request: Request) -> Response:
     require_admin(request)
     service = service_of(request)
-    wanted = int_query(request, "revision", 0, minimum=0)
+    # Revisions count from 1: `?revision=0` answered the latest, under its own number.
+    wanted = int_query(request, "revision", 0, minimum=1)
     number, files = service.files(wanted or None)
     return json_response({"revision": number, "files": [{"path": p, "text": t} for p, t in files]})
 

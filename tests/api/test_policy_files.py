@@ -134,3 +134,22 @@ def test_a_read_view_shows_the_declaration_alone(client: Any, harness: Harness) 
         hook["source"]
         == 'hook approve-mail-send on gmail.send {\n  pause "a human approves sending mail"\n}'
     )
+
+
+def test_the_revision_query(client: Any, harness: Harness) -> None:
+    """Revisions count from 1: `?revision=0` answered the latest (under its number) as if
+    it were a revision; past the end is a 404; each upload is a revision of its own,
+    the same files again too (the history records each upload)."""
+    auth = harness.auth()
+    for _ in range(2):
+        assert client.put("/v1/policy", content=POLICY, headers=auth).json()["revision"] > 1
+    expect(client.get("/v1/policy?revision=0", headers=auth), 400, "bad-revision")
+    expect(client.get("/v1/policy?revision=4", headers=auth), 404, "revision-not-found")
+    texts = [client.get(f"/v1/policy?revision={n}", headers=auth).json() for n in (1, 2, 3)]
+    assert [t["revision"] for t in texts] == [1, 2, 3]
+    assert len({t["files"][0]["text"] for t in texts}) == 1
+    assert client.get("/v1/policy?revision=", headers=auth).json()["revision"] == 3
+    page = client.get("/v1/revisions?limit=2", headers=auth).json()
+    rest = client.get(f"/v1/revisions?cursor={page['next_cursor']}", headers=auth).json()
+    assert [r["revision"] for r in page["items"] + rest["items"]] == [1, 2, 3]
+    assert rest["next_cursor"] is None
