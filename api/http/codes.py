@@ -64,6 +64,12 @@ CODES: dict[str, Code] = {
         (400,),
         "a `PUT /v1/policy` JSON upload lists two files with one `path`",
     ),
+    "bad-path": Code(
+        (400,),
+        "a `PUT /v1/policy` JSON upload names a file by a path that no policy directory holds:"
+        " not relative, a backslash or a control character in it, an empty, `.` or `..` part,"
+        " or not ending in `<name>.charter`",
+    ),
     "fit-needs-candidate": Code(
         (400,),
         "a `POST /v1/fit` body with neither `source` nor `profile`",

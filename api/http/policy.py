@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,6 +21,34 @@ from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError, error_count
 
 SINGLE_FILE = "policy.charter"
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _shown(path: str) -> str:
+    """A path for a message: its control characters as escapes, not as themselves."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot name a policy file, or None. A file's path is what `charter
+    serve --workspace DIR` names one (relative, parts between `/`, `.charter`), so that a
+    revision's files (`GET /v1/policy`) can be written into a directory and read back
+    as the same policy: `../x` and `/etc/passwd` led a client writing them out of that
+    directory, `a/../p.charter` and `./p.charter` were two files that are one there,
+    `x.txt` one that `charter check` skips, and `<default hooks>` took the name that
+    reasons give the default approval hooks' location."""
+    control = _CONTROL.search(path)
+    if control:
+        return f"holds the control character `U+{ord(control.group()):04X}`"
+    if "\\" in path:
+        return "holds a backslash: its parts are separated by `/`"
+    if path.startswith("/"):
+        return "is absolute: a path is relative to the policy's directory"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "has an empty, `.` or `..` part"
+    if not path.endswith(".charter") or path.rsplit("/", 1)[-1] == ".charter":
+        return "does not end in `<name>.charter`"
+    return None
 
 
 async def put_policy(request: Request) -> Response:
@@ -39,6 +69,14 @@ async def put_policy(request: Request) -> Response:
                 diagnostics=[bad.diagnostic.to_json()],
             ) from None  # fmt: skip
         note = ""
+    for path, _ in files:
+        problem = path_problem(path)
+        if problem is not None:
+            raise ServiceError(
+                400, "bad-path", f"file path `{_shown(path)}` {problem}",
+                help="name each file as a path below the policy's directory, such as "
+                "`policy.charter` or `teams/support.charter`",
+            )  # fmt: skip
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")
     service = service_of(request)

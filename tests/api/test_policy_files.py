@@ -45,7 +45,7 @@ def test_a_file_under_api_roles_holds_its_own_role_alone(client: Any, harness: H
     broken = {"main.charter": POLICY + "role {", "api/roles/x.charter": OTHER}
     found_files = {d["file"] for d in _put(client, harness, broken).json()["diagnostics"]}
     assert found_files == {"main.charter", "api/roles/x.charter"}
-    for path in ("api/roles/sub/x.charter", "api/roles/x", "api/roles/X.charter"):
+    for path in ("api/roles/sub/x.charter", "api/roles/x.y.charter", "api/roles/X.charter"):
         response = _put(client, harness, {"main.charter": POLICY, path: "role x {\n}\n"})
         expect(response, 422, "policy-invalid")
         assert [d["code"] for d in response.json()["diagnostics"]] == ["E0118"], path
@@ -153,3 +153,24 @@ def test_the_revision_query(client: Any, harness: Harness) -> None:
     rest = client.get(f"/v1/revisions?cursor={page['next_cursor']}", headers=auth).json()
     assert [r["revision"] for r in page["items"] + rest["items"]] == [1, 2, 3]
     assert rest["next_cursor"] is None
+
+
+BAD_PATHS = [
+    "../x.charter", "/etc/p.charter", "a\\b.charter", "a\x00b.charter", "a\nb.charter",
+    "x.txt", "a/../policy.charter", "./policy.charter", "a//b.charter", "a/.charter",
+    "<default hooks>", "dir/", ".charter",
+]  # fmt: skip
+
+
+def test_a_file_path_is_one_a_policy_directory_holds(client: Any, harness: Harness) -> None:
+    """A revision's files can be written into a directory and read back as the same
+    policy (`charter check`, `charter serve --workspace`): a path that leads out of it,
+    that two names share there, that the CLI skips or that names a built-in source is
+    a 400 `bad-path`, and nothing is written."""
+    for path in BAD_PATHS:
+        response = _put(client, harness, {"main.charter": POLICY, path: ""})
+        expect(response, 400, "bad-path")
+        assert "\x00" not in response.json()["detail"], path
+    assert harness.service.store.latest_revision() == 1
+    fine = {"main.charter": POLICY, "teams/a b/é.charter": "", "x.y.charter": ""}
+    assert _put(client, harness, fine).status_code == 201
