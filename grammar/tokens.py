@@ -160,6 +160,11 @@ def character_help(char: str) -> tuple[str, str | None]:
         return ("unexpected character `|`", "write `or` to join conditions")
     if char == "!":
         return ("unexpected character `!`", "write `not` to negate, or `!=` for not equal")
+    if char == "\ufeff":  # a Windows editor's "UTF-8" may begin the file with one
+        return (
+            "unexpected byte order mark `U+FEFF`",
+            "save the file as UTF-8 without a byte order mark (BOM)",
+        )
     if char.isupper():
         return (
             f"unexpected character `{char}`",

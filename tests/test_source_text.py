@@ -110,6 +110,15 @@ def test_crlf_ends_a_line_like_lf() -> None:
     assert crlf.declarations[0].span.line == 2
 
 
+def test_a_byte_order_mark_is_named_with_what_to_do() -> None:
+    """A file some editors save as "UTF-8" begins with U+FEFF: refused at 1:1 as before,
+    but named, with how to save it (it was ``unexpected character `'\ufeff'` `` alone)."""
+    (diag,) = problems(decode(b"\xef\xbb\xbfrole a {}\n", "f.charter"))
+    assert (diag.code, diag.span.line, diag.span.col) == ("E0001", 1, 1)
+    assert diag.message == "unexpected byte order mark `U+FEFF`"
+    assert diag.help is not None and "without a byte order mark" in diag.help
+
+
 def test_a_lone_surrogate_in_the_text_is_not_utf8() -> None:
     (diag,) = problems("role a {}\n# \ud800\n")
     assert diag.code == "E0015" and (diag.span.line, diag.span.col) == (2, 3)
