@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from api.service.snapshots import CACHE_SIZE
 from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, code_of, expect
 
@@ -174,3 +175,22 @@ def test_a_file_path_is_one_a_policy_directory_holds(client: Any, harness: Harne
     assert harness.service.store.latest_revision() == 1
     fine = {"main.charter": POLICY, "teams/a b/é.charter": "", "x.y.charter": ""}
     assert _put(client, harness, fine).status_code == 201
+
+
+def test_a_turn_decides_on_its_revision_after_the_cache_let_it_go(
+    client: Any, harness: Harness
+) -> None:
+    """More uploads than the snapshot cache keeps (`CACHE_SIZE`): a turn admitted before
+    them still decides on its revision, compiled again from the store."""
+    auth = harness.auth()
+    turn = client.post("/v1/turns", json={"agent": "a1"}, headers=auth).json()
+    no_mail = POLICY.replace('  allow mail.send where args.to endswith "@example.com"\n', "")
+    for n in range(CACHE_SIZE + 2):
+        assert (
+            client.put("/v1/policy", content=f"{no_mail}# {n}\n", headers=auth).status_code == 201
+        )
+    assert turn["revision"] not in harness.service.snapshots._cache
+    call = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    assert client.post("/v1/decisions", json=call, headers=auth).json()["effect"] == "deny"
+    pinned = client.post("/v1/decisions", json={**call, "turn": turn["id"]}, headers=auth).json()
+    assert (pinned["effect"], pinned["revision"]) == ("allow", turn["revision"])
