@@ -3,7 +3,7 @@
 First start on a database: an admin token is created, printed once and written to
 `<db>.admin-token` (0600) so scripts and the README's curl can read it; only its hash is
 stored. `--workspace DIR` makes that directory's files the latest revision (a new revision
-when they differ). When it loads a workspace into an empty database that has a profile
+when they differ), keeping the roles made through the API unless it has `api/roles/`. When it loads a workspace into an empty database that has a profile
 `support`, it also seeds the demo agent `demo-support` on it with a fresh identity.
 
 Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
@@ -42,6 +42,7 @@ from api.service.connections import create_connection
 from api.service.core import TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
+from api.service.rolefiles import ROLES_DIR
 from api.service.tokens import Principal
 from engine.check import read_sources
 from policy import identities
@@ -85,6 +86,12 @@ def prepare(service: Service, db: str, workspace: str | None) -> None:
     if workspace is not None:
         files = workspace_files(workspace)
         _, current = service.files(store.latest_revision() or None)
+        if not any(path.startswith(ROLES_DIR) for path, _ in files):
+            # The roles made through the API (`api/roles/`) are the server's, as its agents
+            # are, not the directory's: every restart of `make serve` deleted them (or
+            # failed, when a profile named one). A directory with an `api/roles/` of its
+            # own gives them all.
+            files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
         if files != current:
             with store.atomic():
                 snapshot = service.upload(files, "charter serve", f"loaded {workspace}")

@@ -4,9 +4,12 @@ what a refused upload leaves, the read views' sources and the revision query."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from api.service.snapshots import CACHE_SIZE
+from api.service.tokens import Principal
+from api.service.views import roles_create
 from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, code_of, expect
 
@@ -194,3 +197,33 @@ def test_a_turn_decides_on_its_revision_after_the_cache_let_it_go(
     assert client.post("/v1/decisions", json=call, headers=auth).json()["effect"] == "deny"
     pinned = client.post("/v1/decisions", json={**call, "turn": turn["id"]}, headers=auth).json()
     assert (pinned["effect"], pinned["revision"]) == ("allow", turn["revision"])
+
+
+def test_serving_a_workspace_again_keeps_the_roles_made_through_the_api(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """`charter serve --workspace DIR` (every `make serve`) made the directory's files the
+    policy and nothing else: a restart deleted every role the API had made. They are kept,
+    and a restart with nothing new makes no revision; a directory with an `api/roles/` of
+    its own gives them all."""
+    from api.cli_serve import prepare
+
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "policy.charter").write_text(POLICY, encoding="utf-8")
+    service = harness.service
+    made = {"name": "x", "source": "role x {\n}\n"}
+    roles_create(service, Principal("t", "admin"), made)
+    prepare(service, str(harness.db), str(folder))
+    assert service.files()[1] == [
+        ("policy.charter", POLICY),
+        ("api/roles/x.charter", "role x {\n}\n"),
+    ]
+    revision = service.snapshots.latest
+    prepare(service, str(harness.db), str(folder))
+    assert service.snapshots.latest == revision
+    (folder / "api" / "roles").mkdir(parents=True)
+    (folder / "api" / "roles" / "y.charter").write_text("role y {\n}\n", encoding="utf-8")
+    prepare(service, str(harness.db), str(folder))
+    assert "x" not in service.current().workspace.roles
+    assert "y" in service.current().workspace.roles
