@@ -53,15 +53,19 @@ class Snapshots:
                 return snapshot
         if not compile:
             raise NotCompiled(revision)
+        # Read before the compile lock, never under it: a thread inside a write transaction
+        # holds the store's lock and may wait here for the compile lock, so its holder
+        # waiting on the store's lock (to read the files) deadlocked the two, and with
+        # them every request of the process.
+        body = self.store.get_revision(revision)
+        if body is None:
+            raise ServiceError(404, "revision-not-found", f"revision {revision} not found")
+        files = [(str(path), str(text)) for path, text in body["files"]]
         with self._compiling:
             with self._lock:  # (compiled by whoever held the compile lock before)
                 snapshot = self._cache.get(revision)
             if snapshot is not None:
                 return snapshot
-            body = self.store.get_revision(revision)
-            if body is None:
-                raise ServiceError(404, "revision-not-found", f"revision {revision} not found")
-            files = [(str(path), str(text)) for path, text in body["files"]]
             snapshot = compile_workspace(check_sources(files), revision)
             self.put(snapshot)
         return snapshot

@@ -4,9 +4,12 @@ what a refused upload leaves, the read views' sources and the revision query."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from api.service.core import Service
 from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
@@ -227,3 +230,44 @@ def test_serving_a_workspace_again_keeps_the_roles_made_through_the_api(
     prepare(service, str(harness.db), str(folder))
     assert "x" not in service.current().workspace.roles
     assert "y" in service.current().workspace.roles
+
+
+def test_a_compile_waits_for_no_transaction(harness: Harness, other: Service) -> None:
+    """Another process's upload, not compiled here, wanted at once by a thread inside a
+    write transaction (an agent's role change, an approval) and by one outside it (a
+    decision group compiling off the event loop). The one outside took the compile lock
+    and then read the revision's files, waiting on the store's lock; the one inside held
+    that and waited on the compile lock: both for ever, and with them every request of the
+    process. Nothing under the compile lock may wait on the store."""
+    with other.store.atomic():
+        other.upload([("policy.charter", f"{POLICY}# elsewhere\n")], "t")
+    service = harness.service
+    service.sync()
+    snapshots, revision = service.snapshots, service.snapshots.latest
+    assert revision not in snapshots._cache
+    started = threading.Event()
+    got: dict[str, int] = {}
+
+    def inside() -> None:
+        with service.store.atomic():
+            started.set()
+            deadline = time.monotonic() + 1  # until the other compile has begun, if it can
+            while not snapshots._compiling.locked() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            got["inside"] = snapshots.get(revision).revision
+
+    def outside() -> None:
+        started.wait()
+        got["outside"] = snapshots.get(revision).revision
+
+    threads = [threading.Thread(target=run, daemon=True) for run in (inside, outside)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    stuck = any(thread.is_alive() for thread in threads)
+    if stuck:  # let them go (a plain lock opens from any thread), so the store can close
+        snapshots._compiling.release()
+        for thread in threads:
+            thread.join(10)
+    assert not stuck and got == {"inside": revision, "outside": revision}
