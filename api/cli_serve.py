@@ -3,8 +3,9 @@
 First start on a database: an admin token is created, printed once and written to
 `<db>.admin-token` (0600) so scripts and the README's curl can read it; only its hash is
 stored. `--workspace DIR` makes that directory's files the latest revision (a new revision
-when they differ), keeping the roles made through the API unless it has `api/roles/`. When it loads a workspace into an empty database that has a profile
-`support`, it also seeds the demo agent `demo-support` on it with a fresh identity.
+when they differ), keeping the roles made through the API unless it has `api/roles/`.
+When it loads a workspace into an empty database that has a profile `support`, it also
+seeds the demo agent `demo-support` on it with a fresh identity.
 
 Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
 the store was busy: try again); 2 the command line cannot be served: an option out of its

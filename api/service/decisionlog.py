@@ -6,11 +6,11 @@ A group of prepared calls is drafted (`draft`: step 6, each call's row and respo
 before its write transaction whenever no call needs the ledger's sums, then logged
 inside it (`Draft.log`: approvals, new reasons, the rows, numbered by the store). Only a
 call charged against a budget, or one decided on its thread's running cost, is drafted
-inside the transaction, where the ledger's sums cannot move under it (`write`). With several workers this keeps SQLite's write lock, which
-the workers take in turn, for the INSERTs and the COMMIT alone. A log row is the
-decision's JSON, bytes the store keeps as given: encoding it with orjson costs a tenth
-of encoding its fields as CBOR; `decode_row` also reads the CBOR rows of databases
-written before.
+inside the transaction, where the ledger's sums cannot move under it (`write`). With
+several workers this keeps SQLite's write lock, which the workers take in turn, for the
+INSERTs and the COMMIT alone. A log row is the decision's JSON, bytes the store keeps as
+given: encoding it with orjson costs a tenth of encoding its fields as CBOR; `decode_row`
+also reads the CBOR rows of databases written before.
 """
 
 from __future__ import annotations
