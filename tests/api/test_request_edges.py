@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from api.http.app import create_app
-from tests.api.conftest import Harness
+from tests.api.conftest import POLICY, Harness, code_of
 
 
 def _send(
@@ -59,3 +60,42 @@ def test_a_client_gone_before_its_body_came_is_no_500(
     assert caplog.records == []
     assert harness.service.store.page("secrets", 0, 10) == keys
     assert harness.service.snapshots.latest == revision
+
+
+# The exact value of the double nearest 0.1: a float holds it exactly (so the readers keep
+# it a float), but the shortest text of that float is `0.1`, a smaller number.
+DOUBLE_TENTH = "0.1000000000000000055511151231257827021181583404541015625"
+COST_REVIEW = """
+hook review-costly-threads on threads.create where args.max_cost > 0.1 {
+  deny "threads over 0.1 USD need a human"
+}
+profile costly {
+  roles manager
+  hooks review-costly-threads
+}
+"""
+
+
+def test_an_amount_a_double_holds_exactly_keeps_its_value(live: Any, harness: Harness) -> None:
+    """A `max_cost` or a budget's `amount` whose text is exactly a double's value was
+    rebuilt by the models from that float's shortest text: `DOUBLE_TENTH` became 0.1, so
+    `args.max_cost > 0.1` was decided false, and 0.1 stored, for a number over 0.1."""
+    admin = harness.auth()
+    put = live.put("/v1/policy", content=POLICY + COST_REVIEW, headers=admin)
+    assert put.status_code == 201, put.text
+    harness.add_agent("spender", "costly")
+    agent = harness.auth(harness.token_for("spender"))
+    body = b'{"max_cost": %s}' % DOUBLE_TENTH.encode()
+    refused = live.post("/v1/threads", content=body, headers=agent)
+    assert code_of(refused) == (403, "denied-by-policy"), refused.text
+    logged = live.get("/v1/decisions", headers=admin)
+    assert f'"max_cost":{DOUBLE_TENTH}' in logged.text  # the arguments decided
+    made = live.post("/v1/threads", content=b'{"agent": "a1", "max_cost": %s}'
+                     % DOUBLE_TENTH.encode(), headers=admin)  # fmt: skip
+    assert made.status_code == 201, made.text
+    assert made.json()["max_cost"] == DOUBLE_TENTH
+    tiny = "0.000000000931322574615478515625"  # 2**-30: shortest text 9.313225746154785e-10
+    patch = b'{"budget": {"amount": %s, "period": "24h"}}' % tiny.encode()
+    changed = live.patch("/v1/agents/a1", content=patch, headers=admin)
+    assert changed.status_code == 200, changed.text
+    assert Decimal(changed.json()["budget"]["amount"]) == Decimal(2**-30)
