@@ -11,10 +11,17 @@ when it has any, each gets its exact value (`api.service.encoding.exact_number`:
 float when that is exactly the number its text says, else the Decimal of the text, and
 a 422 `number-out-of-range` past a double's range) and the model is built again from the
 exact values, so its bounds are checked on them too.
+
+A key given twice in one object (`{"agent": "a", "agent": "b"}`, in a call's `args`, in a
+role's body) is a 400 `duplicate-key`, in every body (`strict_json`): the parsers here keep
+the last, but parsers elsewhere keep the first, so a client, a proxy or a tool that runs
+the call could read another call than the one decided and logged. jiter finds it as it
+parses (about 0.13 µs a decision, 0.12 µs a call of a batch of 100: docs/http.md).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 import jiter
@@ -123,15 +130,61 @@ def _invalid(errors: list[dict[str, Any]]) -> ServiceError:
     return ServiceError(422, "invalid-body", "the body does not match the schema", errors=errors)
 
 
+def strict_json(raw: bytes) -> Any:
+    """`raw` parsed by jiter as the readers need it: a number with a fraction or an
+    exponent kept as its text (a LosslessFloat), NaN and Infinity refused, and a key
+    given twice in one object the 400 `duplicate-key`; ValueError for a body that is not
+    JSON (then the models say why, or it holds a NaN or an Infinity). (The decisions'
+    reader, api.http.calls, makes the same call with `cache_mode="keys"`.)"""
+    try:
+        return jiter.from_json(
+            raw, allow_inf_nan=False, float_mode="lossless-float", catch_duplicate_keys=True
+        )
+    except ValueError as exc:
+        refused = duplicate_refusal(raw, exc)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+def duplicate_refusal(raw: bytes, exc: ValueError) -> ServiceError | None:
+    """Why jiter refused `raw` (`exc`) where a key given twice is refused: the 400
+    `duplicate-key` for a body that is JSON but for that, else None (not JSON). A refused
+    body only is parsed again, without the keys' check."""
+    try:
+        jiter.from_json(raw, allow_inf_nan=False, float_mode="lossless-float")
+    except ValueError:
+        return None
+    return duplicate_key(str(exc))
+
+
+_DUPLICATE = re.compile(r'duplicate key "(.*)" at line (\d+) column (\d+)$', re.DOTALL)
+
+
+def duplicate_key(message: str) -> ServiceError:
+    """The 400 for a key twice in one object, from jiter's message (the key as jiter
+    writes it, escaped; where it was found)."""
+    found = _DUPLICATE.search(message)
+    where = "" if found is None else (
+        f": `{_shown(found.group(1))}` (line {found.group(2)}, column {found.group(3)})"
+    )  # fmt: skip
+    return ServiceError(
+        400, "duplicate-key", f"an object in the body has a key twice{where}",
+        help="send each key once: JSON parsers differ on which of the two they keep",
+    )  # fmt: skip
+
+
+def _shown(text: str) -> str:
+    return text[:40] + ("..." if len(text) > 40 else "")
+
+
 def parse(model: type[M], raw: bytes) -> M:
     """The model of a JSON body with every number exact (module docstring): the models'
-    422 first, then a body nested more than 32 deep is a 400 and a number past a double's
-    range a 422 (the order of the decisions' reader)."""
+    422 first, then a key given twice or a body nested more than 32 deep is a 400 and a
+    number past a double's range a 422 (the order of the decisions' reader)."""
     item = validate(model, raw)
     try:
-        tree = jiter.from_json(
-            raw if raw.strip() else b"{}", allow_inf_nan=False, float_mode="lossless-float"
-        )
+        tree = strict_json(raw if raw.strip() else b"{}")
     except ValueError:  # the models read it, so it holds a NaN or an Infinity
         raise not_json_numbers() from None
     if check_depth(tree, "the body", LOSSLESS):

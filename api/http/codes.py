@@ -31,6 +31,11 @@ CODES: dict[str, Code] = {
     "malformed-json": Code(
         (400,), "the body is not valid JSON (`NaN`, `Infinity` and `-Infinity` included)"
     ),
+    "duplicate-key": Code(
+        (400,),
+        "an object in a JSON body (a call's `args`, a role's body, ...) has a key twice "
+        '(`{"agent": "a", "agent": "b"}`)',
+    ),
     "too-deep": Code(
         (400,),
         "the body (or a call's `args` or `context`) is nested more than 32 levels deep",

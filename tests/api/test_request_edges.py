@@ -99,3 +99,72 @@ def test_an_amount_a_double_holds_exactly_keeps_its_value(live: Any, harness: Ha
     changed = live.patch("/v1/agents/a1", content=patch, headers=admin)
     assert changed.status_code == 200, changed.text
     assert Decimal(changed.json()["budget"]["amount"]) == Decimal(2**-30)
+
+
+CALL = b'"agent": "a1", "tool": "mail.send"'
+SENT = b'"args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}'
+TWICE = [
+    # (path, body): a key twice, at the top, in args, in a batch's call, in `calls`
+    ("/v1/decisions", b'{"agent": "nobody", %s, %s}' % (CALL, SENT)),
+    ("/v1/decisions", b'{%s, "args": {"to": "eve@evil.test", "to": "bob@example.com", '
+                      b'"subject": "hi", "body": "hello"}}' % CALL),
+    ("/v1/decisions", b'{%s, %s, "context": {"k": 1, "\\u006b": 2}}' % (CALL, SENT)),
+    ("/v1/decisions", b'{%s, %s, "thread": null, "thread": null}' % (CALL, SENT)),
+    ("/v1/decisions/batch", b'{"calls": [{%s, %s}, {%s, %s, "args": {}}]}'
+                            % (CALL, SENT, CALL, SENT)),
+    ("/v1/decisions/batch", b'{"calls": [{%s, %s}], "calls": [{%s, %s}]}'
+                            % (CALL, SENT, CALL, SENT)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "body"), TWICE)
+def test_a_key_twice_in_a_decision_is_refused(
+    client: Any, harness: Harness, path: str, body: bytes
+) -> None:
+    """Which of two values a parser keeps differs between parsers (these keep the last,
+    some keep the first): the call decided and logged could be another than the one a
+    client, a proxy or the tool reads. Refused, deciding and logging nothing; a key
+    written with an escape (`\\u006b`) is the same key."""
+    response = client.post(path, content=body, headers=harness.auth())
+    assert code_of(response) == (400, "duplicate-key"), response.text
+    assert "twice" in response.json()["detail"]
+    assert harness.service.store.last_seq() == 0
+
+
+def test_the_bodys_422_comes_before_a_key_twice(client: Any, harness: Harness) -> None:
+    """As for a NaN: the models read the body first (the order of every reader)."""
+    for path, body in (
+        ("/v1/decisions", b'{%s, %s, "extra": 1, "extra": 2}' % (CALL, SENT)),
+        ("/v1/agents", b'{"name": "x", "name": "y"}'),
+    ):
+        response = client.post(path, content=body, headers=harness.auth())
+        assert code_of(response) == (422, "invalid-body"), response.text
+
+
+def test_a_key_twice_in_a_management_body_decides_and_writes_nothing(
+    client: Any, harness: Harness
+) -> None:
+    """An agent's request is decided as a built-in tool call on its body: a role's source,
+    a child's profile or metadata given twice is refused before it is decided or
+    fit-checked; an admin's upload so too."""
+    agent = harness.auth(harness.token_for("a1"))
+    role = b"role r1 { allow mail.send }"
+    revision = harness.service.snapshots.latest
+    agents = list(harness.service.store.scan("agents"))
+    for method, path, body, auth in (
+        ("POST", "/v1/roles", b'{"name": "r1", "source": "%s", "source": "%s"}'
+         % (role, role.replace(b"mail.send", b"billing.refund")), agent),
+        ("POST", "/v1/agents", b'{"name": "c", "profile": "support-child", '
+         b'"profile": "support"}', agent),
+        ("POST", "/v1/agents", b'{"name": "c", "profile": "support-child", '
+         b'"metadata": {"tier": 1, "tier": 2}}', agent),
+        ("PATCH", "/v1/agents/a1", b'{"metadata": {"a": {"b": 1, "b": 1}}}', agent),
+        ("PUT", "/v1/policy", b'{"files": [{"path": "p.charter", "text": "", "text": ""}]}',
+         harness.auth()),
+    ):  # fmt: skip
+        headers = {**auth, "content-type": "application/json"}
+        response = client.request(method, path, content=body, headers=headers)
+        assert code_of(response) == (400, "duplicate-key"), (path, response.text)
+    assert harness.service.store.last_seq() == 0
+    assert harness.service.snapshots.latest == revision
+    assert list(harness.service.store.scan("agents")) == agents
