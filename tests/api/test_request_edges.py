@@ -168,3 +168,20 @@ def test_a_key_twice_in_a_management_body_decides_and_writes_nothing(
     assert harness.service.store.last_seq() == 0
     assert harness.service.snapshots.latest == revision
     assert list(harness.service.store.scan("agents")) == agents
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/agents/"), ("GET", "/v1/agents/a1/"), ("POST", "/v1/agents//"),
+     ("POST", "/v1/decisions/"), ("GET", "/v1/policy/"), ("DELETE", "/v1/agents/a1/")],
+)  # fmt: skip
+def test_a_path_with_a_slash_more_is_no_route(
+    client: Any, harness: Harness, method: str, path: str
+) -> None:
+    """A path is an endpoint's or none: one with a trailing slash was a 307 with an empty
+    body to the path without it, built from the request's `Host` header."""
+    headers = {**harness.auth(harness.agent_token), "host": "elsewhere.test"}
+    response = client.request(method, path, json={"name": "x"}, headers=headers)
+    assert code_of(response) == (404, "route-not-found"), (response.status_code, response.headers)
+    assert "location" not in response.headers
+    assert harness.service.store.last_seq() == 0
