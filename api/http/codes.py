@@ -52,6 +52,10 @@ CODES: dict[str, Code] = {
         "(309 digits or more) among them",
     ),
     "batch-too-large": Code((413,), "a `POST /v1/decisions/batch` of over 1,000 calls"),
+    "repeated-parameter": Code(
+        (400,),
+        "a query parameter the endpoint reads is given more than once (`?limit=1&limit=1000`)",
+    ),
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),

@@ -10,7 +10,7 @@ from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin
 from api.http.body import parse, read_body
-from api.http.pagination import int_query
+from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response
 from api.service import pages
@@ -69,7 +69,7 @@ async def get_policy(request: Request) -> Response:
 async def revisions(request: Request) -> Response:
     require_admin(request)
     service = service_of(request)
-    after = pages.decode("revisions", request.query_params.get("cursor"))
+    after = pages.decode("revisions", query(request, "cursor"))
     limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
     rows = service.store.list_revisions(after, limit + 1)
     more = len(rows) > limit

@@ -185,3 +185,24 @@ def test_a_path_with_a_slash_more_is_no_route(
     assert code_of(response) == (404, "route-not-found"), (response.status_code, response.headers)
     assert "location" not in response.headers
     assert harness.service.store.last_seq() == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/agents?limit=1&limit=200", "/v1/threads?agent=a1&agent=a1",
+     "/v1/threads?agent=child&agent=a1", "/v1/approvals?status=pending&status=approved",
+     "/v1/roles?cursor=&cursor=", "/v1/decisions?after_seq=0&after_seq=5",
+     "/v1/revisions?limit=1&limit=2", "/v1/policy?revision=1&revision=1"],
+)  # fmt: skip
+def test_a_query_parameter_given_twice_is_refused(client: Any, harness: Harness, path: str) -> None:
+    """Which of two values a reader keeps differs (this one kept the last; many keep the
+    first): an agent's list is decided on its parameters, so `?agent=child&agent=a1` was
+    decided, logged and listed as `a1`'s. Refused, deciding and logging nothing."""
+    token = harness.agent_token if path.startswith(("/v1/threads", "/v1/agents")) else None
+    response = client.get(path, headers=harness.auth(token))
+    assert code_of(response) == (400, "repeated-parameter"), response.text
+    name = path.split("?")[1].split("=")[0]
+    assert f"`{name}`" in response.json()["detail"]
+    assert harness.service.store.last_seq() == 0
+    once = client.get(path.split("?")[0] + "?" + path.split("&")[1], headers=harness.auth(token))
+    assert once.status_code == 200, once.text
