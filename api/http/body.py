@@ -33,6 +33,9 @@ from api.service.encoding import LOSSLESS, check_depth, digits_out_of_range, exa
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20
+# JSON's white space: a body of nothing else is empty. (bytes.strip() also strips \v and
+# \f, which are not JSON: such a body was taken as `{}`, and created an identity.)
+JSON_SPACE = b" \t\n\r"
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -93,7 +96,7 @@ def _errors(exc: ValidationError) -> list[dict[str, Any]]:
 def validate(model: type[M], raw: bytes) -> M:
     """The model of a JSON body as pydantic reads it (numbers with a fraction or an
     exponent as floats), or its 400/413/422."""
-    if not raw.strip():
+    if not raw.strip(JSON_SPACE):
         raw = b"{}"  # an empty body is an empty object: required fields still fail
     try:
         return model.model_validate_json(raw)
@@ -184,7 +187,7 @@ def parse(model: type[M], raw: bytes) -> M:
     number past a double's range a 422 (the order of the decisions' reader)."""
     item = validate(model, raw)
     try:
-        tree = strict_json(raw if raw.strip() else b"{}")
+        tree = strict_json(raw if raw.strip(JSON_SPACE) else b"{}")
     except ValueError:  # the models read it, so it holds a NaN or an Infinity
         raise not_json_numbers() from None
     if check_depth(tree, "the body", LOSSLESS):

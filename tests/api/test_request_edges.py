@@ -206,3 +206,15 @@ def test_a_query_parameter_given_twice_is_refused(client: Any, harness: Harness,
     assert harness.service.store.last_seq() == 0
     once = client.get(path.split("?")[0] + "?" + path.split("&")[1], headers=harness.auth(token))
     assert once.status_code == 200, once.text
+
+
+def test_a_body_of_json_white_space_alone_is_empty(client: Any, harness: Harness) -> None:
+    """An empty body is an empty object; `\\f` and `\\v` are not JSON's white space, yet
+    a body of them alone was read as `{}` too, and made an identity."""
+    keys = harness.service.store.page("secrets", 0, 10)
+    for junk in (b"\x0c", b"\x0b", b" \x0b\n"):
+        response = client.post("/v1/identities", content=junk, headers=harness.auth())
+        assert code_of(response) == (400, "malformed-json"), response.text
+    assert harness.service.store.page("secrets", 0, 10) == keys
+    made = client.post("/v1/identities", content=b" \t\r\n", headers=harness.auth())
+    assert made.status_code == 201, made.text
