@@ -65,6 +65,11 @@ CODES: dict[str, Code] = {
         "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"
         " says where",
     ),
+    "unsupported-charset": Code(
+        (415,),
+        "a `PUT /v1/policy` DSL-text body whose `Content-Type` names a charset other than "
+        "UTF-8 (or US-ASCII)",
+    ),
     "duplicate-path": Code(
         (400,),
         "a `PUT /v1/policy` JSON upload lists two files with one `path`",

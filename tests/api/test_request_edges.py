@@ -5,6 +5,7 @@ problem with a stable code, never a 500, with nothing written."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from decimal import Decimal
 from typing import Any
@@ -218,3 +219,23 @@ def test_a_body_of_json_white_space_alone_is_empty(client: Any, harness: Harness
     assert harness.service.store.page("secrets", 0, 10) == keys
     made = client.post("/v1/identities", content=b" \t\r\n", headers=harness.auth())
     assert made.status_code == 201, made.text
+
+
+def test_policy_text_in_another_charset_is_refused(client: Any, harness: Harness) -> None:
+    """The text is read as UTF-8: a `charset=iso-8859-1` body whose bytes are also UTF-8
+    (`Ã©`, two characters in Latin-1) was stored as other text (`é`) than was sent."""
+    text = 'role r {\n  allow mail.send where args.to endswith "@Ã©.test"\n}\n'
+    for charset in ("iso-8859-1", '"latin1"', "windows-1252", "utf-16"):
+        headers = {**harness.auth(), "content-type": f"text/plain; charset={charset}"}
+        response = client.put("/v1/policy", content=text.encode("latin-1"), headers=headers)
+        assert code_of(response) == (415, "unsupported-charset"), response.text
+    assert harness.service.store.latest_revision() == 1
+    for kind in ("text/plain; charset=UTF-8", 'text/plain;charset="utf-8"', "text/plain",
+                 "application/json; charset=latin-1"):  # (JSON is UTF-8: RFC 8259)  # fmt: skip
+        body = POLICY.encode()
+        if kind.startswith("application/json"):
+            body = json.dumps({"files": [{"path": "p.charter", "text": POLICY}]}).encode()
+        response = client.put(
+            "/v1/policy", content=body, headers={**harness.auth(), "content-type": kind}
+        )
+        assert response.status_code == 201, (kind, response.text)
