@@ -17,11 +17,13 @@ from tests.api.conftest import POLICY, Harness, code_of
 
 
 def _send(
-    app: Any, harness: Harness, method: str, path: str, messages: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """One request through the app's ASGI interface, its body as `messages`: what it sent."""
+    app: Any, harness: Harness, method: str, path: str, messages: list[dict[str, Any]],
+    more: tuple[tuple[bytes, bytes], ...] = (),
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One request through the app's ASGI interface, its body as `messages` (`more`: more
+    headers): what it sent."""
     headers = [(b"authorization", f"Bearer {harness.admin}".encode()),
-               (b"content-type", b"application/json")]  # fmt: skip
+               (b"content-type", b"application/json"), *more]  # fmt: skip
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
              "root_path": "", "query_string": b"", "headers": headers,
@@ -239,3 +241,17 @@ def test_policy_text_in_another_charset_is_refused(client: Any, harness: Harness
             "/v1/policy", content=body, headers={**harness.auth(), "content-type": kind}
         )
         assert response.status_code == 201, (kind, response.text)
+
+
+def test_a_content_length_with_zeros_ahead_is_its_number(harness: Harness) -> None:
+    """`Content-Length: 0000000000000000002` (HTTP allows the zeros; uvicorn passes them
+    on) was a 413 `body-too-large` for a body of two bytes; so many digits past them
+    that the length is over 18 digits is still a 413, and never a 500."""
+    app = create_app(harness.service)
+    whole = [{"type": "http.request", "body": b"{}", "more_body": False}]
+    for length, status in (("0" * 18 + "2", 201), ("0" * 5000 + "2", 201),
+                           ("0" * 17 + "1" + "0" * 18, 413), ("9" * 5000, 413)):  # fmt: skip
+        sent = _send(app, harness, "POST", "/v1/identities", whole,
+                     ((b"content-length", length.encode()),))  # fmt: skip
+        assert sent[0]["status"] == status, (length[-20:], sent)
+    assert harness.service.metrics.rejected == {(413, "body-too-large"): 2}
