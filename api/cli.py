@@ -191,6 +191,19 @@ def _not_a_number(name: str) -> Any:
     raise ValueError(f"`{name}` is not a JSON number")
 
 
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs, each key once: a key given twice is refused, as the service
+    refuses it in a call (400 `duplicate-key`, api.http.body)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"an object has the key `{key}` twice: give each key once")
+            seen.add(key)
+    return value
+
+
 _JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
                float: "a number", type(None): "null"}  # fmt: skip
 _EXAMPLES = {"args": '{"to": "bob@example.com"}', "context": '{"ci": "green"}'}
@@ -200,13 +213,15 @@ def _json_arg(text: str | None, name: str) -> Any:
     """`--args` or `--context`, a JSON object (`--context null`: none) read as the service
     reads a call's: nested at most as deep (`api.service.encoding.MAX_DEPTH`), its numbers exact
     (a number with a fraction or an exponent is the float only when that is exactly the
-    number written, else the Decimal of the text), one a double cannot hold refused."""
+    number written, else the Decimal of the text), one a double cannot hold refused, and
+    a key given twice in one object refused."""
     if text is None:
         return None
     try:
         value = json.loads(
-            text, parse_float=exact_number, parse_int=exact_integer, parse_constant=_not_a_number
-        )
+            text, parse_float=exact_number, parse_int=exact_integer,
+            parse_constant=_not_a_number, object_pairs_hook=_once,
+        )  # fmt: skip
     except json.JSONDecodeError as exc:
         _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
     except RecursionError:  # (nested some thousand levels: far past the limit below)
@@ -214,7 +229,7 @@ def _json_arg(text: str | None, name: str) -> Any:
     except ServiceError as exc:
         hint = exc.extra.get("help")
         _usage_error(f"--{name}: {exc.message}" + (f"\n  = help: {hint}" if hint else ""))
-    except ValueError as exc:  # NaN, Infinity
+    except ValueError as exc:  # NaN, Infinity, a key twice
         _usage_error(f"--{name}: {exc}")
     if value is None and name == "context":
         return None

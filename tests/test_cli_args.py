@@ -98,3 +98,16 @@ def test_context_that_is_not_an_object_is_a_usage_error(
     # `null` is no context, as `"context": null` is in a request
     decision = decided(capsys, *DECIDE, "--args", json.dumps(SAMPLE), "--context", "null")
     assert decision["effect"] == "allow"
+
+
+@pytest.mark.parametrize("verb", ["decide", "explain"])
+@pytest.mark.parametrize("option", ["--args", "--context"])
+def test_a_key_twice_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], verb: str, option: str
+) -> None:
+    """The service refuses a call with a key given twice (400 `duplicate-key`), where the
+    command line kept the last of the two."""
+    for text in ('{"to": "eve@evil.test", "to": "bob@example.com", "subject": "s", "body": "b"}',
+                 '{"to": "bob@example.com", "subject": "s", "body": "b", "x": {"k": 1, "k": 2}}'):  # fmt: skip
+        err = refused(capsys, verb, *DECIDE[1:], option, text)
+        assert "twice" in err and ("`to`" in err or "`k`" in err), err

@@ -42,6 +42,10 @@ def create_app(service: Service) -> CharterApp:
         exception_handlers=dict(HANDLERS),
         lifespan=lifespan,
     )
+    # A path is an endpoint's or none (404 `route-not-found`): starlette's default answers
+    # one with a trailing slash more or less with a 307 and an empty body, its Location
+    # built from the request's Host header.
+    app.router.redirect_slashes = False
     tokens = TokenCache(service.store)
     service.on_epoch.append(tokens.forget)
     app.lanes = {

@@ -33,13 +33,14 @@ from typing import Any
 import jiter
 
 from api.http import models as m
-from api.http.body import not_json_numbers, validate
+from api.http.body import duplicate_refusal, not_json_numbers, validate
 from api.http.body import unreadable as _unreadable
 from api.service.decide import Call
 from api.service.encoding import LOSSLESS as _LOSSLESS
 from api.service.encoding import check_depth
 from api.service.encoding import exact_in_place as _exact_in_place
 from api.service.encoding import exact_number as _exact
+from api.service.errors import ServiceError
 
 _FIELDS = frozenset(m.DecisionRequest.model_fields)
 _new_call = tuple.__new__
@@ -106,9 +107,12 @@ def _models_checked(calls: list[Call], raw: bytes, body: Any, batch: bool) -> li
     """Calls the models read, checked as `_checked` does: the numbers they read as
     floats (in args and context, and an expected cost) taken from `body`, the body
     parsed losslessly (None: the strict parse failed where the models read the body,
-    which then holds a NaN or an Infinity, and is refused)."""
+    which then holds a NaN or an Infinity, and is refused; a ServiceError: it has a key
+    twice, refused so)."""
     if body is None:
         raise not_json_numbers()
+    if type(body) is ServiceError:  # a key given twice (`_parsed`)
+        raise body
     inexact = [
         (check_depth(call.args, "args"), check_depth(call.context, "context"),
          call.expected_cost is not None)
@@ -157,13 +161,18 @@ def _lossless(value: Any) -> Any:
 
 
 def _parsed(raw: bytes) -> Any:
+    """The body parsed losslessly; None when it is not JSON (the models say why, or it
+    holds a NaN or an Infinity); the 400 for a key given twice, not raised here: raised
+    once the models have read the body, so their 422 comes first, as for a NaN."""
     try:
-        # Keys only: values are mostly distinct, and caching them cost a sixth of the parse.
+        # (`api.http.body.strict_json`'s parse, inline.) Keys only: values are mostly
+        # distinct, and caching them cost a sixth of the parse.
         return jiter.from_json(
-            raw, allow_inf_nan=False, cache_mode="keys", float_mode="lossless-float"
-        )
-    except ValueError:
-        return None
+            raw, allow_inf_nan=False, cache_mode="keys", float_mode="lossless-float",
+            catch_duplicate_keys=True,
+        )  # fmt: skip
+    except ValueError as exc:
+        return duplicate_refusal(raw, exc)
 
 
 def one_call(raw: bytes) -> Call:

@@ -31,6 +31,11 @@ CODES: dict[str, Code] = {
     "malformed-json": Code(
         (400,), "the body is not valid JSON (`NaN`, `Infinity` and `-Infinity` included)"
     ),
+    "duplicate-key": Code(
+        (400,),
+        "an object in a JSON body (a call's `args`, a role's body, ...) has a key twice "
+        '(`{"agent": "a", "agent": "b"}`)',
+    ),
     "too-deep": Code(
         (400,),
         "the body (or a call's `args` or `context`) is nested more than 32 levels deep",
@@ -47,6 +52,10 @@ CODES: dict[str, Code] = {
         "(309 digits or more) among them",
     ),
     "batch-too-large": Code((413,), "a `POST /v1/decisions/batch` of over 1,000 calls"),
+    "repeated-parameter": Code(
+        (400,),
+        "a query parameter the endpoint reads is given more than once (`?limit=1&limit=1000`)",
+    ),
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
@@ -59,6 +68,11 @@ CODES: dict[str, Code] = {
         (400,),
         "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"
         " says where",
+    ),
+    "unsupported-charset": Code(
+        (415,),
+        "a `PUT /v1/policy` DSL-text body whose `Content-Type` names a charset other than "
+        "UTF-8 (or US-ASCII)",
     ),
     "duplicate-path": Code(
         (400,),

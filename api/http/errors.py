@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -121,7 +121,10 @@ def _count(scope: Scope, status: int, code: str) -> None:
 
 
 class CatchAll:
-    """Any unexpected exception becomes a 500 problem+json (`internal_error`)."""
+    """Any unexpected exception becomes a 500 problem+json (`internal_error`); a client
+    that went away while its body was read (`api.http.body.receive_body`) is not answered,
+    as the decision lane does not answer one: nothing was written, and there is nobody to
+    answer, so it is no server error to log or count."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -132,6 +135,8 @@ class CatchAll:
             return
         try:
             await self.app(scope, receive, send)
+        except ClientDisconnect:
+            return
         except Exception as exc:
             response = internal_error(scope, exc)
             try:

@@ -16,6 +16,16 @@ MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fas
 Id = Field(min_length=1, max_length=MAX_ID)
 
 
+def _exact(value: Any) -> Any:
+    # A USD amount's validator, before its own: a float is read as the Decimal of its
+    # exact value. pydantic reads it as the Decimal of its shortest text, another number:
+    # the readers (api.http.body, api.http.calls) keep a number a float only when the
+    # float is exactly what its text says, so a `max_cost` of
+    # 0.1000000000000000055511151231257827021181583404541015625 (the double nearest 0.1)
+    # became 0.1 and met `args.max_cost > 0.1` as false.
+    return Decimal(value) if type(value) is float else value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -31,6 +41,8 @@ class DecisionRequest(Strict):
         default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
     )
     connection: str | None = None
+
+    _exact_cost = field_validator("expected_cost", mode="before")(_exact)
 
 
 class BatchRequest(Strict):
@@ -62,6 +74,8 @@ class PolicyUpload(Strict):
 class Budget(Strict):
     amount: Decimal = Field(ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9")
     period: Literal["24h", "7d", "total"]
+
+    _exact_amount = field_validator("amount", mode="before")(_exact)
 
 
 def _stripped(name: str | None) -> str | None:
@@ -114,6 +128,8 @@ class ThreadCreate(Strict):
     max_cost: Decimal | None = Field(
         default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
     )
+
+    _exact_max_cost = field_validator("max_cost", mode="before")(_exact)
 
 
 class ThreadUpdate(Strict):

@@ -31,6 +31,7 @@ WHY = {
     409: "the request conflicts with the state (`agent-exists`, `no-policy`, "
     "`approval-not-pending`, ...)",
     413: "the body is over 1 MiB (`body-too-large`), or a batch over 1,000 calls",
+    415: "the DSL text names a charset other than UTF-8 (`unsupported-charset`)",
     422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "
     "a double cannot hold (`number-out-of-range`), or a policy source does not check "
     "(`policy-invalid`, with `diagnostics`)",

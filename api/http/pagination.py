@@ -9,10 +9,23 @@ from starlette.requests import Request
 from api.service.errors import ServiceError
 
 
+def query(request: Request, name: str) -> str | None:
+    """The query parameter `name` (percent- and `+`-decoded), or None; given twice, a 400
+    `repeated-parameter`: this reader keeps the last, a proxy or another reader may keep
+    the first, and an agent's list is decided on its parameters (api.http.resources)."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise ServiceError(
+            400, "repeated-parameter", f"the query parameter `{name}` is given {len(values)} times",
+            help="give each query parameter once",
+        )  # fmt: skip
+    return values[0] if values else None
+
+
 def int_query(
     request: Request, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
 ) -> int:
-    raw = request.query_params.get(name)
+    raw = query(request, name)
     if raw is None or raw == "":
         return default
     # ASCII digits only: str.isdigit() also takes `²`, `１` and `١`, which int() refuses
@@ -31,13 +44,13 @@ def int_query(
 def list_args(request: Request, *extra: str) -> dict[str, Any]:
     """`cursor` and `limit` (validated later against the cursor's list), plus filters."""
     args: dict[str, Any] = {}
-    cursor = request.query_params.get("cursor")
+    cursor = query(request, "cursor")
     if cursor:
         args["cursor"] = cursor
     if "limit" in request.query_params:
         args["limit"] = int_query(request, "limit", 50, minimum=1, maximum=200)
     for name in extra:
-        value = request.query_params.get(name)
+        value = query(request, name)
         if value:
             args[name] = value
     return args

@@ -12,7 +12,7 @@ from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin
 from api.http.body import parse, read_body
-from api.http.pagination import int_query
+from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response
 from api.service import pages
@@ -55,12 +55,13 @@ async def put_policy(request: Request) -> Response:
     """JSON `{files: [{path, text}]}`, or the DSL text itself (any non-JSON content type)."""
     actor = require_admin(request)
     raw = await read_body(request)
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "application/json":
+    media, *params = request.headers.get("content-type", "").lower().split(";")
+    if media.strip() == "application/json":  # (UTF-8, whatever a charset says: RFC 8259)
         upload = parse(m.PolicyUpload, raw)
         files = [(f.path, f.text) for f in upload.files]
         note = upload.note
     else:
+        _utf8_text(params)
         try:  # decoded as the CLI decodes a file (grammar.source): same bytes, same text
             files = [(SINGLE_FILE, decode(raw, SINGLE_FILE))]
         except NotUtf8 as bad:
@@ -96,6 +97,25 @@ async def put_policy(request: Request) -> Response:
     return json_response({"revision": snapshot.revision, "warnings": warnings}, 201)
 
 
+# A text body is read as UTF-8, so it may say so (or ASCII, a part of UTF-8), or nothing.
+_UTF8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
+
+
+def _utf8_text(params: list[str]) -> None:
+    """The 415 for a DSL-text body whose Content-Type names another charset: read as
+    UTF-8, a `charset=iso-8859-1` text whose bytes happen to be UTF-8 (`Ã©`) would be
+    stored as other text (`é`) than the client showed."""
+    for param in params:
+        name, _, value = param.partition("=")
+        charset = value.strip().strip('"')
+        if name.strip() == "charset" and charset not in _UTF8:
+            raise ServiceError(
+                415, "unsupported-charset",
+                f"the policy text is read as UTF-8, not as `{charset[:40]}`",
+                help="send the text as UTF-8 (`Content-Type: text/plain; charset=utf-8`)",
+            )  # fmt: skip
+
+
 async def get_policy(request: Request) -> Response:
     require_admin(request)
     service = service_of(request)
@@ -108,7 +128,7 @@ async def get_policy(request: Request) -> Response:
 async def revisions(request: Request) -> Response:
     require_admin(request)
     service = service_of(request)
-    after = pages.decode("revisions", request.query_params.get("cursor"))
+    after = pages.decode("revisions", query(request, "cursor"))
     limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
     rows = service.store.list_revisions(after, limit + 1)
     more = len(rows) > limit
@@ -124,7 +144,8 @@ async def revisions(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
-          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True), put_policy),
+          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(415,)),
+     put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
           None, a.Policy, query=("revision",), errors=(404,)), get_policy),
     (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, a.RevisionPage,
