@@ -135,17 +135,19 @@ def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:
             )
         a = again.args
         errors = (*errors, *again.errors)
+    # Every pause hook that applies is named, not only the first: the human approving sees
+    # each reason, and an approval lifts only the pauses it named (a hook added since,
+    # which that human never saw, pauses the re-check again: api.service.decisionlog).
+    paused: tuple[Reason, ...] = ()
     for reason, cond in pause_hooks:
         try:
             if cond is None or cond(a, x, g, t):
-                return make_decision("pause", a, (*reasons, reason), errors)
+                paused = (*paused, reason)
         except Exception as exc:
-            return make_decision(
-                "pause",
-                a,
-                (*reasons, reason),
-                (*errors, condition_error(reason, exc, "applied pause hook")),
-            )
+            paused = (*paused, reason)
+            errors = (*errors, condition_error(reason, exc, "applied pause hook"))
+    if paused:
+        return make_decision("pause", a, (*reasons, *paused), errors)
     return make_decision("allow", a, reasons, errors)
 
 

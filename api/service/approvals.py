@@ -13,6 +13,7 @@ from typing import Any
 
 from api.service.core import Service, now_ms
 from api.service.decide import decide_detailed, unseal_call
+from api.service.decisionlog import Approved
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.resources import _page, _view
@@ -134,7 +135,11 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)
-        responses, raw = decide_detailed(service, [call], approval=doc["id"])
+        # (a pause by a hook this approval was not asked about opens one of its own: for
+        # an agent's management call, one that runs the call once approved, as this one)
+        responses, raw = decide_detailed(
+            service, [call], management=bool(doc.get("management")), approval=Approved.of(doc)
+        )
         final = responses[0]
         doc["status"] = "approved"
         doc["final"] = final

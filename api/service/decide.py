@@ -27,7 +27,7 @@ import cbor2
 
 from api.service.budget import MAX_USD
 from api.service.core import TURN_LIFETIME_MS, Service, now_ms
-from api.service.decisionlog import write
+from api.service.decisionlog import Approved, write
 from api.service.errors import ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
@@ -176,13 +176,14 @@ def decide_detailed(
     calls: Sequence[Call],
     *,
     management: bool = False,
-    approval: str | None = None,
+    approval: Approved | None = None,
 ) -> tuple[list[dict[str, Any]], list[Mapping[str, Any] | None]]:
     """Decide and log every call: (responses, the final arguments unredacted), in order.
 
-    With `approval` (the id of the approval a human granted), this re-checks the approved
-    call: a pause left by the hooks means the call is allowed by the roles, so it becomes
-    the allow the human granted (never more).
+    With `approval` (the approval a human granted), this re-checks the approved call: a
+    pause left by the hooks the human was asked about means the call is allowed by the
+    roles, so it becomes the allow the human granted (never more); a pause by another
+    hook stays a pause (`Approved`).
     """
     service.sync()
     prepared = prepare(service, calls, {})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
@@ -271,12 +272,34 @@ def _count(metrics: Metrics, counts: dict[str, int]) -> None:
         metrics.decided(name, n)
 
 
+@dataclass(frozen=True)
+class Approved:
+    """The approval a human granted, for the re-check of its call (`draft`): `hooks`, the
+    hooks whose pause it was asked for. A pause left by those alone becomes the allow
+    the human granted (the roles allow the call, or the re-check denies it); a pause by
+    a hook added or changed since, which that human never saw, stays a pause and opens
+    an approval of its own."""
+
+    id: str
+    hooks: frozenset[str]
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Approved:
+        """From an approval as stored (its reasons those of the pause that opened it)."""
+        reasons = doc.get("reasons") or []
+        hooks = {r["hook"] for r in reasons if r.get("kind") == "hook-pause" and r.get("hook")}
+        return cls(str(doc["id"]), frozenset(hooks))
+
+    def lifts(self, decision: Decision) -> bool:
+        return all(r.hook in self.hooks for r in decision.reasons if r.kind == "hook-pause")
+
+
 def write(
     service: Service,
     prepared: Sequence[Prepared],
     *,
     management: bool = False,
-    approval: str | None = None,
+    approval: Approved | None = None,
 ) -> Answers:
     """Step 6 and the log for prepared calls, all inside the caller's `store.atomic()`."""
     found = draft(service, prepared, management=management, approval=approval, inside=True)
@@ -289,7 +312,7 @@ def draft(
     prepared: Sequence[Prepared],
     *,
     management: bool = False,
-    approval: str | None = None,
+    approval: Approved | None = None,
     inside: bool = False,
 ) -> Draft | None:
     """Step 6, each call's row and response (the hot loop of a batch: one row encode per
@@ -311,11 +334,11 @@ def draft(
                 decision = _on_running_cost(batch, p)
             except _NeedsLedger:
                 return None
-        if approval is not None and decision.effect == "pause":
+        if approval is not None and decision.effect == "pause" and approval.lifts(decision):
             decision = make_decision(
                 "allow",
                 decision.args,
-                (*decision.reasons, Reason("approved", f"approved in approval `{approval}`")),
+                (*decision.reasons, Reason("approved", f"approved in approval `{approval.id}`")),
                 decision.errors,
             )
         static = _static(batch, p)
@@ -368,7 +391,7 @@ def draft(
             entry["turn"] = call.turn
         if call.expected_cost is not None:
             entry["expected_cost"] = str(call.expected_cost)
-        approval_id = approval
+        approval_id = approval.id if approval is not None else None
         if effect == "pause":
             opened = _approval(service, p, decision, now, management, args)
             made.approvals.append(opened)

@@ -142,3 +142,29 @@ def test_deleting_an_agent_or_a_thread_rejects_its_pending_approvals(
     assert code_of(again) == (409, "approval-not-pending")
     pending = live.get("/v1/approvals?status=pending", headers=admin).json()["items"]
     assert [item["id"] for item in pending] == [outside.json()["approval_id"]]
+
+
+def test_an_approval_lifts_only_the_pauses_it_was_asked_about(live: Any, harness: Harness) -> None:
+    """A hook added after the pause, which the approving human never saw, pauses the
+    re-check again: a new approval, which then decides. The original hook alone is
+    lifted, as before."""
+    admin = harness.auth()
+    first = live.post("/v1/decisions", json=REFUND, headers=admin).json()["approval_id"]
+    stricter = (
+        POLICY.replace(
+            "hooks approve-big\n  budget 10 usd per 24h",
+            "hooks approve-big, cfo\n  budget 10 usd per 24h",
+            1,
+        )
+        + 'hook cfo on billing.refund where args.amount > 70 {\n  pause "the CFO approves"\n}\n'
+    )
+    assert live.put("/v1/policy", content=stricter, headers=admin).status_code == 201
+    approved = live.post(f"/v1/approvals/{first}/approve", headers=admin).json()
+    again = approved["decision"]
+    assert approved["approval"]["status"] == "approved" and again["effect"] == "pause"
+    assert {r.get("hook") for r in again["reasons"]} >= {"cfo"}
+    second = again["approval_id"]
+    assert second != first
+    final = live.post(f"/v1/approvals/{second}/approve", headers=admin).json()["decision"]
+    assert final["effect"] == "allow"
+    assert any(r["kind"] == "approved" and second in r["message"] for r in final["reasons"])
