@@ -257,6 +257,11 @@ CODES: dict[str, Code] = {
         "the policy (`PUT /v1/policy`), a role (`/v1/roles`) or a source (`POST /v1/fit`) does "
         "not parse or check; `diagnostics` lists why",
     ),
+    "revision-does-not-check": Code(
+        (409,),
+        "a stored revision that a decision, a pinned turn or a view needs does not check with "
+        "this version of charter (a rule added since it was uploaded)",
+    ),
     # ---- the server ----------------------------------------------------------------------
     "internal-error": Code(
         (500,),

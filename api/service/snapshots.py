@@ -17,6 +17,7 @@ from collections import OrderedDict
 from api.service.errors import ServiceError, no_policy
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
+from policy.diagnostics import CharterError
 from policy.store import Store
 
 CACHE_SIZE = 8
@@ -66,7 +67,17 @@ class Snapshots:
                 snapshot = self._cache.get(revision)
             if snapshot is not None:
                 return snapshot
-            snapshot = compile_workspace(check_sources(files), revision)
+            try:
+                snapshot = compile_workspace(check_sources(files), revision)
+            except CharterError:
+                # Stored, so it checked when it was uploaded: this version of charter reads
+                # it otherwise (a rule added since). An internal error before.
+                raise ServiceError(
+                    409, "revision-does-not-check",
+                    f"revision {revision} does not check with this version of charter",
+                    help="upload the policy again with its errors mended (`charter check` "
+                    "lists them); a turn pinned to an older revision: admit a new one",
+                ) from None  # fmt: skip
             self.put(snapshot)
         return snapshot
 

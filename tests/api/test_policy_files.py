@@ -14,7 +14,7 @@ from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
 from policy.store.sqlite import SqliteStore
-from tests.api.conftest import POLICY, Harness, code_of, expect
+from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -271,3 +271,23 @@ def test_a_compile_waits_for_no_transaction(harness: Harness, other: Service) ->
         for thread in threads:
             thread.join(10)
     assert not stuck and got == {"inside": revision, "outside": revision}
+
+
+def test_a_stored_revision_that_no_longer_checks_is_a_409(client: Any, harness: Harness) -> None:
+    """A revision stored by an older charter that this one reads otherwise (simulated: text
+    that does not check, stored as it was): decisions and turns on it are a 409 that says
+    what to do, never an internal error, and nothing is logged."""
+    turn = client.post("/v1/turns", json={"agent": "a1"}, headers=harness.auth()).json()
+    store = harness.service.store
+    seq = store.last_seq()
+    body = {"files": [["policy.charter", POLICY + "\nrole broken {\n  allow nope.nothing\n}\n"]],
+            "author": "old charter", "note": "", "created_at": 0, "summary": {}}  # fmt: skip
+    with opened_again(harness.db) as other:  # (another process: the cache of this one is cold)
+        other.store.add_revision(body)
+    call = {"agent": "a1", "tool": "mail.send", "args": MAIL}
+    refused = client.post("/v1/decisions", json=call, headers=harness.auth())
+    expect(refused, 409, "revision-does-not-check")
+    assert "upload the policy again" in refused.json()["help"]
+    pinned = client.post("/v1/decisions", json={**call, "turn": turn["id"]}, headers=harness.auth())
+    assert pinned.status_code == 200 and pinned.json()["revision"] == turn["revision"]
+    assert store.last_seq() == seq + 1  # the pinned one alone
