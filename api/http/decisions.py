@@ -136,7 +136,9 @@ async def turns(request: Request) -> Response:
     actor = require_decide(request)
     item = await body(request, m.TurnRequest)
     may_decide(actor, (item.agent,))
-    return json_response(admit_turn(service_of(request), item.agent, item.thread), 201)
+    service = service_of(request)  # (brought up to date by the token check)
+    snapshot = await _current(service)
+    return json_response(admit_turn(service, item.agent, item.thread, snapshot), 201)
 
 
 ROUTES: Table = [

@@ -189,11 +189,12 @@ class Service:
         an agent whose profile a later upload removed is decided deny ("unknown profile")
         and has nothing to list or to check what it makes against, a 404."""
         profile = str(agent["profile"])
-        if profile not in (snapshot or self.current()).workspace.profiles:
+        snapshot = snapshot or self.current()
+        if profile not in snapshot.workspace.profiles:
             raise ServiceError(
                 404, "profile-not-found",
-                f"agent `{agent['id']}` has profile `{profile}`, which the latest revision "
-                "does not declare",
+                f"agent `{agent['id']}` has profile `{profile}`, which revision "
+                f"{snapshot.revision} does not declare",
                 help="give the agent a profile of the latest revision, or upload a policy "
                 "that declares this one",
             )  # fmt: skip

@@ -11,9 +11,10 @@ from api.service import fitcheck, pages, tokens
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
-from api.service.errors import ServiceError, no_policy
+from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
+from engine.compile import Snapshot
 from policy import identities
 from policy.identities import IdentityError
 from policy.store import Doc
@@ -379,15 +380,15 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(204, None)
 
 
-def admit_turn(service: Service, agent_id: str, thread_id: str | None) -> Doc:
-    """Pin a turn to the latest revision: it keeps deciding there whatever is uploaded."""
-    service.sync()
+def admit_turn(service: Service, agent_id: str, thread_id: str | None, snapshot: Snapshot) -> Doc:
+    """Pin a turn to `snapshot`, the latest revision: it keeps deciding there whatever is
+    uploaded. An agent whose profile that revision does not declare is a 404, as its
+    decisions would all be denied."""
     agent = service.agent(agent_id)
     if thread_id is not None:
         owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
-    revision = service.snapshots.latest
-    if revision == 0:
-        raise no_policy()
+    service.agent_profile(agent, snapshot)
+    revision = snapshot.revision
     now = now_ms()
     doc: Doc = {
         "id": new_id(),

@@ -316,11 +316,13 @@ def test_an_agent_whose_profile_an_upload_removed_gets_404s_not_500s(
         ("POST", "/v1/agents", {"name": "kid", "profile": "narrow"}, token),
         ("PATCH", "/v1/agents/x", {"profile": "narrow"}, token),
         ("POST", "/v1/roles", role, token),
+        ("POST", "/v1/turns", {"agent": "x"}, token),
     ):
         response = client.request(method, path, json=body, headers=auth)
         assert response.status_code == 404, (method, path, response.text)
         assert response.json()["code"] == "profile-not-found"
-        assert "profile `careful`" in response.json()["detail"]
+        assert f"profile `careful`, which revision {revision} does not" in response.json()["detail"]
+    assert harness.service.store.page("turns", 0, 10) == []
     assert harness.service.store.latest_revision() == revision
     assert harness.service.store.last_seq() == 0
     assert [row.id for row in harness.service.store.page("agents", 0, 10, tag="x")] == []
