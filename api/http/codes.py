@@ -59,6 +59,11 @@ CODES: dict[str, Code] = {
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
+    "bad-if-match": Code(
+        (400,),
+        '`If-Match` of a `PUT /v1/policy` is not a revision\'s entity tag (`"7"`, the `ETag` of '
+        "`GET /v1/policy`) or `*`",
+    ),
     "bad-revision": Code(
         (400,),
         "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
@@ -256,6 +261,11 @@ CODES: dict[str, Code] = {
         (422,),
         "the policy (`PUT /v1/policy`), a role (`/v1/roles`) or a source (`POST /v1/fit`) does "
         "not parse or check; `diagnostics` lists why",
+    ),
+    "revision-moved": Code(
+        (412,),
+        "a `PUT /v1/policy` whose `If-Match` names a revision that is no longer the latest "
+        "(`latest` says which is): the upload would drop what came since",
     ),
     "revision-does-not-check": Code(
         (409,),

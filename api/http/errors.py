@@ -21,7 +21,7 @@ log = logging.getLogger("charter.http")
 PROBLEM = "application/problem+json"
 TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large",
+    405: "Method Not Allowed", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
     415: "Unsupported Media Type", 422: "Unprocessable Content", 500: "Internal Server Error",
     503: "Service Unavailable",
 }  # fmt: skip

@@ -31,6 +31,7 @@ WHY = {
     409: "the request conflicts with the state (`agent-exists`, `no-policy`, "
     "`approval-not-pending`, ...)",
     413: "the body is over 1 MiB (`body-too-large`), or a batch over 1,000 calls",
+    412: "`If-Match` names a revision that is no longer the latest (`revision-moved`)",
     415: "the DSL text names a charset other than UTF-8 (`unsupported-charset`)",
     422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "
     "a double cannot hold (`number-out-of-range`), or a policy source does not check "
@@ -123,6 +124,9 @@ def _operation(spec: Spec) -> dict[str, Any]:
             {"name": q, "in": "query", "required": False,
              "schema": {"type": "integer" if q in _INTEGERS else "string"}}
             for q in spec.query
+        ] + [
+            {"name": h, "in": "header", "required": False, "schema": {"type": "string"}}
+            for h in spec.headers
         ],
         "responses": _responses(spec),
     }  # fmt: skip

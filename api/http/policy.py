@@ -80,6 +80,7 @@ async def put_policy(request: Request) -> Response:
             )  # fmt: skip
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")
+    based_on = _if_match(request)
     service = service_of(request)
     try:
         # Checked and compiled first, in a thread and outside the write transaction:
@@ -87,6 +88,8 @@ async def put_policy(request: Request) -> Response:
         # writers and workers are not held off. The upload then takes what it made.
         prepared = await run_in_threadpool(service.compile, files)
         with service.store.atomic():
+            if based_on is not None:
+                _still_latest(service.store.latest_revision(), based_on)
             snapshot = service.upload(files, f"token:{actor.token_id}", note, prepared)
     except CharterError as exc:
         raise ServiceError(
@@ -116,13 +119,53 @@ def _utf8_text(params: list[str]) -> None:
             )  # fmt: skip
 
 
+_ENTITY_TAG = re.compile(r'"(0|[1-9][0-9]{0,17})"')
+
+
+def _if_match(request: Request) -> int | str | None:
+    """`If-Match` of a policy upload: the revision it was made from (`"7"`, the ETag of
+    `GET /v1/policy`), `*` (any revision), or None when not sent; 400 `bad-if-match`
+    for anything else. An upload replaces every file, so one made from an older revision
+    would drop what came since (a role an agent created meanwhile) without a word."""
+    value = request.headers.get("if-match")
+    if value is None:
+        return None
+    value = value.strip()
+    if value == "*":
+        return value
+    found = _ENTITY_TAG.fullmatch(value)
+    if found is None:
+        raise ServiceError(
+            400, "bad-if-match", "`If-Match` is a revision's entity tag, such as `\"7\"`",
+            help="send the `ETag` that `GET /v1/policy` gave for the revision you edited",
+        )  # fmt: skip
+    return int(found.group(1))
+
+
+def _still_latest(latest: int, based_on: int | str) -> None:
+    """Inside the upload's transaction: the 412 when the policy moved past `based_on`."""
+    if (based_on == "*" and latest > 0) or based_on == latest:
+        return
+    raise ServiceError(
+        412, "revision-moved",
+        f"the latest revision is {latest}, not {based_on}: it has changed since",
+        help='read it again (GET /v1/policy), make your change there, and upload it with '
+        f'`If-Match: "{latest}"`',
+        latest=latest,
+    )  # fmt: skip
+
+
 async def get_policy(request: Request) -> Response:
     require_admin(request)
     service = service_of(request)
     # Revisions count from 1: `?revision=0` answered the latest, under its own number.
     wanted = int_query(request, "revision", 0, minimum=1)
     number, files = service.files(wanted or None)
-    return json_response({"revision": number, "files": [{"path": p, "text": t} for p, t in files]})
+    response = json_response(
+        {"revision": number, "files": [{"path": p, "text": t} for p, t in files]}
+    )
+    response.headers["ETag"] = f'"{number}"'  # (what a later upload names in If-Match)
+    return response
 
 
 async def revisions(request: Request) -> Response:
@@ -144,7 +187,8 @@ async def revisions(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
-          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(415,)),
+          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(412, 415),
+          headers=("If-Match",)),
      put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
           None, a.Policy, query=("revision",), errors=(404,)), get_policy),

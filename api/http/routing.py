@@ -33,6 +33,7 @@ class Spec:
     response: type[BaseModel] | None = None
     status: int = 200
     query: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()  # optional request headers it reads (besides the token)
     # The built-in tool a management endpoint is decided as, for an agent's token (its path
     # parameters, query and body are the tool's arguments: tests/api/test_tool_arguments.py)
     tool: str | None = None

@@ -291,3 +291,35 @@ def test_a_stored_revision_that_no_longer_checks_is_a_409(client: Any, harness: 
     pinned = client.post("/v1/decisions", json={**call, "turn": turn["id"]}, headers=harness.auth())
     assert pinned.status_code == 200 and pinned.json()["revision"] == turn["revision"]
     assert store.last_seq() == seq + 1  # the pinned one alone
+
+
+def test_an_upload_made_from_an_older_revision_is_refused_with_if_match(
+    client: Any, harness: Harness
+) -> None:
+    """An upload replaces every file: one edited from revision 1 after an agent's role
+    made revision 2 would drop that role. With the ETag it was read with as `If-Match`,
+    it is a 412 that names the latest, and nothing is written."""
+    admin = harness.auth()
+    read = client.get("/v1/policy", headers=admin)
+    assert read.headers["etag"] == '"1"'
+    edited = POLICY + "\nrole extra {\n  allow mail.send\n}\n"
+    roles_create(harness.service, Principal("t", "admin"),
+                 {"name": "r9", "source": "role r9 {\n  allow mail.send\n}\n"})  # fmt: skip
+    stale = client.put("/v1/policy", content=edited, headers={**admin, "if-match": '"1"'})
+    expect(stale, 412, "revision-moved")
+    assert stale.json()["latest"] == 2 and 'If-Match: "2"' in stale.json()["help"]
+    assert harness.service.store.latest_revision() == 2
+    fresh = client.get("/v1/policy", headers=admin)
+    assert fresh.headers["etag"] == '"2"'
+    files = [{"path": f["path"], "text": f["text"]} for f in fresh.json()["files"]]
+    files[0]["text"] += "\nrole extra {\n  allow mail.send\n}\n"
+    again = client.put("/v1/policy", json={"files": files}, headers={**admin, "if-match": '"2"'})
+    assert again.status_code == 201 and again.json()["revision"] == 3
+    assert (
+        client.put("/v1/policy", content=edited, headers={**admin, "if-match": "*"}).status_code
+        == 201
+    )
+    for bad in ("2", 'W/"2"', '"2", "3"', '"-1"', ""):
+        expect(client.put("/v1/policy", content=edited, headers={**admin, "if-match": bad}),
+               400, "bad-if-match")  # fmt: skip
+    assert harness.service.store.latest_revision() == 4
