@@ -100,6 +100,19 @@ def _decidable(service: Service, actor: Principal, approval_id: str) -> dict[str
     return doc
 
 
+def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
+    """What an agent's `approvals.approve`/`.reject` is decided with as `context`: the
+    approval it decides (`context.approval.agent`, `.tool`, `.management`), so that a
+    policy can let an agent decide some approvals only (`allow approvals.approve where
+    context.approval.tool == "billing.refund"`); the request's `id` alone said nothing."""
+    doc = service.doc("approvals", "approval", args["id"])
+    return {
+        "approval": {
+            "agent": doc["agent"], "tool": doc["tool"], "management": bool(doc.get("management")),
+        }
+    }  # fmt: skip
+
+
 def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `approvals.reject` is decided: a request that can only be refused
     (`_decidable`) is refused at once, so it is neither logged nor paused."""

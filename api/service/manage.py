@@ -91,6 +91,14 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
 }
 
 
+# What an agent's request is decided with beyond its arguments, as `context`: the facts a
+# policy needs to grant it narrowly, read by the service, never taken from the request.
+CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
+    "approvals.approve": approvals.context_of,
+    "approvals.reject": approvals.context_of,
+}
+
+
 def manage(service: Service, actor: Principal, tool: str, args: Mapping[str, Any]) -> Result:
     op = OPERATIONS[tool]
     call_args = {k: v for k, v in args.items() if v is not None}
@@ -104,10 +112,11 @@ def manage(service: Service, actor: Principal, tool: str, args: Mapping[str, Any
     # The decision's row and the operation's effect commit together: a request the
     # operation refuses (a 4xx, or anything else) rolls its row back, so it writes
     # nothing. A deny or a pause is the request's outcome and is committed.
+    facts = CONTEXTS.get(tool)
+    context = facts(service, call_args) if facts is not None else None
     with service.store.atomic():
-        responses, raw = decide_detailed(
-            service, [Call(actor.agent, tool, call_args)], management=True
-        )
+        call = Call(actor.agent, tool, call_args, context=context)
+        responses, raw = decide_detailed(service, [call], management=True)
         decision = responses[0]
         if decision["effect"] == "allow":
             return op(service, actor, dict(raw[0] or call_args))

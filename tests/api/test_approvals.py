@@ -168,3 +168,45 @@ def test_an_approval_lifts_only_the_pauses_it_was_asked_about(live: Any, harness
     final = live.post(f"/v1/approvals/{second}/approve", headers=admin).json()["decision"]
     assert final["effect"] == "allow"
     assert any(r["kind"] == "approved" and second in r["message"] for r in final["reasons"])
+
+
+def test_a_policy_can_let_an_agent_decide_some_approvals_only(live: Any, harness: Harness) -> None:
+    """An agent's request to decide an approval is decided with the approval's facts as
+    `context.approval` (read by the service, not taken from the request), so a reviewer
+    can be granted the refunds of others and nothing else."""
+    admin = harness.auth()
+    scoped = (
+        POLICY
+        + """
+hook approve-mail on mail.send {
+  pause "a human approves mail"
+}
+profile mail-support {
+  roles mailer
+  hooks approve-mail
+}
+role refund-reviewer {
+  allow approvals.approve where context.approval.tool == "billing.refund"
+}
+profile reviewer {
+  roles refund-reviewer
+  hooks none
+}
+"""
+    )
+    assert live.put("/v1/policy", content=scoped, headers=admin).status_code == 201
+    identity = live.post("/v1/identities", json={}, headers=admin).json()["id"]
+    reviewer = harness.auth(
+        harness.token_for(harness.add_agent("rev", "reviewer", identity=identity))
+    )
+    harness.add_agent("m1", "mail-support")
+    refund = live.post("/v1/decisions", json=REFUND, headers=admin).json()["approval_id"]
+    mail = {"agent": "m1", "tool": "mail.send",
+            "args": {"to": "bob@example.com", "subject": "hi", "body": "x"}}  # fmt: skip
+    mailed = live.post("/v1/decisions", json=mail, headers=admin).json()["approval_id"]
+    refused = live.post(f"/v1/approvals/{mailed}/approve", headers=reviewer)
+    assert code_of(refused) == (403, "denied-by-policy")
+    approved = live.post(f"/v1/approvals/{refund}/approve", headers=reviewer)
+    assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"
+    shown = live.get(f"/v1/approvals/{mailed}", headers=admin).json()
+    assert shown["status"] == "pending"
