@@ -35,8 +35,9 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
         "created_at": now,
         "updated_at": now,
     }
-    service.store.insert("connections", doc["id"], doc, tag=toolset)
-    service.forget_connections()
+    with service.store.atomic():  # the connection and the epoch move commit together
+        service.store.insert("connections", doc["id"], doc, tag=toolset)
+        service.forget_connections()
     return doc
 
 
@@ -104,9 +105,10 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    _own(service, actor, args["id"])
-    service.store.delete("connections", args["id"])
-    service.forget_connections()
+    with service.store.atomic():  # the removal and the epoch move commit together
+        _own(service, actor, args["id"])
+        service.store.delete("connections", args["id"])
+        service.forget_connections()
     return Result(204, None)
 
 

@@ -149,7 +149,8 @@ class Service:
         return found
 
     def forget_connections(self) -> None:
-        """After a connection was added or removed (here and in every other process)."""
+        """After a connection was added or removed (here and in every other process), in
+        the transaction that did it: the epoch moves with the change or not at all."""
         with self._lock:
             self._connections.clear()
             self.static_parts = {}
@@ -162,7 +163,8 @@ class Service:
         self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:
-        """After an agent was changed or deleted (here and in every other process)."""
+        """After an agent was changed or deleted (here and in every other process), in the
+        transaction that did it (see `forget_connections`)."""
         with self._lock:
             self._agents.pop(agent_id, None)
             self.static_parts = {}  # a parent's change reaches its children's caps

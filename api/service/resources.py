@@ -354,7 +354,10 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
             )  # fmt: skip
         doc["updated_at"] = now_ms()
         service.store.update("agents", doc["id"], doc, tag=parent_tag(doc))
-    service.forget_agent(doc["id"])
+        # In the same transaction: committed apart, another process could look at the
+        # store between the two and keep its cached agent (for good, had the epoch's
+        # write failed after the change was committed).
+        service.forget_agent(doc["id"])
     return Result(200, doc)
 
 
@@ -375,7 +378,7 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         from api.service.approvals import reject_orphans  # (which imports this module)
 
         reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
-    service.forget_agent(target["id"])
+        service.forget_agent(target["id"])  # (in the transaction: see agents_update)
     return Result(204, None)
 
 

@@ -1,0 +1,90 @@
+"""Several serving processes on one file (`charter serve --workers N`), here two services on
+the harness's database: a change one makes is never decided around by the other, and a
+change that fails leaves no process's caches behind the store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from api.http.commit import GroupCommit
+from api.service.connections import connections_create, connections_delete
+from api.service.core import CACHE_EPOCH, Service
+from api.service.decide import Call
+from api.service.resources import agents_delete, agents_update
+from api.service.tokens import Principal
+from policy.store import StoreUnavailable
+from tests.api.conftest import Harness
+
+ADMIN = Principal("t", "admin")
+# b1 has no token: deleting a1 revokes its token, which moved the epoch with the deletion
+REFUND = Call("b1", "billing.refund", {"amount": 5})
+VAULT = Call("b1", "vault.read", {"key": "k"})
+
+
+def _decided(commit: GroupCommit, call: Call) -> str:
+    effect: str = asyncio.run(commit.decide([call]))[0]["effect"]
+    return effect
+
+
+def _add_connection(service: Service) -> None:
+    made = {"name": "v", "toolset": "vault", "credential": "c"}
+    connections_create(service, ADMIN, made)
+
+
+def _remove_connection(service: Service) -> None:
+    (row,) = service.store.scan("connections")
+    connections_delete(service, ADMIN, {"id": row.id})
+
+
+# (what another process does, a call this one decides, its effect before and after)
+CHANGES: dict[str, tuple[Callable[[Service], Any], Call, str, str]] = {
+    "agent narrowed": (
+        lambda s: agents_update(s, ADMIN, {"id": "b1", "profile": "narrow"}), REFUND, "allow",
+        "deny",
+    ),
+    "agent deleted": (lambda s: agents_delete(s, ADMIN, {"id": "b1"}), REFUND, "allow", "404"),
+    "connection added": (_add_connection, VAULT, "deny", "allow"),
+    "connection removed": (_remove_connection, VAULT, "allow", "deny"),
+}  # fmt: skip
+
+
+def _effect(commit: GroupCommit, call: Call) -> str:
+    try:
+        return _decided(commit, call)
+    except Exception as exc:  # an unknown agent: its 404
+        return str(getattr(exc, "status", exc))
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_change_whose_epoch_cannot_be_written_is_not_committed(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The change and the cache epoch's move are one transaction: when the epoch's write
+    fails (a full disk), the change is not committed either. They were two, so the change
+    stayed while no other process ever dropped its cached agent or connections, and kept
+    deciding on them (an agent narrowed or deleted went on being allowed)."""
+    act, call, before, _ = CHANGES[change]
+    harness.add_agent("b1", "support")
+    if change == "connection removed":
+        _add_connection(other)
+    commit = GroupCommit(harness.service)
+    assert _effect(commit, call) == before  # cached here
+    real = other.store.set_meta
+
+    def full(key: str, value: Any) -> None:
+        if key == CACHE_EPOCH:
+            raise StoreUnavailable("the database is unavailable (SQLITE_FULL)")
+        real(key, value)
+
+    monkeypatch.setattr(other.store, "set_meta", full)
+    with pytest.raises(StoreUnavailable):
+        act(other)
+    monkeypatch.setattr(other.store, "set_meta", real)
+    assert _effect(commit, call) == before
+    assert _effect(GroupCommit(other), call) == before  # what the store holds says the same
+    act(other)  # once the disk has room, the change is made and seen here at once
+    assert _effect(commit, call) == CHANGES[change][3]
