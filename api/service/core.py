@@ -105,6 +105,12 @@ class Service:
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).
         self.on_epoch: list[Callable[[], None]] = []
+        # Moves whenever what is cached here may have changed: another process's change
+        # that a `sync` saw, or one made here (`forget_*`, `upload`). Whatever was prepared
+        # on the caches before it moved is prepared again (api.http.commit): the `sync` in
+        # the write transaction finds nothing new when another thread of this process saw
+        # the change first (a management request's), or made it.
+        self.moves = 0
 
     # ---- caches ---------------------------------------------------------------------------
     def sync(self) -> bool:
@@ -124,7 +130,10 @@ class Service:
         newest, epoch = self.store.latest_with_meta(CACHE_EPOCH)
         self.snapshots.refresh(newest)
         if epoch == self._epoch:
-            return newest != latest
+            if newest == latest:
+                return False
+            self.moves += 1
+            return True
         self._epoch = epoch
         with self._lock:
             self._agents.clear()
@@ -132,6 +141,7 @@ class Service:
             self.static_parts = {}
         for drop in self.on_epoch:
             drop()
+        self.moves += 1
         return True
 
     def _move_epoch(self) -> None:
@@ -154,12 +164,14 @@ class Service:
         with self._lock:
             self._connections.clear()
             self.static_parts = {}
+            self.moves += 1
         self._move_epoch()
 
     def forget_tokens(self) -> None:
         """After a token was revoked: dropped from every process's token cache."""
         for drop in self.on_epoch:
             drop()
+        self.moves += 1
         self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:
@@ -168,6 +180,7 @@ class Service:
         with self._lock:
             self._agents.pop(agent_id, None)
             self.static_parts = {}  # a parent's change reaches its children's caps
+            self.moves += 1
         self._move_epoch()
 
     def find_agent(self, agent_id: str) -> Doc | None:
@@ -287,6 +300,7 @@ class Service:
     def _publish(self, snapshot: Snapshot) -> None:
         self.snapshots.put(snapshot)
         self.snapshots.latest = max(self.snapshots.latest, snapshot.revision)
+        self.moves += 1
 
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
         number = self.snapshots.latest if revision is None else revision

@@ -17,7 +17,7 @@ from api.service.decide import Call
 from api.service.resources import agents_delete, agents_update
 from api.service.tokens import Principal
 from policy.store import StoreUnavailable
-from tests.api.conftest import Harness
+from tests.api.conftest import POLICY, Harness
 
 ADMIN = Principal("t", "admin")
 # b1 has no token: deleting a1 revokes its token, which moved the epoch with the deletion
@@ -88,3 +88,63 @@ def test_a_change_whose_epoch_cannot_be_written_is_not_committed(
     assert _effect(GroupCommit(other), call) == before  # what the store holds says the same
     act(other)  # once the disk has room, the change is made and seen here at once
     assert _effect(commit, call) == CHANGES[change][3]
+
+
+def _narrower_policy(service: Service) -> None:
+    with service.store.atomic():  # profile support without role refunder
+        service.upload([("policy.charter", POLICY.replace("mailer, refunder,", "mailer,"))], "t")
+
+
+SEEN = {**CHANGES, "revision uploaded": (_narrower_policy, REFUND, "allow", "deny")}
+
+
+def _meanwhile(monkeypatch: pytest.MonkeyPatch, service: Service, act: Callable[[], Any]) -> None:
+    """`act` runs once the group was prepared and drafted, before its write transaction
+    begins, as another thread of this process (a management request's) may."""
+    store = service.store
+    real = store.atomic
+    pending = [act]
+
+    def atomic() -> Any:
+        if pending:
+            pending.pop()()
+        return real()
+
+    monkeypatch.setattr(store, "atomic", atomic)
+
+
+@pytest.mark.parametrize("change", SEEN)
+def test_a_change_another_thread_saw_first_is_decided_on(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Another process's change, seen by another thread of this process between the
+    group's preparation and its write transaction: that thread's look at the store took
+    the news, so the group's own look inside the transaction found nothing new, and the
+    group was logged on what it was prepared on (an allow for a narrowed or deleted agent,
+    on the old revision, without the new connection)."""
+    act, call, before, after = SEEN[change]
+    harness.add_agent("b1", "support")
+    if change == "connection removed":
+        _add_connection(other)
+    commit = GroupCommit(harness.service)
+    assert _effect(commit, call) == before
+    _meanwhile(monkeypatch, harness.service, lambda: (act(other), harness.service.sync()))
+    assert _effect(commit, call) == after
+
+
+@pytest.mark.parametrize("change", SEEN)
+def test_a_change_this_process_made_meanwhile_is_decided_on(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The same change made by this process (a management request runs in a thread)
+    while the group waits for its transaction: the data version moves only for other
+    processes' commits, so nothing told the group."""
+    act, call, before, after = SEEN[change]
+    service = harness.service
+    harness.add_agent("b1", "support")
+    if change == "connection removed":
+        _add_connection(service)
+    commit = GroupCommit(service)
+    assert _effect(commit, call) == before
+    _meanwhile(monkeypatch, service, lambda: act(service))
+    assert _effect(commit, call) == after
