@@ -322,6 +322,9 @@ ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 
 def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
+        # The agent as committed: another process may have changed or deleted it since
+        # this request's look at the store, and the cached one written back undid that.
+        service.sync()
         old = service.agent(args["id"])
         caller = require_managed(service, actor, old)
         doc = dict(old)
@@ -363,6 +366,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
+        service.sync()  # (see agents_update: one deleted elsewhere is a 404)
         target = service.agent(args["id"])
         by_agent = require_managed(service, actor, target) is not None
         if by_agent and _has_children(service, target["id"]):

@@ -14,7 +14,9 @@ from api.http.commit import GroupCommit
 from api.service.connections import connections_create, connections_delete
 from api.service.core import CACHE_EPOCH, Service
 from api.service.decide import Call
+from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update
+from api.service.threads import threads_create
 from api.service.tokens import Principal
 from policy.store import StoreUnavailable
 from tests.api.conftest import POLICY, Harness
@@ -148,3 +150,37 @@ def test_a_change_this_process_made_meanwhile_is_decided_on(
     assert _effect(commit, call) == before
     _meanwhile(monkeypatch, service, lambda: act(service))
     assert _effect(commit, call) == after
+
+
+def test_an_agent_changed_elsewhere_is_changed_here_on_what_was_committed(
+    harness: Harness, other: Service
+) -> None:
+    """An admin's change reads the agent inside its transaction, as committed: the agent
+    this process had cached (its request looked at the store before another process's
+    change committed) was written back, undoing the other change (here, the profile)."""
+    service = harness.service
+    service.agent("a1")  # cached here
+    agents_update(other, ADMIN, {"id": "a1", "profile": "narrow"})
+    agents_update(service, ADMIN, {"id": "a1", "metadata": {"team": "x"}})
+    doc = other.store.get("agents", "a1")
+    assert doc is not None and (doc["profile"], doc["metadata"]) == ("narrow", {"team": "x"})
+
+
+@pytest.mark.parametrize("operation", ["agents.update", "agents.delete", "threads.create"])
+def test_an_agent_deleted_elsewhere_is_not_found_here(
+    harness: Harness, other: Service, operation: str
+) -> None:
+    """An agent another process deleted is 404 here too, though cached here: an update
+    answered 200 and a delete 204 (a second delete of one agent) having written nothing,
+    and a thread was opened for the deleted agent."""
+    service = harness.service
+    service.agent("a1")  # cached here
+    agents_delete(other, ADMIN, {"id": "a1"})
+    run = {"agents.update": agents_update, "agents.delete": agents_delete}.get(operation)
+    args = {"id": "a1", "name": "renamed"}
+    if run is None:
+        run, args = threads_create, {"agent": "a1"}
+    with pytest.raises(ServiceError) as refused:
+        run(service, ADMIN, args)
+    assert (refused.value.status, refused.value.code) == (404, "agent-not-found")
+    assert list(other.store.scan("threads")) == []
