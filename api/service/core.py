@@ -139,9 +139,9 @@ class Service:
             self._agents.clear()
             self._connections.clear()
             self.static_parts = {}
+            self.moves += 1  # (with the drop: a read begun before is not kept after it)
         for drop in self.on_epoch:
             drop()
-        self.moves += 1
         return True
 
     def _move_epoch(self) -> None:
@@ -152,10 +152,12 @@ class Service:
         """(id, owner identity or None) of every connection for a toolset, cached."""
         found = self._connections.get(toolset)
         if found is None:
+            moves = self.moves
             found = [(row.id, row.body.get("owner")) for row in self.store.scan("connections")
                      if row.body.get("toolset") == toolset]  # fmt: skip
             with self._lock:
-                self._connections[toolset] = found
+                if self.moves == moves:  # (see find_agent)
+                    self._connections[toolset] = found
         return found
 
     def forget_connections(self) -> None:
@@ -187,10 +189,14 @@ class Service:
         cached = self._agents.get(agent_id)
         if cached is not None:
             return cached
+        moves = self.moves
         doc = self.store.get("agents", agent_id)
         if doc is not None:
             with self._lock:
-                self._agents[agent_id] = doc
+                # Not kept if the caches were dropped while it was read (another thread
+                # saw or made a change, maybe this agent's): kept, it outlived the drop.
+                if self.moves == moves:
+                    self._agents[agent_id] = doc
         return doc
 
     def agent(self, agent_id: str) -> Doc:

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from api.http.commit import GroupCommit
+from api.service import tokens
 from api.service.connections import connections_create, connections_delete
 from api.service.core import CACHE_EPOCH, Service
 from api.service.decide import Call
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update
 from api.service.threads import threads_create
-from api.service.tokens import Principal
+from api.service.tokens import Principal, TokenCache
 from policy.store import StoreUnavailable
 from tests.api.conftest import POLICY, Harness
 
@@ -184,3 +185,83 @@ def test_an_agent_deleted_elsewhere_is_not_found_here(
         run(service, ADMIN, args)
     assert (refused.value.status, refused.value.code) == (404, "agent-not-found")
     assert list(other.store.scan("threads")) == []
+
+
+def _while_read(
+    monkeypatch: pytest.MonkeyPatch,
+    service: Service,
+    kind: str,
+    act: Callable[[], Any],
+    method: str = "get",
+) -> list[Callable[[], Any]]:
+    """`act` runs once, right after the store's `method` read documents of `kind` and
+    before the reader has them, as another thread of this process may; what is left to
+    run (empty once it ran)."""
+    real = getattr(service.store, method)
+    pending = [act]
+
+    def read(read: str, *args: Any, **kwargs: Any) -> Any:
+        found = real(read, *args, **kwargs)
+        if read == kind and pending:
+            pending.pop()()
+        return found
+
+    monkeypatch.setattr(service.store, method, read)
+    return pending
+
+
+def test_an_agent_changed_while_it_was_read_is_not_kept(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process changes the agent and a thread here sees it (the caches dropped)
+    while this look-up reads the agent: what it read is its answer, but is not kept, or
+    the cache held the old agent until the next change anywhere."""
+    service = harness.service
+
+    def narrowed() -> None:
+        agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+        service.sync()
+
+    harness.add_agent("b1", "support")
+    pending = _while_read(monkeypatch, service, "agents", narrowed)
+    assert service.agent("b1")["profile"] == "support"
+    assert pending == []
+    assert service.agent("b1")["profile"] == "narrow"
+
+
+def test_connections_changed_while_they_were_read_are_not_kept(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a toolset's connections (read a page at a time)."""
+    service = harness.service
+
+    def added() -> None:
+        _add_connection(other)
+        service.sync()
+
+    pending = _while_read(monkeypatch, service, "connections", added, method="page")
+    assert service.connections_for("vault") == []
+    assert pending == []
+    assert len(service.connections_for("vault")) == 1
+
+
+def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a token revoked by another process while this process looks it up:
+    kept, the revoked token went on working here (a group commit looks it up again after
+    the cache was dropped, and found it in the cache)."""
+    service = harness.service
+    cache = TokenCache(service.store)
+    service.on_epoch.append(cache.forget)  # as create_app registers it
+    token = harness.token_for("a1")
+    (token_id,) = tokens.agent_tokens(service.store, "a1")[-1:]
+
+    def revoked() -> None:
+        tokens.revoke(other, [token_id])
+        service.sync()
+
+    pending = _while_read(monkeypatch, service, "tokens", revoked)
+    assert cache.lookup(token) is not None  # there when it was read
+    assert pending == []
+    assert cache.lookup(token) is None
