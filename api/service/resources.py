@@ -21,14 +21,19 @@ from policy.store import Doc
 PERIODS = ("24h", "7d", "total")
 
 
-def _page(service: Service, kind: str, args: dict[str, Any], tag: str | None = None) -> Result:
-    after = pages.decode(kind, args.get("cursor"))
+def _page(
+    service: Service, kind: str, args: dict[str, Any], tag: str | None = None,
+    listed: str | None = None,
+) -> Result:  # fmt: skip
+    """A page of `kind` (with `tag`); `listed`: the caller's filter, which the cursors
+    name (another filter's cursor is another list's: 400 `bad-cursor`)."""
+    after = pages.decode(kind, args.get("cursor"), listed)
     limit = pages.limit_of(args.get("limit"))
     rows = service.store.page(kind, after, limit + 1, tag)
     more = len(rows) > limit
     rows = rows[:limit]
     items = [_view(kind, row.body) for row in rows]
-    cursor = pages.encode(kind, rows[-1].pos) if more and rows else None
+    cursor = pages.encode(kind, rows[-1].pos, listed=listed) if more and rows else None
     return Result(200, {"items": items, "next_cursor": cursor})
 
 

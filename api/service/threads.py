@@ -86,7 +86,7 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
     agent = _listed_agent(actor, args)
     if agent is not None:
         _reach(service, actor, agent)
-    return _page(service, "threads", args, tag=agent)
+    return _page(service, "threads", args, tag=agent, listed=agent)
 
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
