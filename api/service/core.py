@@ -75,6 +75,9 @@ class Service:
     def __init__(self, store: Store, sealer: Sealer) -> None:
         tag_documents(store)
         self.store = store
+        # The store's data version the caches were last brought up to date at (`sync`);
+        # read first, so anything committed while the rest is read is looked at again.
+        self._version = store.data_version()
         self.sealer = sealer
         self.snapshots = Snapshots(store)
         self.metrics = Metrics()
@@ -123,26 +126,32 @@ class Service:
         workers nearly all of those are decisions, which change nothing cached here. So the
         agent and connection caches are dropped only when the `cache_epoch` value moved:
         every process moves it when it changes an agent or a connection or revokes a token
-        (`forget_*`); the token caches in `on_epoch` are dropped then too."""
-        if not self.store.changed():
+        (`forget_*`); the token caches in `on_epoch` are dropped then too.
+
+        The data version and the epoch are taken as seen only once the caches are up to
+        date: another thread looking meanwhile (a management request's, in its write
+        transaction) catches up itself rather than decide on caches not yet dropped."""
+        version = self.store.data_version()
+        if version == self._version:
             return False
         latest = self.snapshots.latest
         newest, epoch = self.store.latest_with_meta(CACHE_EPOCH)
         self.snapshots.refresh(newest)
-        if epoch == self._epoch:
-            if newest == latest:
-                return False
+        moved = newest != latest
+        if epoch != self._epoch:
+            with self._lock:
+                self._agents.clear()
+                self._connections.clear()
+                self.static_parts = {}
+                self.moves += 1  # (with the drop: a read begun before is not kept after it)
+            for drop in self.on_epoch:
+                drop()
+            self._epoch = epoch
+            moved = True
+        elif moved:
             self.moves += 1
-            return True
-        self._epoch = epoch
-        with self._lock:
-            self._agents.clear()
-            self._connections.clear()
-            self.static_parts = {}
-            self.moves += 1  # (with the drop: a read begun before is not kept after it)
-        for drop in self.on_epoch:
-            drop()
-        return True
+        self._version = version
+        return moved
 
     def _move_epoch(self) -> None:
         self._epoch = new_id()

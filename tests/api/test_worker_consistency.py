@@ -14,7 +14,7 @@ from api.http.commit import GroupCommit
 from api.service import tokens
 from api.service.connections import connections_create, connections_delete
 from api.service.core import CACHE_EPOCH, Service
-from api.service.decide import Call
+from api.service.decide import Call, decide_calls
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update
 from api.service.threads import threads_create
@@ -265,3 +265,29 @@ def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
     assert cache.lookup(token) is not None  # there when it was read
     assert pending == []
     assert cache.lookup(token) is None
+
+
+def test_a_look_at_the_store_another_thread_has_begun_is_not_taken_as_done(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One thread's `sync` has found that another process committed and is reading what
+    changed when another thread (a management request's, in its write transaction) looks
+    too: that one must see the change, not take the first one's find as done while its
+    caches still hold the agent as it was (the data version was taken as seen as it was
+    read, so the second look found nothing new and decided on the old profile)."""
+    service = harness.service
+    harness.add_agent("b1", "support")
+    assert decide_calls(service, [REFUND])[0]["effect"] == "allow"  # b1 cached here
+    agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+    real = service.store.latest_with_meta
+    decided: list[str] = []
+    pending = [lambda: decided.append(decide_calls(service, [REFUND])[0]["effect"])]
+
+    def meanwhile(key: str) -> Any:
+        if pending:
+            pending.pop()()
+        return real(key)
+
+    monkeypatch.setattr(service.store, "latest_with_meta", meanwhile)
+    service.sync()
+    assert decided == ["deny"]
