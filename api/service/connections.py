@@ -94,13 +94,16 @@ def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
 
 
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = dict(_own(service, actor, args["id"]))
-    if "name" in args:
-        doc["name"] = str(args["name"])
-    if "credential" in args:
-        doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
-    doc["updated_at"] = now_ms()
-    service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
+    # Read and written in one transaction: another process's change meanwhile (its name,
+    # its credential) was written over, and one deleted meanwhile answered 200.
+    with service.store.atomic():
+        doc = dict(_own(service, actor, args["id"]))
+        if "name" in args:
+            doc["name"] = str(args["name"])
+        if "credential" in args:
+            doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
+        doc["updated_at"] = now_ms()
+        service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
     return Result(200, view(doc))
 
 

@@ -5,6 +5,7 @@ change that fails leaves no process's caches behind the store."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -12,13 +13,14 @@ import pytest
 
 from api.http.commit import GroupCommit
 from api.service import tokens
-from api.service.connections import connections_create, connections_delete
+from api.service.connections import connections_create, connections_delete, connections_update
 from api.service.core import CACHE_EPOCH, Service
 from api.service.decide import Call, decide_calls
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update
 from api.service.threads import threads_create
 from api.service.tokens import Principal, TokenCache
+from policy.secrets import Sealer
 from policy.store import StoreUnavailable
 from tests.api.conftest import POLICY, Harness
 
@@ -291,3 +293,34 @@ def test_a_look_at_the_store_another_thread_has_begun_is_not_taken_as_done(
     monkeypatch.setattr(service.store, "latest_with_meta", meanwhile)
     service.sync()
     assert decided == ["deny"]
+
+
+def test_a_connection_changed_in_two_processes_at_once_keeps_both_changes(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection's update reads it and writes it in one transaction: another process's
+    update of its name, committed while this one sealed a new credential, was written
+    over with the name as this one had read it."""
+    service = harness.service
+    _add_connection(service)
+    (row,) = service.store.scan("connections")
+    renamed = threading.Thread(
+        target=connections_update, args=(other, ADMIN, {"id": row.id, "name": "renamed"})
+    )
+
+    class Meanwhile:  # the sealer, but another process renames the connection first
+        def __init__(self, sealer: Sealer) -> None:
+            self.open = sealer.open
+            self._seal = sealer.seal
+
+        def seal(self, plain: bytes) -> bytes:
+            renamed.start()
+            renamed.join(0.5)  # done by now, unless it waits for this one's transaction
+            return self._seal(plain)
+
+    monkeypatch.setattr(service, "sealer", Meanwhile(service.sealer))
+    connections_update(service, ADMIN, {"id": row.id, "credential": "new"})
+    renamed.join(10)
+    doc = other.store.get("connections", row.id)
+    assert doc is not None and doc["name"] == "renamed"
+    assert service.sealer.open(doc["sealed_credential"]) == b"new"
