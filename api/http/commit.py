@@ -254,6 +254,7 @@ class GroupCommit:
                 # transaction; a request refused then writes nothing and opens none.
                 service.sync()
                 if service.moves != seen:
+                    seen = service.moves
                     outcome = self._prepare(group, recheck=True, compile=compile)
                     prepared, ready = _ready(outcome)
                 if not prepared:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +18,14 @@ from api.service.connections import connections_create, connections_delete, conn
 from api.service.core import CACHE_EPOCH, Service
 from api.service.decide import Call, decide_calls
 from api.service.errors import ServiceError
-from api.service.resources import agents_delete, agents_update
+from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.threads import threads_create
 from api.service.tokens import Principal, TokenCache
+from policy import identities
 from policy.secrets import Sealer
 from policy.store import StoreUnavailable
-from tests.api.conftest import POLICY, Harness
+from policy.store.sqlite import SqliteStore
+from tests.api.conftest import POLICY, Harness, opened_again
 
 ADMIN = Principal("t", "admin")
 # b1 has no token: deleting a1 revokes its token, which moved the epoch with the deletion
@@ -324,3 +327,29 @@ def test_a_connection_changed_in_two_processes_at_once_keeps_both_changes(
     doc = other.store.get("connections", row.id)
     assert doc is not None and doc["name"] == "renamed"
     assert service.sealer.open(doc["sealed_credential"]) == b"new"
+
+
+def test_a_group_refused_on_what_it_had_not_seen_is_logged_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group all refused on its caches (no policy yet, here) that another process's
+    commit answers (its first upload) is prepared again outside any transaction and then
+    logged in one: the second look, inside it, finds nothing new."""
+    with opened_again(tmp_path / "c.db") as here, opened_again(tmp_path / "c.db") as there:
+        with there.store.atomic():
+            there.upload([("policy.charter", POLICY)], "t")
+        key, _ = identities.create(there.store, there.sealer, "key")
+        create_agent(there, ADMIN, {"id": "b1", "name": "b1", "profile": "support",
+                                    "identity": key["id"]})  # fmt: skip
+        store = here.store
+        assert isinstance(store, SqliteStore)
+        began = []
+        real = store.atomic
+
+        def atomic() -> Any:
+            began.append(store._depth == 0)  # (an outermost transaction)
+            return real()
+
+        monkeypatch.setattr(store, "atomic", atomic)
+        assert _decided(GroupCommit(here), REFUND) == "allow"
+        assert began.count(True) == 1
