@@ -243,13 +243,18 @@ class GroupCommit:
             # lock (where a new revision compiles) and the next transaction looks again
             # (a second change meanwhile: prepared inside it, on what nobody can change
             # before its COMMIT). The usual case (nothing changed) costs no read
-            # transaction of its own.
+            # transaction of its own. Changed means `service.moves` moved since the group
+            # was prepared: another thread of this process may have seen the change (its
+            # own `sync`, whose look at the store then leaves ours nothing new), or made it.
+            seen = service.moves
             outcome = self._prepare(group, compile=compile)
             prepared, ready = _ready(outcome)
             if not prepared:
                 # All refused (or gone): look again on fresh caches, outside any write
                 # transaction; a request refused then writes nothing and opens none.
-                if service.sync():
+                service.sync()
+                if service.moves != seen:
+                    seen = service.moves
                     outcome = self._prepare(group, recheck=True, compile=compile)
                     prepared, ready = _ready(outcome)
                 if not prepared:
@@ -262,16 +267,19 @@ class GroupCommit:
             # decided on its thread's running cost (a condition reads `thread.cost`).
             drafted = draft(service, prepared)
             with service.store.atomic():  # never nested: this transaction is ours
-                stale = service.sync()
+                service.sync()
+                stale = service.moves != seen
                 if not stale:
                     if self._revoked(outcome):  # authorized before a move seen earlier
                         prepared, ready = _ready(outcome)
                         drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
             if stale:  # ended empty: prepared again outside the write lock, then inside
+                seen = service.moves
                 outcome = self._prepare(group, recheck=True, compile=compile)
                 with service.store.atomic():
-                    if service.sync():
+                    service.sync()
+                    if service.moves != seen:
                         outcome = self._prepare(group, recheck=True, compile=compile)
                     self._revoked(outcome)
                     prepared, ready = _ready(outcome)

@@ -26,7 +26,7 @@ def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> 
     status = args.get("status")
     if status is not None and status not in STATUSES:
         raise ServiceError(400, "invalid-status", f"status must be one of {', '.join(STATUSES)}")
-    return _page(service, "approvals", args, tag=status)
+    return _page(service, "approvals", args, tag=status, listed=status)
 
 
 def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

@@ -35,8 +35,9 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
         "created_at": now,
         "updated_at": now,
     }
-    service.store.insert("connections", doc["id"], doc, tag=toolset)
-    service.forget_connections()
+    with service.store.atomic():  # the connection and the epoch move commit together
+        service.store.insert("connections", doc["id"], doc, tag=toolset)
+        service.forget_connections()
     return doc
 
 
@@ -93,20 +94,24 @@ def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
 
 
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = dict(_own(service, actor, args["id"]))
-    if "name" in args:
-        doc["name"] = str(args["name"])
-    if "credential" in args:
-        doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
-    doc["updated_at"] = now_ms()
-    service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
+    # Read and written in one transaction: another process's change meanwhile (its name,
+    # its credential) was written over, and one deleted meanwhile answered 200.
+    with service.store.atomic():
+        doc = dict(_own(service, actor, args["id"]))
+        if "name" in args:
+            doc["name"] = str(args["name"])
+        if "credential" in args:
+            doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
+        doc["updated_at"] = now_ms()
+        service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
     return Result(200, view(doc))
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    _own(service, actor, args["id"])
-    service.store.delete("connections", args["id"])
-    service.forget_connections()
+    with service.store.atomic():  # the removal and the epoch move commit together
+        _own(service, actor, args["id"])
+        service.store.delete("connections", args["id"])
+        service.forget_connections()
     return Result(204, None)
 
 

@@ -75,6 +75,9 @@ class Service:
     def __init__(self, store: Store, sealer: Sealer) -> None:
         tag_documents(store)
         self.store = store
+        # The store's data version the caches were last brought up to date at (`sync`);
+        # read first, so anything committed while the rest is read is looked at again.
+        self._version = store.data_version()
         self.sealer = sealer
         self.snapshots = Snapshots(store)
         self.metrics = Metrics()
@@ -105,6 +108,12 @@ class Service:
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).
         self.on_epoch: list[Callable[[], None]] = []
+        # Moves whenever what is cached here may have changed: another process's change
+        # that a `sync` saw, or one made here (`forget_*`, `upload`). Whatever was prepared
+        # on the caches before it moved is prepared again (api.http.commit): the `sync` in
+        # the write transaction finds nothing new when another thread of this process saw
+        # the change first (a management request's), or made it.
+        self.moves = 0
 
     # ---- caches ---------------------------------------------------------------------------
     def sync(self) -> bool:
@@ -117,22 +126,32 @@ class Service:
         workers nearly all of those are decisions, which change nothing cached here. So the
         agent and connection caches are dropped only when the `cache_epoch` value moved:
         every process moves it when it changes an agent or a connection or revokes a token
-        (`forget_*`); the token caches in `on_epoch` are dropped then too."""
-        if not self.store.changed():
+        (`forget_*`); the token caches in `on_epoch` are dropped then too.
+
+        The data version and the epoch are taken as seen only once the caches are up to
+        date: another thread looking meanwhile (a management request's, in its write
+        transaction) catches up itself rather than decide on caches not yet dropped."""
+        version = self.store.data_version()
+        if version == self._version:
             return False
         latest = self.snapshots.latest
         newest, epoch = self.store.latest_with_meta(CACHE_EPOCH)
         self.snapshots.refresh(newest)
-        if epoch == self._epoch:
-            return newest != latest
-        self._epoch = epoch
-        with self._lock:
-            self._agents.clear()
-            self._connections.clear()
-            self.static_parts = {}
-        for drop in self.on_epoch:
-            drop()
-        return True
+        moved = newest != latest
+        if epoch != self._epoch:
+            with self._lock:
+                self._agents.clear()
+                self._connections.clear()
+                self.static_parts = {}
+                self.moves += 1  # (with the drop: a read begun before is not kept after it)
+            for drop in self.on_epoch:
+                drop()
+            self._epoch = epoch
+            moved = True
+        elif moved:
+            self.moves += 1
+        self._version = version
+        return moved
 
     def _move_epoch(self) -> None:
         self._epoch = new_id()
@@ -142,40 +161,51 @@ class Service:
         """(id, owner identity or None) of every connection for a toolset, cached."""
         found = self._connections.get(toolset)
         if found is None:
+            moves = self.moves
             found = [(row.id, row.body.get("owner")) for row in self.store.scan("connections")
                      if row.body.get("toolset") == toolset]  # fmt: skip
             with self._lock:
-                self._connections[toolset] = found
+                if self.moves == moves:  # (see find_agent)
+                    self._connections[toolset] = found
         return found
 
     def forget_connections(self) -> None:
-        """After a connection was added or removed (here and in every other process)."""
+        """After a connection was added or removed (here and in every other process), in
+        the transaction that did it: the epoch moves with the change or not at all."""
         with self._lock:
             self._connections.clear()
             self.static_parts = {}
+            self.moves += 1
         self._move_epoch()
 
     def forget_tokens(self) -> None:
         """After a token was revoked: dropped from every process's token cache."""
         for drop in self.on_epoch:
             drop()
+        self.moves += 1
         self._move_epoch()
 
     def forget_agent(self, agent_id: str) -> None:
-        """After an agent was changed or deleted (here and in every other process)."""
+        """After an agent was changed or deleted (here and in every other process), in the
+        transaction that did it (see `forget_connections`)."""
         with self._lock:
             self._agents.pop(agent_id, None)
             self.static_parts = {}  # a parent's change reaches its children's caps
+            self.moves += 1
         self._move_epoch()
 
     def find_agent(self, agent_id: str) -> Doc | None:
         cached = self._agents.get(agent_id)
         if cached is not None:
             return cached
+        moves = self.moves
         doc = self.store.get("agents", agent_id)
         if doc is not None:
             with self._lock:
-                self._agents[agent_id] = doc
+                # Not kept if the caches were dropped while it was read (another thread
+                # saw or made a change, maybe this agent's): kept, it outlived the drop.
+                if self.moves == moves:
+                    self._agents[agent_id] = doc
         return doc
 
     def agent(self, agent_id: str) -> Doc:
@@ -286,6 +316,7 @@ class Service:
     def _publish(self, snapshot: Snapshot) -> None:
         self.snapshots.put(snapshot)
         self.snapshots.latest = max(self.snapshots.latest, snapshot.revision)
+        self.moves += 1
 
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
         number = self.snapshots.latest if revision is None else revision

@@ -5,16 +5,22 @@ rows appear at the end of the list. The policy read views (roles, profiles, hook
 toolsets) are views of one revision: their cursor pins the revision the first page was
 read on, and later pages read that same revision, so the list is one consistent snapshot.
 
+A list filtered by the caller (`/v1/threads?agent=`, `/v1/approvals?status=`) is a list
+of its own: its cursors carry a digest of the filter, so another filter's cursor (read as
+a position, it skipped every row of this list before it) is another list's.
+
 A cursor is checked strictly before anything reads it: at most MAX_CURSOR characters of
 the base64url alphabet, decoding to a JSON object with exactly the keys this list's
-cursors have, each a non-negative integer that fits in SQLite's signed 64 bits. Anything
-else, forged or from another list, is 400 `bad-cursor`, never a 500.
+cursors have, each a non-negative integer that fits in SQLite's signed 64 bits (the
+filter's digest: the very one). Anything else, forged or from another list, is 400
+`bad-cursor`, never a 500.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from typing import Any
@@ -28,10 +34,18 @@ MAX_POSITION = (1 << 63) - 1  # positions and revisions are SQLite integers
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
 
 
-def encode(kind: str, after: int, revision: int | None = None) -> str:
+def _digest(listed: str) -> str:
+    """A filter's value in a cursor: 48 bits of its SHA-256 (a value may be long)."""
+    return hashlib.sha256(listed.encode()).hexdigest()[:12]
+
+
+def encode(kind: str, after: int, revision: int | None = None, listed: str | None = None) -> str:
+    """`listed`: the filter the list was read with, if the caller chose one."""
     fields: dict[str, Any] = {"k": kind, "a": after}
     if revision is not None:
         fields["r"] = revision
+    if listed is not None:
+        fields["f"] = _digest(listed)
     raw = json.dumps(fields, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -40,7 +54,9 @@ def _bad() -> ServiceError:
     return ServiceError(400, "bad-cursor", "the cursor is not one this list returned")
 
 
-def _fields(kind: str, cursor: Any, keys: frozenset[str]) -> dict[str, int]:
+def _fields(
+    kind: str, cursor: Any, keys: frozenset[str], listed: str | None = None
+) -> dict[str, int]:
     """The cursor's integer fields, or 400 `bad-cursor`. Bounded before it is decoded:
     a short string decodes to a short JSON text, which cannot nest deep enough to matter."""
     if (
@@ -55,9 +71,13 @@ def _fields(kind: str, cursor: Any, keys: frozenset[str]) -> dict[str, int]:
         value = json.loads(raw)
     except (binascii.Error, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise _bad() from None
+    if listed is not None:
+        keys |= {"f"}
     if type(value) is not dict or value.keys() != keys or value["k"] != kind:
         raise _bad()
-    fields = {key: value[key] for key in keys if key != "k"}
+    if listed is not None and value["f"] != _digest(listed):
+        raise _bad()
+    fields = {key: value[key] for key in keys - {"k", "f"}}
     for number in fields.values():
         if type(number) is not int or not 0 <= number <= MAX_POSITION:
             raise _bad()
@@ -68,11 +88,12 @@ _PLAIN = frozenset({"k", "a"})
 _PINNED = frozenset({"k", "a", "r"})
 
 
-def decode(kind: str, cursor: str | None) -> int:
-    """The last position a page of list `kind` showed (0: from the start)."""
+def decode(kind: str, cursor: str | None, listed: str | None = None) -> int:
+    """The last position a page of list `kind` (filtered by `listed`) showed (0: from
+    the start)."""
     if cursor is None or cursor == "":
         return 0
-    return _fields(kind, cursor, _PLAIN)["a"]
+    return _fields(kind, cursor, _PLAIN, listed)["a"]
 
 
 def decode_pinned(kind: str, cursor: str | None) -> tuple[int, int] | None:

@@ -22,14 +22,19 @@ from policy.store import Doc
 PERIODS = ("24h", "7d", "total")
 
 
-def _page(service: Service, kind: str, args: dict[str, Any], tag: str | None = None) -> Result:
-    after = pages.decode(kind, args.get("cursor"))
+def _page(
+    service: Service, kind: str, args: dict[str, Any], tag: str | None = None,
+    listed: str | None = None,
+) -> Result:  # fmt: skip
+    """A page of `kind` (with `tag`); `listed`: the caller's filter, which the cursors
+    name (another filter's cursor is another list's: 400 `bad-cursor`)."""
+    after = pages.decode(kind, args.get("cursor"), listed)
     limit = pages.limit_of(args.get("limit"))
     rows = service.store.page(kind, after, limit + 1, tag)
     more = len(rows) > limit
     rows = rows[:limit]
     items = [_view(kind, row.body) for row in rows]
-    cursor = pages.encode(kind, rows[-1].pos) if more and rows else None
+    cursor = pages.encode(kind, rows[-1].pos, listed=listed) if more and rows else None
     return Result(200, {"items": items, "next_cursor": cursor})
 
 
@@ -323,6 +328,9 @@ ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 
 def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
+        # The agent as committed: another process may have changed or deleted it since
+        # this request's look at the store, and the cached one written back undid that.
+        service.sync()
         old = service.agent(args["id"])
         caller = require_managed(service, actor, old)
         doc = dict(old)
@@ -355,12 +363,16 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
             )  # fmt: skip
         doc["updated_at"] = now_ms()
         service.store.update("agents", doc["id"], doc, tag=parent_tag(doc))
-    service.forget_agent(doc["id"])
+        # In the same transaction: committed apart, another process could look at the
+        # store between the two and keep its cached agent (for good, had the epoch's
+        # write failed after the change was committed).
+        service.forget_agent(doc["id"])
     return Result(200, doc)
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
+        service.sync()  # (see agents_update: one deleted elsewhere is a 404)
         target = service.agent(args["id"])
         by_agent = require_managed(service, actor, target) is not None
         if by_agent and _has_children(service, target["id"]):
@@ -376,7 +388,7 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         from api.service.approvals import reject_orphans  # (which imports this module)
 
         reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
-    service.forget_agent(target["id"])
+        service.forget_agent(target["id"])  # (in the transaction: see agents_update)
     return Result(204, None)
 
 

@@ -2,7 +2,7 @@
 
 A revision's files are checked and compiled on first use; the latest few and any a turn
 still pins stay cached. Another process's policy upload is noticed through the store's
-`changed()` (PRAGMA data_version), so a worker never decides on a stale "latest".
+`data_version()` (PRAGMA data_version), so a worker never decides on a stale "latest".
 
 Compiling takes a while (about a second at 10,000 roles), so code on the event loop asks
 with `compile=False` and compiles what is missing on a worker thread (api.http.commit);

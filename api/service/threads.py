@@ -86,7 +86,7 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
     agent = _listed_agent(actor, args)
     if agent is not None:
         _reach(service, actor, agent)
-    return _page(service, "threads", args, tag=agent)
+    return _page(service, "threads", args, tag=agent, listed=agent)
 
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -94,22 +94,24 @@ def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Res
 
 
 def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    agent = service.agent(_own_agent(actor, args))
-    max_cost = args.get("max_cost")
-    if max_cost is not None:
-        max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
-    now = now_ms()
-    doc: Doc = {
-        "id": new_id(),
-        "agent": agent["id"],
-        "prompt": str(args.get("prompt", "")),
-        "max_cost": max_cost,
-        "depth": 0,
-        "status": "open",
-        "created_at": now,
-        "updated_at": now,
-    }
-    service.store.insert("threads", doc["id"], doc, tag=agent["id"])
+    with service.store.atomic():  # the agent, as committed, is there when its thread is
+        service.sync()
+        agent = service.agent(_own_agent(actor, args))
+        max_cost = args.get("max_cost")
+        if max_cost is not None:
+            max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
+        now = now_ms()
+        doc: Doc = {
+            "id": new_id(),
+            "agent": agent["id"],
+            "prompt": str(args.get("prompt", "")),
+            "max_cost": max_cost,
+            "depth": 0,
+            "status": "open",
+            "created_at": now,
+            "updated_at": now,
+        }
+        service.store.insert("threads", doc["id"], doc, tag=agent["id"])
     return Result(201, doc)
 
 

@@ -129,6 +129,7 @@ class TokenCache:
         self._found: dict[str, Principal] = {}
         self._unknown: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._forgets = 0  # how many times `forget` dropped the cache
 
     def lookup(self, token: str) -> Principal | None:
         hashed = digest(token)
@@ -138,11 +139,16 @@ class TokenCache:
         now = time.monotonic()
         if self._unknown.get(hashed, 0.0) > now:
             return None
+        forgets = self._forgets
         doc = self.store.get("tokens", hashed[:16])
         principal = None
         if doc is not None and secrets.compare_digest(doc["hash"], hashed):
             principal = Principal(doc["id"], doc["scope"], doc.get("agent"))
         with self._lock:
+            if self._forgets != forgets:
+                # Dropped while the token was read (by a revocation, maybe of this one,
+                # that another thread saw or made): kept, it would outlive the drop.
+                return principal
             if principal is None:
                 if len(self._unknown) > 10_000:
                     self._unknown.clear()
@@ -157,3 +163,4 @@ class TokenCache:
         with self._lock:
             self._found.clear()
             self._unknown.clear()
+            self._forgets += 1

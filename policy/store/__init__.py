@@ -55,8 +55,10 @@ class Store(Protocol):
         once it is durable, such as "this document is written"."""
         ...
 
-    def changed(self) -> bool:
-        """True when another process committed since the last call (caches drop)."""
+    def data_version(self) -> int:
+        """A number that differs from any read before whenever another process committed
+        since (the caller compares it with the one its caches were brought up to date
+        at: several threads may look at once, so a look is done only once it is done)."""
         ...
 
     # revisions

@@ -2,8 +2,8 @@
 
 One connection per process, guarded by a lock (the HTTP app is one event loop; fit checks
 run in worker threads). Several processes (`charter serve --workers N`) share the file:
-writes take the lock with BEGIN IMMEDIATE, and `changed()` reads PRAGMA data_version so a
-process notices another's commits and drops its caches.
+writes take the lock with BEGIN IMMEDIATE, and `data_version()` reads PRAGMA data_version so
+a process notices another's commits and drops its caches.
 """
 
 from __future__ import annotations
@@ -201,7 +201,6 @@ class SqliteStore:
         # version, the log's INSERT), each run and read to its end under the lock: a new
         # cursor per statement cost more than the statement's own Python.
         self._cursor = self._db.cursor()
-        self._data_version = self._version()
         self._checkpointer: Checkpointer | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
@@ -218,17 +217,10 @@ class SqliteStore:
                 return
         action()
 
-    def _version(self) -> int:
-        row = self._cursor.execute("PRAGMA data_version").fetchone()
-        return int(row[0])
-
-    def changed(self) -> bool:
+    def data_version(self) -> int:
         with self._lock:
-            version = self._version()
-            if version != self._data_version:
-                self._data_version = version
-                return True
-            return False
+            row = self._cursor.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
 
     # ---- revisions ------------------------------------------------------------------------
     def add_revision(self, body: Mapping[str, Any]) -> int:

@@ -117,3 +117,35 @@ def test_a_policy_view_pages_through_one_revision(
         names = [item["name"] for item in fresh]
         assert names == sorted([*(i["name"] for i in whole), "aaa-added", "zzz-added"])
     assert {item["revision"] for item in fresh} == {3}
+
+
+def test_a_filtered_list_takes_only_its_own_cursors(live: httpx.Client, harness: Harness) -> None:
+    """A list filtered by `?agent=` or `?status=` is a list of its own: another filter's
+    cursor, or the unfiltered list's, is 400 `bad-cursor` (it was read as a position and
+    skipped every row of this list before it), and its own pages on."""
+    auth = harness.auth()
+    harness.add_agent("b1", "support")
+    for agent in ("a1", "b1", "a1", "b1"):
+        made = live.post("/v1/threads", json={"agent": agent}, headers=auth)
+        assert made.status_code == 201, made.text
+        paused = live.post("/v1/decisions", headers=auth, json={
+            "agent": agent, "tool": "billing.refund", "args": {"amount": 100}})  # fmt: skip
+        assert paused.json()["effect"] == "pause", paused.text
+        if agent == "b1":
+            approval = paused.json()["approval_id"]
+            closed = live.post(f"/v1/approvals/{approval}/reject", json={}, headers=auth)
+            assert closed.status_code == 200, closed.text
+    lists = [("/v1/threads", "agent", ["a1", "b1", None]),
+             ("/v1/approvals", "status", ["pending", "rejected", None])]  # fmt: skip
+    for path, name, values in lists:
+        for chosen in values:
+            query = {name: chosen} if chosen else {}
+            first = live.get(path, params={**query, "limit": 1}, headers=auth).json()
+            on = live.get(path, params={**query, "cursor": first["next_cursor"]}, headers=auth)
+            assert on.status_code == 200 and on.json()["items"], on.text
+            for other in values:
+                if other != chosen:
+                    elsewhere = {name: other} if other else {}
+                    response = live.get(path, params={**elsewhere, "cursor": first["next_cursor"]},
+                                        headers=auth)  # fmt: skip
+                    expect(response, 400, "bad-cursor")
