@@ -31,12 +31,26 @@ class NotCompiled(Exception):
         self.revision = revision
 
 
+def _does_not_check(revision: int) -> ServiceError:
+    """A stored revision checked when it was uploaded: this version of charter reads it
+    otherwise (a rule added since). An internal error before."""
+    return ServiceError(
+        409, "revision-does-not-check",
+        f"revision {revision} does not check with this version of charter",
+        help="upload the policy again with its errors mended (`charter check` lists them); "
+        "a turn pinned to an older revision: admit a new one",
+    )  # fmt: skip
+
+
 class Snapshots:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._cache: OrderedDict[int, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
         self._compiling = threading.Lock()  # one compile at a time: no revision twice
+        # Revisions that do not check with this charter: a stored revision never changes,
+        # so it is not checked again (a second or so at 10,000 roles) for every request.
+        self._unreadable: set[int] = set()
         self.latest = store.latest_revision()
 
     def refresh(self, latest: int | None = None) -> int:
@@ -52,6 +66,8 @@ class Snapshots:
             if snapshot is not None:
                 self._cache.move_to_end(revision)
                 return snapshot
+        if revision in self._unreadable:
+            raise _does_not_check(revision)
         if not compile:
             raise NotCompiled(revision)
         # Read before the compile lock, never under it: a thread inside a write transaction
@@ -70,14 +86,8 @@ class Snapshots:
             try:
                 snapshot = compile_workspace(check_sources(files), revision)
             except CharterError:
-                # Stored, so it checked when it was uploaded: this version of charter reads
-                # it otherwise (a rule added since). An internal error before.
-                raise ServiceError(
-                    409, "revision-does-not-check",
-                    f"revision {revision} does not check with this version of charter",
-                    help="upload the policy again with its errors mended (`charter check` "
-                    "lists them); a turn pinned to an older revision: admit a new one",
-                ) from None  # fmt: skip
+                self._unreadable.add(revision)
+                raise _does_not_check(revision) from None
             self.put(snapshot)
         return snapshot
 

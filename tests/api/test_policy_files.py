@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from api.service.core import Service
 from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
 from policy.store.sqlite import SqliteStore
-from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again
+from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -273,7 +275,9 @@ def test_a_compile_waits_for_no_transaction(harness: Harness, other: Service) ->
     assert not stuck and got == {"inside": revision, "outside": revision}
 
 
-def test_a_stored_revision_that_no_longer_checks_is_a_409(client: Any, harness: Harness) -> None:
+def test_a_stored_revision_that_no_longer_checks_is_a_409(
+    client: Any, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A revision stored by an older charter that this one reads otherwise (simulated: text
     that does not check, stored as it was): decisions and turns on it are a 409 that says
     what to do, never an internal error, and nothing is logged."""
@@ -288,6 +292,10 @@ def test_a_stored_revision_that_no_longer_checks_is_a_409(client: Any, harness: 
     refused = client.post("/v1/decisions", json=call, headers=harness.auth())
     expect(refused, 409, "revision-does-not-check")
     assert "upload the policy again" in refused.json()["help"]
+    on_a_loop = slow_compiles(monkeypatch, 0)
+    again = client.post("/v1/decisions", json=call, headers=harness.auth())
+    expect(again, 409, "revision-does-not-check")
+    assert on_a_loop == []  # it never changes: not checked again for every request
     pinned = client.post("/v1/decisions", json={**call, "turn": turn["id"]}, headers=harness.auth())
     assert pinned.status_code == 200 and pinned.json()["revision"] == turn["revision"]
     assert store.last_seq() == seq + 1  # the pinned one alone
