@@ -79,8 +79,8 @@ def _fast_call(item: Any) -> Call | None:
     connection = item.get("connection")
     context = item.get("context")
     for value in (thread, turn, connection):
-        if value is not None and type(value) is not str:
-            return None
+        if value is not None and (type(value) is not str or not 0 < len(value) <= m.MAX_ID):
+            return None  # (the models say why)
     if context is not None and type(context) is not dict:
         return None
     cost = item.get("expected_cost")

@@ -14,6 +14,9 @@ MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
 MAX_BATCH = 1000  # calls in one batch
 MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
+# An id a request may name (a thread, a turn, a connection): bounded like the others, so a
+# megabyte "id" is refused as such, not looked up and echoed back in a 404.
+OptionalId = Field(default=None, min_length=1, max_length=MAX_ID)
 
 
 def _exact(value: Any) -> Any:
@@ -34,13 +37,13 @@ class DecisionRequest(Strict):
     agent: str = Id
     tool: str = Field(min_length=1, max_length=MAX_ID)
     args: dict[str, Any] = Field(default_factory=dict)
-    thread: str | None = None
-    turn: str | None = None
+    thread: str | None = OptionalId
+    turn: str | None = OptionalId
     context: dict[str, Any] | None = None
     expected_cost: Decimal | None = Field(
         default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
     )
-    connection: str | None = None
+    connection: str | None = OptionalId
 
     _exact_cost = field_validator("expected_cost", mode="before")(_exact)
 
@@ -58,7 +61,7 @@ class FitRequest(Strict):
 
 class TurnRequest(Strict):
     agent: str = Id
-    thread: str | None = None
+    thread: str | None = OptionalId
 
 
 class PolicyFile(Strict):

@@ -255,3 +255,19 @@ def test_a_content_length_with_zeros_ahead_is_its_number(harness: Harness) -> No
                      ((b"content-length", length.encode()),))  # fmt: skip
         assert sent[0]["status"] == status, (length[-20:], sent)
     assert harness.service.metrics.rejected == {(413, "body-too-large"): 2}
+
+
+@pytest.mark.parametrize("field", ["thread", "turn", "connection"])
+def test_an_id_a_call_names_is_bounded_like_the_others(
+    client: Any, harness: Harness, field: str
+) -> None:
+    """A megabyte `thread` was looked up and echoed back whole in its 404; now it is the
+    body's 422, on one call and in a batch alike, and a turn's thread too."""
+    call = {"agent": "a1", "tool": "mail.send", "args": {}, field: "t" * 300}
+    for path, body in (("/v1/decisions", call), ("/v1/decisions/batch", {"calls": [call]})):
+        response = client.post(path, json=body, headers=harness.auth())
+        assert code_of(response) == (422, "invalid-body"), response.text
+        assert len(response.text) < 2000
+    turn = client.post("/v1/turns", json={"agent": "a1", "thread": ""}, headers=harness.auth())
+    assert code_of(turn) == (422, "invalid-body")
+    assert harness.service.store.last_seq() == 0
