@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -310,6 +311,33 @@ def slow_compiles(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[bool]
 
     monkeypatch.setattr(snapshots, "compile_workspace", slow)
     return on_a_loop
+
+
+def asgi(
+    app: Any, harness: Harness, path: str, body: bytes = b"", *, root_path: str = "",
+    method: str = "POST", messages: list[dict[str, Any]] | None = None,
+    more: tuple[tuple[bytes, bytes], ...] = (),
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One request straight through the app's ASGI interface, as the admin, its body
+    `body` or the ASGI `messages` (`more`: more headers): the messages it sent."""
+    headers = [(b"authorization", f"Bearer {harness.admin}".encode()),
+               (b"content-type", b"application/json"), *more]  # fmt: skip
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": method, "scheme": "http", "path": root_path + path,
+             "raw_path": (root_path + path).encode(), "root_path": root_path,
+             "query_string": b"", "headers": headers, "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 80)}  # fmt: skip
+    pending = messages or [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
 
 
 # ---- a served process --------------------------------------------------------------------

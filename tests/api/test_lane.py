@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -10,35 +9,10 @@ import pytest
 
 from api.http.app import create_app
 from api.http.lane import DecisionLane
-from tests.api.conftest import Harness
+from tests.api.conftest import Harness, asgi
 
 CALL = {"agent": "a1", "tool": "mail.send",
         "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
-
-
-def _asgi(
-    app: Any, harness: Harness, path: str, body: bytes, *, root_path: str = "",
-    method: str = "POST", messages: list[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:  # fmt: skip
-    """One request straight through the app's ASGI interface: the messages it sent."""
-    headers = [(b"authorization", f"Bearer {harness.admin}".encode()),
-               (b"content-type", b"application/json")]  # fmt: skip
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": method, "scheme": "http", "path": root_path + path,
-             "raw_path": (root_path + path).encode(), "root_path": root_path,
-             "query_string": b"", "headers": headers, "client": ("127.0.0.1", 1),
-             "server": ("127.0.0.1", 80)}  # fmt: skip
-    pending = messages or [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return pending.pop(0) if pending else {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return sent
 
 
 def _answer(sent: list[dict[str, Any]]) -> tuple[int, dict[str, str], Any]:
@@ -51,12 +25,12 @@ def test_the_decision_paths_are_served_by_their_lanes(harness: Harness) -> None:
     app = create_app(harness.service)
     assert set(app.lanes) == {"/v1/decisions", "/v1/decisions/batch"}
     assert all(isinstance(lane, DecisionLane) for lane in app.lanes.values())
-    status, headers, body = _answer(_asgi(app, harness, "/v1/decisions", json.dumps(CALL).encode()))
+    status, headers, body = _answer(asgi(app, harness, "/v1/decisions", json.dumps(CALL).encode()))
     assert (status, body["effect"], body["seq"]) == (200, "allow", 1)
     assert headers == {"content-length": str(len(json.dumps(body, separators=(",", ":")))),
                        "content-type": "application/json"}  # fmt: skip
     batch = json.dumps({"calls": [CALL, {**CALL, "tool": "billing.refund"}]}).encode()
-    status, _, body = _answer(_asgi(app, harness, "/v1/decisions/batch", batch))
+    status, _, body = _answer(asgi(app, harness, "/v1/decisions/batch", batch))
     assert status == 200
     assert [(d["effect"], d["seq"]) for d in body["decisions"]] == [("allow", 2), ("deny", 3)]
 
@@ -66,8 +40,8 @@ def test_under_a_root_path_the_router_serves_the_same_lane(harness: Harness) -> 
     router to the same endpoint: the same answer, logged the same way."""
     app = create_app(harness.service)
     raw = json.dumps(CALL).encode()
-    direct = _answer(_asgi(app, harness, "/v1/decisions", raw))
-    routed = _answer(_asgi(app, harness, "/v1/decisions", raw, root_path="/svc"))
+    direct = _answer(asgi(app, harness, "/v1/decisions", raw))
+    routed = _answer(asgi(app, harness, "/v1/decisions", raw, root_path="/svc"))
     assert (direct[0], routed[0]) == (200, 200)
     for answer in (direct, routed):
         del answer[2]["id"], answer[2]["seq"]
@@ -77,9 +51,9 @@ def test_under_a_root_path_the_router_serves_the_same_lane(harness: Harness) -> 
 
 def test_other_methods_on_the_lanes_paths_go_through_the_router(harness: Harness) -> None:
     app = create_app(harness.service)
-    status, _, body = _answer(_asgi(app, harness, "/v1/decisions/batch", b"", method="PUT"))
+    status, _, body = _answer(asgi(app, harness, "/v1/decisions/batch", b"", method="PUT"))
     assert (status, body["code"]) == (405, "method-not-allowed")
-    status, _, body = _answer(_asgi(app, harness, "/v1/decisions", b"", method="GET"))
+    status, _, body = _answer(asgi(app, harness, "/v1/decisions", b"", method="GET"))
     assert (status, body["decisions"]) == (200, [])
 
 
@@ -92,7 +66,7 @@ def test_an_unexpected_error_in_a_lane_is_the_catch_alls_500(harness: Harness, p
 
     harness.service.store.append_decisions = boom  # type: ignore[method-assign]
     raw = json.dumps(CALL if path == "/v1/decisions" else {"calls": [CALL]}).encode()
-    status, headers, body = _answer(_asgi(app, harness, path, raw))
+    status, headers, body = _answer(asgi(app, harness, path, raw))
     assert (status, body["code"]) == (500, "internal-error")
     assert headers["content-type"] == "application/problem+json"
     assert "secret" not in json.dumps(body)
@@ -103,7 +77,7 @@ def test_an_unexpected_error_in_a_lane_is_the_catch_alls_500(harness: Harness, p
 def test_a_client_gone_before_its_body_came_is_not_answered(harness: Harness) -> None:
     app = create_app(harness.service)
     half = {"type": "http.request", "body": b'{"agent": "a1",', "more_body": True}
-    sent = _asgi(app, harness, "/v1/decisions", b"", messages=[half, {"type": "http.disconnect"}])
+    sent = asgi(app, harness, "/v1/decisions", b"", messages=[half, {"type": "http.disconnect"}])
     assert sent == []
     assert harness.service.store.last_seq() == 0
     assert harness.service.metrics.rejected == {}

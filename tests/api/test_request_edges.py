@@ -4,7 +4,6 @@ problem with a stable code, never a 500, with nothing written."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from decimal import Decimal
@@ -13,32 +12,7 @@ from typing import Any
 import pytest
 
 from api.http.app import create_app
-from tests.api.conftest import POLICY, Harness, code_of
-
-
-def _send(
-    app: Any, harness: Harness, method: str, path: str, messages: list[dict[str, Any]],
-    more: tuple[tuple[bytes, bytes], ...] = (),
-) -> list[dict[str, Any]]:  # fmt: skip
-    """One request through the app's ASGI interface, its body as `messages` (`more`: more
-    headers): what it sent."""
-    headers = [(b"authorization", f"Bearer {harness.admin}".encode()),
-               (b"content-type", b"application/json"), *more]  # fmt: skip
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
-             "root_path": "", "query_string": b"", "headers": headers,
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}  # fmt: skip
-    pending = list(messages)
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return pending.pop(0) if pending else {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return sent
+from tests.api.conftest import POLICY, Harness, asgi, code_of
 
 
 @pytest.mark.parametrize(
@@ -57,7 +31,7 @@ def test_a_client_gone_before_its_body_came_is_no_500(
     keys = harness.service.store.page("secrets", 0, 10)
     half = {"type": "http.request", "body": b'{"label": "x",', "more_body": True}
     with caplog.at_level(logging.WARNING, logger="charter.http"):
-        sent = _send(app, harness, method, path, [half, {"type": "http.disconnect"}])
+        sent = asgi(app, harness, path, method=method, messages=[half, {"type": "http.disconnect"}])
     assert sent == []
     assert harness.service.metrics.rejected == {}
     assert caplog.records == []
@@ -251,8 +225,8 @@ def test_a_content_length_with_zeros_ahead_is_its_number(harness: Harness) -> No
     whole = [{"type": "http.request", "body": b"{}", "more_body": False}]
     for length, status in (("0" * 18 + "2", 201), ("0" * 5000 + "2", 201),
                            ("0" * 17 + "1" + "0" * 18, 413), ("9" * 5000, 413)):  # fmt: skip
-        sent = _send(app, harness, "POST", "/v1/identities", whole,
-                     ((b"content-length", length.encode()),))  # fmt: skip
+        sent = asgi(app, harness, "/v1/identities", messages=whole,
+                    more=((b"content-length", length.encode()),))  # fmt: skip
         assert sent[0]["status"] == status, (length[-20:], sent)
     assert harness.service.metrics.rejected == {(413, "body-too-large"): 2}
 
