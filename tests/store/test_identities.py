@@ -89,3 +89,18 @@ def test_import_update_delete(tmp_path: Path) -> None:
     identities.delete(store, expected)
     with pytest.raises(IdentityError):
         identities.delete(store, expected)
+
+
+def test_metadata_never_writes_the_label_or_name(tmp_path: Path) -> None:
+    """`label` and `name` are checked fields of their own (a string of at most 256
+    characters); as metadata keys they were merged over them, so a PATCH of
+    `{metadata: {name: 5}}` made the identity's name a number, past every check."""
+    store, sealer = _setup(tmp_path)
+    view, _ = identities.create(store, sealer, label="mine")
+    updated = identities.update(
+        store, view["id"], metadata={"name": 5, "label": {"x": "y" * 1000}, "team": "a"}
+    )
+    assert (updated["name"], updated["label"]) == ("mine", "mine")
+    assert updated["metadata"] == {"kind": "hm-account-key", "team": "a"}
+    assert identities.get(store, view["id"]) == updated
+    store.close()
