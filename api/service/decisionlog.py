@@ -46,7 +46,21 @@ def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str,
         return None
     if not hidden:
         return args if type(args) is dict else dict(args)
-    return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
+    return _hide(hidden, args)
+
+
+def _hide(hidden: frozenset[str], value: Any) -> Any:
+    """`value` with every key named like a secret argument redacted, in any case and at any
+    depth: a call that misnames one (`Seed`, `{label: {seed: ...}}`) is denied for its
+    shape, but its arguments are logged as sent, where the secret was kept in clear."""
+    if isinstance(value, Mapping):
+        return {
+            k: REDACTED if isinstance(k, str) and k.casefold() in hidden else _hide(hidden, v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_hide(hidden, v) for v in value]
+    return value
 
 
 _HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
