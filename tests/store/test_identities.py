@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
 import pytest
@@ -104,3 +107,26 @@ def test_metadata_never_writes_the_label_or_name(tmp_path: Path) -> None:
     assert updated["metadata"] == {"kind": "hm-account-key", "team": "a"}
     assert identities.get(store, view["id"]) == updated
     store.close()
+
+
+def test_a_key_file_is_never_seen_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes opening a new database at once (workers started by another process
+    manager): the second found the first's key file made but not yet written, read it
+    empty and refused it as malformed. A key file appears with its key in it."""
+    db = tmp_path / "s.db"
+    fdopen = os.fdopen
+    writing = threading.Event()
+
+    def slow_fdopen(fd: int, *args: Any) -> Any:
+        writing.set()  # the first has made its file: the second looks now
+        time.sleep(0.2)
+        return fdopen(fd, *args)
+
+    monkeypatch.setattr(os, "fdopen", slow_fdopen)
+    keys: list[bytes] = []
+    first = threading.Thread(target=lambda: keys.append(load_key(db, environ={})))
+    first.start()
+    assert writing.wait(10)
+    second = load_key(db, environ={})
+    first.join()
+    assert keys == [second] and key_path_for(db).read_text() == second.hex()
