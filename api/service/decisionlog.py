@@ -46,7 +46,7 @@ def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str,
         return None
     if not hidden:
         return args if type(args) is dict else dict(args)
-    return _hide(hidden, args)
+    return {k: REDACTED if k.casefold() in hidden else _hide(hidden, v) for k, v in args.items()}
 
 
 def _hide(hidden: frozenset[str], value: Any) -> Any:
