@@ -149,8 +149,12 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
             return found
     spec = p.snapshot.tools.get(p.call.tool)
     problem = None
-    if spec is not None and spec.connection_required:
-        problem = _connection_problem(batch, p, spec.toolset or "")
+    # A named connection is the one the call will use: it must be eligible whether or not
+    # the toolset needs one (DESIGN.md section 1), else the allow handed an agent another
+    # identity's credential, another toolset's, or one that is not there.
+    named = p.call.connection is not None
+    if spec is not None and spec.toolset is not None and (spec.connection_required or named):
+        problem = _connection_problem(batch, p, spec.toolset)
     caps, subjects = batch.caps(p)
     hidden = _hidden(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)

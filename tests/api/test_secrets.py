@@ -116,3 +116,30 @@ def test_a_seed_and_a_credential_are_never_shown(
 
 def base64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode()
+
+
+def test_a_named_connection_is_eligible_or_denied(client: Any, harness: Harness) -> None:
+    """A call names the connection it will use: another identity's, another toolset's or
+    one that is not there is denied for a toolset without `connection required` too."""
+    other = client.post("/v1/identities", json={"label": "other"}, headers=harness.auth())
+    made = {}
+    for name, toolset, owner in (("theirs", "billing", other.json()["id"]),
+                                 ("vault", "vault", None), ("mine", "billing", None)):  # fmt: skip
+        made[name] = client.post(
+            "/v1/connections", headers=harness.auth(),
+            json={"name": name, "toolset": toolset, "credential": CREDENTIAL,
+                  **({"owner": owner} if owner else {})},
+        ).json()["id"]  # fmt: skip
+    refund = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 1}}
+    decide = harness.auth(harness.decide)
+    for connection in (made["theirs"], made["vault"], "nope"):
+        answer = client.post("/v1/decisions", json={**refund, "connection": connection},
+                             headers=decide).json()  # fmt: skip
+        assert answer["effect"] == "deny", connection
+        assert answer["reasons"][-1] == {
+            "kind": "connection",
+            "message": f"connection `{connection}` is not eligible for toolset `billing`",
+        }
+    for named in ({"connection": made["mine"]}, {}):
+        answer = client.post("/v1/decisions", json={**refund, **named}, headers=decide).json()
+        assert answer["effect"] == "allow"
