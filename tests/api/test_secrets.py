@@ -143,3 +143,16 @@ def test_a_named_connection_is_eligible_or_denied(client: Any, harness: Harness)
     for named in ({"connection": made["mine"]}, {}):
         answer = client.post("/v1/decisions", json={**refund, **named}, headers=decide).json()
         assert answer["effect"] == "allow"
+
+
+def test_a_connection_keeps_a_name(client: Any, harness: Harness) -> None:
+    """A create refuses an empty name; an update gave one all the same."""
+    made = client.post(
+        "/v1/connections",
+        headers=harness.auth(),
+        json={"name": "c", "toolset": "vault", "credential": CREDENTIAL},
+    )
+    path = f"/v1/connections/{made.json()['id']}"
+    refused = client.patch(path, json={"name": ""}, headers=harness.auth())
+    assert refused.status_code == 422 and refused.json()["code"] == "invalid-body"
+    assert client.get(path, headers=harness.auth()).json()["name"] == "c"
