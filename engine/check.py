@@ -460,6 +460,26 @@ class _Checker:
                 continue
             T.check_condition(expr, T.TypeEnv(tools, self.report))
 
+    def check_secret_copy(
+        self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]
+    ) -> None:
+        """A rewrite reads a secret argument (`identities.import`'s `seed`, a connection's
+        `credential`) only to set it: the log and the responses redact it by its name, so a
+        copy in another argument was shown, and stored (a label, a connection's name)."""
+        target = rewrite.target.parts[0]
+        for node in ast.walk_expr(rewrite.value):
+            if isinstance(node, ast.Path) and node.root == "args" and node.parts:
+                for tool in tools:
+                    if node.parts[0] in tool.sensitive and target not in tool.sensitive:
+                        self.report(Diagnostic(
+                            "E0207",
+                            f"hook `{hook.name}` copies `{node}`, a secret of `{tool.name}`, "
+                            f"into `{rewrite.target}`, which the log and responses show",
+                            node.span,
+                            "a rewrite may read a secret argument only to set that argument",
+                        ))  # fmt: skip
+                        return
+
     def type_rewrite(self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]) -> None:
         target = rewrite.target
         if target.root != "args" or len(target.parts) != 1:
@@ -472,6 +492,7 @@ class _Checker:
                 )
             )
             return
+        self.check_secret_copy(hook, rewrite, tools)
         env = T.TypeEnv(tools, self.report)
         declared = T.path_type(target, env)
         value = T.infer(rewrite.value, env)

@@ -27,6 +27,7 @@ AGENT_IDEMPOTENCY = "agent-identity-requests"  # an agent's request ids, kept ap
 NOT_FOUND = "Signing identity not found"
 _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _ED25519_PUB = b"\xed\x01"
+RESERVED = ("kind", "accountId", "label", "name")  # metadata keys a merge never writes
 
 
 class IdentityError(Exception):
@@ -179,12 +180,14 @@ def update(
     name: str | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Doc:
-    """Rename / relabel and merge metadata; the kind and account id cannot change."""
+    """Rename / relabel and merge metadata; the kind and account id cannot change, and the
+    label and name change through their own fields only (checked there: a string of at
+    most 256 characters), never as metadata keys, which a view shows as those fields."""
     with store.atomic():
         doc = _find(store, account)
         meta = dict(doc["metadata"])
         for key, value in (metadata or {}).items():
-            if key not in ("kind", "accountId"):
+            if key not in RESERVED:
                 meta[key] = value
         if label is not None:
             meta["label"] = label

@@ -62,16 +62,9 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
         return nacl.utils.random(KEY_BYTES)  # an in-memory store lives and dies with its key
     path = key_path_for(db_path)
     if not path.exists():
-        key = nacl.utils.random(KEY_BYTES)
-        # O_EXCL: two workers starting at once must not both write a key.
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(key.hex().encode())
-            return key
+        made = _new_key_file(path)
+        if made is not None:
+            return made
     raw = path.read_text(encoding="ascii").strip()
     try:
         key = bytes.fromhex(raw)
@@ -79,4 +72,32 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
         raise SecretKeyError(f"the key file `{path}` is malformed") from None
     if len(key) != KEY_BYTES:
         raise SecretKeyError(f"the key file `{path}` is malformed")
+    return key
+
+
+def _write(path: Path, key: bytes) -> None:
+    # O_EXCL: two workers starting at once must not both write a key.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(key.hex().encode())
+
+
+def _new_key_file(path: Path) -> bytes | None:
+    """A new key, written to `path`; None when another process made it first. Written
+    beside it, then linked in place, so the key file appears with its key in it: made, then
+    written, another worker starting at once read it empty and refused it as malformed."""
+    key = nacl.utils.random(KEY_BYTES)
+    spare = path.with_name(f"{path.name}.{nacl.utils.random(8).hex()}.new")
+    try:
+        _write(spare, key)
+        os.link(spare, path)  # (never replaces: FileExistsError when there is one)
+    except FileExistsError:
+        return None
+    except OSError:  # a file system without hard links: made, then written, as before
+        try:
+            _write(path, key)
+        except FileExistsError:
+            return None
+    finally:
+        spare.unlink(missing_ok=True)
     return key

@@ -85,6 +85,8 @@ def test_profile_hooks_expand_default_and_none() -> None:
         ("role a {\n  allow gmail.send where has(1)\n}\n", "E0206"),
         ("hook h on gmail.send {\n  rewrite args.cc = 3\n}\n", "E0207"),
         ("hook h on gmail.send {\n  rewrite args.cc.x = 3\n}\n", "E0207"),
+        ("hook h on identities.import {\n  rewrite args.label = args.seed\n}\n", "E0207"),
+        ("hook h on connections.* {\n  rewrite args.name = lower(args.credential)\n}\n", "E0207"),
         ("role a {\n  allow gmail.send where args.to.x == 1\n}\n", "E0209"),
         ('role a {\n  allow gmail.send where args.n in [1, "2"]\n}\n', "E0210"),
     ],
@@ -95,6 +97,21 @@ def test_each_checker_error(source: str, code: str) -> None:
     diag = next(d for d in found if d.code == code)
     assert diag.span.file == "f1.charter" and diag.span.line >= 1
     assert diag.message[0].islower() or diag.message[0] in '`"'
+
+
+def test_a_rewrite_reads_a_secret_only_to_set_it() -> None:
+    """The secret arguments are redacted by name: a rewrite may set one from itself, and a
+    hook's condition may read one, but a copy into another argument is refused (E0207)."""
+    check_sources(
+        [("f.charter", 'hook h on connections.create, connections.update where '
+                       'args.credential startswith "ghp_" {\n'
+                       "  rewrite args.credential = lower(args.credential)\n}\n")]
+    )  # fmt: skip
+    found = errors("hook h on identities.import {\n  rewrite args.label = args.seed\n}\n")
+    assert [d.message for d in found] == [
+        "hook `h` copies `args.seed`, a secret of `identities.import`, into `args.label`, "
+        "which the log and responses show"
+    ]
 
 
 def test_pattern_matching_tools_with_different_argument_types() -> None:

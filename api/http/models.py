@@ -147,7 +147,7 @@ class ConnectionCreate(Strict):
 
 
 class ConnectionUpdate(Strict):
-    name: str | None = Field(default=None, max_length=256)
+    name: str | None = Field(default=None, min_length=1, max_length=256)  # (as a create's)
     credential: str | None = Field(default=None, min_length=1, max_length=65_536)
 
 

@@ -46,7 +46,21 @@ def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str,
         return None
     if not hidden:
         return args if type(args) is dict else dict(args)
-    return {k: (REDACTED if k in hidden else v) for k, v in args.items()}
+    return {k: REDACTED if k.casefold() in hidden else _hide(hidden, v) for k, v in args.items()}
+
+
+def _hide(hidden: frozenset[str], value: Any) -> Any:
+    """`value` with every key named like a secret argument redacted, in any case and at any
+    depth: a call that misnames one (`Seed`, `{label: {seed: ...}}`) is denied for its
+    shape, but its arguments are logged as sent, where the secret was kept in clear."""
+    if isinstance(value, Mapping):
+        return {
+            k: REDACTED if isinstance(k, str) and k.casefold() in hidden else _hide(hidden, v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_hide(hidden, v) for v in value]
+    return value
 
 
 _HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
@@ -135,8 +149,12 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
             return found
     spec = p.snapshot.tools.get(p.call.tool)
     problem = None
-    if spec is not None and spec.connection_required:
-        problem = _connection_problem(batch, p, spec.toolset or "")
+    # A named connection is the one the call will use: it must be eligible whether or not
+    # the toolset needs one (DESIGN.md section 1), else the allow handed an agent another
+    # identity's credential, another toolset's, or one that is not there.
+    named = p.call.connection is not None
+    if spec is not None and spec.toolset is not None and (spec.connection_required or named):
+        problem = _connection_problem(batch, p, spec.toolset)
     caps, subjects = batch.caps(p)
     hidden = _hidden(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)

@@ -245,6 +245,12 @@ def test_live_answers_read_as_their_schemas(
     check("DELETE", "/v1/threads/{id}", in_thread, headers=admin, status=204)
     check("DELETE", "/v1/agents/{id}", child, headers=admin, status=204)
     check("DELETE", "/v1/identities/{id}", identity, headers=admin, status=204)
+    # a create repeating the request id of an identity since deleted: that one is gone
+    once = {"request_id": "r1"}
+    gone = check("POST", "/v1/identities", json=once, headers=admin, status=201)
+    check("DELETE", "/v1/identities/{id}", f"/v1/identities/{gone['id']}", headers=admin,
+          status=204)  # fmt: skip
+    check("POST", "/v1/identities", json=once, headers=admin, status=404)
     # ---- refusals: problem+json, each with a status its operation lists
     check("GET", "/v1/agents", status=401)
     check("GET", "/v1/agents", headers=decide, status=403)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
 import pytest
@@ -89,3 +92,41 @@ def test_import_update_delete(tmp_path: Path) -> None:
     identities.delete(store, expected)
     with pytest.raises(IdentityError):
         identities.delete(store, expected)
+
+
+def test_metadata_never_writes_the_label_or_name(tmp_path: Path) -> None:
+    """`label` and `name` are checked fields of their own (a string of at most 256
+    characters); as metadata keys they were merged over them, so a PATCH of
+    `{metadata: {name: 5}}` made the identity's name a number, past every check."""
+    store, sealer = _setup(tmp_path)
+    view, _ = identities.create(store, sealer, label="mine")
+    updated = identities.update(
+        store, view["id"], metadata={"name": 5, "label": {"x": "y" * 1000}, "team": "a"}
+    )
+    assert (updated["name"], updated["label"]) == ("mine", "mine")
+    assert updated["metadata"] == {"kind": "hm-account-key", "team": "a"}
+    assert identities.get(store, view["id"]) == updated
+    store.close()
+
+
+def test_a_key_file_is_never_seen_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes opening a new database at once (workers started by another process
+    manager): the second found the first's key file made but not yet written, read it
+    empty and refused it as malformed. A key file appears with its key in it."""
+    db = tmp_path / "s.db"
+    fdopen = os.fdopen
+    writing = threading.Event()
+
+    def slow_fdopen(fd: int, *args: Any) -> Any:
+        writing.set()  # the first has made its file: the second looks now
+        time.sleep(0.2)
+        return fdopen(fd, *args)
+
+    monkeypatch.setattr(os, "fdopen", slow_fdopen)
+    keys: list[bytes] = []
+    first = threading.Thread(target=lambda: keys.append(load_key(db, environ={})))
+    first.start()
+    assert writing.wait(10)
+    second = load_key(db, environ={})
+    first.join()
+    assert keys == [second] and key_path_for(db).read_text() == second.hex()
