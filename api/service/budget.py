@@ -59,9 +59,7 @@ def to_micros(amount: Decimal | str | int | float) -> int:
     value = _decimal(amount)
     if value.copy_abs() > MAX_USD:
         raise ValueError(f"more than {MAX_USD} USD")
-    if 0 < value < _ONE_MICRO:  # (1e-1000000000 * 10^6 is past Decimal's exponents: 0)
-        return 1
-    return int((value * MICROS).to_integral_value(rounding=ROUND_CEILING))
+    return _scaled(value, ROUND_CEILING)
 
 
 def parse_usd(value: Any, code: str, field: str) -> str:
@@ -83,9 +81,19 @@ def cap_micros(amount: Decimal | str | int | float) -> int:
     value = _decimal(amount)
     if value.copy_abs() >= _MAX_CAP_USD:  # compared before scaling, as in to_micros
         return MAX_MICROS if value > 0 else -MAX_MICROS
-    if -_ONE_MICRO < value < 0:  # (as in to_micros: past Decimal's exponents once scaled)
-        return -1
-    return int((value * MICROS).to_integral_value(rounding=ROUND_FLOOR))
+    return _scaled(value, ROUND_FLOOR)
+
+
+def _scaled(value: Decimal, rounding: str) -> int:
+    """`value` USD in whole micro-USD, rounded once, exactly, the way `rounding` says.
+    Not `value * 10^6` then rounded: the product is first rounded to the context's 28
+    digits, to the nearest, so 1.0000000000000000000000000000001 USD became 1,000,000
+    micro-USD as a cost (a call a hair over a 1 USD cap passed it) and a cap of
+    0.9999999999999999999999999999999 USD became 1,000,000 as well; and 1e-1000000000
+    scaled was past Decimal's exponents, 0. Quantizing rounds the digits past the sixth
+    decimal alone, and the result (at most 19 digits, both callers bound `value`) fits
+    the context; scaling it by 10^6 is then exact."""
+    return int(value.quantize(_ONE_MICRO, rounding=rounding).scaleb(6))
 
 
 def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:
