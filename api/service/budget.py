@@ -1,7 +1,8 @@
 """DESIGN.md section 2 step 6: budgets. Every cap in the chain must hold.
 
 The chain is the agent, then its parent agent, and so on: each contributes its profile's
-budget (read from the revision deciding the call) and its own budget. A thread's
+budget (read from the revision deciding the call, else, for an ancestor's profile that
+revision does not declare, from the latest) and its own budget. A thread's
 `max_cost` is one more cap. A profile's budget caps each agent on it separately. An
 allowed call with an expected cost is charged to the agent, every ancestor and the
 thread, so a child's spending counts against every ancestor's caps.
@@ -120,14 +121,20 @@ def caps_for(
     agent: Doc,
     thread: Doc | None,
     load_agent: Callable[[str], Doc | None],
+    latest: Snapshot | None = None,
 ) -> tuple[list[Cap], list[str]]:
-    """(caps to check, ledger subjects to charge) for a call by `agent`."""
+    """(caps to check, ledger subjects to charge) for a call by `agent`. `latest`: the
+    latest revision, for a call a turn decides on an older one (`snapshot`): an ancestor
+    moved since to a profile `snapshot` does not declare is capped by its budget there
+    (left out, the turn's calls spent past it until the turn ended)."""
     caps: list[Cap] = []
     subjects: list[str] = []
     for current in ancestors(agent, load_agent):
         subject = f"agent:{current['id']}"
         subjects.append(subject)
         profile = snapshot.workspace.profiles.get(current["profile"])
+        if profile is None and latest is not None:
+            profile = latest.workspace.profiles.get(current["profile"])
         if profile is not None and profile.budget is not None:
             budget = profile.budget
             caps.append(
