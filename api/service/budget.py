@@ -1,7 +1,8 @@
 """DESIGN.md section 2 step 6: budgets. Every cap in the chain must hold.
 
 The chain is the agent, then its parent agent, and so on: each contributes its profile's
-budget (read from the revision deciding the call) and its own budget. A thread's
+budget (read from the revision deciding the call, else, for an ancestor's profile that
+revision does not declare, from the latest) and its own budget. A thread's
 `max_cost` is one more cap. A profile's budget caps each agent on it separately. An
 allowed call with an expected cost is charged to the agent, every ancestor and the
 thread, so a child's spending counts against every ancestor's caps.
@@ -59,9 +60,7 @@ def to_micros(amount: Decimal | str | int | float) -> int:
     value = _decimal(amount)
     if value.copy_abs() > MAX_USD:
         raise ValueError(f"more than {MAX_USD} USD")
-    if 0 < value < _ONE_MICRO:  # (1e-1000000000 * 10^6 is past Decimal's exponents: 0)
-        return 1
-    return int((value * MICROS).to_integral_value(rounding=ROUND_CEILING))
+    return _scaled(value, ROUND_CEILING)
 
 
 def parse_usd(value: Any, code: str, field: str) -> str:
@@ -83,9 +82,19 @@ def cap_micros(amount: Decimal | str | int | float) -> int:
     value = _decimal(amount)
     if value.copy_abs() >= _MAX_CAP_USD:  # compared before scaling, as in to_micros
         return MAX_MICROS if value > 0 else -MAX_MICROS
-    if -_ONE_MICRO < value < 0:  # (as in to_micros: past Decimal's exponents once scaled)
-        return -1
-    return int((value * MICROS).to_integral_value(rounding=ROUND_FLOOR))
+    return _scaled(value, ROUND_FLOOR)
+
+
+def _scaled(value: Decimal, rounding: str) -> int:
+    """`value` USD in whole micro-USD, rounded once, exactly, the way `rounding` says.
+    Not `value * 10^6` then rounded: the product is first rounded to the context's 28
+    digits, to the nearest, so 1.0000000000000000000000000000001 USD became 1,000,000
+    micro-USD as a cost (a call a hair over a 1 USD cap passed it) and a cap of
+    0.9999999999999999999999999999999 USD became 1,000,000 as well; and 1e-1000000000
+    scaled was past Decimal's exponents, 0. Quantizing rounds the digits past the sixth
+    decimal alone, and the result (at most 19 digits, both callers bound `value`) fits
+    the context; scaling it by 10^6 is then exact."""
+    return int(value.quantize(_ONE_MICRO, rounding=rounding).scaleb(6))
 
 
 def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:
@@ -112,14 +121,20 @@ def caps_for(
     agent: Doc,
     thread: Doc | None,
     load_agent: Callable[[str], Doc | None],
+    latest: Snapshot | None = None,
 ) -> tuple[list[Cap], list[str]]:
-    """(caps to check, ledger subjects to charge) for a call by `agent`."""
+    """(caps to check, ledger subjects to charge) for a call by `agent`. `latest`: the
+    latest revision, for a call a turn decides on an older one (`snapshot`): an ancestor
+    moved since to a profile `snapshot` does not declare is capped by its budget there
+    (left out, the turn's calls spent past it until the turn ended)."""
     caps: list[Cap] = []
     subjects: list[str] = []
     for current in ancestors(agent, load_agent):
         subject = f"agent:{current['id']}"
         subjects.append(subject)
         profile = snapshot.workspace.profiles.get(current["profile"])
+        if profile is None and latest is not None:
+            profile = latest.workspace.profiles.get(current["profile"])
         if profile is not None and profile.budget is not None:
             budget = profile.budget
             caps.append(

@@ -59,6 +59,9 @@ class Prepared:
     thread: Doc | None
     request: Request
     decision: Decision | None = None
+    # The latest revision, for a child's call that a turn decides on an older one (its
+    # ancestors' profiles may be declared only there: budget.caps_for).
+    latest: Snapshot | None = None
 
 
 def agent_context(agent: Doc) -> dict[str, Any]:
@@ -161,6 +164,12 @@ def _prepare(
         thread_ctx = {"id": thread["id"], "depth": int(thread.get("depth", 0))}
     request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
     prepared = Prepared(call, agent, snapshot, thread, request)
+    if revision != service.snapshots.latest and agent.get("parent"):
+        latest = service.snapshots.latest
+        found = snapshots.get(latest)
+        if found is None:
+            found = snapshots[latest] = service.snapshots.get(latest, compile)
+        prepared.latest = found
     if thread is None or not snapshot.reads_thread_cost(request.profile, call.tool):
         prepared.decision = snapshot.decide(request)
     return prepared

@@ -128,7 +128,7 @@ class _Batch:
         )
         found = self._caps.get(key)
         if found is None:
-            found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent)
+            found = caps_for(p.snapshot, p.agent, p.thread, self.service.find_agent, p.latest)
             self._caps[key] = found
         return found
 
@@ -140,7 +140,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     # call, so it would never hit): the entry keeps the snapshot and the agent it was
     # made from and is used only while the call's are those very objects (the service's
     # cached agent; a changed agent or connection empties the whole cache).
-    shared = p.thread is None
+    shared = p.thread is None and p.latest is None  # (caps read from the latest: not kept)
     if shared:
         shared_key = (id(p.agent), p.call.tool, p.call.connection)
         hit = batch.service.static_parts.get(shared_key)

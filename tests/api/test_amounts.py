@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from api.service.budget import MAX_MICROS, MAX_USD, cap_micros, to_micros
 from policy.store import SPENT_OVERFLOW
-from tests.api.conftest import Harness, expect
+from tests.api.conftest import Harness, N, expect, with_number
 
 SEND = {"tool": "mail.send", "args": {"to": "bob@example.com", "subject": "s", "body": "b"}}
 TOO_LARGE: list[Any] = [
@@ -147,6 +147,36 @@ def test_bounded_costs_past_64_bits_deny_once_capped(live: httpx.Client, harness
     _overflow_then_cap(live, harness)
 
 
+def _usd(micros: int) -> Decimal:
+    return Decimal(micros).scaleb(-6)
+
+
+def test_amounts_of_more_than_28_digits_round_the_right_way(
+    live: httpx.Client, harness: Harness
+) -> None:
+    """A cost a hair over a cap is over it, however many digits the hair takes: scaled to
+    micro-USD in Decimal's 28 digits, 1.0000000000000000000000000000001 USD was rounded
+    to 1,000,000 micro-USD before its ceiling was taken, and a cap of
+    0.9999999999999999999999999999999 USD rounded up to 1,000,000, so a call over the
+    cap was allowed."""
+    hair = "1.0000000000000000000000000000001"
+    under = "0.9999999999999999999999999999999"
+    assert (to_micros(hair), cap_micros(hair)) == (1_000_001, 1_000_000)
+    assert (to_micros(under), cap_micros(under)) == (1_000_000, 999_999)
+    harness.add_agent("one", "wide", budget={"amount": "1", "period": "total"})
+    harness.add_agent("less", "wide", budget={"amount": under, "period": "24h"})
+    auth = harness.auth()
+    for agent, cost in (("one", hair), ("less", "1")):
+        for sent in (cost, N):  # as a string and as a JSON number
+            call = with_number({"agent": agent, **SEND, "expected_cost": sent}, cost)
+            response = live.post("/v1/decisions", content=call, headers=auth)
+            assert response.status_code == 200, response.text
+            decision = response.json()
+            assert decision["effect"] == "deny", (agent, sent)
+            assert decision["reasons"][-1]["kind"] == "budget"
+    assert [harness.service.store.spent(f"agent:{a}", 0) for a in ("one", "less")] == [0, 0]
+
+
 amounts = st.one_of(
     st.decimals(allow_nan=True, allow_infinity=True),
     st.integers(min_value=-(10**40), max_value=10**40),
@@ -171,9 +201,11 @@ def test_amounts_convert_quickly_within_their_bounds(amount: Any) -> None:
     assert time.monotonic() - started < 0.5
     if micros is not None:
         assert abs(micros) <= MAX_USD * 1_000_000
-        exact = Decimal(str(amount)) * 1_000_000
-        assert micros - 1 < exact <= micros  # a cost rounds up
-        assert cap is not None and cap <= exact < cap + 1  # a cap down
+        # compared in USD, exactly (a micro-USD count scaled down by 10^6 is exact; the
+        # amount scaled up is rounded to the context's 28 digits)
+        value = Decimal(str(amount))
+        assert _usd(micros - 1) < value <= _usd(micros)  # a cost rounds up
+        assert cap is not None and _usd(cap) <= value < _usd(cap + 1)  # a cap down
     if cap is not None:
         assert -MAX_MICROS <= cap <= MAX_MICROS < SPENT_OVERFLOW
         value = Decimal(str(amount))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from api.service.core import parent_tag
-from tests.api.conftest import Harness, opened_again, slow_compiles
+from tests.api.conftest import POLICY, Harness, opened_again, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -238,3 +238,42 @@ def _without_mail() -> str:
 
 
 POLICY_WITHOUT_MAIL = _without_mail()
+
+
+def test_a_childs_turn_is_capped_by_a_profile_its_revision_does_not_declare(
+    harness: Harness, live: Any
+) -> None:
+    """A turn decides on its revision, and so reads the profile budgets of its agent's
+    chain there; a parent moved meanwhile to a profile that revision does not declare was
+    left without that profile's cap, and its child spent past it for the rest of its turn.
+    Such a profile's budget is read from the latest revision, as it is now."""
+    admin = harness.auth()
+    store = harness.service.store
+    harness.add_agent("p", "wide")
+    harness.add_agent("kid", "wide")
+    kid = dict(store.get("agents", "kid") or {})
+    kid["parent"] = "p"
+    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
+    harness.service.forget_agent("kid")
+    turn = live.post("/v1/turns", json={"agent": "kid"}, headers=admin).json()
+    thread = live.post("/v1/threads", json={"agent": "kid"}, headers=admin).json()["id"]
+
+    def capped(amount: int) -> None:
+        profile = f"profile capped {{\n  roles mailer\n  hooks none\n  budget {amount} usd per total\n}}\n"
+        assert live.put("/v1/policy", content=POLICY + profile, headers=admin).status_code == 201
+
+    capped(2)
+    moved = live.patch("/v1/agents/p", json={"profile": "capped"}, headers=admin)
+    assert moved.status_code == 200, moved.text
+    call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1},
+                            "turn": turn["id"], "expected_cost": "1"}  # fmt: skip
+    effects = [decide(live, harness, **call).json()["effect"] for _ in range(2)]
+    batch = {"calls": [{**call, "thread": thread}] * 2}  # (in a thread: caps not kept)
+    answer = live.post("/v1/decisions/batch", json=batch, headers=admin).json()
+    effects += [d["effect"] for d in answer["decisions"]]
+    assert effects == ["allow", "allow", "deny", "deny"]
+    denied = answer["decisions"][0]["reasons"][-1]
+    assert denied["kind"] == "budget" and "profile `capped` budget 2 USD" in denied["message"]
+    capped(3)  # the latest revision's budget, not one kept from an earlier call
+    assert [decide(live, harness, **call).json()["effect"] for _ in range(2)] == ["allow", "deny"]
+    assert store.spent("agent:p", 0) == 3_000_000
