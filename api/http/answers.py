@@ -52,7 +52,7 @@ class BatchResponse(BaseModel):
 
 
 class LoggedDecision(BaseModel):
-    """A row of the log, every field filled in (api.service.decisionlog.expand)."""
+    """A row of the log, every field filled in (api.service.logrows.expand)."""
 
     seq: int
     id: str

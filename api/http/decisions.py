@@ -18,10 +18,10 @@ from api.http.pagination import int_query
 from api.http.parts import service_of
 from api.http.routing import JSONResponse, Spec, Table, json_response
 from api.service.core import Service
-from api.service.decisionlog import log_view, reasons_resolver
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
+from api.service.logrows import log_view, reasons_resolver
 from api.service.resources import admit_turn
 from api.service.snapshots import NotCompiled
 from engine.compile import Snapshot

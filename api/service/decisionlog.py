@@ -9,7 +9,7 @@ call charged against a budget, or one decided on its thread's running cost, is d
 inside the transaction, where the ledger's sums cannot move under it (`write`). With
 several workers this keeps SQLite's write lock, which the workers take in turn, for the
 INSERTs and the COMMIT alone. A log row is the decision's JSON, bytes the store keeps as
-given: encoding it with orjson costs a tenth of encoding its fields as CBOR; `decode_row`
+given: encoding it with orjson costs a tenth of encoding its fields as CBOR; `api.service.logrows`
 also reads the CBOR rows of databases written before.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache, partial
@@ -27,7 +27,7 @@ import cbor2
 
 from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
-from api.service.encoding import dumps, loads
+from api.service.encoding import dumps
 from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from engine.compile import Snapshot
@@ -437,53 +437,6 @@ def _added(
     if args is None or final is None or not args.items() <= final.items():
         return None
     return {k: v for k, v in final.items() if k not in args}
-
-
-_ENTRY_DEFAULTS: dict[str, Any] = {
-    "errors": [], "near_misses": [], "thread": None, "turn": None, "expected_cost": None,
-    "approval": None,
-}  # fmt: skip
-
-
-def decode_row(row: bytes) -> dict[str, Any]:
-    """A log row as written: a JSON object, or (rows of databases written before rows
-    were JSON) a CBOR map; a JSON object starts with `{`, which no CBOR map does."""
-    value = loads(row) if row[:1] == b"{" else cbor2.loads(row)
-    assert isinstance(value, dict)
-    return value
-
-
-def expand(row: bytes, resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
-    """A log row with every field: decoded, its reasons looked up by ref with `resolve`
-    (None without one), what a compact row leaves out filled back in."""
-    entry = decode_row(row)
-    full = {**_ENTRY_DEFAULTS, **entry}
-    ref = full.pop("reasons_ref", None)
-    if ref is not None:
-        full["reasons"] = resolve(ref) if resolve is not None else None
-    added = full.pop("final_added", None)
-    if added is not None:
-        full["final_args"] = {**entry["args"], **added}
-    elif "final_args" not in entry:
-        full["final_args"] = None if entry["effect"] == "deny" else entry["args"]
-    return full
-
-
-def reasons_resolver(service: Service) -> Callable[[str], Any]:
-    """Looks a row's reasons up by ref (one read per distinct ref)."""
-    found: dict[str, Any] = {}
-
-    def resolve(ref: str) -> Any:
-        if ref not in found:
-            doc = service.store.get("reasons", ref)
-            found[ref] = None if doc is None else doc["reasons"]
-        return found[ref]
-
-    return resolve
-
-
-def log_view(seq: int, row: bytes, resolve: Callable[[str], Any] | None = None) -> dict[str, Any]:
-    return {"seq": seq, **expand(row, resolve)}
 
 
 def _approval(

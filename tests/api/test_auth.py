@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from api.service.core import Service
-from api.service.decisionlog import expand
+from api.service.logrows import expand
 from tests.api.conftest import Harness
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from api.service.decisionlog import expand
+from api.service.logrows import expand
 from tests.api.conftest import POLICY, Harness
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}

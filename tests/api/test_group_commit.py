@@ -14,8 +14,8 @@ from api.http.app import create_app
 from api.http.commit import GroupCommit
 from api.service.core import Service
 from api.service.decide import Call
-from api.service.decisionlog import expand
 from api.service.errors import ServiceError
+from api.service.logrows import expand
 from tests.api.conftest import Harness, counting_transactions, depth_spy, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
@@ -198,7 +198,7 @@ def test_rows_of_older_databases_still_read() -> None:
     """Before rows were JSON they were CBOR maps of the same fields; both expand alike."""
     import cbor2
 
-    from api.service.decisionlog import decode_row
+    from api.service.logrows import decode_row
 
     fields = {"id": "d1", "at": 1, "agent": "a1", "profile": "support", "tool": "mail.send",
               "args": {"to": "x"}, "effect": "allow", "reasons_ref": "r", "revision": 1}  # fmt: skip

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from api.http.commit import GroupCommit
 from api.service.decide import Call
-from api.service.decisionlog import expand
 from api.service.errors import ServiceError
+from api.service.logrows import expand
 from tests.api.conftest import Harness
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}

@@ -17,7 +17,8 @@ from api.http.app import create_app
 from api.http.commit import GroupCommit
 from api.service.core import Service
 from api.service.decide import Call, decide_calls, prepare
-from api.service.decisionlog import draft, expand
+from api.service.decisionlog import draft
+from api.service.logrows import expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, LiveServer, counting_transactions
