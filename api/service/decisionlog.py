@@ -9,8 +9,8 @@ call charged against a budget, or one decided on its thread's running cost, is d
 inside the transaction, where the ledger's sums cannot move under it (`write`). With
 several workers this keeps SQLite's write lock, which the workers take in turn, for the
 INSERTs and the COMMIT alone. A log row is the decision's JSON, bytes the store keeps as
-given: encoding it with orjson costs a tenth of encoding its fields as CBOR; `api.service.logrows`
-also reads the CBOR rows of databases written before.
+given: encoding it with orjson costs a tenth of encoding its fields as CBOR (the rows of
+databases written before are CBOR: api.service.logrows reads both).
 """
 
 from __future__ import annotations
