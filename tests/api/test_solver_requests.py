@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import engine.fit
 import engine.listing
 from api.http.app import create_app
+from api.service import fitcheck
 from tests.api.conftest import POLICY, Harness, LiveServer
 
 
@@ -119,3 +121,20 @@ def test_fit_checks_leave_the_shared_threads_to_the_others(
             worker.join(30)
     assert answers == [200] * 41
 
+
+def test_fits_remembered_do_not_keep_their_sources(harness: Harness) -> None:
+    # An agent's `roles.create` is fit-checked before it is decided, and the fit is kept
+    # for the operation: whole, every fitting source sent stayed in memory until the next
+    # revision (4,096 of 256,000 characters: a gigabyte), allowed or denied.
+    service = harness.service
+    agent = service.agent("a1")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(20):
+            comment = f"# {n:06d}" + "x" * 100_000
+            fitcheck.require_source_fits(service, agent, f"role r {{\n}}\n{comment}\n", "role")
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 500_000  # (the sources were 2 MB)
