@@ -1,5 +1,7 @@
-"""The requests that put z3 to work (`GET /v1/agents/{id}/tools`, `POST /v1/fit`) leave
-the event loop and the shared threads to the other requests, on a real server."""
+"""Requests that cost the server far more than their sender, on a real server: those
+that put z3 to work (`GET /v1/agents/{id}/tools`, `POST /v1/fit`) leave the event loop
+and the shared threads to the others, and an agent's role change is compiled ahead only
+when it will run."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 import engine.fit
 import engine.listing
 from api.http.app import create_app
-from api.service import fitcheck
+from api.service import core, fitcheck
 from tests.api.conftest import POLICY, Harness, LiveServer
 
 
@@ -138,3 +140,30 @@ def test_fits_remembered_do_not_keep_their_sources(harness: Harness) -> None:
     finally:
         tracemalloc.stop()
     assert kept < 500_000  # (the sources were 2 MB)
+
+
+def test_a_role_change_the_policy_denies_is_not_compiled(
+    harness: Harness, live: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Compiling an agent's role change ahead (outside the write transaction) serves a
+    # request that runs: one the policy denies cost a compile of the whole policy all the
+    # same (0.6-1.2 s on the benchmark's 1,000 roles, for a 40-byte request).
+    compiled: list[int] = []
+    real = core.compile_workspace
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "compile_workspace", counted)
+    harness.add_agent("n1", "narrow")  # (`mailer` only: no `roles.*`)
+    denied = harness.auth(harness.token_for("n1"))
+    role = {"name": "team-x", "source": "role team-x {\n}"}
+    assert live.post("/v1/roles", json=role, headers=denied).json()["code"] == "denied-by-policy"
+    assert live.delete("/v1/roles/mailer", headers=denied).json()["code"] == "denied-by-policy"
+    assert compiled == []
+    allowed = harness.auth(harness.agent_token)  # (a1's `manager` role allows `roles.*`)
+    assert live.post("/v1/roles", json=role, headers=allowed).status_code == 201
+    assert compiled == [1]  # ahead of the transaction, which found it compiled
+    assert live.delete("/v1/roles/team-x", headers=allowed).status_code == 204
+    assert compiled == [1, 1]
