@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+import engine.compile
 import engine.fit
 import engine.listing
 from api.http.app import create_app
@@ -149,7 +150,7 @@ def test_a_role_change_the_policy_denies_is_not_compiled(
     # request that runs: one the policy denies cost a compile of the whole policy all the
     # same (0.6-1.2 s on the benchmark's 1,000 roles, for a 40-byte request).
     compiled: list[int] = []
-    real = core.compile_workspace
+    real = engine.compile.compile_workspace
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         compiled.append(1)
