@@ -47,11 +47,13 @@ MAX_LOG_PAGE_BYTES = 4 << 20
 MAX_LISTINGS = 64
 _LISTINGS: weakref.WeakKeyDictionary[Snapshot, dict[str, bytes]] = weakref.WeakKeyDictionary()
 _LISTINGS_LOCK = threading.Lock()
-# `POST /v1/fit` runs on a thread of its own, one check at a time (they take z3's one
-# lock in turn anyway, up to TIMEOUT_MS each): on starlette's shared pool of 40 threads,
-# 40 of them waiting for that lock left none for the management requests, the log's
-# pages and another worker's revision being compiled, which every decision on it awaits.
-_FIT_THREAD = ThreadPoolExecutor(1, thread_name_prefix="charter-fit")
+# `POST /v1/fit` and the listings not made yet run on a thread of their own, one at a
+# time (they take z3's one lock in turn anyway, a check up to TIMEOUT_MS): on starlette's
+# shared pool of 40 threads, 40 of them waiting for that lock left none for the
+# management requests, the log's pages and another worker's revision being compiled,
+# which every decision on it awaits. (Listings of one profile asked together are made
+# once: the others find it made when their turn comes.)
+_SOLVER_THREAD = ThreadPoolExecutor(1, thread_name_prefix="charter-solver")
 T = TypeVar("T")
 
 
@@ -107,8 +109,8 @@ def _listed(snapshot: Snapshot, profile: str) -> bytes | None:
 
 
 def _listing(snapshot: Snapshot, profile: str) -> bytes:
-    """The JSON of `profile`'s tools on `snapshot`, made once (on a worker thread: the
-    solver may take a while, holding z3's lock, which a fit check may hold meanwhile)."""
+    """The JSON of `profile`'s tools on `snapshot`, made once (on the solver's thread:
+    z3 may take a while)."""
     found = _listed(snapshot, profile)
     if found is not None:  # (made meanwhile by another request)
         return found
@@ -131,14 +133,14 @@ async def list_tools(request: Request) -> Response:
     profile = service.agent_profile(agent, snapshot)
     tools = _listed(snapshot, profile)
     if tools is None:
-        tools = await run_in_threadpool(_listing, snapshot, profile)
+        tools = await _on_solver_thread(_listing, snapshot, profile)
     head = dumps({"agent": agent_id, "profile": profile, "revision": snapshot.revision})
     return JSONResponse(b'%s,"tools":%s}' % (head[:-1], tools))
 
 
-async def _on_fit_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def _on_solver_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(
-        _FIT_THREAD, lambda: fn(*args, **kwargs)
+        _SOLVER_THREAD, lambda: fn(*args, **kwargs)
     )
 
 
@@ -153,7 +155,7 @@ async def fit(request: Request) -> Response:
     engine = _engine("engine.fit")
     if item.source is not None:
         try:
-            result = await _on_fit_thread(
+            result = await _on_solver_thread(
                 engine.fit_source, snapshot, caller, item.source,
                 kind=item.kind, timeout_ms=TIMEOUT_MS,
             )  # fmt: skip
@@ -165,7 +167,7 @@ async def fit(request: Request) -> Response:
     elif item.profile is not None:
         if item.profile not in snapshot.workspace.profiles:
             raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
-        result = await _on_fit_thread(
+        result = await _on_solver_thread(
             engine.fit_profile, snapshot, caller, snapshot, item.profile,
             timeout_ms=TIMEOUT_MS,
         )  # fmt: skip

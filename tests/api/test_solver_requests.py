@@ -83,6 +83,34 @@ def test_a_listing_is_made_off_the_event_loop(
     assert answers == [200]
 
 
+def test_a_listing_asked_for_together_is_made_once(
+    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[str] = []
+    real = engine.listing.list_tools
+
+    def slow(snapshot: Any, profile: str) -> Any:
+        made.append(profile)
+        time.sleep(0.3)
+        return real(snapshot, profile)
+
+    monkeypatch.setattr(engine.listing, "list_tools", slow)
+    answers: list[int] = []
+
+    def listing() -> None:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            response = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
+            answers.append(response.status_code)
+
+    workers = [threading.Thread(target=listing) for _ in range(5)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert answers == [200] * 5
+    assert made == ["support"]
+
+
 def test_fit_checks_leave_the_shared_threads_to_the_others(
     harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
