@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from typing import Any
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -34,6 +39,22 @@ MAX_LOG_PAGE = 1000
 # and sent on the event loop. The next page starts after the last decision given
 # (`next_after_seq`), as after a page cut by `limit`.
 MAX_LOG_PAGE_BYTES = 4 << 20
+# The tool listings made, per compiled snapshot and profile: the JSON of `tools`. A
+# listing asks z3 several questions per tool that is neither allowed nor denied outright
+# (25-190 ms for the 5,066 tools of the benchmark's workspace, held on the event loop,
+# for every request of a `decide` token), and a snapshot never changes. At most
+# MAX_LISTINGS profiles a snapshot (a listing of 5,066 tools is about 260 KB).
+MAX_LISTINGS = 64
+_LISTINGS: weakref.WeakKeyDictionary[Snapshot, dict[str, bytes]] = weakref.WeakKeyDictionary()
+_LISTINGS_LOCK = threading.Lock()
+# `POST /v1/fit` and the listings not made yet run on a thread of their own, one at a
+# time (they take z3's one lock in turn anyway, a check up to TIMEOUT_MS): on starlette's
+# shared pool of 40 threads, 40 of them waiting for that lock left none for the
+# management requests, the log's pages and another worker's revision being compiled,
+# which every decision on it awaits. (Listings of one profile asked together are made
+# once: the others find it made when their turn comes.)
+_SOLVER_THREAD = ThreadPoolExecutor(1, thread_name_prefix="charter-solver")
+T = TypeVar("T")
 
 
 async def read_log(request: Request) -> Response:
@@ -82,6 +103,27 @@ def _engine(module: str) -> Any:
         raise ServiceError(503, "unavailable", f"`{module}` is not available") from None
 
 
+def _listed(snapshot: Snapshot, profile: str) -> bytes | None:
+    with _LISTINGS_LOCK:
+        return _LISTINGS.get(snapshot, {}).get(profile)
+
+
+def _listing(snapshot: Snapshot, profile: str) -> bytes:
+    """The JSON of `profile`'s tools on `snapshot`, made once (on the solver's thread:
+    z3 may take a while)."""
+    found = _listed(snapshot, profile)
+    if found is not None:  # (made meanwhile by another request)
+        return found
+    listing = _engine("engine.listing").list_tools(snapshot, profile)
+    made = dumps([item.to_json() for item in listing])
+    with _LISTINGS_LOCK:
+        kept = _LISTINGS.setdefault(snapshot, {})
+        if len(kept) >= MAX_LISTINGS:
+            kept.pop(next(iter(kept)))
+        kept[profile] = made
+    return made
+
+
 async def list_tools(request: Request) -> Response:
     agent_id = request.path_params["id"]
     require_decide(request, agent_id)
@@ -89,14 +131,16 @@ async def list_tools(request: Request) -> Response:
     agent = service.agent(agent_id)
     snapshot = await _current(service)
     profile = service.agent_profile(agent, snapshot)
-    listing = _engine("engine.listing").list_tools(snapshot, profile)
-    return json_response(
-        {
-            "agent": agent_id,
-            "profile": profile,
-            "revision": snapshot.revision,
-            "tools": [item.to_json() for item in listing],
-        }
+    tools = _listed(snapshot, profile)
+    if tools is None:
+        tools = await _on_solver_thread(_listing, snapshot, profile)
+    head = dumps({"agent": agent_id, "profile": profile, "revision": snapshot.revision})
+    return JSONResponse(b'%s,"tools":%s}' % (head[:-1], tools))
+
+
+async def _on_solver_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(
+        _SOLVER_THREAD, lambda: fn(*args, **kwargs)
     )
 
 
@@ -111,7 +155,7 @@ async def fit(request: Request) -> Response:
     engine = _engine("engine.fit")
     if item.source is not None:
         try:
-            result = await run_in_threadpool(
+            result = await _on_solver_thread(
                 engine.fit_source, snapshot, caller, item.source,
                 kind=item.kind, timeout_ms=TIMEOUT_MS,
             )  # fmt: skip
@@ -123,7 +167,7 @@ async def fit(request: Request) -> Response:
     elif item.profile is not None:
         if item.profile not in snapshot.workspace.profiles:
             raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
-        result = await run_in_threadpool(
+        result = await _on_solver_thread(
             engine.fit_profile, snapshot, caller, snapshot, item.profile,
             timeout_ms=TIMEOUT_MS,
         )  # fmt: skip

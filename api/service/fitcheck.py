@@ -6,6 +6,7 @@ run (solver timeout, unsupported construct) is the engine's "does not fit", neve
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import threading
 import weakref
@@ -45,9 +46,16 @@ def _agent_budget(doc: Doc | None) -> ast.Budget | None:
 # write transaction (`manage.PRECHECKS`: z3 may take up to TIMEOUT_MS, which must not be
 # spent holding the store's lock that every decision takes) and again by the operation
 # inside it, where the same question on the same snapshot is then a look-up. Only fits
-# are kept: a refusal may be a solver timeout, which is asked again.
+# are kept: a refusal may be a solver timeout, which is asked again. A source is kept by
+# its digest: kept whole, 4,096 fitting roles of 256,000 characters each (a comment is
+# enough) were a gigabyte, which any agent's token could send, its policy allowing
+# `roles.create` or not (the check comes before the decision).
 _FITS: weakref.WeakKeyDictionary[Any, set[tuple[str, ...]]] = weakref.WeakKeyDictionary()
 _FITS_LOCK = threading.Lock()
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _known_fit(snapshot: Any, key: tuple[str, ...]) -> bool:
@@ -65,7 +73,7 @@ def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
 def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
     snapshot = service.current()
     profile = service.agent_profile(caller, snapshot)
-    key = ("source", profile, kind, source)
+    key = ("source", profile, kind, _digest(source))
     if _known_fit(snapshot, key):
         return
     try:
@@ -93,7 +101,7 @@ def require_role_change_narrows(
     checker's diagnostics."""
     snapshot = service.current()
     users = sorted(p.name for p in snapshot.workspace.profiles.values() if role in p.roles)
-    key = ("role-change", role, source)
+    key = ("role-change", role, _digest(source))
     if not users or _known_fit(snapshot, key):
         return
     try:

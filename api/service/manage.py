@@ -14,7 +14,7 @@ from typing import Any
 
 from api.service import approvals, connections, fitcheck, resources, threads, views
 from api.service.core import Service
-from api.service.decide import Call, decide_detailed
+from api.service.decide import Call, decide_detailed, prepare
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
@@ -58,9 +58,28 @@ def _role_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None
         fitcheck.require_source_fits(service, service.agent(actor.agent), args["source"], "role")
 
 
+def _runs_now(service: Service, actor: Principal, tool: str, args: dict[str, Any]) -> bool:
+    """Whether the policy lets the agent's request run at once, as it will be decided (not
+    logged here). Compiling a role's change ahead serves only such a request: it took one
+    the policy denies 0.6-1.2 s on the benchmark's 1,000 roles, for a 40-byte request.
+    (A request that runs after all is compiled inside its transaction, as it was before.)"""
+    assert actor.agent is not None
+    try:
+        found = prepare(service, [Call(actor.agent, tool, args)], {})[0].decision
+    except ServiceError:  # (the request's own path says why)
+        return False
+    return found is None or found.effect == "allow"
+
+
 def _role_create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     _role_fits(service, actor, args)
-    views.prepare_role_change(service, actor, args)
+    if _runs_now(service, actor, "roles.create", args):
+        views.prepare_role_change(service, actor, args)
+
+
+def _role_delete_ahead(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    if _runs_now(service, actor, "roles.delete", args):
+        views.prepare_role_change(service, actor, args)
 
 
 def _role_update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -72,7 +91,7 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "agents.create": _create_fits,
     "roles.create": _role_create_fits,
     "roles.update": _role_update_fits,
-    "roles.delete": views.prepare_role_change,
+    "roles.delete": _role_delete_ahead,
     "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
     "connections.create": connections.check_create,

@@ -80,6 +80,16 @@ def _unknown(
     )
 
 
+def _out_of_time(what: str, grant: str, rule: ast.Rule, tool: str) -> Violation:
+    return Violation(
+        "timeout",
+        f"the solver ran out of time on {what}; treated as not fitting",
+        grant,
+        _location(rule),
+        tool=tool,
+    )
+
+
 def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
     """A concrete call from a satisfiable solver, preferring small, readable values;
     None when every model found is too large to build a call from."""
@@ -144,6 +154,9 @@ def _widenings_of_tool(
     caller_name: str,
 ) -> list[Violation]:
     tool = spec.name
+    if deadline.remaining_ms() <= 0:  # (nothing to encode for a solver that won't be asked)
+        return [_out_of_time(f"`{tool}` for role `{role}`", role, rule, tool)
+                for rule, role in candidate.allows(tool)]  # fmt: skip
     enc = Encoder(spec).prepare(
         [r.where for side in (caller, candidate) for r, _ in side.rules_for(tool)]
     )

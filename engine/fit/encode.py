@@ -35,6 +35,14 @@ from policy import ast
 from policy.catalogue import ToolSpec
 
 _AGENT_STR = ("id", "name", "identity")
+# z3 honours neither its timeout nor an interrupt while it takes in long string constants
+# or large regular expressions: a `!=` of one 24,000-character literal took 15 s in one
+# check, 240 literals of 1,000 characters 7.5 s, and a `like` of 1,600 `*`s more than
+# 15 minutes in the assertion alone (any `POST /v1/fit` caller could send them). Past
+# these sizes a condition is outside the fragment: `unsupported`, so "does not fit".
+MAX_LITERAL = 4096  # characters of one string literal
+MAX_LITERALS = 32_768  # characters of all the string literals of one question
+MAX_GLOB_STARS = 32  # `*`s of one `like` pattern
 
 
 @dataclass
@@ -58,6 +66,7 @@ class Encoder:
         self.lowered: list[Any] = []  # string arguments given to `lower`
         self.hosted: list[Any] = []  # string arguments given to `host`
         self.length_only: set[str] = set()
+        self.literal_chars = 0  # of the string literals encoded so far (MAX_LITERALS)
 
     def prepare(self, conditions: list[ast.Expr | None]) -> Encoder:
         """Note the `str` arguments that every condition reads only through `len`: they
@@ -184,6 +193,8 @@ class Encoder:
 
     def term(self, expr: ast.Expr) -> Term:
         if isinstance(expr, ast.Lit):
+            if expr.kind == "str":
+                self._count(str(expr.value))
             return _literal(expr)
         if isinstance(expr, ast.ListLit):
             items = [self.term(i) for i in expr.items]
@@ -207,6 +218,18 @@ class Encoder:
                 return Term("bool", all_and(lv, rv), any_or(le, all_and(negate(le), lv, re_)))
             return Term("bool", any_or(lv, rv), any_or(le, all_and(negate(le), negate(lv), re_)))
         return self._compare(expr)
+
+    def _count(self, text: str) -> None:
+        self.literal_chars += len(text)
+        if len(text) > MAX_LITERAL:
+            raise Unsupported(
+                f"a string literal of {len(text)} characters (the fit check reads at most "
+                f"{MAX_LITERAL})"
+            )
+        if self.literal_chars > MAX_LITERALS:
+            raise Unsupported(
+                f"string literals of more than {MAX_LITERALS} characters in all for one tool"
+            )
 
     def _call(self, call: ast.Call) -> Term:
         arg = call.args[0]
@@ -289,6 +312,12 @@ class Encoder:
         if op == "like":
             if not (isinstance(cmp.right, ast.Lit) and cmp.right.kind == "str"):
                 raise Unsupported("`like` with a pattern that is not a literal string")
+            stars = str(cmp.right.value).count("*")
+            if stars > MAX_GLOB_STARS:
+                raise Unsupported(
+                    f"`like` with a pattern of {stars} `*`s (the fit check reads at most "
+                    f"{MAX_GLOB_STARS})"
+                )
             return Term("bool", glob_match(a, str(cmp.right.value)), err)
         raise Unsupported(f"operator `{op}` is outside the fit fragment")
 
