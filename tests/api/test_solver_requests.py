@@ -55,24 +55,32 @@ def test_a_listing_is_made_once_per_revision_and_profile(
     assert made == ["support", "support"]
 
 
-def test_a_listing_is_made_off_the_event_loop(
-    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _slow_listings(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
+    """Every tool listing made takes `seconds` more; the profiles listed, one a listing."""
+    made: list[str] = []
     real = engine.listing.list_tools
 
     def slow(snapshot: Any, profile: str) -> Any:
-        time.sleep(1.0)  # as z3 may take on a large or hard policy
+        made.append(profile)
+        time.sleep(seconds)
         return real(snapshot, profile)
 
     monkeypatch.setattr(engine.listing, "list_tools", slow)
+    return made
+
+
+def _list_tools(url: str, harness: Harness, answers: list[int]) -> None:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        response = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
+        answers.append(response.status_code)
+
+
+def test_a_listing_is_made_off_the_event_loop(
+    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _slow_listings(monkeypatch, 1.0)  # as z3 may take on a large or hard policy
     answers: list[int] = []
-
-    def listing() -> None:
-        with httpx.Client(base_url=url, timeout=30) as client:
-            response = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
-            answers.append(response.status_code)
-
-    worker = threading.Thread(target=listing)
+    worker = threading.Thread(target=_list_tools, args=(url, harness, answers))
     worker.start()
     time.sleep(0.2)
     with httpx.Client(base_url=url, timeout=30) as client:
@@ -86,23 +94,9 @@ def test_a_listing_is_made_off_the_event_loop(
 def test_a_listing_asked_for_together_is_made_once(
     harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[str] = []
-    real = engine.listing.list_tools
-
-    def slow(snapshot: Any, profile: str) -> Any:
-        made.append(profile)
-        time.sleep(0.3)
-        return real(snapshot, profile)
-
-    monkeypatch.setattr(engine.listing, "list_tools", slow)
+    made = _slow_listings(monkeypatch, 0.3)
     answers: list[int] = []
-
-    def listing() -> None:
-        with httpx.Client(base_url=url, timeout=30) as client:
-            response = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
-            answers.append(response.status_code)
-
-    workers = [threading.Thread(target=listing) for _ in range(5)]
+    workers = [threading.Thread(target=_list_tools, args=(url, harness, answers)) for _ in range(5)]
     for worker in workers:
         worker.start()
     for worker in workers:
