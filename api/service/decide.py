@@ -135,6 +135,17 @@ def _in_turns_thread(call: Call, turn: Doc) -> Call:
     )  # fmt: skip
 
 
+def _snapshot(
+    service: Service, snapshots: dict[int, Snapshot], revision: int, compile: bool
+) -> Snapshot:
+    """Revision `revision`'s snapshot, through the request's memo `snapshots` (`prepare`
+    inlines this for its common case)."""
+    snapshot = snapshots.get(revision)
+    if snapshot is None:
+        snapshot = snapshots[revision] = service.snapshots.get(revision, compile)
+    return snapshot
+
+
 def _prepare(
     service: Service, call: Call, snapshots: dict[int, Snapshot], compile: bool
 ) -> Prepared:
@@ -151,9 +162,7 @@ def _prepare(
         call = _in_turns_thread(call, turn)
     if revision == 0:
         raise no_policy()
-    snapshot = snapshots.get(revision)
-    if snapshot is None:
-        snapshot = snapshots[revision] = service.snapshots.get(revision, compile)
+    snapshot = _snapshot(service, snapshots, revision, compile)
     thread = None
     thread_ctx = None
     if call.thread is not None:
@@ -165,11 +174,7 @@ def _prepare(
     request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
     prepared = Prepared(call, agent, snapshot, thread, request)
     if revision != service.snapshots.latest and agent.get("parent"):
-        latest = service.snapshots.latest
-        found = snapshots.get(latest)
-        if found is None:
-            found = snapshots[latest] = service.snapshots.get(latest, compile)
-        prepared.latest = found
+        prepared.latest = _snapshot(service, snapshots, service.snapshots.latest, compile)
     if thread is None or not snapshot.reads_thread_cost(request.profile, call.tool):
         prepared.decision = snapshot.decide(request)
     return prepared
