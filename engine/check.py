@@ -8,33 +8,18 @@ declarations, `resolve` tool patterns and references, `type` conditions and rewr
 from __future__ import annotations
 
 import gc
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path as FsPath
 
-from engine import types as T
-from engine.builtins import builtin_tools, default_hook_names, default_hooks
-from engine.workspace import Workspace, index_namespaces, match_tools
+from engine.checker import DEFAULT_CHECK, Checker, CheckOptions
+from engine.workspace import Workspace
 from grammar import source
-from grammar.parser import DEFAULT_OPTIONS, ParseOptions, parse
+from grammar.parser import parse
 from policy import ast
-from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
-from policy.diagnostics import (
-    CharterError,
-    CharterSyntaxError,
-    Diagnostic,
-    did_you_mean,
-    source_lines,
-)
+from policy.diagnostics import CharterError, CharterSyntaxError, Diagnostic
 
-
-@dataclass(frozen=True, slots=True)
-class CheckOptions:
-    parse: ParseOptions = DEFAULT_OPTIONS
-    max_rules_per_role: int = 1_000
-    max_files: int = 10_000
+__all__ = ["CheckOptions", "check_files", "check_sources", "load", "read_sources"]
 
 
 def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
@@ -46,7 +31,7 @@ def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
     return read.files
 
 
-def load(paths: Iterable[str | FsPath], options: CheckOptions = CheckOptions()) -> Workspace:
+def load(paths: Iterable[str | FsPath], options: CheckOptions = DEFAULT_CHECK) -> Workspace:
     """Read and check a workspace. A file that cannot be read is reported with the
     errors of the files that could, which are checked without it."""
     read = source.read_sources(paths, options.parse.max_file_bytes)
@@ -79,7 +64,7 @@ def _collector_paused() -> Iterator[None]:
 
 @_collector_paused()
 def check_sources(
-    sources: Iterable[tuple[str, str]], options: CheckOptions = CheckOptions()
+    sources: Iterable[tuple[str, str]], options: CheckOptions = DEFAULT_CHECK
 ) -> Workspace:
     """Parse and check a set of files as one workspace; raise CharterError with all errors."""
     files: list[ast.SourceFile] = []
@@ -97,411 +82,25 @@ def check_sources(
             files.append(parse(text, path, options.parse))
         except CharterSyntaxError as exc:
             errors.extend(exc.diagnostics)
-    checker = _Checker(files, options)
+    return check_files(files, options, dict(sources), errors)
+
+
+@_collector_paused()
+def check_files(
+    files: list[ast.SourceFile],
+    options: CheckOptions = DEFAULT_CHECK,
+    texts: Mapping[str, str] | None = None,
+    errors: Iterable[Diagnostic] = (),
+) -> Workspace:
+    """Check files parsed already as one workspace (`check_sources` after parsing; the
+    fit check reuses a checked workspace's files instead of parsing them again); raise
+    CharterError with all errors, `errors` (what parsing found) first. `texts`: the
+    sources for the messages (default: each file's own text)."""
+    found = list(errors)
+    checker = Checker(files, options)
     workspace = checker.run()
-    errors.extend(checker.errors)
-    if errors:  # the warnings go with the errors: a failed check still reports them
-        raise CharterError([*errors, *checker.warnings], dict(sources))
+    found.extend(checker.errors)
+    if found:  # the warnings go with the errors: a failed check still reports them
+        shown = dict(texts) if texts is not None else {f.path: f.text for f in files}
+        raise CharterError([*found, *checker.warnings], shown)
     return workspace
-
-
-# Names a profile body could not refer to: after `roles` the words `roles`, `hooks` and
-# `budget` start the next line, and `default` and `none` are the hooks list's keywords.
-_RESERVED_NAMES: dict[str, tuple[str, ...]] = {
-    "role": ("roles", "hooks", "budget"),
-    "hook": ("default", "none"),
-}
-
-
-def _reserved_help(kind: str, name: str) -> str:
-    if kind == "hook":
-        meaning = "the default approval hooks" if name == "default" else "no hooks at all"
-        return f"in a profile, `hooks {name}` means {meaning}, not this hook; pick another name"
-    return f"in a profile, `roles {name}` reads `{name}` as a keyword, not this role; pick another name"
-
-
-_URL = re.compile(r"https?://[^\s/$.?#][^\s]*\Z")
-
-
-class _Checker:
-    def __init__(self, files: list[ast.SourceFile], options: CheckOptions) -> None:
-        self.files = files
-        self.options = options
-        self.errors: list[Diagnostic] = []
-        self.warnings: list[Diagnostic] = []
-        self.tools: dict[str, ToolSpec] = dict(builtin_tools())
-        self.toolsets: dict[str, ast.Toolset] = {}
-        self.roles: dict[str, ast.Role] = {}
-        self.hooks: dict[str, ast.Hook] = {h.name: h for h in default_hooks()}
-        self.profiles: dict[str, ast.Profile] = {}
-        self.tests: list[ast.Test] = []
-        # Declarations whose name was taken already: checked, never registered. Recorded
-        # where `collect` decides so, rather than derived later as "not the one registered
-        # under its name": that needs identity, not `in` (nodes compare equal without
-        # their spans, so a copy of a declaration would pass for it), and a second walk
-        # of every declaration for a list that is empty in a workspace that checks.
-        self.duplicates: list[ast.Declaration] = []
-        self.by_namespace: dict[str, list[str]] = {}
-        # What `resolve` found once and `type_conditions` types against: each rule
-        # condition with the tools its rule matches, and each hook with its tools.
-        self.rule_conditions: list[tuple[ast.Expr, list[ToolSpec]]] = []
-        self.hook_tools: list[tuple[ast.Hook, list[ToolSpec]]] = []
-        self.texts: dict[str, str] = {f.path: f.text for f in files}
-
-    def item_span(
-        self, node: ast.Profile | ast.Test, kind: str, name: str, last: bool = False
-    ) -> ast.Span:
-        """The span of `name` on a declaration's `kind` line (the AST keeps only that line's
-        number), so a caret points at the unknown name rather than the block's start."""
-        line = dict(node.item_lines).get(kind)
-        text = self.texts.get(node.span.file)
-        if line is None or text is None:
-            return node.span
-        lines = source_lines(text)
-        if not 1 <= line <= len(lines):
-            return node.span
-        source = lines[line - 1]
-        matches = list(re.finditer(rf"(?<![a-z0-9_-]){re.escape(name)}(?![a-z0-9_-])", source))
-        # The name may also be the keyword itself (`profile profile`): skip the keyword.
-        matches = [m for m in matches if m.start() > source.find(kind)]
-        if not matches:
-            return node.span
-        found = matches[-1] if last else matches[0]
-        return ast.Span(node.span.file, line, found.start() + 1, line, found.end() + 1)
-
-    def report(self, diag: Diagnostic) -> None:
-        (self.errors if diag.severity == "error" else self.warnings).append(diag)
-
-    def run(self) -> Workspace:
-        self.collect()
-        self.by_namespace = index_namespaces(self.tools)
-        self.resolve()
-        self.type_conditions()
-        return Workspace(
-            self.tools,
-            self.toolsets,
-            self.roles,
-            self.hooks,
-            self.profiles,
-            tuple(self.tests),
-            tuple(self.files),
-            tuple(self.warnings),
-        )
-
-    # ---- stage: collect ----------------------------------------------------------------
-    def collect(self) -> None:
-        """Register each declaration under its name. A name declared twice is E0107, and
-        the later declaration is not registered (it takes no part in what compiles), but
-        its body is still checked, in `duplicates`, so that its errors are reported too."""
-        seen: dict[tuple[str, str], ast.Span] = {}
-        for decl in (d for f in self.files for d in f.declarations):
-            kind = type(decl).__name__.lower()
-            key = (kind, decl.name)
-            duplicate = key in seen or (kind == "hook" and decl.name in default_hook_names())
-            if duplicate:
-                first = seen.get(key)
-                where = f"first declared at {first}" if first else "it is a default approval hook"
-                self.report(
-                    Diagnostic(
-                        "E0107",
-                        f"{kind} `{decl.name}` is declared more than once",
-                        decl.span,
-                        f"{where}; rename one of them",
-                    )
-                )
-            else:
-                seen[key] = decl.span
-                if decl.name in _RESERVED_NAMES.get(kind, ()):
-                    self.report(
-                        Diagnostic(
-                            "E0117",
-                            f"{kind} name `{decl.name}` is reserved",
-                            decl.span,
-                            _reserved_help(kind, decl.name),
-                        )
-                    )
-            if isinstance(decl, ast.Toolset):
-                self.collect_toolset(decl, register=not duplicate)
-                continue
-            if isinstance(decl, ast.Role) and len(decl.rules) > self.options.max_rules_per_role:
-                self.report(
-                    Diagnostic(
-                        "E0112",
-                        f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
-                        f"{self.options.max_rules_per_role}",
-                        decl.span,
-                        "split it into several roles",
-                    )
-                )
-            if duplicate:
-                self.duplicates.append(decl)
-            elif isinstance(decl, ast.Role):
-                self.roles[decl.name] = decl
-            elif isinstance(decl, ast.Hook):
-                self.hooks[decl.name] = decl
-            elif isinstance(decl, ast.Profile):
-                self.profiles[decl.name] = decl
-            else:
-                self.tests.append(decl)
-
-    def collect_toolset(self, ts: ast.Toolset, register: bool = True) -> None:
-        """Check a toolset's body; `register` its tools unless its name is a duplicate."""
-        if register and (ts.name in BUILTIN_NAMESPACES or ts.name in ("callables", "tool")):
-            self.report(
-                Diagnostic(
-                    "E0108",
-                    f"toolset `{ts.name}` uses a built-in namespace",
-                    ts.span,
-                    "built-in namespaces are reserved for the API's own tools; pick another name",
-                )
-            )
-            return
-        if ts.url is not None and not _URL.match(ts.url):
-            self.report(
-                Diagnostic(
-                    "E0113",
-                    f"`{ts.url}` is not an http(s) URL",
-                    ts.span,
-                    'write the full address, e.g. "https://tools.example.com/mail"',
-                )
-            )
-        if register:
-            self.toolsets[ts.name] = ts
-        names: set[str] = set()
-        for tool in ts.tools:
-            full = f"{ts.name}.{tool.name}"
-            if tool.name in names:
-                self.report(
-                    Diagnostic(
-                        "E0109",
-                        f"tool `{full}` is declared twice",
-                        tool.span,
-                        "remove one of them, or rename it",
-                    )
-                )
-                continue
-            names.add(tool.name)
-            params: set[str] = set()
-            for param in tool.params:
-                if param.name in params:
-                    self.report(
-                        Diagnostic(
-                            "E0110",
-                            f"argument `{param.name}` of `{full}` is declared twice",
-                            param.span,
-                            "remove one of them, or rename it",
-                        )
-                    )
-                params.add(param.name)
-                if param.default is not None:
-                    declared = T.from_ref(param.type)
-                    given = T.literal_type(param.default)
-                    if given is None or not (
-                        T.value_fits(declared, given)
-                        or (declared == "map" and isinstance(param.default, ast.MapLit))
-                    ):
-                        self.report(
-                            Diagnostic(
-                                "E0111",
-                                f"default of `{param.name}` is "
-                                + (f"a `{T.show(given)}`" if given else "not a single type")
-                                + f", but the argument is `{T.show(declared)}`",
-                                param.default.span,
-                                f"use a value of type `{T.show(declared)}`, or change the argument's type",
-                            )
-                        )
-            if register:
-                self.tools[full] = ToolSpec(
-                    full, tool.params, ts.name, ts.runs_code, ts.connection_required, span=tool.span
-                )
-
-    # ---- stage: resolve ----------------------------------------------------------------
-    def resolve_patterns(
-        self, patterns: tuple[ast.Pattern, ...], lenient: bool = False
-    ) -> list[ToolSpec]:
-        matched: list[ToolSpec] = []
-        for pattern in patterns:
-            found = match_tools(self.tools, (pattern,), self.by_namespace)
-            if not found and not lenient:
-                if pattern.kind == "namespace":
-                    namespaces = {t.namespace for t in self.tools.values() if t.namespace}
-                    self.report(
-                        Diagnostic(
-                            "E0102",
-                            f"no tool is in namespace `{pattern.namespace}`",
-                            pattern.span,
-                            did_you_mean(pattern.namespace, namespaces)
-                            or "declare a toolset with that name, or check the spelling",
-                        )
-                    )
-                else:
-                    self.report(
-                        Diagnostic(
-                            "E0101",
-                            f"no tool is named `{pattern.text}`",
-                            pattern.span,
-                            did_you_mean(pattern.text, self.tools)
-                            or "declare it in a toolset, or check the spelling",
-                        )
-                    )
-            matched.extend(found)
-        return list({t.name: t for t in matched}.values())
-
-    def resolve(self) -> None:
-        dups = self.duplicates
-        for role in [*self.roles.values(), *(d for d in dups if isinstance(d, ast.Role))]:
-            for rule in role.rules:
-                self.resolve_rule(rule)
-        for hook in [*self.hooks.values(), *(d for d in dups if isinstance(d, ast.Hook))]:
-            lenient = hook.span.file == "<default hooks>"
-            self.hook_tools.append((hook, self.resolve_patterns(hook.patterns, lenient=lenient)))
-        for profile in [*self.profiles.values(), *(d for d in dups if isinstance(d, ast.Profile))]:
-            self.resolve_profile(profile)
-        for test in [*self.tests, *(d for d in dups if isinstance(d, ast.Test))]:
-            self.resolve_test(test)
-
-    def resolve_rule(self, rule: ast.Rule) -> None:
-        tools = self.resolve_patterns(rule.patterns)
-        if rule.where is not None:
-            self.rule_conditions.append((rule.where, tools))
-        if rule.effect == "deny":
-            authored = [t.name for t in tools if not t.builtin]
-            if authored:
-                self.report(
-                    Diagnostic(
-                        "E0103",
-                        f"deny rules are for built-in tools only, and this one matches "
-                        f"toolset tool `{authored[0]}`",
-                        rule.span,
-                        "narrow the `allow` that grants it with a `where` condition instead",
-                    )
-                )
-
-    def resolve_profile(self, profile: ast.Profile) -> None:
-        for name in profile.roles:
-            if name not in self.roles:
-                self.report(
-                    Diagnostic(
-                        "E0104",
-                        f"profile `{profile.name}` selects unknown role `{name}`",
-                        self.item_span(profile, "roles", name),
-                        did_you_mean(name, self.roles) or "declare the role, or check the spelling",
-                    )
-                )
-        for name in profile.hooks:
-            if name not in _RESERVED_NAMES["hook"] and name not in self.hooks:
-                self.report(
-                    Diagnostic(
-                        "E0105",
-                        f"profile `{profile.name}` installs unknown hook `{name}`",
-                        self.item_span(profile, "hooks", name),
-                        did_you_mean(name, [*self.hooks, *_RESERVED_NAMES["hook"]])
-                        or "declare the hook, or check the spelling",
-                    )
-                )
-        if len(set(profile.roles)) != len(profile.roles):
-            self.report(
-                Diagnostic(
-                    "W0115",
-                    f"profile `{profile.name}` lists a role twice",
-                    self.item_span(
-                        profile,
-                        "roles",
-                        next(r for r in profile.roles if profile.roles.count(r) > 1),
-                        last=True,
-                    ),
-                    "remove the repeated name",
-                    severity="warning",
-                )
-            )
-
-    def resolve_test(self, test: ast.Test) -> None:
-        if test.profile and test.profile not in self.profiles:
-            self.report(
-                Diagnostic(
-                    "E0106",
-                    f'test "{test.name}" names unknown profile `{test.profile}`',
-                    self.item_span(test, "profile", test.profile),
-                    did_you_mean(test.profile, self.profiles) or "declare the profile",
-                )
-            )
-        for expect in test.expects:
-            if expect.tool not in self.tools:
-                self.report(
-                    Diagnostic(
-                        "E0114",
-                        f"test expects a call of unknown tool `{expect.tool}`",
-                        expect.span,
-                        did_you_mean(expect.tool, self.tools) or "check the tool's name",
-                    )
-                )
-
-    # ---- stage: type -------------------------------------------------------------------
-    def type_conditions(self) -> None:
-        limit = self.options.parse.max_expr_nodes
-        conditions = list(self.rule_conditions)
-        for hook, tools in self.hook_tools:
-            if hook.where is not None:
-                conditions.append((hook.where, tools))
-            for rewrite in hook.rewrites:
-                self.type_rewrite(hook, rewrite, tools)
-        for expr, tools in conditions:
-            if not tools:
-                continue  # its pattern names no tool: already reported, nothing to type against
-            if len(ast.walk_expr(expr)) > limit:
-                self.report(
-                    Diagnostic(
-                        "E0208",
-                        f"condition has more than {limit} nodes",
-                        expr.span,
-                        "split it across several rules",
-                    )
-                )
-                continue
-            T.check_condition(expr, T.TypeEnv(tools, self.report))
-
-    def check_secret_copy(
-        self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]
-    ) -> None:
-        """A rewrite reads a secret argument (`identities.import`'s `seed`, a connection's
-        `credential`) only to set it: the log and the responses redact it by its name, so a
-        copy in another argument was shown, and stored (a label, a connection's name)."""
-        target = rewrite.target.parts[0]
-        for node in ast.walk_expr(rewrite.value):
-            if isinstance(node, ast.Path) and node.root == "args" and node.parts:
-                for tool in tools:
-                    if node.parts[0] in tool.sensitive and target not in tool.sensitive:
-                        self.report(Diagnostic(
-                            "E0207",
-                            f"hook `{hook.name}` copies `{node}`, a secret of `{tool.name}`, "
-                            f"into `{rewrite.target}`, which the log and responses show",
-                            node.span,
-                            "a rewrite may read a secret argument only to set that argument",
-                        ))  # fmt: skip
-                        return
-
-    def type_rewrite(self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]) -> None:
-        target = rewrite.target
-        if target.root != "args" or len(target.parts) != 1:
-            self.report(
-                Diagnostic(
-                    "E0207",
-                    f"a rewrite sets one argument, like `args.limit`; `{target}` is not one",
-                    target.span,
-                    "rewrite a top-level argument of the call: `rewrite args.NAME = VALUE`",
-                )
-            )
-            return
-        self.check_secret_copy(hook, rewrite, tools)
-        env = T.TypeEnv(tools, self.report)
-        declared = T.path_type(target, env)
-        value = T.infer(rewrite.value, env)
-        if declared is not None and value is not None and not T.value_fits(declared, value):
-            self.report(
-                Diagnostic(
-                    "E0207",
-                    f"hook `{hook.name}` sets `{target}` (`{T.show(declared)}`) to a `{T.show(value)}`",
-                    rewrite.value.span,
-                    f"use a value of type `{T.show(declared)}`",
-                )
-            )
