@@ -6,7 +6,7 @@ import itertools
 
 import z3
 
-from engine.fit.encode import glob_match
+from engine.fit.relations import glob_match
 from engine.runtime import glob
 
 PATTERNS = ("", "*", "**", "a*", "*a", "a*b", "*ab*", "a*b*", "*a*b", "ab*ba", "a**b", "*@x*")
