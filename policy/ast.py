@@ -197,7 +197,6 @@ class Param:
     type: TypeRef
     default: Expr | None = None
     optional: bool = False
-    sensitive: bool = False
     span: Span = _span()
 
     @property
