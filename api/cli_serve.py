@@ -32,6 +32,7 @@ from api.cli_serve_checks import (
     key_refusal,
     listen_refusal,
     os_reason,
+    policy_mib,
     port_number,
     refuse,
     sealed_refusal,
@@ -40,7 +41,7 @@ from api.cli_serve_checks import (
 )
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
-from api.service.core import TURN_LIFETIME_MS, Service
+from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.rolefiles import ROLES_DIR
@@ -189,7 +190,13 @@ def run_uvicorn(app: Any, host: str, port: int, workers: int = 1, **options: Any
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from api.http.app import TURN_LIFETIME_ENV, create_app, open_service, tune_gc
+    from api.http.app import (
+        MAX_POLICY_ENV,
+        TURN_LIFETIME_ENV,
+        create_app,
+        open_service,
+        tune_gc,
+    )
 
     db = str(args.db)
     refused = database_refusal(db, serving=True)
@@ -207,7 +214,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         return refuse(*listen_refusal(args.host, args.port, exc))
     try:
-        service = open_service(db, turn_lifetime=args.turn_lifetime)
+        service = open_service(
+            db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
+        )
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
@@ -220,6 +229,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
+    except ServiceError as exc:  # a workspace over `--max-policy-mib`
+        hint = exc.extra.get("help")
+        sys.stderr.write(f"charter: {exc.message}\n" + (f"help: {hint}\n" if hint else ""))
+        service.store.close()
+        return 1
     _say(f"serving {db} on http://{args.host}:{port} ({args.workers} worker(s))")
     stack: dict[str, Any] = {"loop": args.loop, "http": args.http}
     if args.access_log:  # uvicorn's access log (off by default: a line per request costs)
@@ -229,6 +243,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         metricsshare.reset(db)  # the workers publish their counters there afresh
         os.environ["CHARTER_DB"] = db
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
+        os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
         run_uvicorn(
             "api.http.app:app_from_env", args.host, port, args.workers, factory=True, **stack
         )
@@ -279,6 +294,9 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=worker_count, default=1, help="1 or more processes")
     p.add_argument("--turn-lifetime", type=turn_lifetime, default=TURN_LIFETIME_MS // 1000,
                    help="seconds an admitted turn decides on its revision (default: 3600)")  # fmt: skip
+    p.add_argument("--max-policy-mib", type=policy_mib, default=MAX_POLICY_BYTES >> 20,
+                   help="the most text (every file's together) a new policy revision may "
+                   "hold, in MiB (default: 16)")  # fmt: skip
     p.add_argument("--loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="the event loop (auto: uvloop when installed)")  # fmt: skip
     p.add_argument("--access-log", action="store_true",

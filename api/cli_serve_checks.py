@@ -72,6 +72,16 @@ def turn_lifetime(text: str) -> int:
     return seconds
 
 
+def policy_mib(text: str) -> int:
+    """MiB, 1 to 1024: the most text (every file's together) a new revision may hold."""
+    mib = _digits(text, 4)
+    if not mib or mib > 1024:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a policy's cap: give MiB, from 1 to 1024"
+        )
+    return mib
+
+
 def database_path(text: str) -> str:
     """A file to keep the state in. SQLite reads `""` as a temporary database and
     `:memory:` as one in memory: either is gone when the process ends, with the policy

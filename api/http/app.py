@@ -58,13 +58,19 @@ def create_app(service: Service) -> CharterApp:
 
 
 TURN_LIFETIME_ENV = "CHARTER_TURN_LIFETIME"  # `--turn-lifetime`, for `--workers N`' processes
+MAX_POLICY_ENV = "CHARTER_MAX_POLICY_MIB"  # `--max-policy-mib`, likewise
 
 
 def open_service(
-    db: str | Path, *, shared: bool = False, turn_lifetime: int | None = None
+    db: str | Path,
+    *,
+    shared: bool = False,
+    turn_lifetime: int | None = None,
+    max_policy_mib: int | None = None,
 ) -> Service:
     """`shared`: one of several processes serving `db` (`charter serve --workers N`);
-    `turn_lifetime`: seconds an admitted turn runs (default: an hour)."""
+    `turn_lifetime`: seconds an admitted turn runs (default: an hour); `max_policy_mib`:
+    the most text a new revision may hold, in MiB (default: 16)."""
     store = SqliteStore(db, shared=shared)
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     service = Service(store, Sealer(load_key(db)))
@@ -72,6 +78,10 @@ def open_service(
         if turn_lifetime < 1:  # (0 would end every turn as it began)
             raise ValueError(f"a turn's lifetime is at least a second, not {turn_lifetime}")
         service.turn_lifetime_ms = turn_lifetime * 1000
+    if max_policy_mib is not None:  # (`charter serve --max-policy-mib`)
+        if max_policy_mib < 1:
+            raise ValueError(f"a policy's cap is at least 1 MiB, not {max_policy_mib}")
+        service.max_policy_bytes = max_policy_mib << 20
     if shared:
         service.shared_metrics = SharedMetrics(str(db), service.metrics)
         service.shared_metrics.start()
@@ -83,8 +93,12 @@ def app_from_env() -> Starlette:
     import os
 
     lifetime = os.environ.get(TURN_LIFETIME_ENV)
+    cap = os.environ.get(MAX_POLICY_ENV)
     db = os.environ.get("CHARTER_DB", "charter.db")
-    service = open_service(db, shared=True, turn_lifetime=int(lifetime) if lifetime else None)
+    service = open_service(
+        db, shared=True, turn_lifetime=int(lifetime) if lifetime else None,
+        max_policy_mib=int(cap) if cap else None,
+    )  # fmt: skip
     app = create_app(service)
     tune_gc()
     return app

@@ -267,6 +267,13 @@ CODES: dict[str, Code] = {
         "a `PUT /v1/policy` whose `If-Match` names a revision that is no longer the latest "
         "(`latest` says which is): the upload would drop what came since",
     ),
+    "policy-too-large": Code(
+        (413,),
+        "a new revision (`PUT /v1/policy`, a role's `POST` or `PATCH`, an approved one, "
+        "`charter serve --workspace`) would hold more text than `charter serve "
+        "--max-policy-mib` (16 MiB by default; every file's UTF-8 bytes together) and more "
+        "than the latest revision; `bytes` and `max_bytes` say how much",
+    ),
     "revision-does-not-check": Code(
         (409,),
         "a stored revision that a decision, a pinned turn or a view needs does not check with "

@@ -30,7 +30,8 @@ WHY = {
     404: "what the path or the body names is not there (`agent-not-found`, ...)",
     409: "the request conflicts with the state (`agent-exists`, `no-policy`, "
     "`approval-not-pending`, ...)",
-    413: "the body is over 1 MiB (`body-too-large`), or a batch over 1,000 calls",
+    413: "the body is over 1 MiB (`body-too-large`), a batch over 1,000 calls, or a new "
+    "revision over the policy's size cap (`policy-too-large`)",
     412: "`If-Match` names a revision that is no longer the latest (`revision-moved`)",
     415: "the DSL text names a charset other than UTF-8 (`unsupported-charset`)",
     422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "

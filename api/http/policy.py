@@ -173,12 +173,13 @@ async def revisions(request: Request) -> Response:
     service = service_of(request)
     after = pages.decode("revisions", query(request, "cursor"))
     limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
+    # (each revision's paths, without its texts: a revision of a large policy holds MiBs)
     rows = service.store.list_revisions(after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     items = [
         {"revision": n, **{k: v for k, v in body.items() if k != "files"},
-         "files": [p for p, _ in body["files"]]}
+         "files": body["files"]}
         for n, body in rows
     ]  # fmt: skip
     cursor = pages.encode("revisions", rows[-1][0]) if more and rows else None

@@ -30,6 +30,18 @@ TURN_LIFETIME_MS = 3_600_000  # an hour: a turn older than that is not running, 
 CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
 # A meta value: every agent's tag is its parent's id, every agent token's its agent's id.
 TAGGED = "documents_tagged"
+# The most text (UTF-8 bytes, every file's together) a new revision may hold, by default
+# (`charter serve --max-policy-mib`): each `roles.create` adds a file, and an agent's
+# chain of them grew one policy, and every compile and read of it, without a bound.
+MAX_POLICY_BYTES = 16 << 20
+
+
+def policy_bytes(files: Sequence[tuple[str, str]]) -> int:
+    """The UTF-8 bytes of the files' texts together (a text's length, when it is ASCII)."""
+    return sum(
+        len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        for _, text in files
+    )
 
 
 def now_ms() -> int:
@@ -104,6 +116,7 @@ class Service:
         self._prepared: dict[tuple[tuple[str, str], ...], Snapshot] = {}
         # How long an admitted turn decides on its revision and profile (`--turn-lifetime`).
         self.turn_lifetime_ms = TURN_LIFETIME_MS
+        self.max_policy_bytes = MAX_POLICY_BYTES  # (`--max-policy-mib`; see require_room)
         self.started_at = now_ms()
         # Called when another process moved the cache epoch, and on forget_tokens (the
         # HTTP app's token cache registers its `forget`).
@@ -240,11 +253,32 @@ class Service:
     def current(self) -> Snapshot:
         return self.snapshots.current()
 
+    def require_room(self, files: Sequence[tuple[str, str]]) -> None:
+        """413 `policy-too-large` when `files` hold more than `max_policy_bytes` of text,
+        unless no more than the latest revision: a policy over a cap lowered since may
+        still shrink (a role deleted), or change without growing."""
+        size = policy_bytes(files)
+        if size <= self.max_policy_bytes:
+            return
+        latest = self.store.latest_revision()  # (in `upload`'s transaction: the true latest)
+        if latest and size <= policy_bytes(self.files(latest)[1]):
+            return
+        raise ServiceError(
+            413, "policy-too-large",
+            f"the policy would hold {size} bytes of text, over this server's cap of "
+            f"{self.max_policy_bytes}",
+            help="delete roles or files the policy no longer needs, or serve it with a larger "
+            "`--max-policy-mib`",
+            bytes=size, max_bytes=self.max_policy_bytes,
+        )  # fmt: skip
+
     def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
         """Raises CharterError with every diagnostic; the HTTP layer makes that a 422.
         Files under `api/roles/` must be the API's own roles, one a file (E0118,
         api.service.rolefiles); a revision stored before that rule is read as it was
-        (`Snapshots` compiles a stored revision without it)."""
+        (`Snapshots` compiles a stored revision without it). A policy over the size cap
+        is refused first (`require_room`), before the work of checking it."""
+        self.require_room(files)
         try:
             workspace = check_sources(files)
         except CharterError as exc:
@@ -286,6 +320,9 @@ class Service:
         files), else the one `prepare` keeps for them (taken: one upload each), else
         compiled now. It is the latest from its transaction's commit on (use the snapshot
         returned until then)."""
+        # Here too, inside the caller's transaction: what was checked ahead was measured
+        # against a latest revision that may have moved since.
+        self.require_room(files)
         with self._lock:
             kept = self._prepared.pop(tuple(files), None)
         snapshot = prepared or kept

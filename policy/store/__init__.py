@@ -2,9 +2,13 @@
 
 `Store` is the narrow interface the service layer codes against; `SqliteStore` is the
 embedded default. Everything but the ledger is a document (a CBOR-encodable mapping)
-keyed by (kind, id), so a PostgreSQL implementation needs five tables and no joins:
+keyed by (kind, id), so a PostgreSQL implementation needs six tables and no joins:
 
-- revisions: the DSL source files of every policy change, numbered 1, 2, ...
+- revisions: the DSL source files of every policy change, numbered 1, 2, ..., each as
+  its path and the SHA-256 of its text (policy/store/texts.py).
+- texts: each file text once, keyed by its SHA-256, written with the revision that first
+  holds it (`INSERT ... ON CONFLICT DO NOTHING`) and never deleted; a revision's texts
+  are read back by their digests (`digest = ANY(...)`), not joined.
 - documents: identities, secrets, agents, threads, turns, approvals, tokens, with an
   insertion position (for cursor pages that stay stable while rows are added) and one
   optional `tag` column to filter on (an approval's status, a thread's agent, an agent's
@@ -62,10 +66,21 @@ class Store(Protocol):
         ...
 
     # revisions
-    def add_revision(self, body: Mapping[str, Any]) -> int: ...
-    def get_revision(self, number: int) -> Doc | None: ...
+    def add_revision(self, body: Mapping[str, Any]) -> int:
+        """A new revision, numbered after the latest; `body["files"]` is its `[path, text]`
+        pairs. Its texts are kept once each, whatever number of revisions hold them, in
+        the same transaction as the revision."""
+        ...
+
+    def get_revision(self, number: int) -> Doc | None:
+        """The body as it was added, its files' texts with them."""
+        ...
+
     def latest_revision(self) -> int: ...
-    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]: ...
+    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
+        """Revisions after `after`, at most `limit`, in order: each body with `files` its
+        paths alone (what the history shows), read without the texts."""
+        ...
 
     # documents
     def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:

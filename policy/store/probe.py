@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 from policy.store.sqlite import SCHEMA
 
-# Every table the store makes; a charter database has had them all since its first start.
+# The tables a charter database has had since its first start (the store makes `texts`
+# too, which one written by an older charter lacks: SCHEMA leaves it out).
 TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 SQLITE_NOTADB = 26  # "file is not a database": its header is not SQLite's
 

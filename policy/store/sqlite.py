@@ -19,7 +19,7 @@ from typing import Any
 
 import cbor2
 
-from policy.store import SPENT_OVERFLOW, Doc, Row, StoreUnavailable
+from policy.store import SPENT_OVERFLOW, Doc, Row, StoreUnavailable, texts
 from policy.store.checkpoints import Checkpointer
 from policy.store.writerlock import WriterLock
 
@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS ledger (subject TEXT NOT NULL, at INTEGER NOT NULL,
   micros INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
 """
+# The revisions' file texts, each once under its SHA-256 (policy/store/texts.py). Not in
+# SCHEMA, whose tables are what makes a file a charter database (policy/store/probe.py):
+# one made before this table was lacks it until this version opens it.
+TEXTS = "CREATE TABLE IF NOT EXISTS texts (digest BLOB PRIMARY KEY, body BLOB NOT NULL);"
+_TEXTS_AT_ONCE = 500  # digests a statement looks up (SQLite's variables: 32766 at most)
 
 
 # The log is kept in runs: a row of `decisions` holds the `count` rows a transaction
@@ -191,7 +196,7 @@ class SqliteStore:
                 self._db.execute("PRAGMA journal_mode = WAL")
             # NORMAL in WAL: a power cut may lose the last commits, never corrupt the file.
             self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.executescript(SCHEMA)
+            self._db.executescript(SCHEMA + TEXTS)
             columns = [c[1] for c in self._db.execute("PRAGMA table_info(decisions)")]
             if "count" not in columns:  # a log written a row per decision: runs of one
                 self._db.execute(
@@ -224,16 +229,40 @@ class SqliteStore:
 
     # ---- revisions ------------------------------------------------------------------------
     def add_revision(self, body: Mapping[str, Any]) -> int:
+        refs, new = texts.split(body["files"])  # (hashed before the transaction's lock)
         with self.atomic():
+            # A text already kept (by an earlier revision, or twice in this one) is not
+            # written again: the conflict on its digest is found in the key's index.
+            self._db.executemany("INSERT OR IGNORE INTO texts (digest, body) VALUES (?, ?)",
+                                 new.items())  # fmt: skip
             (last,) = self._db.execute("SELECT coalesce(max(n), 0) FROM revisions").fetchone()
             number = int(last) + 1
-            self._db.execute("INSERT INTO revisions (n, body) VALUES (?, ?)", (number, _enc(body)))
+            row = _enc({**body, "files": refs})
+            self._db.execute("INSERT INTO revisions (n, body) VALUES (?, ?)", (number, row))
             return number
 
     def get_revision(self, number: int) -> Doc | None:
         with self._lock:
             row = self._db.execute("SELECT body FROM revisions WHERE n = ?", (number,)).fetchone()
-        return None if row is None else _dec(row[0])
+            if row is None:
+                return None
+            body = _dec(row[0])
+            # (its texts were committed with it and are never deleted: a read of its own
+            # finds them all)
+            found = self._texts(texts.digests(body["files"]))
+        body["files"] = texts.join(body["files"], found)
+        return body
+
+    def _texts(self, digests: set[bytes]) -> dict[bytes, bytes]:
+        wanted = list(digests)
+        found: dict[bytes, bytes] = {}
+        for start in range(0, len(wanted), _TEXTS_AT_ONCE):
+            chunk = wanted[start : start + _TEXTS_AT_ONCE]
+            marks = ", ".join("?" * len(chunk))
+            found.update(
+                self._db.execute(f"SELECT digest, body FROM texts WHERE digest IN ({marks})", chunk)
+            )
+        return found
 
     def latest_revision(self) -> int:
         with self._lock:
@@ -245,7 +274,12 @@ class SqliteStore:
             rows = self._db.execute(
                 "SELECT n, body FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
             ).fetchall()
-        return [(int(n), _dec(body)) for n, body in rows]
+        listed = []
+        for n, blob in rows:
+            body = _dec(blob)
+            body["files"] = texts.paths(body["files"])
+            listed.append((int(n), body))
+        return listed
 
     # ---- documents ------------------------------------------------------------------------
     # Every write runs in `atomic()`: inside a caller's transaction it joins it; alone it is

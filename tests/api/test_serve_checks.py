@@ -81,6 +81,8 @@ REFUSED_VALUES = [
       for w in ("0", "-3", "two", "")),
     *(("--turn-lifetime", t, "a turn's lifetime: give seconds, from 1 to 31622400 (a year)")
       for t in ("0", "-1", "31622401", "1.5", "an hour")),
+    *(("--max-policy-mib", m, "a policy's cap: give MiB, from 1 to 1024")
+      for m in ("0", "-1", "1025", "1.5", "16M", "")),
 ]  # fmt: skip
 
 

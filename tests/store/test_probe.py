@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policy.store.probe import SQLITE_NOTADB, TABLES, Found, probe
-from policy.store.sqlite import SqliteStore
+from policy.store.sqlite import SCHEMA, SqliteStore
 
 
 def files(directory: Path) -> dict[str, bytes | None]:
@@ -32,11 +32,23 @@ def test_missing_empty_and_charter(tmp_path: Path) -> None:
     try:
         store.set_meta("x", 1)
         before = files(tmp_path)
-        assert probe(db) == Found("charter", tuple(sorted(TABLES)))
+        assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts"})))
         assert files(tmp_path) == before
     finally:
         store.close()
     assert {"meta", "revisions", "documents", "decisions", "ledger"} == TABLES
+
+
+def test_a_database_of_an_older_charter_is_charters(tmp_path: Path) -> None:
+    """One written before the store kept texts apart has no `texts` table (the store
+    makes it when it opens the file): `charter token` and `serve` still take it."""
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as made:
+        made.executescript(SCHEMA)
+    made.close()
+    assert probe(db) == Found("charter", tuple(sorted(TABLES)))
+    SqliteStore(db).close()
+    assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts"})))
 
 
 def test_another_programs_database_and_no_database(tmp_path: Path) -> None:
