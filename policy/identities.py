@@ -172,6 +172,12 @@ def get(store: Store, account: str) -> Doc:
     return public_view(_find(store, account))
 
 
+def stored(store: Store, account: str) -> Doc:
+    """The identity's document as stored (its sealed seed too: never an answer, which is
+    its `public_view`), for what is derived from the whole of it (an entity tag)."""
+    return _find(store, account)
+
+
 def update(
     store: Store,
     account: str,

@@ -61,8 +61,10 @@ CODES: dict[str, Code] = {
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
     "bad-if-match": Code(
         (400,),
-        '`If-Match` of a `PUT /v1/policy` is not a revision\'s entity tag (`"7"`, the `ETag` of '
-        "`GET /v1/policy`) or `*`",
+        "`If-Match` is not `*` or one strong entity tag in double quotes: of a `PUT /v1/policy`, "
+        'a revision\'s (`"7"`, the `ETag` of `GET /v1/policy`); of a `PATCH` or `DELETE` of an '
+        "identity, agent, thread or connection, any (its `ETag` is one); a weak (`W/`) tag or a "
+        "list is refused too",
     ),
     "bad-revision": Code(
         (400,),
@@ -255,6 +257,12 @@ CODES: dict[str, Code] = {
     "thread-agent-mismatch": Code(
         (409,),
         "a decision's or turn's `thread` belongs to another agent",
+    ),
+    "resource-moved": Code(
+        (412,),
+        "a `PATCH` or `DELETE` of an identity, agent, thread or connection whose `If-Match` is "
+        "not the resource's `ETag` as stored: it changed since that was read, and nothing was "
+        "written (see Lost updates)",
     ),
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(

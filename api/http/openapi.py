@@ -32,7 +32,8 @@ WHY = {
     "`approval-not-pending`, ...)",
     413: "the body is over 1 MiB (`body-too-large`), a batch over 1,000 calls, or a new "
     "revision over the policy's size cap (`policy-too-large`)",
-    412: "`If-Match` names a revision that is no longer the latest (`revision-moved`)",
+    412: "`If-Match` names a revision that is no longer the latest (`revision-moved`), or "
+    "a state of the resource that is no longer its own (`resource-moved`): nothing written",
     415: "the DSL text names a charset other than UTF-8 (`unsupported-charset`)",
     422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "
     "a double cannot hold (`number-out-of-range`), or a policy source does not check "
@@ -45,6 +46,12 @@ _HEADERS = {
     503: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
 }
 _INTEGERS = frozenset({"limit", "after_seq", "revision"})
+_ETAG = {
+    "ETag": {
+        "schema": {"type": "string"},
+        "description": "the state answered with, strong: a later write's `If-Match`",
+    }
+}
 
 
 def _ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -74,7 +81,10 @@ def _success(spec: Spec) -> dict[str, Any]:
         schema = {"type": "string"}
     else:
         schema = {"type": "object"}
-    return {"description": "success", "content": {spec.media: {"schema": schema}}}
+    answer = {"description": "success", "content": {spec.media: {"schema": schema}}}
+    if spec.etag:
+        answer["headers"] = _ETAG
+    return answer
 
 
 def _responses(spec: Spec) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from api.http.auth import require_admin
 from api.http.body import parse, read_body
 from api.http.pagination import int_query, query
 from api.http.parts import service_of
+from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
 from api.service import pages
 from api.service.errors import ServiceError
@@ -119,7 +120,7 @@ def _utf8_text(params: list[str]) -> None:
             )  # fmt: skip
 
 
-_ENTITY_TAG = re.compile(r'"(0|[1-9][0-9]{0,17})"')
+_REVISION_TAG = re.compile(r'"(0|[1-9][0-9]{0,17})"')
 
 
 def _if_match(request: Request) -> int | str | None:
@@ -127,19 +128,13 @@ def _if_match(request: Request) -> int | str | None:
     `GET /v1/policy`), `*` (any revision), or None when not sent; 400 `bad-if-match`
     for anything else. An upload replaces every file, so one made from an older revision
     would drop what came since (a role an agent created meanwhile) without a word."""
-    value = request.headers.get("if-match")
-    if value is None:
-        return None
-    value = value.strip()
-    if value == "*":
+    value = if_match(
+        request, _REVISION_TAG, "a revision's entity tag, such as `\"7\"`",
+        "`GET /v1/policy` for the revision you edited",
+    )  # fmt: skip
+    if value is None or value == "*":
         return value
-    found = _ENTITY_TAG.fullmatch(value)
-    if found is None:
-        raise ServiceError(
-            400, "bad-if-match", "`If-Match` is a revision's entity tag, such as `\"7\"`",
-            help="send the `ETag` that `GET /v1/policy` gave for the revision you edited",
-        )  # fmt: skip
-    return int(found.group(1))
+    return int(value[1:-1])
 
 
 def _still_latest(latest: int, based_on: int | str) -> None:
@@ -192,7 +187,7 @@ ROUTES: Table = [
           headers=("If-Match",)),
      put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
-          None, a.Policy, query=("revision",), errors=(404,)), get_policy),
+          None, a.Policy, query=("revision",), errors=(404,), etag=True), get_policy),
     (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, a.RevisionPage,
           query=("cursor", "limit")), revisions),
 ]  # fmt: skip

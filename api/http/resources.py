@@ -17,6 +17,7 @@ from api.http.auth import require_admin, require_manager
 from api.http.body import body
 from api.http.pagination import list_args
 from api.http.parts import service_of
+from api.http.preconditions import ENTITY_TAG, if_match
 from api.http.routing import Endpoint, Spec, Table, json_response
 from api.service import tokens
 from api.service.errors import ServiceError
@@ -27,14 +28,21 @@ PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagina
 
 def managed(spec: Spec) -> tuple[Spec, Endpoint]:
     """The route of `spec`, run as its built-in tool `spec.tool`: the tool's arguments are
-    the body (its model's fields as sent), a list's query parameters and the path's."""
+    the body (its model's fields as sent), a list's query parameters and the path's; its
+    `If-Match`, when it reads one, is no argument (nothing a policy decides on or a log
+    shows: api.service.manage keeps it apart)."""
     tool, model = spec.tool, spec.request
     assert tool is not None
     listing = tool.endswith(".list")
     query = tuple(name for name in spec.query if name not in PAGE)
+    guarded = "If-Match" in spec.headers
+    source = f"`GET {spec.path}` (or the last write's answer)"
 
     async def endpoint(request: Request) -> Response:
         actor = require_manager(request)
+        expected = None
+        if guarded:
+            expected = if_match(request, ENTITY_TAG, "an entity tag in double quotes", source)
         args: dict[str, Any] = {}
         if model is not None:
             args.update(m.dump(await body(request, model)))  # (nesting checked there)
@@ -42,8 +50,11 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
             args.update(list_args(request, *query))
         args.update(request.path_params)
         service = service_of(request)  # (brought up to date by the token check)
-        result = await run_in_threadpool(manage, service, actor, tool, args)
-        return json_response(result.body, result.status)
+        result = await run_in_threadpool(manage, service, actor, tool, args, expected)
+        response = json_response(result.body, result.status)
+        if result.etag is not None:
+            response.headers["ETag"] = result.etag
+        return response
 
     return spec, endpoint
 
@@ -52,35 +63,41 @@ def _crud(
     kind: str, key: str, page: type[BaseModel], out: type[BaseModel],
     create: type[BaseModel] | None = None, update: type[BaseModel] | None = None,
     extra_query: tuple[str, ...] = (), errors: Mapping[str, tuple[int, ...]] | None = None,
-    created: tuple[int, ...] = (201,),
+    created: tuple[int, ...] = (201,), tagged: bool = False,
 ) -> Table:  # fmt: skip
     """A kind's list and get, and its create, update and delete when it has them;
     `errors`: each action's problem statuses beyond those of its shape (api.http.openapi);
-    `created`: a create's statuses (the first the usual one)."""
+    `created`: a create's statuses (the first the usual one); `tagged`: a kind of stored
+    documents, whose get, create and update answer with an `ETag` and whose update and
+    delete take `If-Match` (api.service.etags)."""
     base = f"/v1/{kind}"
     item = f"{base}/{{{key}}}"
     more = errors or {}
+    guard = ("If-Match",) if tagged else ()
+    moved = (412,) if tagged else ()  # (`resource-moved`)
     table: Table = [
         managed(Spec("GET", base, f"List {kind}", "manage", None, page,
                      query=(*PAGE, *extra_query), tool=f"{kind}.list",
                      errors=more.get("list", ()))),
         managed(Spec("GET", item, f"Get one of {kind}", "manage", None, out, tool=f"{kind}.get",
-                     errors=more.get("get", ()))),
+                     errors=more.get("get", ()), etag=tagged)),
     ]  # fmt: skip
     if create is not None:
         table.append(
             managed(Spec("POST", base, f"Create one of {kind}", "manage", create, out,
                          created[0], tool=f"{kind}.create", errors=more.get("create", ()),
-                         also=created[1:]))
+                         also=created[1:], etag=tagged))
         )  # fmt: skip
     if update is not None:
         table.append(
             managed(Spec("PATCH", item, f"Update one of {kind}", "manage", update, out,
-                         tool=f"{kind}.update", errors=more.get("update", ())))
+                         tool=f"{kind}.update", errors=(*more.get("update", ()), *moved),
+                         etag=tagged, headers=guard))
         )  # fmt: skip
         table.append(
             managed(Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204,
-                         tool=f"{kind}.delete", errors=more.get("delete", ())))
+                         tool=f"{kind}.delete", errors=(*more.get("delete", ()), *moved),
+                         headers=guard))
         )  # fmt: skip
     return table
 
@@ -107,15 +124,16 @@ ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted)
     *_crud("identities", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
-           errors={"create": (404,)}, created=(201, 200)),
+           errors={"create": (404,)}, created=(201, 200), tagged=True),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
-                 m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,))),
+                 m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,),
+                 etag=True)),
     *_crud("agents", "id", a.AgentPage, a.Agent, m.AgentCreate, m.AgentUpdate,
-           errors={"create": (409,), "update": (409,), "delete": (409,)}),
+           errors={"create": (409,), "update": (409,), "delete": (409,)}, tagged=True),
     *_crud("threads", "id", a.ThreadPage, a.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
-           errors={"create": (404,)}),
+           errors={"create": (404,)}, tagged=True),
     *_crud("connections", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
-           m.ConnectionUpdate, errors={"create": (409,)}),
+           m.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
            errors={**_POLICY_VIEW, "create": (409,), "update": (409,), "delete": (409, 422)}),
     *_crud("profiles", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),

@@ -41,6 +41,7 @@ class Spec:
     also: tuple[int, ...] = ()  # other success statuses, with the same answer
     others: tuple[tuple[int, type[BaseModel]], ...] = ()  # other JSON answers, by status
     text: bool = False  # the body may be text too (any non-JSON content type)
+    etag: bool = False  # its success answer has an `ETag` (what a write's `If-Match` names)
     media: str = "application/json"  # the answer's, when `response` is None
 
 

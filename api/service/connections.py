@@ -7,6 +7,7 @@ from typing import Any
 
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
+from api.service.etags import etag
 from api.service.ops import Operation, Result
 from api.service.resources import _check_identity, _page, require_own_identity
 from api.service.tokens import Principal
@@ -61,7 +62,8 @@ def connections_create(service: Service, actor: Principal, args: dict[str, Any])
     owner = _creator_owner(service, actor, args.get("owner"))
     if owner is not None:
         owner = _check_identity(service, owner)
-    return Result(201, view(create_connection(service, args, owner)))
+    doc = create_connection(service, args, owner)
+    return Result(201, view(doc), etag(doc))
 
 
 def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -70,7 +72,8 @@ def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -
 
 
 def connections_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, view(service.doc("connections", "connection", args["id"])))
+    doc = service.doc("connections", "connection", args["id"])
+    return Result(200, view(doc), etag(doc))
 
 
 def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
@@ -93,6 +96,13 @@ def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     _own(service, actor, args["id"])
 
 
+def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    """The connection `args["id"]` as stored (its sealed credential too: a change of it
+    alone changes its `ETag`), if the caller may change it (`_own`): what a `PATCH` or
+    `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
+    return _own(service, actor, args["id"])
+
+
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     # Read and written in one transaction: another process's change meanwhile (its name,
     # its credential) was written over, and one deleted meanwhile answered 200.
@@ -104,7 +114,7 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
             doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
         doc["updated_at"] = now_ms()
         service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
-    return Result(200, view(doc))
+    return Result(200, view(doc), etag(doc))
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

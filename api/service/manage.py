@@ -16,8 +16,10 @@ from api.service import approvals, connections, fitcheck, resources, threads, vi
 from api.service.core import Service
 from api.service.decide import Call, decide_detailed, prepare
 from api.service.errors import ServiceError
+from api.service.etags import require
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
+from policy.store import Doc
 
 OPERATIONS: dict[str, Operation] = {
     **resources.OPERATIONS,
@@ -118,9 +120,50 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def manage(service: Service, actor: Principal, tool: str, args: Mapping[str, Any]) -> Result:
+# What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
+# called, its stored document as the caller reaches it: a 404 or 403 as the operation's).
+STORED: dict[str, tuple[str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
+    "identities": ("identity", resources.identity_stored),
+    "agents": ("agent", resources.agent_stored),
+    "threads": ("thread", threads.stored),
+    "connections": ("connection", connections.stored),
+}
+
+
+def _unchanged(
+    service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
+) -> None:
+    """The 412 when the document `tool` acts on is no longer the one `if_match` names."""
+    what, stored = STORED[tool.partition(".")[0]]
+    require(stored(service, actor, args), if_match, f"{what} `{args['id']}`")
+
+
+def _guarded(op: Operation, tool: str, if_match: str) -> Operation:
+    """`op`, run only while its document is the one `if_match` names: compared inside the
+    transaction that writes (the operation's own joins it), so of two writes made from
+    the same state one wins and the other is a 412, in this process or in another."""
+
+    def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+        with service.store.atomic():
+            _unchanged(service, actor, tool, args, if_match)
+            return op(service, actor, args)
+
+    return run
+
+
+def manage(
+    service: Service,
+    actor: Principal,
+    tool: str,
+    args: Mapping[str, Any],
+    if_match: str | None = None,
+) -> Result:
+    """Run `tool` for `actor`; `if_match`: a `PATCH`'s or `DELETE`'s `If-Match` (a kind of
+    STORED's `.update` or `.delete` only), None when not sent."""
     op = OPERATIONS[tool]
     call_args = {k: v for k, v in args.items() if v is not None}
+    if if_match is not None:
+        op = _guarded(op, tool, if_match)
     if actor.admin:
         return op(service, actor, call_args)
     if actor.agent is None:
@@ -128,6 +171,11 @@ def manage(service: Service, actor: Principal, tool: str, args: Mapping[str, Any
     precheck = PRECHECKS.get(tool)
     if precheck is not None:
         precheck(service, actor, call_args)
+    if if_match is not None:
+        # A write that can only be refused is refused before it is decided, as a
+        # precheck's refusal: neither logged nor paused. (A pause's call, once approved,
+        # runs on the document as it is then: the approval does not keep the header.)
+        _unchanged(service, actor, tool, call_args, if_match)
     # The decision's row and the operation's effect commit together: a request the
     # operation refuses (a 4xx, or anything else) rolls its row back, so it writes
     # nothing. A deny or a pause is the request's outcome and is committed.

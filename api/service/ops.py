@@ -14,6 +14,7 @@ from api.service.tokens import Principal
 class Result:
     status: int
     body: Any
+    etag: str | None = None  # the answer's `ETag`: the resource's as stored (api.service.etags)
 
 
 Operation = Callable[[Service, Principal, dict[str, Any]], Result]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from api.service import fitcheck, pages, tokens
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
 from api.service.errors import ServiceError
+from api.service.etags import etag
 from api.service.ops import Operation, Result
 from api.service.tokens import Principal
 from engine.compile import Snapshot
@@ -20,6 +22,8 @@ from policy.identities import IdentityError
 from policy.store import Doc
 
 PERIODS = ("24h", "7d", "total")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _page(
@@ -46,13 +50,13 @@ def _view(kind: str, doc: Doc) -> Doc:
     return doc
 
 
-def _identity_errors(fn: Any) -> Any:
-    def wrapped(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def _identity_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    @functools.wraps(fn)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            result: Result = fn(service, actor, args)
+            return fn(*args, **kwargs)
         except IdentityError as exc:
             raise ServiceError(exc.status, exc.code, exc.message) from None
-        return result
 
     return wrapped
 
@@ -114,37 +118,58 @@ def identities_list(service: Service, actor: Principal, args: dict[str, Any]) ->
 
 
 @_identity_errors
-def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def identity_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    """The identity `args["id"]` as stored, if the caller reaches it (`_own_identity`): what
+    a `PATCH` or `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
     _own_identity(service, actor, args["id"])
-    return Result(200, identities.get(service.store, args["id"]))
+    return identities.stored(service.store, args["id"])
+
+
+def _identity_answer(service: Service, status: int, account: str) -> Result:
+    """The identity's view with its `ETag`, read back from the store in the caller's
+    transaction (policy.identities answers with the view alone): the tag of what it shows."""
+    doc = identities.stored(service.store, account)
+    return Result(status, identities.public_view(doc), etag(doc))
+
+
+@_identity_errors
+def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    doc = identity_stored(service, actor, args)
+    return Result(200, identities.public_view(doc), etag(doc))
 
 
 @_identity_errors
 def identities_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    # An agent's request ids are its own: it never replays another caller's create.
-    view, created = identities.create(
-        service.store, service.sealer, args.get("label"), args.get("request_id"), actor.agent
-    )
-    return Result(201 if created else 200, view)
+    with service.store.atomic():
+        # An agent's request ids are its own: it never replays another caller's create.
+        view, created = identities.create(
+            service.store, service.sealer, args.get("label"), args.get("request_id"),
+            actor.agent,
+        )  # fmt: skip
+        return _identity_answer(service, 201 if created else 200, view["id"])
 
 
 @_identity_errors
 def identities_import(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    view = identities.import_seed(service.store, service.sealer, args["seed"], args.get("label"))
-    return Result(201, view)
+    with service.store.atomic():
+        view = identities.import_seed(
+            service.store, service.sealer, args["seed"], args.get("label")
+        )
+        return _identity_answer(service, 201, view["id"])
 
 
 @_identity_errors
 def identities_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     _own_identity(service, actor, args["id"])
-    view = identities.update(
-        service.store,
-        args["id"],
-        label=args.get("label"),
-        name=args.get("name"),
-        metadata=args.get("metadata"),
-    )
-    return Result(200, view)
+    with service.store.atomic():
+        identities.update(
+            service.store,
+            args["id"],
+            label=args.get("label"),
+            name=args.get("name"),
+            metadata=args.get("metadata"),
+        )
+        return _identity_answer(service, 200, args["id"])
 
 
 @_identity_errors
@@ -188,7 +213,8 @@ def agents_list(service: Service, actor: Principal, args: dict[str, Any]) -> Res
 
 
 def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, service.agent(args["id"]))
+    doc = service.agent(args["id"])
+    return Result(200, doc, etag(doc))
 
 
 def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
@@ -273,7 +299,8 @@ def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> Non
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(201, create_agent(service, actor, args))
+    doc = create_agent(service, actor, args)
+    return Result(201, doc, etag(doc))
 
 
 def require_managed(
@@ -315,6 +342,16 @@ def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> N
     """Before an agent's `agents.update`/`agents.delete` is decided: a target it may not
     manage is refused at once (nothing logged, no pause a human could only see fail)."""
     require_managed(service, actor, service.agent(args["id"]))
+
+
+def agent_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    """The agent `args["id"]` as committed, if the caller manages it: what a `PATCH` or
+    `DELETE` acts on, and its `If-Match` names (api.service.manage). `sync` first: in the
+    write's transaction, the cached agent may be older than another process's change."""
+    service.sync()
+    doc = service.agent(args["id"])
+    require_managed(service, actor, doc)
+    return doc
 
 
 def _has_children(service: Service, agent_id: str) -> bool:
@@ -367,7 +404,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         # store between the two and keep its cached agent (for good, had the epoch's
         # write failed after the change was committed).
         service.forget_agent(doc["id"])
-    return Result(200, doc)
+    return Result(200, doc, etag(doc))
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

@@ -16,6 +16,7 @@ from api.service import approvals
 from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
+from api.service.etags import etag
 from api.service.ops import Operation, Result
 from api.service.resources import _page, require_managed
 from api.service.tokens import Principal
@@ -46,6 +47,12 @@ def _thread(service: Service, actor: Principal, thread_id: str) -> Doc:
 def check_thread(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `threads.get`/`.update`/`.delete` is decided."""
     _thread(service, actor, args["id"])
+
+
+def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    """The thread `args["id"]` as stored, if the caller reaches it: what a `PATCH` or
+    `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
+    return _thread(service, actor, args["id"])
 
 
 def _listed_agent(actor: Principal, args: dict[str, Any]) -> str | None:
@@ -90,7 +97,8 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
 
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, _thread(service, actor, args["id"]))
+    doc = _thread(service, actor, args["id"])
+    return Result(200, doc, etag(doc))
 
 
 def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -112,7 +120,7 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
             "updated_at": now,
         }
         service.store.insert("threads", doc["id"], doc, tag=agent["id"])
-    return Result(201, doc)
+    return Result(201, doc, etag(doc))
 
 
 def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -126,7 +134,7 @@ def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> 
             doc["status"] = args["status"]
         doc["updated_at"] = now_ms()
         service.store.update("threads", doc["id"], doc, tag=doc["agent"])
-    return Result(200, doc)
+    return Result(200, doc, etag(doc))
 
 
 def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

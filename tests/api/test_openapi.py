@@ -119,6 +119,8 @@ class Checker:
         answer = op["responses"].get(str(response.status_code))
         assert answer is not None, f"the operation does not list the status: {where}"
         self.seen.add((method.lower(), template, response.status_code))
+        for header in answer.get("headers", {}):  # (an `ETag`, a 401's `WWW-Authenticate`, ...)
+            assert header.lower() in response.headers, f"no `{header}`: {where}"
         if response.status_code == 204:
             assert response.content == b"" and "content" not in answer, where
             return None
@@ -169,6 +171,9 @@ def test_live_answers_read_as_their_schemas(
     child = f"/v1/agents/{made['id']}"
     check("GET", "/v1/agents", headers=admin, status=200)
     check("GET", "/v1/agents/{id}", child, headers=admin, status=200)
+    stale = {**admin, "if-match": '"0"'}
+    check("PATCH", "/v1/agents/{id}", child, json={"status": "idle"}, headers=stale, status=412)
+    check("DELETE", "/v1/agents/{id}", child, headers=stale, status=412)
     check("PATCH", "/v1/agents/{id}", child, json={"status": "running"}, headers=admin,
           status=200)  # fmt: skip
     thread = check("POST", "/v1/threads", json={"agent": "a1", "max_cost": "2.5"}, headers=admin,

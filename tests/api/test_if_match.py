@@ -1,0 +1,254 @@
+"""Lost updates: identities, agents, threads and connections answer with an `ETag`, and a
+`PATCH` or `DELETE` with it as `If-Match` writes only while the resource is still that
+(else 412 `resource-moved`, nothing written), compared inside the write's transaction so
+that of two writes made from one state exactly one wins (docs/http.md, "Lost updates")."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import httpx
+import pytest
+
+from api.http.app import create_app
+from api.service import connections, resources, threads
+from api.service.core import Service
+from policy import identities
+from tests.api.conftest import POLICY, REVIEWED, Harness, LiveServer, expect
+
+# kind -> (a create's body, two different changes); `{identity}` is the harness's
+KINDS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "identities": ({"label": "l"}, {"label": "m", "metadata": {"n": 0.1}}, {"name": "n"}),
+    "agents": (
+        {
+            "name": "b1",
+            "profile": "narrow",
+            "identity": "{identity}",
+            "metadata": {"team": {"size": 3}, "limit": 0.1},
+        },
+        {"name": "b2"},
+        {"status": "running"},
+    ),
+    "threads": ({"agent": "a1", "max_cost": "2.5"}, {"status": "done"}, {"status": "running"}),
+    "connections": (
+        {"toolset": "vault", "name": "c", "credential": "s1"},
+        {"name": "d"},
+        {"name": "e"},
+    ),
+}
+
+
+def _create(client: Any, harness: Harness, kind: str) -> tuple[str, str]:
+    body = {k: (harness.identity if v == "{identity}" else v) for k, v in KINDS[kind][0].items()}
+    made = client.post(f"/v1/{kind}", json=body, headers=harness.auth())
+    assert made.status_code == 201, made.text
+    return f"/v1/{kind}/{made.json()['id']}", made.headers["etag"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_write_names_the_state_it_was_made_from(client: Any, harness: Harness, kind: str) -> None:
+    admin = harness.auth()
+    path, created = _create(client, harness, kind)
+    read = client.get(path, headers=admin)
+    assert read.headers["etag"] == created  # the document as written is the one read back
+    assert created.startswith('"') and created.endswith('"') and len(created) == 34
+    _, first, second = KINDS[kind]
+    changed = client.patch(path, json=first, headers={**admin, "if-match": created})
+    assert changed.status_code == 200, changed.text
+    now = changed.headers["etag"]
+    assert now != created and client.get(path, headers=admin).headers["etag"] == now
+    # another client, which read it before that change, writes from what it read
+    for stale in (
+        client.patch(path, json=second, headers={**admin, "if-match": created}),
+        client.delete(path, headers={**admin, "if-match": created}),
+        client.patch(path, json=second, headers={**admin, "if-match": '"not-its-etag"'}),
+    ):
+        expect(stale, 412, "resource-moved")
+    after = client.get(path, headers=admin)
+    assert after.json() == changed.json() and after.headers["etag"] == now  # nothing written
+    # `*`: it exists; no header: as before any of this
+    assert client.patch(path, json=second, headers={**admin, "if-match": "*"}).status_code == 200
+    assert client.patch(path, json=first, headers=admin).status_code == 200
+    current = client.get(path, headers=admin).headers["etag"]
+    assert client.delete(path, headers={**admin, "if-match": current}).status_code == 204
+    what = {"identities": "identity"}.get(kind, kind[:-1])
+    for gone in (
+        client.patch(path, json=first, headers={**admin, "if-match": "*"}),
+        client.delete(path, headers={**admin, "if-match": current}),
+    ):
+        expect(gone, 404, f"{what}-not-found")
+
+
+@pytest.mark.parametrize("bad", ["abc", 'W/"x"', '"a", "b"', '"a', "\"a'", '"a b"', "**"])
+def test_a_malformed_if_match_is_refused_and_writes_nothing(
+    client: Any, harness: Harness, bad: str
+) -> None:
+    admin = harness.auth()
+    path, _ = _create(client, harness, "agents")
+    before = client.get(path, headers=admin).json()
+    expect(client.patch(path, json={"name": "x"}, headers={**admin, "if-match": bad}),
+           400, "bad-if-match")  # fmt: skip
+    refused = client.delete(path, headers={**admin, "if-match": bad})
+    expect(refused, 400, "bad-if-match")
+    assert "GET /v1/agents/{id}" in refused.json()["help"]
+    assert client.get(path, headers=admin).json() == before
+
+
+def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write in the same millisecond (as two quick ones are)."""
+    for module in (resources, threads, connections):
+        monkeypatch.setattr(module, "now_ms", lambda: 1_700_000_000_000)
+    monkeypatch.setattr(identities, "_now", lambda: 1_700_000_000_000)
+
+
+def test_two_changes_in_one_millisecond_have_two_etags(
+    client: Any, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `updated_at` stamp would give both the same tag, and a client holding the first
+    would overwrite the second. A connection's credential is in no answer at all: a
+    change of it alone changes no field shown, but the stored document, and its tag."""
+    _frozen_clock(monkeypatch)
+    admin = harness.auth()
+    for kind in KINDS:
+        path, created = _create(client, harness, kind)
+        _, first, second = KINDS[kind]
+        one = client.patch(path, json=first, headers={**admin, "if-match": created})
+        two = client.patch(path, json=second, headers={**admin, "if-match": one.headers["etag"]})
+        assert two.status_code == 200 and two.headers["etag"] != one.headers["etag"], kind
+        expect(client.patch(path, json=first, headers={**admin, "if-match": one.headers["etag"]}),
+               412, "resource-moved")  # fmt: skip
+    path, _ = _create(client, harness, "connections")
+    before = client.get(path, headers=admin)
+    sealed = client.patch(path, json={"credential": "s2"}, headers=admin)
+    assert sealed.json() == before.json()  # the same answer, as far as it shows
+    assert sealed.headers["etag"] != before.headers["etag"]
+    expect(client.patch(path, json={"credential": "s3"},
+                        headers={**admin, "if-match": before.headers["etag"]}),
+           412, "resource-moved")  # fmt: skip
+
+
+def _writes_meet(service: Service, barrier: threading.Barrier) -> None:
+    """Each write of a document waits (at most a second) for the other request's, inside
+    its transaction: two requests whose comparisons both came before either's write both
+    get there; one that compares inside its transaction waits for the other's to end."""
+    real = service.store.update
+
+    def update(*args: Any, **kwargs: Any) -> bool:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=1)
+        return real(*args, **kwargs)
+
+    service.store.update = update  # type: ignore[method-assign]
+
+
+def test_of_two_writes_from_one_state_one_wins(harness: Harness, other: Service) -> None:
+    """Two workers (`--workers 2`) each get a `PATCH` made from the same `GET`: one is
+    written, the other is a 412, whichever comes first; the loser's name is nowhere."""
+    barrier = threading.Barrier(2)
+    _writes_meet(harness.service, barrier)
+    _writes_meet(other, barrier)
+    admin = harness.auth()
+    with (
+        LiveServer(create_app(harness.service)) as one,
+        LiveServer(create_app(other)) as two,
+        httpx.Client(base_url=one, timeout=30) as first,
+        httpx.Client(base_url=two, timeout=30) as second,
+    ):
+        etag = first.get("/v1/agents/a1", headers=admin).headers["etag"]
+        answers: dict[str, httpx.Response] = {}
+        start = threading.Barrier(2)
+
+        def patch(client: httpx.Client, name: str) -> None:
+            start.wait()
+            answers[name] = client.patch(
+                "/v1/agents/a1", json={"name": name}, headers={**admin, "if-match": etag}
+            )
+
+        runs = [threading.Thread(target=patch, args=(c, n))
+                for c, n in ((first, "by-one"), (second, "by-two"))]  # fmt: skip
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join(30)
+        statuses = sorted(r.status_code for r in answers.values())
+        assert statuses == [200, 412], {n: r.text for n, r in answers.items()}
+        (winner,) = (n for n, r in answers.items() if r.status_code == 200)
+        expect(next(r for r in answers.values() if r.status_code == 412), 412, "resource-moved")
+        for client in (first, second):  # each worker reads what won
+            read = client.get("/v1/agents/a1", headers=admin)
+            assert read.json()["name"] == winner
+            assert read.headers["etag"] == answers[winner].headers["etag"]
+
+
+def _logged(harness: Harness) -> int:
+    return harness.service.store.last_seq()
+
+
+def test_an_agents_token_gets_the_same_answers(client: Any, harness: Harness) -> None:
+    """An agent's management request goes through the same operations: its `ETag`s, and
+    a stale `If-Match` refused before it is decided (nothing logged)."""
+    agent = harness.auth(harness.agent_token)
+    read = client.get("/v1/agents/a1", headers=agent)
+    assert read.status_code == 200 and read.headers["etag"]
+    assert (
+        read.headers["etag"] == client.get("/v1/agents/a1", headers=harness.auth()).headers["etag"]
+    )
+    changed = client.patch("/v1/agents/a1", json={"status": "running"},
+                           headers={**agent, "if-match": read.headers["etag"]})  # fmt: skip
+    assert changed.status_code == 200, changed.text
+    logged = _logged(harness)
+    stale = client.patch("/v1/agents/a1", json={"status": "idle"},
+                         headers={**agent, "if-match": read.headers["etag"]})  # fmt: skip
+    expect(stale, 412, "resource-moved")
+    assert _logged(harness) == logged
+    assert client.get("/v1/agents/a1", headers=agent).json()["status"] == "running"
+    thread = client.post("/v1/threads", json={}, headers=agent)
+    assert thread.status_code == 201, thread.text
+    path = f"/v1/threads/{thread.json()['id']}"
+    logged = _logged(harness)
+    expect(client.delete(path, headers={**agent, "if-match": '"0"'}), 412, "resource-moved")
+    assert _logged(harness) == logged
+    assert client.delete(path, headers={**agent, "if-match": thread.headers["etag"]}).status_code \
+        == 204  # fmt: skip
+    assert _logged(harness) == logged + 1
+    assert harness.service.store.get("threads", thread.json()["id"]) is None
+
+
+def test_a_stale_request_is_not_paused(client: Any, harness: Harness) -> None:
+    """A request its policy would pause is checked before it is decided: a stale one
+    leaves no approval for a human to approve over a change it never saw."""
+    admin = harness.auth()
+    assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
+    harness.add_agent("rev", "reviewed")
+    rev = harness.auth(harness.token_for("rev"))
+    etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
+    assert client.patch("/v1/agents/rev", json={"name": "renamed"}, headers=admin).status_code \
+        == 200  # fmt: skip
+    logged = _logged(harness)
+    expect(client.patch("/v1/agents/rev", json={"status": "running"},
+                        headers={**rev, "if-match": etag}), 412, "resource-moved")  # fmt: skip
+    assert _logged(harness) == logged
+    assert client.get("/v1/approvals?status=pending", headers=admin).json()["items"] == []
+    fresh = client.get("/v1/agents/rev", headers=admin).headers["etag"]
+    paused = client.patch("/v1/agents/rev", json={"status": "running"},
+                          headers={**rev, "if-match": fresh})  # fmt: skip
+    assert paused.status_code == 202 and "etag" not in paused.headers
+
+
+def test_the_document_names_the_header_and_the_tag(client: Any) -> None:
+    spec = client.get("/openapi.json").json()
+    for kind in KINDS:
+        item = spec["paths"][f"/v1/{kind}/{{id}}"]
+        for method in ("patch", "delete"):
+            names = [p["name"] for p in item[method]["parameters"] if p["in"] == "header"]
+            assert names == ["If-Match"], (kind, method)
+            assert "412" in item[method]["responses"], (kind, method)
+        assert "ETag" in item["get"]["responses"]["200"]["headers"]
+        assert "ETag" in item["patch"]["responses"]["200"]["headers"]
+        assert "ETag" in spec["paths"][f"/v1/{kind}"]["post"]["responses"]["201"]["headers"]
+        assert "headers" not in spec["paths"][f"/v1/{kind}"]["get"]["responses"]["200"]
+    roles = spec["paths"]["/v1/roles/{name}"]["patch"]
+    assert not [p for p in roles["parameters"] if p["in"] == "header"]
+    assert "ETag" in spec["paths"]["/v1/policy"]["get"]["responses"]["200"]["headers"]
