@@ -33,11 +33,12 @@ RESERVED = ("kind", "accountId", "label", "name")  # metadata keys a merge never
 class IdentityError(Exception):
     """A refused identity operation: `status` is the HTTP status, the message is the contract."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, help: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.help = help  # a line on what to do, where one helps
 
 
 def base58(data: bytes) -> str:
@@ -116,7 +117,9 @@ def create(
     requester: str | None = None,
 ) -> tuple[Doc, bool]:
     """Generate a key pair. Idempotent: repeating a create with the same `request_id`
-    returns the identity the first one made. Returns (public view, created).
+    and the same body returns the identity the first one made; the same `request_id`
+    with another body (another `label`) is a 409 `request-id-reused`, and nothing is
+    written. Returns (public view, created).
 
     `requester`: the agent whose request ids these are (None: an admin's). Each agent's
     are its own, apart from the admins' and each other's, so a request id never hands an
@@ -125,15 +128,38 @@ def create(
     if requester is not None and request_id:
         # the length first: `a:b` + `c` and `a` + `b:c` are different keys
         kind, key = AGENT_IDEMPOTENCY, f"{len(requester)}:{requester}:{request_id}"
+    body = {"label": label}  # what the request asked for, kept with its request id
     with store.atomic():
         if key:
             earlier = store.get(kind, key)
             if earlier is not None:
+                _same_request(earlier, body, str(request_id))
                 return public_view(_find(store, str(earlier["account_id"]))), False
         doc, created = _store_key(store, sealer, nacl.signing.SigningKey.generate(), label)
         if key:
-            store.insert(kind, key, {"account_id": doc["metadata"]["accountId"]})
+            store.insert(kind, key, {"account_id": doc["metadata"]["accountId"], "body": body})
     return public_view(doc), created
+
+
+def _same_request(earlier: Doc, body: Doc, request_id: str) -> None:
+    """A request id is one request (as Stripe's idempotency keys): replaying it with another
+    body answered the first identity as if the second had been made, so a client that
+    reused an id by mistake went on with a key whose label it never asked for. (A request
+    id written before its body was kept has nothing to compare: it replays as before.)"""
+    first = earlier.get("body")
+    if first is None or first == body:
+        return
+    raise IdentityError(
+        409,
+        "request-id-reused",
+        f"request id `{request_id}` was first used with {_label(first.get('label'))}; this "
+        f"request gives {_label(body.get('label'))}",
+        help="send the first request's body again to get its identity, or use a new request id",
+    )
+
+
+def _label(label: Any) -> str:
+    return "no label" if label is None else f"label `{label}`"
 
 
 def decode_seed(text: str) -> bytes:

@@ -236,6 +236,11 @@ CODES: dict[str, Code] = {
     ),
     "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
     "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
+    "request-id-reused": Code(
+        (409,),
+        "a `POST /v1/identities` whose `request_id` an earlier create of the same caller used "
+        "with another body (another `label`)",
+    ),
     "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),
     "role-not-api-managed": Code(
         (409,),

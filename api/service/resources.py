@@ -51,7 +51,8 @@ def _identity_errors(fn: Any) -> Any:
         try:
             result: Result = fn(service, actor, args)
         except IdentityError as exc:
-            raise ServiceError(exc.status, exc.code, exc.message) from None
+            extra = {} if exc.help is None else {"help": exc.help}
+            raise ServiceError(exc.status, exc.code, exc.message, **extra) from None
         return result
 
     return wrapped
