@@ -87,7 +87,8 @@ CODES: dict[str, Code] = {
         (400,),
         "a `PUT /v1/policy` JSON upload names a file by a path that no policy directory holds:"
         " not relative, a backslash or a control character in it, an empty, `.` or `..` part,"
-        " or not ending in `<name>.charter`",
+        " not ending in `<name>.charter`, or differing only in case from another file's"
+        " (`A.charter` and `a.charter`: one file on a case-insensitive file system)",
     ),
     "fit-needs-candidate": Code(
         (400,),
