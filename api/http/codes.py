@@ -179,6 +179,11 @@ CODES: dict[str, Code] = {
     ),
     "unknown-toolset": Code((400,), "a connection's `toolset` is not in the latest revision"),
     "credential-required": Code((400,), "a connection without a `credential` (missing or empty)"),
+    "metadata-too-large": Code(
+        (422,),
+        "a `PATCH /v1/identities/{id}` would leave the identity's `metadata` (merged with what "
+        "is there) over 16 KiB as CBOR",
+    ),
     "role-source-mismatch": Code(
         (400,),
         "a role written through the API does not declare exactly one role, the one named",

@@ -47,3 +47,53 @@ def test_a_request_id_kept_without_its_body_replays_as_before(harness: Harness) 
     store.update(identities.IDEMPOTENCY, "r0", {"account_id": view["id"]})  # as written then
     again, created = identities.create(store, sealer, "other", request_id="r0")
     assert (again["id"], created) == (view["id"], False)
+
+
+@pytest.mark.parametrize("who", ["admin", "agent"])
+def test_identity_metadata_is_capped_after_the_merge(
+    client: Any, harness: Harness, who: str
+) -> None:
+    """An identity's metadata had no cap: PATCH after PATCH, each within the 1 MiB body,
+    grew one document that every get and listing reads whole. At most 16 KiB as CBOR
+    once merged: past that a 422 `metadata-too-large` naming the size, and nothing is
+    written (for an agent's token, on its own identity, not its logged decision either)."""
+    headers = harness.auth(harness.agent_token if who == "agent" else None)
+    path = f"/v1/identities/{harness.identity}"
+    half = "x" * (9 * 1024)
+    assert client.patch(path, json={"metadata": {"a": half}}, headers=headers).status_code == 200
+    stored, logged = (
+        client.get(path, headers=harness.auth()).json(),
+        harness.service.store.last_seq(),
+    )
+    for metadata in ({"b": half}, {"c": "y" * (20 * 1024)}):  # merged / over on its own
+        refused = client.patch(path, json={"metadata": metadata, "label": "new"}, headers=headers)
+        expect(refused, 422, "metadata-too-large")
+        assert "16,384 bytes" in refused.json()["detail"] and refused.json()["help"]
+        assert client.get(path, headers=harness.auth()).json() == stored
+        assert harness.service.store.last_seq() == logged
+    # the same key again replaces its value: within the cap; a `null` makes room
+    again = client.patch(path, json={"metadata": {"a": half}}, headers=headers)
+    assert again.status_code == 200
+    room = client.patch(path, json={"metadata": {"a": None, "b": half}}, headers=headers)
+    assert room.status_code == 200 and room.json()["metadata"]["a"] is None
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        nested = {"n": nested}
+    return nested
+
+
+def test_metadata_nested_past_what_can_be_stored_is_refused(harness: Harness) -> None:
+    """Not through HTTP (a body is 32 levels at most), but the same bound: cbor2's encoder
+    crashed the process on metadata some 20,000 levels deep."""
+    store = harness.service.store
+    fits = identities.update(store, harness.identity, metadata={"deep": _nested(31)})
+    assert fits["metadata"]["deep"] == _nested(31)  # 32 levels, the metadata's own object too
+    for levels in (32, 100_000):
+        with pytest.raises(identities.IdentityError) as refused:
+            identities.update(store, harness.identity, metadata={"deep": _nested(levels)})
+        assert (refused.value.status, refused.value.code) == (422, "metadata-too-large")
+        assert "more than 32 levels" in refused.value.message
+    assert identities.get(store, harness.identity) == fits
