@@ -228,7 +228,8 @@ def update(
                 meta["name"] = label
         if name is not None:
             meta["name"] = name
-        _check_size(meta)
+        if metadata:  # (one stored before the cap keeps its name and label changeable)
+            _check_size(meta)
         doc = {**doc, "metadata": meta, "updated_at": _now()}
         store.update(SECRETS, doc["name"], doc, tag=KIND)
     return public_view(doc)

@@ -97,3 +97,10 @@ def test_metadata_nested_past_what_can_be_stored_is_refused(harness: Harness) ->
         assert (refused.value.status, refused.value.code) == (422, "metadata-too-large")
         assert "more than 32 levels" in refused.value.message
     assert identities.get(store, harness.identity) == fits
+    # metadata stored before the cap: the label and name still change, the metadata stays
+    doc = store.get(identities.SECRETS, fits["secret_name"])
+    assert doc is not None
+    big = {**doc["metadata"], "old": "z" * (20 * 1024)}
+    store.update(identities.SECRETS, doc["name"], {**doc, "metadata": big}, tag=identities.KIND)
+    renamed = identities.update(store, harness.identity, label="renamed")
+    assert renamed["label"] == "renamed" and len(renamed["metadata"]["old"]) == 20 * 1024
