@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import cbor2
 import nacl.signing
 
 from policy.secrets import Sealer
@@ -28,16 +29,23 @@ NOT_FOUND = "Signing identity not found"
 _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _ED25519_PUB = b"\xed\x01"
 RESERVED = ("kind", "accountId", "label", "name")  # metadata keys a merge never writes
+# The metadata a merge keeps, as the store encodes it (CBOR): at most 16 KiB, Seed's cap on
+# an agent definition's metadata (DESIGN.md section 7), and at most 32 levels deep, as a
+# JSON body is (api.http.body, 400 `too-deep`, so an HTTP request never meets this one):
+# cbor2's C encoder recurses on the C stack, and crashed the process at ~20,000 levels.
+METADATA_LIMIT = 16 * 1024
+METADATA_DEPTH = 32
 
 
 class IdentityError(Exception):
     """A refused identity operation: `status` is the HTTP status, the message is the contract."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, help: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.help = help  # a line on what to do, where one helps
 
 
 def base58(data: bytes) -> str:
@@ -116,7 +124,9 @@ def create(
     requester: str | None = None,
 ) -> tuple[Doc, bool]:
     """Generate a key pair. Idempotent: repeating a create with the same `request_id`
-    returns the identity the first one made. Returns (public view, created).
+    and the same body returns the identity the first one made; the same `request_id`
+    with another body (another `label`) is a 409 `request-id-reused`, and nothing is
+    written. Returns (public view, created).
 
     `requester`: the agent whose request ids these are (None: an admin's). Each agent's
     are its own, apart from the admins' and each other's, so a request id never hands an
@@ -125,15 +135,38 @@ def create(
     if requester is not None and request_id:
         # the length first: `a:b` + `c` and `a` + `b:c` are different keys
         kind, key = AGENT_IDEMPOTENCY, f"{len(requester)}:{requester}:{request_id}"
+    body = {"label": label}  # what the request asked for, kept with its request id
     with store.atomic():
         if key:
             earlier = store.get(kind, key)
             if earlier is not None:
+                _same_request(earlier, body, str(request_id))
                 return public_view(_find(store, str(earlier["account_id"]))), False
         doc, created = _store_key(store, sealer, nacl.signing.SigningKey.generate(), label)
         if key:
-            store.insert(kind, key, {"account_id": doc["metadata"]["accountId"]})
+            store.insert(kind, key, {"account_id": doc["metadata"]["accountId"], "body": body})
     return public_view(doc), created
+
+
+def _same_request(earlier: Doc, body: Doc, request_id: str) -> None:
+    """A request id is one request (as Stripe's idempotency keys): replaying it with another
+    body answered the first identity as if the second had been made, so a client that
+    reused an id by mistake went on with a key whose label it never asked for. (A request
+    id written before its body was kept has nothing to compare: it replays as before.)"""
+    first = earlier.get("body")
+    if first is None or first == body:
+        return
+    raise IdentityError(
+        409,
+        "request-id-reused",
+        f"request id `{request_id}` was first used with {_label(first.get('label'))}; this "
+        f"request gives {_label(body.get('label'))}",
+        help="send the first request's body again to get its identity, or use a new request id",
+    )
+
+
+def _label(label: Any) -> str:
+    return "no label" if label is None else f"label `{label}`"
 
 
 def decode_seed(text: str) -> bytes:
@@ -201,9 +234,54 @@ def update(
                 meta["name"] = label
         if name is not None:
             meta["name"] = name
+        if metadata:  # (one stored before the cap keeps its name and label changeable)
+            _check_size(meta)
         doc = {**doc, "metadata": meta, "updated_at": _now()}
         store.update(SECRETS, doc["name"], doc, tag=KIND)
     return public_view(doc)
+
+
+def _check_size(meta: Mapping[str, Any]) -> None:
+    """The merged metadata (the keys a caller gives, not the reserved ones) within
+    METADATA_DEPTH and METADATA_LIMIT, else a 422 and nothing is written: it had no cap,
+    so PATCH after PATCH grew one document (read whole by every listing and get) without
+    end. The merge is what is measured: each request may be small."""
+    own = {key: value for key, value in meta.items() if key not in RESERVED}
+    if _deeper_than(own, METADATA_DEPTH):  # (before the encoder, which would crash)
+        message = f"the identity's metadata is nested more than {METADATA_DEPTH} levels deep"
+    else:
+        size = len(cbor2.dumps(own))
+        if size <= METADATA_LIMIT:
+            return
+        message = (
+            f"the identity's metadata would take {size:,} bytes as CBOR, over its cap of "
+            f"{METADATA_LIMIT:,} bytes (16 KiB)"
+        )
+    raise IdentityError(
+        422,
+        "metadata-too-large",
+        message,
+        help="a PATCH merges its keys into what is there: set the keys you no longer need "
+        "to `null` to make room",
+    )
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether objects and lists nest in `value` more than `limit` levels (`{}` is one);
+    without recursion, whatever the depth."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def delete(store: Store, account: str) -> None:

@@ -89,7 +89,8 @@ CODES: dict[str, Code] = {
         (400,),
         "a `PUT /v1/policy` JSON upload names a file by a path that no policy directory holds:"
         " not relative, a backslash or a control character in it, an empty, `.` or `..` part,"
-        " or not ending in `<name>.charter`",
+        " not ending in `<name>.charter`, or differing only in case from another file's"
+        " (`A.charter` and `a.charter`: one file on a case-insensitive file system)",
     ),
     "fit-needs-candidate": Code(
         (400,),
@@ -180,6 +181,11 @@ CODES: dict[str, Code] = {
     ),
     "unknown-toolset": Code((400,), "a connection's `toolset` is not in the latest revision"),
     "credential-required": Code((400,), "a connection without a `credential` (missing or empty)"),
+    "metadata-too-large": Code(
+        (422,),
+        "a `PATCH /v1/identities/{id}` would leave the identity's `metadata` (merged with what "
+        "is there) over 16 KiB as CBOR",
+    ),
     "role-source-mismatch": Code(
         (400,),
         "a role written through the API does not declare exactly one role, the one named",
@@ -238,6 +244,11 @@ CODES: dict[str, Code] = {
     ),
     "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
     "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
+    "request-id-reused": Code(
+        (409,),
+        "a `POST /v1/identities` whose `request_id` an earlier create of the same caller used "
+        "with another body (another `label`)",
+    ),
     "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),
     "role-not-api-managed": Code(
         (409,),

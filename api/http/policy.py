@@ -16,7 +16,7 @@ from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
-from api.service import pages
+from api.service import pages, rolefiles
 from api.service.errors import ServiceError
 from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError, error_count
@@ -81,6 +81,11 @@ async def put_policy(request: Request) -> Response:
             )  # fmt: skip
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")
+    clashes = rolefiles.case_clashes(path for path, _ in files)
+    if clashes:  # (Service.check refuses them too, E0119, for the other ways a policy comes)
+        raise ServiceError(
+            400, "bad-path", rolefiles.clash_message(*clashes[0]), help=rolefiles.CLASH_HELP
+        )
     based_on = _if_match(request)
     service = service_of(request)
     try:

@@ -155,6 +155,15 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     named = p.call.connection is not None
     if spec is not None and spec.toolset is not None and (spec.connection_required or named):
         problem = _connection_problem(batch, p, spec.toolset)
+    elif spec is not None and named:
+        # A built-in tool (`agents.*`, `search`, ...) has no toolset, so no connection is
+        # for it (DESIGN.md section 1: a connection is a toolset's credential): one named
+        # was logged with the allow unchecked (another identity's, or none at all), for
+        # whoever runs the call to use. (An unknown tool is denied for its shape.)
+        problem = (
+            f"built-in tool `{p.call.tool}` takes no connection, and the call names "
+            f"`{p.call.connection}`"
+        )
     caps, subjects = batch.caps(p)
     hidden = _hidden(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from api.service import approvals, connections, fitcheck, resources, threads, views
+from api.service import approvals, connections, fitcheck, resources, threads, tokens, views
 from api.service.core import Service
 from api.service.decide import Call, decide_detailed, prepare
 from api.service.errors import ServiceError
@@ -182,6 +182,10 @@ def manage(
     facts = CONTEXTS.get(tool)
     context = facts(service, call_args) if facts is not None else None
     with service.store.atomic():
+        # The token again, where no other process can revoke it before the COMMIT, as a
+        # decision request's group commit does: its check came before the body was read
+        # and before the prechecks (a fit check may take seconds).
+        tokens.require_current(service.store, actor)
         call = Call(actor.agent, tool, call_args, context=context)
         responses, raw = decide_detailed(service, [call], management=True)
         decision = responses[0]

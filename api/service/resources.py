@@ -56,7 +56,8 @@ def _identity_errors(fn: Callable[P, T]) -> Callable[P, T]:
         try:
             return fn(*args, **kwargs)
         except IdentityError as exc:
-            raise ServiceError(exc.status, exc.code, exc.message) from None
+            extra = {} if exc.help is None else {"help": exc.help}
+            raise ServiceError(exc.status, exc.code, exc.message, **extra) from None
 
     return wrapped
 

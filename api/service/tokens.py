@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.service.core import Service, now_ms, token_tag
-from api.service.errors import ServiceError, not_found
+from api.service.errors import ServiceError, invalid_token, not_found
 from policy.store import Doc, Store
 
 SCOPES = ("admin", "decide")
@@ -100,6 +100,17 @@ def revoke(service: Service, ids: Iterable[str]) -> bool:
         if revoked:
             service.forget_tokens()
     return bool(revoked)
+
+
+def require_current(store: Store, actor: Principal) -> None:
+    """Inside the write transaction of a request `actor` was authorized for: its token is
+    still stored, else the 401 of a token that is not valid. The token was checked when
+    the request came, on a cache brought up to date then; a request that runs a while
+    before it writes (an agent's management request: fit checks, a policy compiled ahead)
+    would otherwise act on a token another process revoked meanwhile. Inside the
+    transaction nobody can revoke it before the COMMIT. One read of the store."""
+    if store.get("tokens", actor.token_id) is None:
+        raise invalid_token()
 
 
 def agent_tokens(store: Store, agent: str) -> list[str]:

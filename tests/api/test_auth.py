@@ -315,3 +315,42 @@ def test_token_digests_are_sha256_whichever_implementation_computes_them() -> No
 
     for token in ("", "chr_abc", tokens.PREFIX + "x" * 43, "é\u2603"):
         assert tokens.digest(token) == hashlib.sha256(token.encode()).hexdigest()
+
+
+def test_a_token_revoked_during_a_management_request_writes_nothing(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's management request is checked again inside the transaction that
+    decides and runs it, as a decision request's group commit is: its token was looked
+    up before its body was read and its fit checks ran (seconds, with the solver), and
+    another worker revoking it meanwhile let that one request through (a child agent
+    made, its `agents.create` logged). Now a 401, and nothing is written."""
+    from starlette.testclient import TestClient
+
+    from api.http.app import create_app
+    from api.service import manage, tokens
+
+    real = manage.PRECHECKS["agents.create"]
+
+    def revoked_meanwhile(*args: Any) -> None:
+        real(*args)  # (the fit check passes) then another process revokes the token
+        assert tokens.revoke(other, tokens.agent_tokens(other.store, "a1"))
+
+    child = {"name": "kid", "profile": "support"}
+    agent = harness.auth(harness.agent_token)
+    with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
+        assert client.get("/v1/agents/a1", headers=agent).status_code == 200  # cached
+        logged = harness.service.store.last_seq()
+        monkeypatch.setitem(manage.PRECHECKS, "agents.create", revoked_meanwhile)
+        refused = client.post("/v1/agents", json=child, headers=agent)
+        assert (refused.status_code, refused.json()["code"]) == (401, "unauthorized")
+        assert harness.service.store.last_seq() == logged
+        made = [row.body["name"] for row in harness.service.store.scan("agents")]
+        assert made == ["a1"]
+        # a token that is still there is decided and runs, whatever moved meanwhile
+        mine = harness.auth(harness.token_for("a1"))
+        monkeypatch.setitem(manage.PRECHECKS, "agents.create", real)
+        with other.store.atomic():
+            other.forget_tokens()
+        assert client.post("/v1/agents", json=child, headers=mine).status_code == 201
+        assert harness.service.store.last_seq() == logged + 1

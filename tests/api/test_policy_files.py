@@ -15,6 +15,7 @@ from api.service.core import Service
 from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
+from policy.diagnostics import CharterError
 from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again, slow_compiles
 
@@ -331,3 +332,44 @@ def test_an_upload_made_from_an_older_revision_is_refused_with_if_match(
         expect(client.put("/v1/policy", content=edited, headers={**admin, "if-match": bad}),
                400, "bad-if-match")  # fmt: skip
     assert harness.service.store.latest_revision() == 4
+
+
+def test_paths_that_differ_only_in_case_are_refused(
+    client: Any, harness: Harness, tmp_path: Path
+) -> None:
+    """`A.charter` and `a.charter` are two files here and one on a case-insensitive file
+    system (macOS, a Windows checkout), where a revision written out lost one of them:
+    an upload naming both is a 400 `bad-path` that names both (so is `é` composed and
+    decomposed, one name on APFS), and nothing is written; so is a role made through the
+    API whose file an uploaded file spells otherwise (422, E0119), and a `--workspace`
+    holding both (E0119, exit 1)."""
+    from api.cli_serve import prepare
+
+    extra = "role side {\n  allow mail.send\n}\n"
+    for first, second in (("teams/A.charter", "Teams/a.charter"),
+                          ("caf\u00e9.charter", "CAFE\u0301.charter")):  # fmt: skip
+        refused = _put(client, harness, {"main.charter": POLICY, first: extra, second: OTHER})
+        expect(refused, 400, "bad-path")
+        assert f"`{first}` and `{second}`" in refused.json()["detail"], refused.text
+        assert refused.json()["help"]
+    assert harness.service.store.latest_revision() == 1
+    # a role's own file against an uploaded one spelled otherwise
+    assert (
+        _put(client, harness, {"main.charter": POLICY, "API/roles/x.charter": extra}).status_code
+        == 201
+    )
+    made = client.post("/v1/roles", json={"name": "x", "source": "role x {\n}\n"},
+                       headers=harness.auth())  # fmt: skip
+    expect(made, 422, "policy-invalid")
+    (found,) = made.json()["diagnostics"]
+    assert (found["code"], found["file"]) == ("E0119", "api/roles/x.charter")
+    assert "`API/roles/x.charter` and `api/roles/x.charter`" in found["message"]
+    assert harness.service.store.latest_revision() == 2
+    # a directory of a case-sensitive file system holding both
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "Main.charter").write_text(POLICY, "utf-8")
+    (tmp_path / "ws" / "main.charter").write_text(extra, "utf-8")
+    with pytest.raises(CharterError) as loaded:
+        prepare(harness.service, str(harness.db), str(tmp_path / "ws"))
+    assert [d.code for d in loaded.value.diagnostics] == ["E0119"]
+    assert harness.service.store.latest_revision() == 2

@@ -145,6 +145,33 @@ def test_a_named_connection_is_eligible_or_denied(client: Any, harness: Harness)
         assert answer["effect"] == "allow"
 
 
+def test_a_built_in_tool_call_naming_a_connection_is_denied(client: Any, harness: Harness) -> None:
+    """A built-in tool has no toolset, so no connection is for it: a call naming one, an
+    eligible workspace connection or one that is not there, was allowed and logged with
+    that connection, unchecked. Now a deny with the reason, a pause's too (fail closed);
+    without the connection the same call is decided as before."""
+    made = client.post(
+        "/v1/connections", headers=harness.auth(),
+        json={"name": "mine", "toolset": "billing", "credential": CREDENTIAL},
+    ).json()["id"]  # fmt: skip
+    harness.add_agent("c1", "careful")  # default hooks: `roles.create` pauses
+    decide = harness.auth(harness.decide)
+    role = {"name": "x", "source": "role x {\n}\n"}
+    for call in ({"agent": "a1", "tool": "agents.list", "args": {}},
+                 {"agent": "c1", "tool": "roles.create", "args": role}):  # fmt: skip
+        plain = client.post("/v1/decisions", json=call, headers=decide).json()
+        assert plain["effect"] == ("allow" if call["agent"] == "a1" else "pause")
+        for connection in (made, "nope"):
+            answer = client.post("/v1/decisions", json={**call, "connection": connection},
+                                 headers=decide).json()  # fmt: skip
+            assert answer["effect"] == "deny", answer
+            assert answer["reasons"][-1] == {
+                "kind": "connection",
+                "message": f"built-in tool `{call['tool']}` takes no connection, and the "
+                f"call names `{connection}`",
+            }
+
+
 def test_a_connection_keeps_a_name(client: Any, harness: Harness) -> None:
     """A create refuses an empty name; an update gave one all the same."""
     made = client.post(
