@@ -15,9 +15,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import cbor2
 import nacl.signing
 
+from policy.metadata import MERGE_HELP, TOO_LARGE, over_cap
 from policy.secrets import Sealer
 from policy.store import Doc, Store
 
@@ -29,12 +29,6 @@ NOT_FOUND = "Signing identity not found"
 _ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _ED25519_PUB = b"\xed\x01"
 RESERVED = ("kind", "accountId", "label", "name")  # metadata keys a merge never writes
-# The metadata a merge keeps, as the store encodes it (CBOR): at most 16 KiB, Seed's cap on
-# an agent definition's metadata (DESIGN.md section 7), and at most 32 levels deep, as a
-# JSON body is (api.http.body, 400 `too-deep`, so an HTTP request never meets this one):
-# cbor2's C encoder recurses on the C stack, and crashed the process at ~20,000 levels.
-METADATA_LIMIT = 16 * 1024
-METADATA_DEPTH = 32
 
 
 class IdentityError(Exception):
@@ -242,46 +236,14 @@ def update(
 
 
 def _check_size(meta: Mapping[str, Any]) -> None:
-    """The merged metadata (the keys a caller gives, not the reserved ones) within
-    METADATA_DEPTH and METADATA_LIMIT, else a 422 and nothing is written: it had no cap,
-    so PATCH after PATCH grew one document (read whole by every listing and get) without
-    end. The merge is what is measured: each request may be small."""
+    """The merged metadata (the keys a caller gives, not the reserved ones) within the
+    caps of policy.metadata, else a 422 and nothing is written: it had no cap, so PATCH
+    after PATCH grew one document (read whole by every listing and get) without end. The
+    merge is what is measured: each request may be small."""
     own = {key: value for key, value in meta.items() if key not in RESERVED}
-    if _deeper_than(own, METADATA_DEPTH):  # (before the encoder, which would crash)
-        message = f"the identity's metadata is nested more than {METADATA_DEPTH} levels deep"
-    else:
-        size = len(cbor2.dumps(own))
-        if size <= METADATA_LIMIT:
-            return
-        message = (
-            f"the identity's metadata would take {size:,} bytes as CBOR, over its cap of "
-            f"{METADATA_LIMIT:,} bytes (16 KiB)"
-        )
-    raise IdentityError(
-        422,
-        "metadata-too-large",
-        message,
-        help="a PATCH merges its keys into what is there: set the keys you no longer need "
-        "to `null` to make room",
-    )
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether objects and lists nest in `value` more than `limit` levels (`{}` is one);
-    without recursion, whatever the depth."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+    message = over_cap(own, "the identity's metadata")
+    if message is not None:
+        raise IdentityError(422, TOO_LARGE, message, help=MERGE_HELP)
 
 
 def delete(store: Store, account: str) -> None:

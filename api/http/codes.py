@@ -183,8 +183,9 @@ CODES: dict[str, Code] = {
     "credential-required": Code((400,), "a connection without a `credential` (missing or empty)"),
     "metadata-too-large": Code(
         (422,),
-        "a `PATCH /v1/identities/{id}` would leave the identity's `metadata` (merged with what "
-        "is there) over 16 KiB as CBOR",
+        "a `PATCH /v1/identities/{id}` or `/v1/agents/{id}` would leave the `metadata` "
+        "(merged with what is there), or a `POST /v1/agents` would make it, over 16 KiB as "
+        "CBOR or more than 32 levels deep",
     ),
     "role-source-mismatch": Code(
         (400,),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, ParamSpec, TypeVar
 
@@ -19,6 +19,7 @@ from api.service.tokens import Principal
 from engine.compile import Snapshot
 from policy import identities
 from policy.identities import IdentityError
+from policy.metadata import MERGE_HELP, TOO_LARGE, over_cap
 from policy.store import Doc
 
 PERIODS = ("24h", "7d", "total")
@@ -218,6 +219,14 @@ def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Resu
     return Result(200, doc, etag(doc))
 
 
+def _check_metadata(metadata: Mapping[str, Any]) -> None:
+    """An agent's metadata within policy.metadata's caps, else a 422: it had none, and
+    every decision holds it (conditions read `agent.metadata.*`)."""
+    message = over_cap(metadata, "the agent's metadata")
+    if message is not None:
+        raise ServiceError(422, TOO_LARGE, message, help=MERGE_HELP)
+
+
 def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
     name = args.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -227,6 +236,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     parent = None
     agent_id = str(args.get("id") or new_id())
     metadata = dict(args.get("metadata") or {})
+    _check_metadata(metadata)
     if actor.agent is not None:
         caller = service.agent(actor.agent)
         _check_tree_depth(service, caller)
@@ -384,6 +394,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
             doc["budget"] = parse_budget(args["budget"])
         if "metadata" in args:
             doc["metadata"] = {**doc.get("metadata", {}), **dict(args["metadata"] or {})}
+            _check_metadata(doc["metadata"])  # (the merge: each PATCH may be small)
         if "status" in args:
             if args["status"] not in AGENT_STATUSES:
                 raise ServiceError(

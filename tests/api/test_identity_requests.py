@@ -104,3 +104,35 @@ def test_metadata_nested_past_what_can_be_stored_is_refused(harness: Harness) ->
     store.update(identities.SECRETS, doc["name"], {**doc, "metadata": big}, tag=identities.KIND)
     renamed = identities.update(store, harness.identity, label="renamed")
     assert renamed["label"] == "renamed" and len(renamed["metadata"]["old"]) == 20 * 1024
+
+
+def test_agent_metadata_is_capped_at_create_and_after_the_merge(
+    client: Any, harness: Harness
+) -> None:
+    """An agent's metadata had no cap either, and every decision holds it (conditions
+    read `agent.metadata.*`): the identity's caps apply, to a create's and to a PATCH's
+    merge, and a refusal writes nothing."""
+    headers = harness.auth()
+    half = "x" * (9 * 1024)
+    body = {"name": "big", "profile": "support", "identity": harness.identity}
+    refused = client.post("/v1/agents", json={**body, "metadata": {"a": half, "b": half}},
+                          headers=headers)  # fmt: skip
+    expect(refused, 422, "metadata-too-large")
+    assert "the agent's metadata" in refused.json()["detail"]
+    assert client.get("/v1/agents", headers=headers).json()["items"] == [
+        client.get("/v1/agents/a1", headers=headers).json()
+    ]
+    made = client.post("/v1/agents", json={**body, "metadata": {"a": half}}, headers=headers)
+    assert made.status_code == 201, made.text
+    path = f"/v1/agents/{made.json()['id']}"
+    expect(client.patch(path, json={"metadata": {"b": half}}, headers=headers), 422,
+           "metadata-too-large")  # fmt: skip
+    assert client.get(path, headers=headers).json()["metadata"] == {"a": half}
+    deep: Any = "leaf"
+    for _ in range(40):
+        deep = {"k": deep}
+    with pytest.raises(Exception) as caught:
+        harness.add_agent("deep", "support", metadata={"d": deep})
+    assert getattr(caught.value, "code", None) == "metadata-too-large"
+    room = client.patch(path, json={"metadata": {"a": None, "b": half}}, headers=headers)
+    assert room.status_code == 200, room.text
