@@ -17,7 +17,7 @@ from typing import Any
 
 import nacl.signing
 
-from policy.metadata import MERGE_HELP, TOO_LARGE, over_cap
+from policy.metadata import MERGE_HELP, over_cap
 from policy.secrets import Sealer
 from policy.store import Doc, Store
 
@@ -243,7 +243,7 @@ def _check_size(meta: Mapping[str, Any]) -> None:
     own = {key: value for key, value in meta.items() if key not in RESERVED}
     message = over_cap(own, "the identity's metadata")
     if message is not None:
-        raise IdentityError(422, TOO_LARGE, message, help=MERGE_HELP)
+        raise IdentityError(422, "metadata-too-large", message, help=MERGE_HELP)
 
 
 def delete(store: Store, account: str) -> None:

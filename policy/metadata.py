@@ -16,7 +16,6 @@ import cbor2
 
 METADATA_LIMIT = 16 * 1024
 METADATA_DEPTH = 32
-TOO_LARGE = "metadata-too-large"  # the refusal's stable code (a 422)
 MERGE_HELP = (
     "a PATCH merges its keys into what is there: set the keys you no longer need to `null` "
     "to make room"

@@ -19,7 +19,7 @@ from api.service.tokens import Principal
 from engine.compile import Snapshot
 from policy import identities
 from policy.identities import IdentityError
-from policy.metadata import MERGE_HELP, TOO_LARGE, over_cap
+from policy.metadata import MERGE_HELP, over_cap
 from policy.store import Doc
 
 PERIODS = ("24h", "7d", "total")
@@ -224,7 +224,7 @@ def _check_metadata(metadata: Mapping[str, Any]) -> None:
     every decision holds it (conditions read `agent.metadata.*`)."""
     message = over_cap(metadata, "the agent's metadata")
     if message is not None:
-        raise ServiceError(422, TOO_LARGE, message, help=MERGE_HELP)
+        raise ServiceError(422, "metadata-too-large", message, help=MERGE_HELP)
 
 
 def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
