@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.service.budget import Ledger
 from policy.store import SPENT_OVERFLOW, ledger
 from policy.store.sqlite import SqliteStore
 
@@ -162,6 +163,24 @@ def test_sums_past_64_bits_are_exact_and_over_every_cap(tmp_path: Path) -> None:
     assert store.spent("agent:a", 7) == 0
     cums = [cum for (cum,) in store._db.execute("SELECT cum FROM ledger ORDER BY rowid")]
     assert cums[0] == MAX and cums[1] == str(2 * MAX) and cums[5] == str(2**64 + 9 * 10**18 + 8)
+    store.close()
+
+
+def test_a_batch_ledger_reads_again_a_window_a_later_recorded_charge_lands_in(
+    tmp_path: Path,
+) -> None:
+    """The batch's Ledger keeps its sums up to date with its own charges: a charge dated
+    before a window it has read, which the store records later (at the subject's last
+    row's time) and so inside that window, is not left out of its sum."""
+    store = SqliteStore(tmp_path / "s.db")
+    store.charge(["agent:a"], 10, at_ms=1_000)
+    with store.atomic():
+        batch = Ledger(store)
+        assert batch.spent("agent:a", 800) == 10
+        assert batch.spent("agent:a", 0) == 10
+        batch.charge(["agent:a"], 4, at_ms=500)
+        assert batch.spent("agent:a", 800) == store.spent("agent:a", 800) == 14
+        assert batch.spent("agent:a", 0) == 14
     store.close()
 
 
