@@ -191,9 +191,15 @@ class Ledger:
     def charge(self, subjects: list[str], micros: int, at_ms: int) -> None:
         self.store.charge(subjects, micros, at_ms)
         charged = set(subjects)
-        for key in self._sums:
-            if key[0] in charged and at_ms >= key[1]:
+        for key in list(self._sums):
+            if key[0] not in charged:
+                continue
+            if at_ms >= key[1]:
                 self._sums[key] += micros
+            else:
+                # The store may record the charge later than `at_ms` (at its subject's last
+                # row's time, policy/store/ledger.py), inside this window: read it again.
+                del self._sums[key]
 
 
 def over_cap(

@@ -15,7 +15,10 @@ keyed by (kind, id), so a PostgreSQL implementation needs six tables and no join
   parent), indexed with the kind and position.
 - decisions: the decision log; `seq` is gap-free because it is assigned inside the
   writing transaction as max(seq) + 1 (never a sequence object, which leaves gaps).
-- ledger: budget charges in micro-USD, summed per subject over a time window.
+- ledger: budget charges in micro-USD, summed per subject over a time window. Each row
+  keeps its subject's running total through it (`cum`, exact past 64 bits: a `numeric`),
+  so a sum is the difference of two rows found by an index on (subject, at), never a
+  read of the window (policy/store/ledger.py).
 - meta: a few named values (the demo seed flag, schema version).
 """
 
@@ -124,7 +127,11 @@ class Store(Protocol):
         the sum is past 64 bits (over every cap: a budget check fails closed)."""
         ...
 
-    def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None: ...
+    def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
+        """Charge `micros` to each subject at `at_ms`, or at the time of the subject's
+        latest charge if that is later (a running total needs rows in time order): later,
+        never earlier, so a charge can only count in more windows, never in fewer."""
+        ...
 
     # named values
     def get_meta(self, key: str) -> Any: ...

@@ -19,7 +19,7 @@ from typing import Any
 
 import cbor2
 
-from policy.store import SPENT_OVERFLOW, Doc, Row, StoreUnavailable, texts
+from policy.store import Doc, Row, StoreUnavailable, ledger, texts
 from policy.store.checkpoints import Checkpointer
 from policy.store.writerlock import WriterLock
 
@@ -52,7 +52,7 @@ CREATE INDEX IF NOT EXISTS documents_tag ON documents (kind, tag, pos);
 CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, body BLOB NOT NULL,
   count INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS ledger (subject TEXT NOT NULL, at INTEGER NOT NULL,
-  micros INTEGER NOT NULL);
+  micros INTEGER NOT NULL, cum NOT NULL);
 CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
 """
 # The revisions' file texts, each once under its SHA-256 (policy/store/texts.py). Not in
@@ -202,6 +202,7 @@ class SqliteStore:
                 self._db.execute(
                     "ALTER TABLE decisions ADD COLUMN count INTEGER NOT NULL DEFAULT 1"
                 )
+            ledger.add_running_totals(self._db)  # a ledger without running totals: they are added
         # One cursor for the statements of every decision request (BEGIN, COMMIT, the data
         # version, the log's INSERT), each run and read to its end under the lock: a new
         # cursor per statement cost more than the statement's own Python.
@@ -407,27 +408,15 @@ class SqliteStore:
         return 0 if found is None else int(found[0]) - 1
 
     # ---- the budget ledger ----------------------------------------------------------------
+    # Each row keeps its subject's running total: a sum is two look-ups of the index, not a
+    # read of every row in the window (policy/store/ledger.py).
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock:
-            try:
-                (total,) = self._db.execute(
-                    "SELECT coalesce(sum(micros), 0) FROM ledger WHERE subject = ? AND at >= ?",
-                    (subject, since_ms),
-                ).fetchone()
-            except sqlite3.OperationalError as exc:
-                # sum() of integers past 64 bits fails the statement (not the transaction):
-                # more was charged than any cap allows, which is what SPENT_OVERFLOW says.
-                if str(exc) != "integer overflow":
-                    raise
-                return SPENT_OVERFLOW
-        return int(total)
+            return ledger.spent(self._cursor, subject, since_ms)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
         with self.atomic():
-            self._db.executemany(
-                "INSERT INTO ledger (subject, at, micros) VALUES (?, ?, ?)",
-                [(subject, at_ms, micros) for subject in subjects],
-            )
+            ledger.charge(self._cursor, subjects, micros, at_ms)
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
