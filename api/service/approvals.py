@@ -100,17 +100,22 @@ def _decidable(service: Service, actor: Principal, approval_id: str) -> dict[str
     return doc
 
 
-def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
-    """What an agent's `approvals.approve`/`.reject` is decided with as `context`: the
-    approval it decides (`context.approval.agent`, `.tool`, `.management`), so that a
-    policy can let an agent decide some approvals only (`allow approvals.approve where
-    context.approval.tool == "billing.refund"`); the request's `id` alone said nothing."""
-    doc = service.doc("approvals", "approval", args["id"])
+def facts(doc: dict[str, Any]) -> dict[str, Any]:
+    """The `context` an agent's request about approval `doc` is decided with."""
     return {
         "approval": {
             "agent": doc["agent"], "tool": doc["tool"], "management": bool(doc.get("management")),
         }
     }  # fmt: skip
+
+
+def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
+    """What an agent's `approvals.get`, `.approve` or `.reject` is decided with as
+    `context`: the approval it reads or decides (`context.approval.agent`, `.tool`,
+    `.management`), so that a policy can let an agent reach some approvals only (`allow
+    approvals.approve where context.approval.tool == "billing.refund"`); the request's
+    `id` alone said nothing."""
+    return facts(service.doc("approvals", "approval", args["id"]))
 
 
 def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:

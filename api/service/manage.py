@@ -115,6 +115,7 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
 # What an agent's request is decided with beyond its arguments, as `context`: the facts a
 # policy needs to grant it narrowly, read by the service, never taken from the request.
 CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
+    "approvals.get": approvals.context_of,
     "approvals.approve": approvals.context_of,
     "approvals.reject": approvals.context_of,
 }
