@@ -11,22 +11,88 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from api.service import pages
 from api.service.core import Service, now_ms
-from api.service.decide import decide_detailed, unseal_call
+from api.service.decide import Call, decide_detailed, prepare, unseal_call
 from api.service.decisionlog import Approved
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.resources import _page, _view
 from api.service.tokens import Principal
+from policy.store import Row
 
 STATUSES = ("pending", "approved", "rejected")
 
 
-def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+# An agent's page reads at most this many approvals for each item it may hold (`limit`),
+# so that a policy which hides most of them costs a page a bounded number of decisions.
+SCANNED_PER_ITEM = 4
+
+
+def _status(args: dict[str, Any]) -> str | None:
     status = args.get("status")
     if status is not None and status not in STATUSES:
         raise ServiceError(400, "invalid-status", f"status must be one of {', '.join(STATUSES)}")
-    return _page(service, "approvals", args, tag=status, listed=status)
+    return status
+
+
+def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `approvals.list` is decided: every refusal of the operation (a
+    status, cursor or limit it does not take), so the allowed list runs after the
+    decision is committed (api.service.manage.READ_AFTER) and cannot refuse then."""
+    pages.decode("approvals", args.get("cursor"), _status(args))
+    pages.limit_of(args.get("limit"))
+
+
+def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    status = _status(args)
+    if actor.agent is None:
+        return _page(service, "approvals", args, tag=status, listed=status)
+    return _readable_page(service, actor.agent, args, status)
+
+
+def _readable_page(
+    service: Service, agent: str, args: dict[str, Any], status: str | None
+) -> Result:
+    """An agent's page: the approvals its `approvals.get` would be allowed for, in the
+    list's order. It reads at most SCANNED_PER_ITEM * `limit` rows, so it may hold fewer
+    than `limit` items (none, even) and still have a `next_cursor`: the cursor is past the
+    last row whose fate this page settled (shown, or hidden), never past one it did not,
+    so no approval is skipped or shown twice. Only the end of the list has none."""
+    after = pages.decode("approvals", args.get("cursor"), status)
+    limit = pages.limit_of(args.get("limit"))
+    left = SCANNED_PER_ITEM * limit
+    items: list[dict[str, Any]] = []
+    position, more = after, True
+    while more and left > 0 and len(items) < limit:
+        want = min(limit, left)
+        rows = service.store.page("approvals", position, want + 1, status)
+        more = len(rows) > want
+        rows = rows[:want]
+        left -= len(rows)
+        for row, shown in zip(rows, _readable(service, agent, rows), strict=True):
+            if shown:
+                if len(items) == limit:  # the next page's first item: not settled here
+                    more = True
+                    break
+                items.append(_view("approvals", row.body))
+            position = row.pos
+    cursor = pages.encode("approvals", position, listed=status) if more else None
+    return Result(200, {"items": items, "next_cursor": cursor})
+
+
+def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
+    """Whether the agent's `approvals.get` of each row would be allowed, as it is decided
+    (its roles, denies and hooks, with the approval as `context.approval`), but not logged:
+    the list request itself was. A pause hides the row as a deny does, and so does a
+    rewrite that would have the `approvals.get` show another approval."""
+    calls = [Call(agent, "approvals.get", {"id": row.id}, context=facts(row.body)) for row in rows]
+    return [
+        found.decision is not None
+        and found.decision.effect == "allow"
+        and (found.decision.args or {}).get("id") == found.call.args["id"]
+        for found in prepare(service, calls, {})
+    ]
 
 
 def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -114,7 +180,8 @@ def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
     `context`: the approval it reads or decides (`context.approval.agent`, `.tool`,
     `.management`), so that a policy can let an agent reach some approvals only (`allow
     approvals.approve where context.approval.tool == "billing.refund"`); the request's
-    `id` alone said nothing."""
+    `id` alone said nothing. `approvals.list` shows an agent the approvals whose
+    `approvals.get` would be allowed (`_readable`)."""
     return facts(service.doc("approvals", "approval", args["id"]))
 
 
