@@ -272,6 +272,9 @@ class Approval(BaseModel):
     decided_by: str | None
     final: DecisionResponse | None  # the decision the approval's re-check made
     reason: str | None = None  # a rejection's
+    # An agent's `PATCH` or `DELETE` sent with `If-Match`: approving runs it only while the
+    # resource still has that `ETag` (else 412 `resource-moved`)
+    if_match: str | None = None
 
 
 class Approved(BaseModel):

@@ -274,7 +274,8 @@ CODES: dict[str, Code] = {
         (412,),
         "a `PATCH` or `DELETE` of an identity, agent, thread or connection whose `If-Match` is "
         "not the resource's `ETag` as stored: it changed since that was read, and nothing was "
-        "written (see Lost updates)",
+        "written (see Lost updates); or the approval of an agent's such request, paused, whose "
+        "resource changed while it waited (the approval stays pending)",
     ),
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(

@@ -146,7 +146,7 @@ ROUTES: Table = [
     # Approving runs an approved management request: its refusals are the approval's.
     managed(Spec("POST", "/v1/approvals/{id}/approve",
                  "Approve: re-check and return the final decision", "manage", None, a.Approved,
-                 tool="approvals.approve", errors=(400, 409, 413, 422))),
+                 tool="approvals.approve", errors=(400, 409, 412, 413, 422))),
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
                  m.Reject, a.Rejected, tool="approvals.reject", errors=(409,))),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,

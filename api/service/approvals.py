@@ -201,9 +201,31 @@ def check_approve(service: Service, actor: Principal, args: dict[str, Any]) -> N
 
     doc = _decidable(service, actor, args["id"])
     precheck = PRECHECKS.get(doc["tool"]) if doc.get("management") else None
+    if precheck is None and doc.get("if_match") is None:
+        return
+    agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
+    called = unseal_call(service, doc).args
     if precheck is not None:
-        agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
-        precheck(service, agent_actor, dict(unseal_call(service, doc).args))
+        precheck(service, agent_actor, dict(called))
+    _unchanged(service, agent_actor, doc, called)
+
+
+def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
+    """In the transaction that opened approval `approval_id` (an agent's paused management
+    request): the `If-Match` the request was sent with, which approving it checks again
+    (`approvals_approve`). Not one of the call's arguments: the policy never saw it."""
+    doc = dict(service.doc("approvals", "approval", approval_id))
+    doc["if_match"] = if_match
+    service.store.update("approvals", approval_id, doc, tag="pending")
+
+
+def _unchanged(service: Service, actor: Principal, doc: dict[str, Any], args: Any) -> None:
+    """The 412 when an approval's management call was sent with an `If-Match` that its
+    document no longer has (`actor`: the agent, whose reach it is read with)."""
+    from api.service.manage import unchanged
+
+    if doc.get("management") and doc.get("if_match") is not None:
+        unchanged(service, actor, doc["tool"], dict(args), doc["if_match"])
 
 
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
@@ -233,7 +255,10 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
         if doc.get("management") and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
             agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
-            result = MANAGEMENT[doc["tool"]](service, agent_actor, dict(raw[0] or call.args))
+            called = dict(raw[0] or call.args)
+            # (inside this transaction, which the call's write joins: as `manage` does)
+            _unchanged(service, agent_actor, doc, called)
+            result = MANAGEMENT[doc["tool"]](service, agent_actor, called)
             body["result"] = result.body
     return Result(200, body)
 

@@ -139,7 +139,7 @@ STORED: dict[str, tuple[str, Callable[[Service, Principal, dict[str, Any]], Doc]
 }
 
 
-def _unchanged(
+def unchanged(
     service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
 ) -> None:
     """The 412 when the document `tool` acts on is no longer the one `if_match` names."""
@@ -154,7 +154,7 @@ def _guarded(op: Operation, tool: str, if_match: str) -> Operation:
 
     def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
         with service.store.atomic():
-            _unchanged(service, actor, tool, args, if_match)
+            unchanged(service, actor, tool, args, if_match)
             return op(service, actor, args)
 
     return run
@@ -182,9 +182,8 @@ def manage(
         precheck(service, actor, call_args)
     if if_match is not None:
         # A write that can only be refused is refused before it is decided, as a
-        # precheck's refusal: neither logged nor paused. (A pause's call, once approved,
-        # runs on the document as it is then: the approval does not keep the header.)
-        _unchanged(service, actor, tool, call_args, if_match)
+        # precheck's refusal: neither logged nor paused.
+        unchanged(service, actor, tool, call_args, if_match)
     # The decision's row and the operation's effect commit together: a request the
     # operation refuses (a 4xx, or anything else) rolls its row back, so it writes
     # nothing. A deny or a pause is the request's outcome and is committed.
@@ -205,6 +204,11 @@ def manage(
             # Its refusals again, of the arguments a rewrite hook may have changed, before
             # the COMMIT: a refused request still writes nothing.
             PRECHECKS[tool](service, actor, final)
+        if decision["effect"] == "pause" and if_match is not None:
+            # Kept with its approval, which runs the call only while the document is
+            # still the one named: approved after another change, the 202'd write went
+            # over that change, the lost update `If-Match` was sent to prevent.
+            approvals.keep_if_match(service, decision["approval_id"], if_match)
     if decision["effect"] == "allow":
         return op(service, actor, final)
     if decision["effect"] == "pause":

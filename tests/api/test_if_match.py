@@ -15,6 +15,7 @@ import pytest
 from api.http.app import create_app
 from api.service import connections, resources, threads
 from api.service.core import Service
+from api.service.tokens import Principal
 from policy import identities
 from tests.api.conftest import POLICY, REVIEWED, Harness, LiveServer, expect
 
@@ -235,6 +236,84 @@ def test_a_stale_request_is_not_paused(client: Any, harness: Harness) -> None:
     paused = client.patch("/v1/agents/rev", json={"status": "running"},
                           headers={**rev, "if-match": fresh})  # fmt: skip
     assert paused.status_code == 202 and "etag" not in paused.headers
+
+
+def test_a_paused_request_keeps_its_if_match(client: Any, harness: Harness) -> None:
+    """A request its policy pauses runs, once approved, only while the resource is still
+    what its `If-Match` named: approved after another change, it was written over that
+    change (the lost update `If-Match` was sent to prevent) hours after the 202. Now the
+    approval is a 412 `resource-moved` that writes nothing and leaves it pending (to be
+    rejected); approved with nothing changed meanwhile, it runs as before."""
+    admin = harness.auth()
+    assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
+    harness.add_agent("rev", "reviewed")
+    rev = harness.auth(harness.token_for("rev"))
+    etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
+    paused = client.patch("/v1/agents/rev", json={"name": "by-the-agent"},
+                          headers={**rev, "if-match": etag})  # fmt: skip
+    assert paused.status_code == 202, paused.text
+    approval = paused.json()["approval_id"]
+    shown = client.get(f"/v1/approvals/{approval}", headers=admin).json()
+    assert shown["if_match"] == etag  # (the approver sees what it is conditional on)
+    # meanwhile, someone else changes the agent
+    assert client.patch("/v1/agents/rev", json={"status": "running"}, headers=admin).status_code \
+        == 200  # fmt: skip
+    before = client.get("/v1/agents/rev", headers=admin)
+    logged = _logged(harness)
+    expect(client.post(f"/v1/approvals/{approval}/approve", headers=admin), 412, "resource-moved")
+    after = client.get("/v1/agents/rev", headers=admin)
+    assert after.json() == before.json() and after.headers["etag"] == before.headers["etag"]
+    assert _logged(harness) == logged
+    assert client.get(f"/v1/approvals/{approval}", headers=admin).json()["status"] == "pending"
+    assert client.post(f"/v1/approvals/{approval}/reject", json={}, headers=admin).status_code \
+        == 200  # fmt: skip
+    # the same request, approved with nothing changed meanwhile, runs
+    etag = after.headers["etag"]
+    paused = client.patch("/v1/agents/rev", json={"name": "by-the-agent"},
+                          headers={**rev, "if-match": etag})  # fmt: skip
+    approved = client.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["result"]["name"] == "by-the-agent"
+    # a request paused without `If-Match` runs on the resource as it is then, as before
+    paused = client.patch("/v1/agents/rev", json={"name": "unconditional"}, headers=rev)
+    assert "if_match" not in paused.json()
+    assert client.patch("/v1/agents/rev", json={"status": "idle"}, headers=admin).status_code \
+        == 200  # fmt: skip
+    approved = client.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
+    assert approved.status_code == 200 and approved.json()["result"]["name"] == "unconditional"
+
+
+def test_an_approval_compares_inside_its_transaction(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look before the approval's transaction can be overtaken (another worker's
+    change right after it): the comparison that counts is the one the write joins."""
+    from starlette.testclient import TestClient
+
+    from api.service import approvals
+
+    admin = harness.auth()
+    real = approvals.check_approve
+
+    def overtaken(*args: Any) -> None:
+        real(*args)
+        with other.store.atomic():  # another worker, between the look and the write
+            resources.agents_update(other, Principal("t", "admin"), {"id": "rev", "name": "b"})
+
+    with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
+        assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code \
+            == 201  # fmt: skip
+        harness.add_agent("rev", "reviewed")
+        rev = harness.auth(harness.token_for("rev"))
+        etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
+        paused = client.patch("/v1/agents/rev", json={"status": "running"},
+                              headers={**rev, "if-match": etag})  # fmt: skip
+        monkeypatch.setattr(approvals, "check_approve", overtaken)
+        approval = paused.json()["approval_id"]
+        expect(client.post(f"/v1/approvals/{approval}/approve", headers=admin),
+               412, "resource-moved")  # fmt: skip
+        agent = client.get("/v1/agents/rev", headers=admin).json()
+        assert (agent["name"], agent["status"]) == ("b", "idle")
 
 
 def test_the_document_names_the_header_and_the_tag(client: Any) -> None:
