@@ -63,8 +63,8 @@ CODES: dict[str, Code] = {
         (400,),
         "`If-Match` is not `*` or one strong entity tag in double quotes: of a `PUT /v1/policy`, "
         'a revision\'s (`"7"`, the `ETag` of `GET /v1/policy`); of a `PATCH` or `DELETE` of an '
-        "identity, agent, thread or connection, any (its `ETag` is one); a weak (`W/`) tag or a "
-        "list is refused too",
+        "identity, agent, thread, connection or role, any (its `ETag` is one); a weak (`W/`) "
+        "tag or a list is refused too",
     ),
     "bad-revision": Code(
         (400,),
@@ -272,10 +272,11 @@ CODES: dict[str, Code] = {
     ),
     "resource-moved": Code(
         (412,),
-        "a `PATCH` or `DELETE` of an identity, agent, thread or connection whose `If-Match` is "
-        "not the resource's `ETag` as stored: it changed since that was read, and nothing was "
-        "written (see Lost updates); or the approval of an agent's such request, paused, whose "
-        "resource changed while it waited (the approval stays pending)",
+        "a `PATCH` or `DELETE` of an identity, agent, thread, connection or role whose "
+        "`If-Match` is not the resource's `ETag` as stored (a role's: of its own file): it "
+        "changed since that was read, and nothing was written (see Lost updates); or the "
+        "approval of an agent's such request, paused, whose resource changed while it waited "
+        "(the approval stays pending)",
     ),
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(

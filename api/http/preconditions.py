@@ -1,7 +1,8 @@
 """`If-Match`: a write made from what the client read goes ahead only while that is still
 what is stored (docs/http.md, "Lost updates"). One reader for every endpoint that takes
 it: the policy upload (a revision's number as its tag) and the resources' `PATCH` and
-`DELETE` (a digest of the stored document, api.service.etags)."""
+`DELETE` (a digest of the stored document, api.service.etags; of a role, of its own
+file, api.service.views)."""
 
 from __future__ import annotations
 

@@ -68,8 +68,9 @@ def _crud(
     """A kind's list and get, and its create, update and delete when it has them;
     `errors`: each action's problem statuses beyond those of its shape (api.http.openapi);
     `created`: a create's statuses (the first the usual one); `tagged`: a kind of stored
-    documents, whose get, create and update answer with an `ETag` and whose update and
-    delete take `If-Match` (api.service.etags)."""
+    documents (or roles, files of the policy: api.service.views), whose get, create and
+    update answer with an `ETag` and whose update and delete take `If-Match`
+    (api.service.etags)."""
     base = f"/v1/{kind}"
     item = f"{base}/{{{key}}}"
     more = errors or {}
@@ -135,7 +136,8 @@ ROUTES: Table = [
     *_crud("connections", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
            m.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
-           errors={**_POLICY_VIEW, "create": (409,), "update": (409,), "delete": (409, 422)}),
+           errors={**_POLICY_VIEW, "create": (409,), "update": (409,), "delete": (409, 422)},
+           tagged=True),
     *_crud("profiles", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
     *_crud("hooks", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
     *_crud("toolsets", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),

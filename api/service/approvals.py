@@ -236,7 +236,7 @@ def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, An
 
 
 def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    from api.service.manage import OPERATIONS as MANAGEMENT
+    from api.service.manage import guarded
 
     check_approve(service, actor, args)
     with service.store.atomic():
@@ -256,9 +256,9 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
             # The agent's own call runs now, as the agent (so the fit check applies).
             agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
             called = dict(raw[0] or call.args)
-            # (inside this transaction, which the call's write joins: as `manage` does)
-            _unchanged(service, agent_actor, doc, called)
-            result = MANAGEMENT[doc["tool"]](service, agent_actor, called)
+            # (its `If-Match` compared inside this transaction, which the call's write
+            # joins: as `manage` does)
+            result = guarded(doc["tool"], doc.get("if_match"))(service, agent_actor, called)
             body["result"] = result.body
     return Result(200, body)
 

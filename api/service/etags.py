@@ -1,5 +1,6 @@
-"""Entity tags of stored resources (identities, agents, threads, connections), and the
-`If-Match` of a write kept against them (docs/http.md, "Lost updates").
+"""Entity tags of stored resources (identities, agents, threads, connections; and of a role
+made through the API, its own file: api.service.views), and the `If-Match` of a write kept
+against them (docs/http.md, "Lost updates").
 
 A tag is a digest of the whole stored document, not of its `updated_at`: two changes in
 one millisecond are two states with the same stamp, and a connection's credential is

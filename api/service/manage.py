@@ -130,12 +130,14 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
 
 
 # What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
-# called, its stored document as the caller reaches it: a 404 or 403 as the operation's).
-STORED: dict[str, tuple[str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
-    "identities": ("identity", resources.identity_stored),
-    "agents": ("agent", resources.agent_stored),
-    "threads": ("thread", threads.stored),
-    "connections": ("connection", connections.stored),
+# called, the argument naming it, its stored document as the caller reaches it: a 404,
+# 403 or 409 as the operation's). A role's is its own file (api.service.views).
+STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
+    "identities": ("identity", "id", resources.identity_stored),
+    "agents": ("agent", "id", resources.agent_stored),
+    "threads": ("thread", "id", threads.stored),
+    "connections": ("connection", "id", connections.stored),
+    "roles": ("role", "name", views.role_stored),
 }
 
 
@@ -143,14 +145,22 @@ def unchanged(
     service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
 ) -> None:
     """The 412 when the document `tool` acts on is no longer the one `if_match` names."""
-    what, stored = STORED[tool.partition(".")[0]]
-    require(stored(service, actor, args), if_match, f"{what} `{args['id']}`")
+    what, key, stored = STORED[tool.partition(".")[0]]
+    require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
 
 
-def _guarded(op: Operation, tool: str, if_match: str) -> Operation:
-    """`op`, run only while its document is the one `if_match` names: compared inside the
-    transaction that writes (the operation's own joins it), so of two writes made from
-    the same state one wins and the other is a 412, in this process or in another."""
+def guarded(tool: str, if_match: str | None) -> Operation:
+    """`tool`'s operation, run only while its document is the one `if_match` names (None:
+    unconditionally): compared inside the transaction that writes, so of two writes made
+    from the same state one wins and the other is a 412, in this process or in another.
+    A role's change compares in its own transaction (views.CONDITIONAL); any other's
+    joins one around the comparison."""
+    op = OPERATIONS[tool]
+    if if_match is None:
+        return op
+    own = views.CONDITIONAL.get(tool)
+    if own is not None:
+        return lambda service, actor, args: own(service, actor, args, if_match)
 
     def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
         with service.store.atomic():
@@ -169,10 +179,8 @@ def manage(
 ) -> Result:
     """Run `tool` for `actor`; `if_match`: a `PATCH`'s or `DELETE`'s `If-Match` (a kind of
     STORED's `.update` or `.delete` only), None when not sent."""
-    op = OPERATIONS[tool]
+    op = guarded(tool, if_match)
     call_args = {k: v for k, v in args.items() if v is not None}
-    if if_match is not None:
-        op = _guarded(op, tool, if_match)
     if actor.admin:
         return op(service, actor, call_args)
     if actor.agent is None:

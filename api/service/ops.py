@@ -18,3 +18,6 @@ class Result:
 
 
 Operation = Callable[[Service, Principal, dict[str, Any]], Result]
+# An operation that takes a write's `If-Match` (None: not sent) and compares it itself,
+# inside its own write transaction (api.service.views.CONDITIONAL).
+Conditional = Callable[[Service, Principal, dict[str, Any], str | None], Result]

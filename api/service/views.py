@@ -6,6 +6,12 @@ Every policy keeps such a file to that one role (api.service.rolefiles), so chan
 deleting it here touches nothing else. Roles written in other files are changed by
 uploading the policy, not here.
 
+Such a role's `ETag` is a digest of its file (`role_etag`), not the revision's number: a
+change of another role makes a new revision but leaves this one as it was, and a client
+holding its tag need not read it again (docs/http.md, "Lost updates"). A role declared
+in an uploaded file has none: no write here takes it (409 `role-not-api-managed`); the
+policy's upload, which changes it, takes the revision's.
+
 A list is read on one revision: the first page on the latest, and the next pages on the
 revision the first one was (the cursor pins it), so a listing is one consistent snapshot
 even while roles are added, changed or deleted meanwhile. Items come sorted by name.
@@ -18,7 +24,8 @@ from typing import Any, NoReturn
 from api.service import fitcheck, pages
 from api.service.core import Service
 from api.service.errors import ServiceError
-from api.service.ops import Operation, Result
+from api.service.etags import etag, require
+from api.service.ops import Conditional, Operation, Result
 from api.service.rolefiles import role_path
 from api.service.tokens import Principal
 from engine.builtins import default_hook_names
@@ -27,6 +34,7 @@ from grammar.parser import parse
 from policy import ast
 from policy.catalogue import DEFAULT_HOOKS_SOURCE
 from policy.diagnostics import CharterError, source_lines
+from policy.store import Doc
 
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
 
@@ -120,9 +128,50 @@ def _getter(kind: str) -> Operation:
             raise ServiceError(
                 404, f"{KINDS[kind]}-not-found", f"{KINDS[kind]} `{args['name']}` not found"
             )
-        return Result(200, _view(snapshot, kind, decl))
+        tag = _own_etag(snapshot, decl.name) if kind == "roles" else None
+        return Result(200, _view(snapshot, kind, decl), tag)
 
     return get_op
+
+
+def role_etag(name: str, text: str) -> str:
+    """The `ETag` of role `name` made through the API: a digest of its own file, `text`."""
+    return etag(_role_doc(name, text))
+
+
+def _role_doc(name: str, text: str) -> Doc:
+    return {"path": role_path(name), "text": text}
+
+
+def _own_etag(snapshot: Snapshot, name: str) -> str | None:
+    """Role `name`'s `ETag` in `snapshot`, when it has its own file (the test the writes
+    below make); None for a role declared in an uploaded file."""
+    path = role_path(name)
+    text = next((f.text for f in snapshot.workspace.files if f.path == path), None)
+    return None if text is None else role_etag(name, text)
+
+
+def _own_text(service: Service, files: list[tuple[str, str]], name: str) -> str:
+    """Role `name`'s own file's text in `files`: the 409 or 404 of `_not_api_managed`
+    when it has none."""
+    path = role_path(name)
+    text = next((t for p, t in files if p == path), None)
+    if text is None:
+        _not_api_managed(service, name)
+    return text
+
+
+def role_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+    """What a role's `If-Match` names, in the latest revision in the store (inside a
+    transaction: the true latest): its own file, which `role_etag` digests."""
+    name = str(args["name"])
+    _, files = service.files(service.store.latest_revision())
+    return _role_doc(name, _own_text(service, files, name))
+
+
+def _require_unchanged(name: str, text: str, if_match: str | None) -> None:
+    if if_match is not None:
+        require(_role_doc(name, text), if_match, f"role `{name}`")
 
 
 def _files_after(
@@ -194,7 +243,10 @@ def _commit(
         ) from None  # fmt: skip
 
 
-def _write_role(service: Service, actor: Principal, args: dict[str, Any], create: bool) -> Result:
+def _write_role(
+    service: Service, actor: Principal, args: dict[str, Any], create: bool,
+    if_match: str | None = None,
+) -> Result:  # fmt: skip
     name, source = str(args["name"]), str(args["source"])
     _one_role(name, source)
     if actor.agent is not None:  # before the write lock: the solver may take a while
@@ -206,8 +258,9 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
         existing = name in service.current().workspace.roles
         if create and existing:
             raise ServiceError(409, "role-exists", f"role `{name}` already exists")
-        if not create and not any(p == role_path(name) for p, _ in files):
-            _not_api_managed(service, name)
+        if not create:
+            # (compared here, where no other writer can change it before the write)
+            _require_unchanged(name, _own_text(service, files, name), if_match)
         files = _files_after(files, name, source)
         if actor.agent is not None and not create:  # (after its precheck: a look-up)
             fitcheck.require_role_change_narrows(service, name, files, source)
@@ -215,7 +268,7 @@ def _write_role(service: Service, actor: Principal, args: dict[str, Any], create
         # decision, and only then is it the service's latest)
         snapshot = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
     body = _view(snapshot, "roles", snapshot.workspace.roles[name])
-    return Result(201 if create else 200, body)
+    return Result(201 if create else 200, body, role_etag(name, source))
 
 
 def _not_api_managed(service: Service, name: str) -> NoReturn:
@@ -234,22 +287,30 @@ def roles_create(service: Service, actor: Principal, args: dict[str, Any]) -> Re
     return _write_role(service, actor, args, create=True)
 
 
-def roles_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return _write_role(service, actor, args, create=False)
+def roles_update(
+    service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
+) -> Result:
+    return _write_role(service, actor, args, create=False, if_match=if_match)
 
 
-def roles_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def roles_delete(
+    service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
+) -> Result:
     name = str(args["name"])
     _compile_ahead(service, _files_after(service.files()[1], name, None))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
-        if not any(p == role_path(name) for p, _ in files):
-            _not_api_managed(service, name)
+        _require_unchanged(name, _own_text(service, files, name), if_match)
         # (a role a profile names cannot go: the policy would not check, a 422)
         _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
     return Result(204, None)
 
+
+# The writes that take an `If-Match` themselves, and compare it inside their own write
+# transaction: the work they do before it (a fit check, compiling the changed policy:
+# seconds for a large one) would hold every writer off inside a transaction around them.
+CONDITIONAL: dict[str, Conditional] = {"roles.update": roles_update, "roles.delete": roles_delete}
 
 OPERATIONS: dict[str, Operation] = {
     "roles.create": roles_create,
