@@ -121,6 +121,7 @@ AGENTS = ("a1", "n1", "c1", "r1", "t1", "v1")
 # declares, so a valid body reaches the operation's own checks, not only a 404.
 POLICY_TEXT = Ref("policy-text")  # the world's policy (a new revision, the same files)
 ROLE = 'role fz{n} {{\n  allow mail.send where args.to endswith "@example.com"\n}}\n'
+LONG_COMMENT = "# " + "x" * 2500 + "\n"  # (a few such roles reach the world's policy cap)
 HINTS: dict[str, tuple[Any, ...]] = {
     "agent": (*(Ref(a) for a in AGENTS), "ghost"),
     "tool": ("mail.send", "billing.refund", "vault.read", "agents.list", "search", "nosuch.x"),
@@ -132,7 +133,8 @@ HINTS: dict[str, tuple[Any, ...]] = {
     "turn": (Ref("turn"), "ghost"),
     "connection": (Ref("connection"), "ghost"),
     "toolset": ("mail", "vault", "billing", "ghost"),
-    "source": (ROLE.format(n=""), ROLE.format(n="2"), "role fz {\n  allow search\n}\n",
+    "source": (ROLE.format(n=""), ROLE.format(n="2"), ROLE.format(n="") + LONG_COMMENT,
+               "role fz {\n  allow search\n}\n",
                "role fz {\n  allow nosuch.tool\n}\n", "profile p {\n}\n", "role {"),
     "name": ("fz", "fz2", "mailer", "Fz", " root ", "x-y_z"),
     "seed": ("00" * 32, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", Ref("seed"), "zz"),
@@ -200,6 +202,8 @@ def _string(schema: dict[str, Any], name: str, numeric: bool) -> Strategy:
     if numeric:  # a Decimal field's string form: pydantic reads `"12.5"` as the number
         return st.decimals(0, 10**9, allow_nan=False, places=3).map(str)
     text = st.text(min_size=low, max_size=high)
+    if name == "name":  # a role's is a DSL name: a new one now and then, not only junk
+        text = st.one_of(text, st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True))
     hints = HINTS.get(name, ())
     return st.one_of(st.sampled_from(hints), text) if hints else text
 

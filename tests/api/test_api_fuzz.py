@@ -12,8 +12,9 @@ before, but for what docs/http.md says a refusal writes: the logged decision of 
 agent's `denied-by-policy`; a 202 pause logs its decision and opens its approval, and a
 read writes nothing but an agent's logged decision (tests/api/fuzzworld.py, `check`).
 
-In process (TestClient, `raise_server_exceptions=False`) for speed, and a smaller run over
-uvicorn. `HYPOTHESIS_PROFILE=long` (`make fuzz`) draws many more of each.
+In process (TestClient, `raise_server_exceptions=False`) for speed, a third of the
+requests to a second service on the same file (another worker's, whose caches lag), and
+a smaller run over uvicorn. `HYPOTHESIS_PROFILE=long` (`make fuzz`) draws many more of each.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.api.conftest import LiveServer
 from tests.api.fuzzschema import (
     AGENTS,
     BYTES,
+    LONG_COMMENT,
     POLICY_TEXT,
     ROLE,
     Operation,
@@ -125,7 +127,9 @@ def _fitted(data: st.DataObject, body: Any, principal: str) -> Any:
     if principal in AGENTS and "agent" in body and data.draw(st.booleans(), label="own agent"):
         body = {**body, "agent": Ref(principal)}
     if isinstance(body.get("name"), str) and "source" in body and data.draw(st.booleans()):
-        body = {**body, "source": ROLE.format(n="").replace("fz", body["name"], 1)}
+        source = ROLE.format(n="").replace("fz", body["name"], 1)
+        long = data.draw(st.booleans(), label="long")  # (toward the world's policy cap)
+        body = {**body, "source": source + LONG_COMMENT * long}
     return body
 
 
@@ -178,6 +182,7 @@ def requests(data: st.DataObject, op: Operation) -> dict[str, Any]:
         "if_match": if_match, "body": body, "content_type": kind,
         "ascii": data.draw(st.sampled_from([True, True, True, False]), label="ascii"),
         "chunked": data.draw(st.sampled_from([False] * 4 + [True]), label="chunked"),
+        "other": data.draw(st.sampled_from([False, False, True]), label="other worker"),
     }  # fmt: skip
 
 
