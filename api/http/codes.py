@@ -71,6 +71,11 @@ CODES: dict[str, Code] = {
         "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
         " from 1; without `revision`, the latest)",
     ),
+    "empty-policy": Code(
+        (400,),
+        "a `PUT /v1/policy` DSL-text body is empty or only white space (a bare `curl -X PUT` "
+        "would have replaced every file with nothing)",
+    ),
     "not-utf8": Code(
         (400,),
         "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"

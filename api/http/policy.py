@@ -71,6 +71,14 @@ async def put_policy(request: Request) -> Response:
                 diagnostics=[bad.diagnostic.to_json()],
             ) from None  # fmt: skip
         note = ""
+        if not files[0][1].strip():
+            # An upload replaces every file: a bare `curl -X PUT` (no body, no type) was
+            # read as an empty text, and the policy lost every declaration.
+            raise ServiceError(
+                400, "empty-policy", "the policy text is empty",
+                help="send the policy's DSL text; to empty the policy on purpose, send a "
+                "text holding only a comment",
+            )  # fmt: skip
     for path, _ in files:
         problem = path_problem(path)
         if problem is not None:

@@ -86,7 +86,14 @@ def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> Non
     expect(client.put("/v1/policy", content=b"role r {} \xff", headers=text), 400, "not-utf8")
     twice = {"files": [{"path": "a.charter", "text": "role r {}"}] * 2}
     expect(client.put("/v1/policy", json=twice, headers=harness.auth()), 400, "duplicate-path")
-    assert harness.service.store.latest_revision() == 1
+    # a bare `curl -X PUT` (no body, no type) replaced every file with nothing
+    for empty, headers in ((b"", harness.auth()), (b" \n\t", text)):
+        refused = client.put("/v1/policy", content=empty, headers=headers)
+        expect(refused, 400, "empty-policy")
+        assert refused.json()["help"]
+    comment = client.put("/v1/policy", content=b"# emptied on purpose\n", headers=text)
+    assert comment.status_code == 201, comment.text  # (what the help says to send)
+    assert harness.service.store.latest_revision() == 2
     root = Path(__file__).resolve().parents[2]
     source = (root / "api" / "http" / "policy.py").read_text(encoding="utf-8")
     codes = set(re.findall(r'ServiceError\(\s*\d{3},\s*"([a-z0-9-]+)"', source))

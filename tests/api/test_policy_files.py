@@ -112,7 +112,7 @@ def test_an_upload_whose_commit_fails_is_not_served(client: Any, harness: Harnes
     real = store._cursor
     store._cursor = _FailingCommit(real)  # type: ignore[assignment]
     try:
-        empty = client.put("/v1/policy", content="", headers=harness.auth())
+        empty = client.put("/v1/policy", content="# nothing\n", headers=harness.auth())
     finally:
         store._cursor = real
     expect(empty, 503, "store-unavailable")
