@@ -15,11 +15,12 @@ from typing import Any
 
 import cbor2
 
+from policy.metadata import METADATA_LIMIT  # (Seed's cap, which identities and agents share)
+
 REASONING_LEVELS: tuple[str, ...] = ("minimal", "low", "medium", "high", "xhigh")
 
 NAME_LIMIT = 256
 PROMPT_LIMIT = 64 * 1024
-METADATA_LIMIT = 16 * 1024
 TOOLS_MAX = 32
 TOOL_NAME_LIMIT = 128
 TOOLS_TOTAL_LIMIT = 4 * 1024

@@ -19,6 +19,7 @@ even while roles are added, changed or deleted meanwhile. Items come sorted by n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from api.service import fitcheck, pages
@@ -143,19 +144,23 @@ def _role_doc(name: str, text: str) -> Doc:
     return {"path": role_path(name), "text": text}
 
 
+def _own_file(files: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The text of role `name`'s own file among `files` (path, text); None without one."""
+    path = role_path(name)
+    return next((text for p, text in files if p == path), None)
+
+
 def _own_etag(snapshot: Snapshot, name: str) -> str | None:
     """Role `name`'s `ETag` in `snapshot`, when it has its own file (the test the writes
     below make); None for a role declared in an uploaded file."""
-    path = role_path(name)
-    text = next((f.text for f in snapshot.workspace.files if f.path == path), None)
+    text = _own_file(((f.path, f.text) for f in snapshot.workspace.files), name)
     return None if text is None else role_etag(name, text)
 
 
 def _own_text(service: Service, files: list[tuple[str, str]], name: str) -> str:
     """Role `name`'s own file's text in `files`: the 409 or 404 of `_not_api_managed`
     when it has none."""
-    path = role_path(name)
-    text = next((t for p, t in files if p == path), None)
+    text = _own_file(files, name)
     if text is None:
         _not_api_managed(service, name)
     return text

@@ -15,6 +15,7 @@ from api.cli import main
 from api.http.app import MAX_POLICY_ENV, app_from_env
 from api.service.core import MAX_POLICY_BYTES, policy_bytes
 from tests.api.conftest import POLICY, Harness, expect, opened_again
+from tests.store.tables import table_size
 
 
 def _role(name: str, size: int) -> str:
@@ -24,16 +25,6 @@ def _role(name: str, size: int) -> str:
         f'role {name} {{\n  allow mail.send where args.to endswith "@example.com"\n}}\n'
         f"# {name} {'x' * size}\n"
     )
-
-
-def _table(db: Path, table: str) -> tuple[int, int]:
-    """Rows and bytes (of `body`) in `table` of the harness's file, read on its own."""
-    with sqlite3.connect(db) as connection:
-        rows, size = connection.execute(
-            f"SELECT count(*), coalesce(sum(length(body)), 0) FROM {table}"
-        ).fetchone()
-    connection.close()
-    return int(rows), int(size)
 
 
 def _history_as_it_was(harness: Harness, numbers: range) -> list[dict[str, Any]]:
@@ -57,9 +48,9 @@ def test_a_chain_of_role_creates_stores_each_text_once(live: Any, harness: Harne
         made = live.post("/v1/roles", json={"name": f"r{i}", "source": source},
                          headers=harness.auth())  # fmt: skip
         assert made.status_code == 201, made.text
-    texts = _table(harness.db, "texts")
+    texts = table_size(harness.db, "texts")
     assert texts == (n + 1, len(POLICY) + sum(len(s) for s in sources))
-    revisions, revision_bytes = _table(harness.db, "revisions")
+    revisions, revision_bytes = table_size(harness.db, "revisions")
     assert revisions == n + 1 and revision_bytes < 100 * (n + 1) ** 2  # (no text in a row)
     for k in (2, n + 1):
         got = live.get(f"/v1/policy?revision={k}", headers=harness.auth()).json()["files"]
@@ -117,7 +108,7 @@ def _state(live: Any, harness: Harness) -> tuple[Any, ...]:
     the decision log."""
     store = harness.service.store
     latest = live.get("/v1/policy", headers=harness.auth()).json()["revision"]
-    return latest, store.latest_revision(), _table(harness.db, "texts"), store.last_seq()
+    return latest, store.latest_revision(), table_size(harness.db, "texts"), store.last_seq()
 
 
 def test_an_agents_chain_of_role_creates_stops_at_the_cap(live: Any, harness: Harness) -> None:

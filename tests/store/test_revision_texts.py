@@ -11,21 +11,12 @@ import cbor2
 import pytest
 
 from policy.store.sqlite import SCHEMA, SqliteStore
+from tests.store.tables import table_size
 
 
 def _role(i: int, size: int) -> str:
     """A role's file of about `size` bytes (a comment pads it), its text its own."""
     return f"role r{i} {{\n}}\n" + f"# {i:06d} " + "x" * size + "\n"
-
-
-def _table(db: Path, table: str) -> tuple[int, int]:
-    """Rows and bytes (of `body`) in `table`, read through a connection of its own."""
-    with sqlite3.connect(db) as connection:
-        rows, size = connection.execute(
-            f"SELECT count(*), coalesce(sum(length(body)), 0) FROM {table}"
-        ).fetchone()
-    connection.close()
-    return int(rows), int(size)
 
 
 def test_a_chain_of_added_files_stores_each_text_once(tmp_path: Path) -> None:
@@ -42,9 +33,9 @@ def test_a_chain_of_added_files_stores_each_text_once(tmp_path: Path) -> None:
     for k in (1, n // 2, n):
         assert store.get_revision(k) == {"files": files[:k], "note": f"create role r{k - 1}"}
     store.close()
-    texts, text_bytes = _table(db, "texts")
+    texts, text_bytes = table_size(db, "texts")
     assert texts == n and text_bytes == sum(len(text) for _, text in files)
-    revisions, revision_bytes = _table(db, "revisions")
+    revisions, revision_bytes = table_size(db, "revisions")
     assert revisions == n
     # (paths and 32-byte digests: about 60 bytes a file; the texts were 4 KB each)
     assert revision_bytes < 70 * n * (n + 1) // 2
@@ -59,7 +50,7 @@ def test_the_same_text_twice_is_one_text(tmp_path: Path) -> None:
     store.add_revision({"files": [*same, ["c.charter", "é"]]})
     assert store.get_revision(2) == {"files": [*same, ["c.charter", "é"]]}
     store.close()
-    assert _table(db, "texts") == (2, len("role a {\n}\n") + len("é".encode()))
+    assert table_size(db, "texts") == (2, len("role a {\n}\n") + len("é".encode()))
 
 
 def test_a_revision_and_its_texts_are_one_transaction(tmp_path: Path) -> None:
@@ -74,7 +65,7 @@ def test_a_revision_and_its_texts_are_one_transaction(tmp_path: Path) -> None:
         store.add_revision({"files": [["b.charter", "role b {\n}\n"]], "bad": object()})
     assert store.latest_revision() == 0
     store.close()
-    assert _table(db, "texts") == (0, 0)
+    assert table_size(db, "texts") == (0, 0)
 
 
 def _old_database(db: Path, bodies: list[dict[str, Any]]) -> None:
@@ -116,7 +107,7 @@ def test_a_revision_stored_in_the_old_form_reads_as_it_was(tmp_path: Path) -> No
         (2, {**changed, "files": [*paths, "c.charter"]}),
     ]
     store.close()
-    assert _table(db, "texts")[0] == 3  # (the new revision's: an old row is not rewritten)
+    assert table_size(db, "texts")[0] == 3  # (the new revision's: an old row is not rewritten)
 
 
 def test_the_history_reads_no_text(tmp_path: Path) -> None:
