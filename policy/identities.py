@@ -247,7 +247,9 @@ def _check_size(meta: Mapping[str, Any]) -> None:
 
 
 def delete(store: Store, account: str) -> None:
-    """Removes the secret only: agents that act as this identity keep their rows."""
+    """Removes the secret only: agents that act as this identity keep their rows. (The
+    service refuses it first while the identity owns connections, in the transaction this
+    joins: api.service.resources.identities_delete.)"""
     with store.atomic():
         doc = _find(store, account)
         store.delete(SECRETS, doc["name"])

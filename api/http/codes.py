@@ -250,6 +250,11 @@ CODES: dict[str, Code] = {
     ),
     "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
     "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
+    "identity-has-connections": Code(
+        (409,),
+        "a `DELETE /v1/identities/{id}` of an identity that owns connections (`detail` says "
+        "how many): delete them first; the agents that act as it do not stop it",
+    ),
     "request-id-reused": Code(
         (409,),
         "a `POST /v1/identities` whose `request_id` an earlier create of the same caller used "

@@ -96,6 +96,10 @@ async def put_policy(request: Request) -> Response:
         )
     based_on = _if_match(request)
     service = service_of(request)
+    if based_on is not None:
+        # A stale one at once, not after compiling the policy (seconds for a large one),
+        # nor as the 422 of a policy that does not check; again inside the transaction.
+        _still_latest(service.store.latest_revision(), based_on)
     try:
         # Checked and compiled first, in a thread and outside the write transaction:
         # seconds for a large policy, while the event loop serves on and other

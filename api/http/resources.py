@@ -125,7 +125,7 @@ ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
     *_crud("identities", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
-           errors={"create": (404, 409)}, created=(201, 200), tagged=True),
+           errors={"create": (404, 409), "delete": (409,)}, created=(201, 200), tagged=True),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
                  m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,),
                  etag=True)),

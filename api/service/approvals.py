@@ -205,9 +205,9 @@ def check_approve(service: Service, actor: Principal, args: dict[str, Any]) -> N
         return
     agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
     called = unseal_call(service, doc).args
+    _unchanged(service, agent_actor, doc, called)  # (first: a stale one needs no fit check)
     if precheck is not None:
         precheck(service, agent_actor, dict(called))
-    _unchanged(service, agent_actor, doc, called)
 
 
 def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:

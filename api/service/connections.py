@@ -37,6 +37,11 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
         "updated_at": now,
     }
     with service.store.atomic():  # the connection and the epoch move commit together
+        if owner is not None:
+            # Its owner looked up again in this transaction: deleted meanwhile (by another
+            # process too), it made a connection owned by an identity no longer there,
+            # which that delete's count (resources.identities_delete) never saw.
+            _check_identity(service, owner)
         service.store.insert("connections", doc["id"], doc, tag=toolset)
         service.forget_connections()
     return doc

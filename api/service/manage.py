@@ -102,7 +102,7 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "connections.delete": connections.check_own,
     "identities.get": resources.check_own_identity,
     "identities.update": resources.check_own_identity,
-    "identities.delete": resources.check_own_identity,
+    "identities.delete": resources.check_identity_delete,
     "threads.list": threads.check_list,
     "threads.get": threads.check_thread,
     "threads.create": threads.check_create,
@@ -185,13 +185,15 @@ def manage(
         return op(service, actor, call_args)
     if actor.agent is None:
         raise ServiceError(403, "insufficient-scope", "this token cannot manage resources")
+    if if_match is not None:
+        # A write that can only be refused is refused before it is decided, as a
+        # precheck's refusal: neither logged nor paused; and before the precheck, whose
+        # fit check (seconds for a large policy) answered a stale one with its refusal.
+        # (Its other refusals, a target out of reach or gone, are the precheck's own.)
+        unchanged(service, actor, tool, call_args, if_match)
     precheck = PRECHECKS.get(tool)
     if precheck is not None:
         precheck(service, actor, call_args)
-    if if_match is not None:
-        # A write that can only be refused is refused before it is decided, as a
-        # precheck's refusal: neither logged nor paused.
-        unchanged(service, actor, tool, call_args, if_match)
     # The decision's row and the operation's effect commit together: a request the
     # operation refuses (a 4xx, or anything else) rolls its row back, so it writes
     # nothing. A deny or a pause is the request's outcome and is committed.

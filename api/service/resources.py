@@ -174,10 +174,40 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
         return _identity_answer(service, 200, args["id"])
 
 
+# Deleting an identity removes its secret only (DESIGN.md section 7): the agents that act
+# as it keep their rows and their account id (an agent's token may delete its own). Its
+# connections are refused instead: each is a credential held for that identity, which a
+# delete left owned by one no longer there (and no `connections.create` would make).
+def _require_no_connections(service: Service, account: str) -> None:
+    """The 409 `identity-has-connections` while identity `account` owns a connection (a
+    scan: connections are found by their toolset, not their owner)."""
+    owned = sum(1 for row in service.store.scan("connections") if row.body.get("owner") == account)
+    if owned:
+        raise ServiceError(
+            409, "identity-has-connections",
+            f"identity `{account}` owns {owned} connection{'s' * (owned != 1)}",
+            help="delete the connections it owns first (`DELETE /v1/connections/{id}`; a "
+            "connection's `owner` names its identity), then the identity",
+        )  # fmt: skip
+
+
+@_identity_errors
+def check_identity_delete(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+    """Before an agent's `identities.delete` is decided: its own (`_own_identity`), there
+    (404), and owning no connection (`_require_no_connections`)."""
+    identity_stored(service, actor, args)
+    _require_no_connections(service, args["id"])
+
+
 @_identity_errors
 def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     _own_identity(service, actor, args["id"])
-    identities.delete(service.store, args["id"])
+    with service.store.atomic():
+        # Counted in the delete's transaction: a connection another process makes for it
+        # commits before (and is counted) or finds it gone (connections.create_connection).
+        identities.stored(service.store, args["id"])  # (a 404 first, orphans or not)
+        _require_no_connections(service, args["id"])
+        identities.delete(service.store, args["id"])
     return Result(204, None)
 
 

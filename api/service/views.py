@@ -179,6 +179,16 @@ def _require_unchanged(name: str, text: str, if_match: str | None) -> None:
         require(_role_doc(name, text), if_match, f"role `{name}`")
 
 
+def _unchanged_ahead(service: Service, name: str, if_match: str | None) -> None:
+    """A stale `If-Match` refused before the work a write does ahead of its transaction
+    (an agent's fit check, compiling the changed policy: seconds for a large one), which
+    it could only waste, or answer with its own refusal; compared again inside the
+    transaction, where the file may have moved since."""
+    if if_match is not None:
+        _, files = service.files(service.store.latest_revision())
+        _require_unchanged(name, _own_text(service, files, name), if_match)
+
+
 def _files_after(
     files: list[tuple[str, str]], name: str, source: str | None
 ) -> list[tuple[str, str]]:
@@ -254,6 +264,7 @@ def _write_role(
 ) -> Result:  # fmt: skip
     name, source = str(args["name"]), str(args["source"])
     _one_role(name, source)
+    _unchanged_ahead(service, name, if_match)
     if actor.agent is not None:  # before the write lock: the solver may take a while
         fitcheck.require_source_fits(service, service.agent(actor.agent), source, "role")
     _compile_ahead(service, _files_after(service.files()[1], name, source))  # (or a look-up)
@@ -302,6 +313,7 @@ def roles_delete(
     service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
 ) -> Result:
     name = str(args["name"])
+    _unchanged_ahead(service, name, if_match)
     _compile_ahead(service, _files_after(service.files()[1], name, None))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
