@@ -8,7 +8,6 @@ file `policy.charter`: no path of its own to refuse.)"""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -159,14 +158,12 @@ def test_a_workspace_of_nested_paths_is_taken(
     assert sorted(p for p, _ in harness.service.files()[1]) == sorted(files)
 
 
-def test_the_check_is_linear_in_the_number_of_paths() -> None:
-    """10,000 paths, each file also a directory of the next: every clash found, each
-    once, in well under a second (a pairwise check took minutes)."""
+def test_every_clash_among_many_paths_is_found_once() -> None:
+    """10,000 paths, one file in twenty also the directory of another: every clash found,
+    each once (how long it takes is for `make bench`, not for a test)."""
     many = [f"{'d/' * (i % 20)}f{i}.charter" for i in range(10_000)]
     nested = [f"f{i}.charter/g.charter" for i in range(0, 10_000, 20)]
-    started = time.perf_counter()
     found = paths.clashes([*many, *nested])
-    assert time.perf_counter() - started < 2
     assert len(found) == len(nested)
     assert all(clash.file == clash.first for clash in found)
     assert paths.clashes(many) == [] and paths.problems(many) == []
