@@ -33,14 +33,17 @@ def read_sources(paths: Iterable[str | FsPath]) -> list[tuple[str, str]]:
 
 def load(paths: Iterable[str | FsPath], options: CheckOptions = DEFAULT_CHECK) -> Workspace:
     """Read and check a workspace. A file that cannot be read is reported with the
-    errors of the files that could, which are checked without it."""
+    errors of the files that could, which are checked without it; so are the paths
+    that not every file system holds (E0119: a directory of `Main.charter` and
+    `main.charter`, or `aux.charter`), which the service refuses too."""
     read = source.read_sources(paths, options.parse.max_file_bytes)
+    errors = [*read.errors, *read.path_problems()]
     try:
         workspace = check_sources(read.files, options)
     except CharterError as exc:
-        raise CharterError([*read.errors, *exc.diagnostics], read.shown) from None
-    if read.errors:
-        raise CharterError(read.errors, read.shown)
+        raise CharterError([*errors, *exc.diagnostics], read.shown) from None
+    if errors:
+        raise CharterError(errors, read.shown)
     return workspace
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grammar import paths as path_rules
 from policy import ast
 from policy.diagnostics import CharterError, Diagnostic
 
@@ -109,6 +110,20 @@ class Sources:
     files: list[tuple[str, str]] = field(default_factory=list)
     errors: list[Diagnostic] = field(default_factory=list)
     shown: dict[str, str] = field(default_factory=dict)
+    # For each path given, the files found there, read or not, each as (the path a policy
+    # names it by, as `charter serve --workspace` does: a directory's file relative to
+    # it, a file given alone by its name; the name it is read and shown by).
+    found: list[list[tuple[str, str]]] = field(default_factory=list)
+
+    def path_problems(self) -> list[Diagnostic]:
+        """E0119 (`grammar.paths`) for the paths of each directory's files (and of each
+        file given alone) that not every file system holds: a workspace that is another
+        on macOS or Windows, or cannot be checked out there at all."""
+        return [
+            problem
+            for group in self.found
+            for problem in path_rules.problems([p for p, _ in group], [name for _, name in group])
+        ]
 
 
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -128,33 +143,44 @@ def read_sources(paths: Iterable[str | Path], max_bytes: int = MAX_FILE_BYTES) -
     """Read every file; one that cannot be read or decoded, or is larger than
     `max_bytes`, is an error, not a stop."""
     out = Sources()
-    for path in find_files(paths):
-        name = str(path)
-        try:
-            data = read_bytes(path, max_bytes)
-        except TooLarge as big:
-            out.errors.append(big.diagnostic)
-            continue
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            out.errors.append(
-                Diagnostic(
-                    "E0015",
-                    f"cannot read `{name}`: {reason.lower()}",
-                    ast.Span(name, 1, 1, 1, 1),
-                    READ_HELP,
-                )
-            )
-            continue
-        try:
-            text = decode(data, name)
-        except NotUtf8 as bad:
-            out.errors.append(bad.diagnostic)
-            out.shown[name] = bad.shown
-            continue
-        out.files.append((name, text))
-        out.shown[name] = text
+    for raw in paths:
+        root = Path(raw)
+        found = find_files([root])
+        out.found.append(
+            [(p.relative_to(root).as_posix() if p != root else p.name, str(p)) for p in found]
+        )
+        for path in found:
+            _read_one(out, path, max_bytes)
     return out
+
+
+def _read_one(out: Sources, path: Path, max_bytes: int) -> None:
+    """Read `path` into `out`: its text, or the diagnostic of why it cannot be read."""
+    name = str(path)
+    try:
+        data = read_bytes(path, max_bytes)
+    except TooLarge as big:
+        out.errors.append(big.diagnostic)
+        return
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        out.errors.append(
+            Diagnostic(
+                "E0015",
+                f"cannot read `{name}`: {reason.lower()}",
+                ast.Span(name, 1, 1, 1, 1),
+                READ_HELP,
+            )
+        )
+        return
+    try:
+        text = decode(data, name)
+    except NotUtf8 as bad:
+        out.errors.append(bad.diagnostic)
+        out.shown[name] = bad.shown
+        return
+    out.files.append((name, text))
+    out.shown[name] = text
 
 
 # What no path may read differently: a carriage return that ends no line, and a code

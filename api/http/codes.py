@@ -94,8 +94,12 @@ CODES: dict[str, Code] = {
         (400,),
         "a `PUT /v1/policy` JSON upload names a file by a path that no policy directory holds:"
         " not relative, a backslash or a control character in it, an empty, `.` or `..` part,"
-        " not ending in `<name>.charter`, or differing only in case from another file's"
-        " (`A.charter` and `a.charter`: one file on a case-insensitive file system)",
+        " not ending in `<name>.charter`, differing only in case from another file's"
+        " (`A.charter` and `a.charter`: one file on a case-insensitive file system), another"
+        " file's directory (`x.charter` and `x.charter/y.charter`, also but for case), or with"
+        " a part that Windows takes for a device (`con.charter`, `aux/x.charter`: `CON`, `PRN`,"
+        " `AUX`, `NUL`, `COM1`–`COM9`, `LPT1`–`LPT9`, any case, any extension) or that ends in"
+        " a dot or a space",
     ),
     "fit-needs-candidate": Code(
         (400,),

@@ -16,8 +16,9 @@ from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
-from api.service import pages, rolefiles
+from api.service import pages
 from api.service.errors import ServiceError
+from grammar import paths
 from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError, error_count
 
@@ -37,7 +38,8 @@ def path_problem(path: str) -> str | None:
     as the same policy: `../x` and `/etc/passwd` led a client writing them out of that
     directory, `a/../p.charter` and `./p.charter` were two files that are one there,
     `x.txt` one that `charter check` skips, and `<default hooks>` took the name that
-    reasons give the default approval hooks' location."""
+    reasons give the default approval hooks' location. Nor may it name what a Windows
+    directory cannot hold (`grammar.paths`): `con.charter` is a device there."""
     control = _CONTROL.search(path)
     if control:
         return f"holds the control character `U+{ord(control.group()):04X}`"
@@ -49,7 +51,7 @@ def path_problem(path: str) -> str | None:
         return "has an empty, `.` or `..` part"
     if not path.endswith(".charter") or path.rsplit("/", 1)[-1] == ".charter":
         return "does not end in `<name>.charter`"
-    return None
+    return paths.part_problem(path)  # (`aux.charter`: no Windows checkout holds it)
 
 
 async def put_policy(request: Request) -> Response:
@@ -84,16 +86,15 @@ async def put_policy(request: Request) -> Response:
         if problem is not None:
             raise ServiceError(
                 400, "bad-path", f"file path `{_shown(path)}` {problem}",
-                help="name each file as a path below the policy's directory, such as "
+                help=paths.PART_HELP if problem == paths.part_problem(path) else
+                "name each file as a path below the policy's directory, such as "
                 "`policy.charter` or `teams/support.charter`",
             )  # fmt: skip
     if len({path for path, _ in files}) != len(files):
         raise ServiceError(400, "duplicate-path", "two files have the same path")
-    clashes = rolefiles.case_clashes(path for path, _ in files)
+    clashes = paths.clashes([path for path, _ in files])
     if clashes:  # (Service.check refuses them too, E0119, for the other ways a policy comes)
-        raise ServiceError(
-            400, "bad-path", rolefiles.clash_message(*clashes[0]), help=rolefiles.CLASH_HELP
-        )
+        raise ServiceError(400, "bad-path", clashes[0].message, help=clashes[0].help)
     based_on = _if_match(request)
     service = service_of(request)
     if based_on is not None:

@@ -8,20 +8,23 @@ role) had it replaced or dropped with the role: an agent allowed `roles.delete` 
 profile that other agents were on, and a `roles.create` of `x` dropped role `other`
 declared in `api/roles/x.charter`.
 
-Nor may two of a policy's paths differ only in case (E0119): on a case-insensitive file
-system (macOS, a Windows checkout) they are one file, so a revision written out into a
-directory (and served again with `charter serve --workspace`) lost one of them. A role's
-name is lowercase (an identifier), so two role files never clash; a role's file can clash
-with an uploaded file spelled otherwise (`API/roles/x.charter`).
+Nor may a policy hold paths that not every file system can (E0119, `grammar.paths`): two
+that differ only in case (one file on macOS or a Windows checkout, so a revision written
+out into a directory, and served again with `charter serve --workspace`, lost one of
+them), a file's path that is another's directory, a Windows device name (`aux.charter`).
+A role's name is lowercase (an identifier), so two role files never clash; a role's file
+can clash with an uploaded file spelled otherwise (`API/roles/x.charter`, or
+`API/roles/x.charter/y.charter`), and a role's name can be a device's (`aux`).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
+from dataclasses import replace
 
+from grammar import paths as path_rules
 from grammar.parser import parse
 from policy import ast
 from policy.diagnostics import CharterError, Diagnostic
@@ -86,48 +89,25 @@ def problems(files: Iterable[ast.SourceFile]) -> list[Diagnostic]:
     return out
 
 
-def _folded(path: str) -> str:
-    # Unicode's canonical caseless match (NFD, casefold, composed again): APFS also takes
-    # `é` composed and decomposed for one name.
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", path).casefold())
+# (a role's name is a file's name: `aux`'s is `api/roles/aux.charter`, a device on Windows)
+NAME_HELP = "name the role otherwise: its file `api/roles/<role>.charter` is named for it"
 
 
-def case_clashes(paths: Iterable[str]) -> list[tuple[str, str]]:
-    """Each path that differs only in case (or in how an accented letter is encoded) from
-    an earlier one, after it: (earlier, path). The same path twice is no clash (that is a
-    duplicate)."""
-    out: list[tuple[str, str]] = []
-    seen: dict[str, str] = {}
-    for path in paths:
-        first = seen.setdefault(_folded(path), path)
-        if first != path:
-            out.append((first, path))
-    return out
-
-
-def clash_message(first: str, second: str) -> str:
-    how = "case" if first.casefold() == second.casefold() else "case or Unicode form"
-    return (
-        f"file paths `{first}` and `{second}` differ only in {how}: on a case-insensitive "
-        "file system (macOS, Windows) they are one file"
-    )
-
-
-CLASH_HELP = "rename one of the two files, or merge them into one"
-
-
-def _case_problems(paths: Iterable[str]) -> list[Diagnostic]:
-    """E0119 for each path that clashes with an earlier one (see the module's doc)."""
+def path_problems(paths: Sequence[str]) -> list[Diagnostic]:
+    """E0119 for each path, or pair of them, that not every file system holds (see the
+    module's doc and `grammar.paths`)."""
     return [
-        Diagnostic("E0119", clash_message(first, path), ast.Span(path, 1, 1, 1, 1), CLASH_HELP)
-        for first, path in case_clashes(paths)
+        replace(d, help=NAME_HELP)
+        if d.help == path_rules.PART_HELP and d.span.file.startswith(ROLES_DIR)
+        else d
+        for d in path_rules.problems(paths)
     ]
 
 
 def check(files: Sequence[tuple[str, str]], parsed: Iterable[ast.SourceFile]) -> None:
-    """Raise CharterError (E0118, E0119) when a checked workspace's files (`parsed`, from
+    """Raise CharterError (E0119, E0118) when a checked workspace's files (`parsed`, from
     the text `files`) break the rules above."""
-    found = [*_case_problems(path for path, _ in files), *problems(parsed)]
+    found = [*path_problems([path for path, _ in files]), *problems(parsed)]
     if found:
         raise CharterError(found, dict(files))
 
@@ -140,7 +120,7 @@ def with_problems(files: Sequence[tuple[str, str]], failed: CharterError) -> Cha
         if path.startswith(ROLES_DIR):
             with suppress(CharterError):  # (its syntax error is in `failed` already)
                 parsed.append(parse(text, path))
-    found = [*_case_problems(path for path, _ in files), *problems(parsed)]
+    found = [*path_problems([path for path, _ in files]), *problems(parsed)]
     if not found:
         return failed
     return CharterError([*failed.diagnostics, *found], failed.sources)
