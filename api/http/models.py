@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.service.budget import MAX_USD
+from api.service.budget import MAX_USD, amount_text
 
 MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
 MAX_BATCH = 1000  # calls in one batch
@@ -25,7 +25,10 @@ def _exact(value: Any) -> Any:
     # the readers (api.http.body, api.http.calls) keep a number a float only when the
     # float is exactly what its text says, so a `max_cost` of
     # 0.1000000000000000055511151231257827021181583404541015625 (the double nearest 0.1)
-    # became 0.1 and met `args.max_cost > 0.1` as false.
+    # became 0.1 and met `args.max_cost > 0.1` as false. A string is taken only when it
+    # is written as a JSON number is (pydantic's Decimal read `٥` as 5, `1_0` as 10).
+    if type(value) is str:
+        return amount_text(value)
     return Decimal(value) if type(value) is float else value
 
 
