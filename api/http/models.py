@@ -15,7 +15,9 @@ MAX_BATCH = 1000  # calls in one batch
 MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
 # An id a request may name (a thread, a turn, a connection): bounded like the others, so a
-# megabyte "id" is refused as such, not looked up and echoed back in a 404.
+# megabyte "id" is refused as such, not looked up and echoed back in a 404. (Every id or
+# name a body gives is at most MAX_ID characters, and so is one in a path or a query:
+# api.http.routing.bounded_id.)
 OptionalId = Field(default=None, min_length=1, max_length=MAX_ID)
 
 
@@ -59,7 +61,7 @@ class FitRequest(Strict):
     agent: str = Id
     kind: Literal["role", "profile"] = "role"
     source: str | None = Field(default=None, max_length=256_000)
-    profile: str | None = None
+    profile: str | None = Field(default=None, max_length=MAX_ID)
 
 
 class TurnRequest(Strict):
@@ -95,7 +97,7 @@ def _stripped(name: str | None) -> str | None:
 class AgentCreate(Strict):
     name: str = Field(min_length=1, max_length=256)
     profile: str = Id
-    identity: str | None = None
+    identity: str | None = Field(default=None, max_length=MAX_ID)
     budget: Budget | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -104,7 +106,7 @@ class AgentCreate(Strict):
 
 class AgentUpdate(Strict):
     name: str | None = Field(default=None, min_length=1, max_length=256)
-    profile: str | None = None
+    profile: str | None = Field(default=None, max_length=MAX_ID)
     budget: Budget | None = None
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "running", "stopped", "error"] | None = None
@@ -130,7 +132,7 @@ class IdentityUpdate(Strict):
 
 class ThreadCreate(Strict):
     prompt: str = Field(default="", max_length=65_536)
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=MAX_ID)
     max_cost: Decimal | None = Field(
         default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
     )
@@ -146,7 +148,9 @@ class ConnectionCreate(Strict):
     name: str = Field(min_length=1, max_length=256)
     toolset: str = Id
     credential: str = Field(min_length=1, max_length=65_536)
-    owner: str | None = Field(default=None, description="an identity; absent = the workspace")
+    owner: str | None = Field(
+        default=None, max_length=MAX_ID, description="an identity; absent = the workspace"
+    )
 
 
 class ConnectionUpdate(Strict):
@@ -169,7 +173,7 @@ class Reject(Strict):
 
 class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=MAX_ID)
     name: str = Field(default="", max_length=256)
 
 
