@@ -71,6 +71,12 @@ CODES: dict[str, Code] = {
         "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
         " from 1; without `revision`, the latest)",
     ),
+    "id-too-long": Code(
+        (400,),
+        "an id or name in the path (`/v1/agents/{id}`, `/v1/roles/{name}`, ...) or the `agent` "
+        "query parameter of `GET /v1/threads` is over 256 characters, as no id or name in a "
+        "body may be; `detail` shows its first 32 characters only",
+    ),
     "empty-policy": Code(
         (400,),
         "a `PUT /v1/policy` DSL-text body is empty or only white space (a bare `curl -X PUT` "

@@ -21,7 +21,7 @@ from api.http.body import body
 from api.http.lane import DecisionLane
 from api.http.pagination import int_query
 from api.http.parts import service_of
-from api.http.routing import JSONResponse, Spec, Table, json_response
+from api.http.routing import JSONResponse, Spec, Table, json_response, path_ids
 from api.service.core import Service
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
@@ -125,8 +125,9 @@ def _listing(snapshot: Snapshot, profile: str) -> bytes:
 
 
 async def list_tools(request: Request) -> Response:
-    agent_id = request.path_params["id"]
-    require_decide(request, agent_id)
+    actor = require_decide(request)
+    agent_id = path_ids(request)["id"]
+    may_decide(actor, (agent_id,))
     service = service_of(request)
     agent = service.agent(agent_id)
     snapshot = await _current(service)

@@ -8,14 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.service.budget import MAX_USD
+from api.service.budget import MAX_USD, amount_text
 
 MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
 MAX_BATCH = 1000  # calls in one batch
 MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
 # An id a request may name (a thread, a turn, a connection): bounded like the others, so a
-# megabyte "id" is refused as such, not looked up and echoed back in a 404.
+# megabyte "id" is refused as such, not looked up and echoed back in a 404. (Every id or
+# name a body gives is at most MAX_ID characters, and so is one in a path or a query:
+# api.http.routing.bounded_id.)
 OptionalId = Field(default=None, min_length=1, max_length=MAX_ID)
 
 
@@ -25,7 +27,10 @@ def _exact(value: Any) -> Any:
     # the readers (api.http.body, api.http.calls) keep a number a float only when the
     # float is exactly what its text says, so a `max_cost` of
     # 0.1000000000000000055511151231257827021181583404541015625 (the double nearest 0.1)
-    # became 0.1 and met `args.max_cost > 0.1` as false.
+    # became 0.1 and met `args.max_cost > 0.1` as false. A string is taken only when it
+    # is written as a JSON number is (pydantic's Decimal read `٥` as 5, `1_0` as 10).
+    if type(value) is str:
+        return amount_text(value)
     return Decimal(value) if type(value) is float else value
 
 
@@ -56,7 +61,7 @@ class FitRequest(Strict):
     agent: str = Id
     kind: Literal["role", "profile"] = "role"
     source: str | None = Field(default=None, max_length=256_000)
-    profile: str | None = None
+    profile: str | None = Field(default=None, max_length=MAX_ID)
 
 
 class TurnRequest(Strict):
@@ -92,7 +97,7 @@ def _stripped(name: str | None) -> str | None:
 class AgentCreate(Strict):
     name: str = Field(min_length=1, max_length=256)
     profile: str = Id
-    identity: str | None = None
+    identity: str | None = Field(default=None, max_length=MAX_ID)
     budget: Budget | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -101,7 +106,7 @@ class AgentCreate(Strict):
 
 class AgentUpdate(Strict):
     name: str | None = Field(default=None, min_length=1, max_length=256)
-    profile: str | None = None
+    profile: str | None = Field(default=None, max_length=MAX_ID)
     budget: Budget | None = None
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "running", "stopped", "error"] | None = None
@@ -127,7 +132,7 @@ class IdentityUpdate(Strict):
 
 class ThreadCreate(Strict):
     prompt: str = Field(default="", max_length=65_536)
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=MAX_ID)
     max_cost: Decimal | None = Field(
         default=None, ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9"
     )
@@ -143,7 +148,9 @@ class ConnectionCreate(Strict):
     name: str = Field(min_length=1, max_length=256)
     toolset: str = Id
     credential: str = Field(min_length=1, max_length=65_536)
-    owner: str | None = Field(default=None, description="an identity; absent = the workspace")
+    owner: str | None = Field(
+        default=None, max_length=MAX_ID, description="an identity; absent = the workspace"
+    )
 
 
 class ConnectionUpdate(Strict):
@@ -166,7 +173,7 @@ class Reject(Strict):
 
 class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=MAX_ID)
     name: str = Field(default="", max_length=256)
 
 

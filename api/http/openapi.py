@@ -16,13 +16,14 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from api.http import answers as a
+from api.http.models import MAX_ID
 from api.http.routing import Spec, Table
 
 PROBLEM_TYPE = "application/problem+json"
 # What each refusal status means here (docs/http.md, "Errors", has every code).
 WHY = {
-    400: "the request is malformed: its JSON, a query parameter, or a field the operation "
-    "checks (`malformed-json`, `bad-limit`, `bad-cursor`, `unknown-profile`, ...)",
+    400: "the request is malformed: its JSON, a query parameter, an id in the path, or a field "
+    "the operation checks (`malformed-json`, `bad-limit`, `id-too-long`, `unknown-profile`, ...)",
     401: "no valid bearer token (`unauthorized`)",
     403: "the token may not do this (`insufficient-scope`), or an agent's token's request "
     "was refused by its policy (`denied-by-policy`, with the logged `decision`) or by what "
@@ -68,7 +69,7 @@ def _statuses(spec: Spec) -> list[int]:
     if spec.query:
         found.add(400)
     if "{" in spec.path:
-        found.add(404)
+        found |= {400, 404}  # (an id over MAX_ID characters, `id-too-long`; one not there)
     return sorted(found - {status for status, _ in spec.others})
 
 
@@ -129,7 +130,8 @@ def _operation(spec: Spec) -> dict[str, Any]:
         "security": [] if spec.auth == "none" else [{"bearer": []}],
         "x-charter-auth": spec.auth,
         "parameters": [
-            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+            {"name": p, "in": "path", "required": True,
+             "schema": {"type": "string", "maxLength": MAX_ID}}
             for p in path_params
         ] + [
             {"name": q, "in": "query", "required": False,

@@ -18,7 +18,7 @@ from api.http.body import body
 from api.http.pagination import list_args
 from api.http.parts import service_of
 from api.http.preconditions import ENTITY_TAG, if_match
-from api.http.routing import Endpoint, Spec, Table, json_response
+from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, path_ids
 from api.service import tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
@@ -40,6 +40,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
 
     async def endpoint(request: Request) -> Response:
         actor = require_manager(request)
+        path = path_ids(request)  # (before a long id is decided, logged or looked up)
         expected = None
         if guarded:
             expected = if_match(request, ENTITY_TAG, "an entity tag in double quotes", source)
@@ -48,7 +49,9 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
             args.update(m.dump(await body(request, model)))  # (nesting checked there)
         if listing:
             args.update(list_args(request, *query))
-        args.update(request.path_params)
+            if "agent" in args:  # (the threads' filter: an id)
+                bounded_id(args["agent"], "the query's `agent`")
+        args.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, tool, args, expected)
         response = json_response(result.body, result.status)
@@ -113,7 +116,7 @@ async def create_token(request: Request) -> Response:
 
 async def delete_token(request: Request) -> Response:
     require_admin(request)
-    if not tokens.revoke(service_of(request), [request.path_params["id"]]):
+    if not tokens.revoke(service_of(request), [path_ids(request)["id"]]):
         raise ServiceError(404, "token-not-found", "token not found")
     return json_response(None, 204)
 

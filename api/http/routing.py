@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -11,7 +12,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from api.http.models import MAX_ID
 from api.service.encoding import dumps
+from api.service.errors import ServiceError
 
 # A route's endpoint: a handler of a starlette Request, or (the decision lanes) an ASGI
 # app of its own, which starlette calls as it is.
@@ -68,6 +71,29 @@ def json_response(body: object, status: int = 200) -> Response:
 
 
 Table = list[tuple[Spec, Endpoint]]
+SHOWN = 32  # characters of an id too long that its refusal shows
+
+
+def bounded_id(value: str, where: str) -> str:
+    """An id or a name a request gives outside its body (`where`: its path's `{id}`, a
+    query's `agent`), if it is at most MAX_ID characters, as ids in a body are
+    (api.http.models); else 400 `id-too-long`, showing only its first SHOWN characters:
+    a 60 KB id was looked up and echoed whole in its 404 (or an agent's 403)."""
+    if len(value) <= MAX_ID:
+        return value
+    raise ServiceError(
+        400, "id-too-long",
+        f"{where} is {len(value)} characters long (`{value[:SHOWN]}…`): at most {MAX_ID}",
+        help=f"ids and names are at most {MAX_ID} characters, in a path as in a body",
+    )  # fmt: skip
+
+
+def path_ids(request: Request) -> dict[str, Any]:
+    """The route's path parameters (`{id}`, `{name}`), each bounded by `bounded_id`."""
+    params: dict[str, Any] = request.path_params
+    for name, value in params.items():
+        bounded_id(value, f"the path's `{{{name}}}`")
+    return params
 
 
 def build(table: Table) -> list[Route]:

@@ -10,6 +10,7 @@ thread, so a child's spending counts against every ancestor's caps.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,23 @@ MAX_CHAIN = 64  # an ancestor chain longer than this is a cycle or an abuse: sto
 MAX_USD = Decimal(1_000_000_000)
 MAX_MICROS = (1 << 63) - 1  # the ledger's integers; no cap is above it
 _MAX_CAP_USD = Decimal(MAX_MICROS) / MICROS  # exact: 9223372036854.775807
+# An amount a request gives as a string is read only when the string holds what a JSON
+# number may: Decimal() took `٥` as 5, `1_0` as 10, ` 5 ` as 5 and `+5`, `.5` and `5.`,
+# none of which the same amount sent as a number may be. ASCII digits only (`[0-9]`, not
+# `\d`), and fullmatch, as `$` matches before a final newline.
+_AMOUNT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+AMOUNT_FORM = (
+    "a string amount must be written as a JSON number is: ASCII digits, an optional `.` and "
+    "digits, an optional exponent (`5`, `0.25`, `1e3`); no spaces, `+`, `_` or other digits"
+)
+
+
+def amount_text(text: str) -> str:
+    """`text`, a string amount a request gave, if it is written as a JSON number is;
+    ValueError saying what an amount looks like if not."""
+    if _AMOUNT_TEXT.fullmatch(text) is None:
+        raise ValueError(AMOUNT_FORM)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +83,12 @@ def to_micros(amount: Decimal | str | int | float) -> int:
 
 def parse_usd(value: Any, code: str, field: str) -> str:
     """An amount a request gave (a budget's, a thread's `max_cost`) as it is stored: a
-    number from 0 to MAX_USD, else 400 `code` saying `field` must be one."""
+    number from 0 to MAX_USD (a string: written as a JSON number, `amount_text`), else
+    400 `code` saying `field` must be one."""
+    if isinstance(value, str) and _AMOUNT_TEXT.fullmatch(value) is None:
+        raise ServiceError(
+            400, code, f"{field} must be a number from 0 to {MAX_USD} USD", help=AMOUNT_FORM
+        )
     try:
         if to_micros(value) < 0:
             raise ValueError
