@@ -17,7 +17,7 @@ from api.service.decide import Call, decide_detailed, prepare, unseal_call
 from api.service.decisionlog import Approved
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
-from api.service.resources import _page, _view
+from api.service.pages import page, view
 from api.service.tokens import Principal
 from policy.store import Row
 
@@ -47,7 +47,7 @@ def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None
 def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     status = _status(args)
     if actor.agent is None:
-        return _page(service, "approvals", args, tag=status, listed=status)
+        return page(service, "approvals", args, tag=status, listed=status)
     return _readable_page(service, actor.agent, args, status)
 
 
@@ -75,7 +75,7 @@ def _readable_page(
                 if len(items) == limit:  # the next page's first item: not settled here
                     more = True
                     break
-                items.append(_view("approvals", row.body))
+                items.append(view("approvals", row.body))
             position = row.pos
     cursor = pages.encode("approvals", position, listed=status) if more else None
     return Result(200, {"items": items, "next_cursor": cursor})
@@ -96,7 +96,7 @@ def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
 
 
 def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, _view("approvals", service.doc("approvals", "approval", args["id"])))
+    return Result(200, view("approvals", service.doc("approvals", "approval", args["id"])))
 
 
 def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
@@ -251,7 +251,7 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
         doc["status"] = "approved"
         doc["final"] = final
         service.store.update("approvals", doc["id"], doc, tag="approved")
-        body: dict[str, Any] = {"approval": _view("approvals", doc), "decision": final}
+        body: dict[str, Any] = {"approval": view("approvals", doc), "decision": final}
         if doc.get("management") and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
             agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
@@ -269,7 +269,7 @@ def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -
         doc["status"] = "rejected"
         doc["reason"] = args.get("reason")
         service.store.update("approvals", doc["id"], doc, tag="rejected")
-    return Result(200, {"approval": _view("approvals", doc)})
+    return Result(200, {"approval": view("approvals", doc)})
 
 
 def reject_orphans(service: Service, field: str, value: str, why: str) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.service.accounts import check_identity, require_own_identity
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.etags import etag
 from api.service.ops import Operation, Result
-from api.service.resources import _check_identity, _page, require_own_identity
+from api.service.pages import page
 from api.service.tokens import Principal
 from policy.store import Doc
 
@@ -40,8 +41,8 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
         if owner is not None:
             # Its owner looked up again in this transaction: deleted meanwhile (by another
             # process too), it made a connection owned by an identity no longer there,
-            # which that delete's count (resources.identities_delete) never saw.
-            _check_identity(service, owner)
+            # which that delete's count (accounts.identities_delete) never saw.
+            check_identity(service, owner)
         service.store.insert("connections", doc["id"], doc, tag=toolset)
         service.forget_connections()
     return doc
@@ -66,13 +67,13 @@ def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> No
 def connections_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     owner = _creator_owner(service, actor, args.get("owner"))
     if owner is not None:
-        owner = _check_identity(service, owner)
+        owner = check_identity(service, owner)
     doc = create_connection(service, args, owner)
     return Result(201, view(doc), etag(doc))
 
 
 def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    result = _page(service, "connections", args)
+    result = page(service, "connections", args)
     return Result(200, {**result.body, "items": [view(i) for i in result.body["items"]]})
 
 

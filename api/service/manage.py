@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from api.service import approvals, connections, fitcheck, resources, threads, tokens, views
+from api.service import (
+    accounts,
+    approvals,
+    connections,
+    fitcheck,
+    resources,
+    threads,
+    tokens,
+    views,
+)
 from api.service.core import Service
 from api.service.decide import Call, decide_detailed, prepare
 from api.service.errors import ServiceError
@@ -23,6 +32,7 @@ from api.service.tokens import Principal
 from policy.store import Doc
 
 OPERATIONS: dict[str, Operation] = {
+    **accounts.OPERATIONS,
     **resources.OPERATIONS,
     **threads.OPERATIONS,
     **views.OPERATIONS,
@@ -100,9 +110,9 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "connections.create": connections.check_create,
     "connections.update": connections.check_own,
     "connections.delete": connections.check_own,
-    "identities.get": resources.check_own_identity,
-    "identities.update": resources.check_own_identity,
-    "identities.delete": resources.check_identity_delete,
+    "identities.get": accounts.check_own_identity,
+    "identities.update": accounts.check_own_identity,
+    "identities.delete": accounts.check_identity_delete,
     "threads.list": threads.check_list,
     "threads.get": threads.check_thread,
     "threads.create": threads.check_create,
@@ -133,7 +143,7 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
 # called, the argument naming it, its stored document as the caller reaches it: a 404,
 # 403 or 409 as the operation's). A role's is its own file (api.service.views).
 STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
-    "identities": ("identity", "id", resources.identity_stored),
+    "identities": ("identity", "id", accounts.identity_stored),
     "agents": ("agent", "id", resources.agent_stored),
     "threads": ("thread", "id", threads.stored),
     "connections": ("connection", "id", connections.stored),

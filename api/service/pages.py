@@ -23,9 +23,15 @@ import binascii
 import hashlib
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.service.errors import ServiceError
+from api.service.ops import Result
+from policy import identities
+from policy.store import Doc
+
+if TYPE_CHECKING:
+    from api.service.core import Service
 
 MAX_LIMIT = 200
 DEFAULT_LIMIT = 50
@@ -119,3 +125,29 @@ def limit_of(value: Any) -> int:
             400, "bad-limit", f"limit must be an integer from 1 to {MAX_LIMIT}", limit=value
         )
     return value
+
+
+def page(
+    service: Service, kind: str, args: dict[str, Any], tag: str | None = None,
+    listed: str | None = None,
+) -> Result:  # fmt: skip
+    """A page of `kind` (with `tag`); `listed`: the caller's filter, which the cursors
+    name (another filter's cursor is another list's: 400 `bad-cursor`)."""
+    after = decode(kind, args.get("cursor"), listed)
+    limit = limit_of(args.get("limit"))
+    rows = service.store.page(kind, after, limit + 1, tag)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [view(kind, row.body) for row in rows]
+    cursor = encode(kind, rows[-1].pos, listed=listed) if more and rows else None
+    return Result(200, {"items": items, "next_cursor": cursor})
+
+
+def view(kind: str, doc: Doc) -> Doc:
+    """A stored row as a list shows it: an identity without its secret, an approval
+    without its sealed call."""
+    if kind == "secrets":
+        return identities.public_view(doc)
+    if kind == "approvals":
+        return {k: v for k, v in doc.items() if k != "sealed_call"}
+    return doc

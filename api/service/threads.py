@@ -18,7 +18,8 @@ from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.etags import etag
 from api.service.ops import Operation, Result
-from api.service.resources import _page, require_managed
+from api.service.pages import page
+from api.service.resources import require_managed
 from api.service.tokens import Principal
 from policy.store import Doc
 
@@ -93,7 +94,7 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
     agent = _listed_agent(actor, args)
     if agent is not None:
         _reach(service, actor, agent)
-    return _page(service, "threads", args, tag=agent, listed=agent)
+    return page(service, "threads", args, tag=agent, listed=agent)
 
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

@@ -2,7 +2,7 @@
 tests/api/test_error_codes.py).
 
 A code is found where it is built: the code argument of `ServiceError`, of
-`IdentityError` (policy/identities.py; api.service.resources passes its code on as it
+`IdentityError` (policy/identities.py; api.service.accounts passes its code on as it
 is) and of `problem` (api/http/errors.py). A code built from a helper's parameter
 (`not_found(what, id)` is `f"{what}-not-found"`) is worked out from the helper's calls
 (`not_found("thread", ...)` is `thread-not-found`), through further helpers that pass

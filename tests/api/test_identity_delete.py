@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.http.app import create_app
-from api.service import connections, manage, resources
+from api.service import accounts, connections, manage
 from api.service.core import Service
 from api.service.tokens import Principal
 from policy import identities
@@ -154,17 +154,17 @@ def test_a_connection_whose_owner_goes_meanwhile_is_not_made(
     """Another worker deletes the owner between the create's first look and its
     transaction: the look inside it finds the owner gone (400 `identity-not-found`), where
     the connection was made owned by an identity the delete's count had not seen."""
-    real = resources._check_identity  # (as connections imports it)
+    real = accounts.check_identity  # (as connections imports it)
     looks: list[int] = []
 
     def overtaken(service: Service, account: Any) -> str:
         found = real(service, account)
         if not looks:  # the first look, before the transaction: then the delete
-            assert resources.identities_delete(other, ADMIN, {"id": account}).status == 204
+            assert accounts.identities_delete(other, ADMIN, {"id": account}).status == 204
         looks.append(1)
         return found
 
-    monkeypatch.setattr(connections, "_check_identity", overtaken)
+    monkeypatch.setattr(connections, "check_identity", overtaken)
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
         body = {"name": "c", "toolset": "vault", "credential": "x", "owner": harness.identity}
         made = client.post("/v1/connections", json=body, headers=harness.auth())
