@@ -8,6 +8,7 @@ and names, `type_conditions` types every condition and rewrite. Each stage repor
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from engine import types as T
@@ -45,6 +46,14 @@ def _reserved_help(kind: str, name: str) -> str:
 
 
 _URL = re.compile(r"https?://[^\s/$.?#][^\s]*\Z")
+# A declaration's keyword, then white space and comments (as the grammar ignores them),
+# then its name: where a caret goes for a name too long (E0120).
+_NAME_AFTER = r"(?:[ \t\f\r\n]|#[^\n]*)*([a-z][a-z0-9_-]*)"
+SHOWN = 32  # characters of a name too long that its message shows (as the HTTP API's)
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= SHOWN else name[:SHOWN] + "…"
 
 
 class Checker:
@@ -71,6 +80,7 @@ class Checker:
         self.rule_conditions: list[tuple[ast.Expr, list[ToolSpec]]] = []
         self.hook_tools: list[tuple[ast.Hook, list[ToolSpec]]] = []
         self.texts: dict[str, str] = {f.path: f.text for f in files}
+        self.line_starts: dict[str, list[int]] = {}  # per file, computed on first need
 
     def item_span(
         self, node: ast.Profile | ast.Test, kind: str, name: str, last: bool = False
@@ -92,6 +102,53 @@ class Checker:
             return node.span
         found = matches[-1] if last else matches[0]
         return ast.Span(node.span.file, line, found.start() + 1, line, found.end() + 1)
+
+    def name_span(self, span: ast.Span, keyword: str) -> ast.Span:
+        """The span of the name after `keyword` at the start of `span` (a declaration's,
+        which the AST keeps whole): found in the text, as only an error needs it."""
+        text = self.texts.get(span.file)
+        if text is None or span.line < 1:
+            return span
+        starts = self.line_starts.get(span.file)
+        if starts is None:
+            starts = self.line_starts[span.file] = [0, *(m.end() for m in re.finditer("\n", text))]
+        if span.line > len(starts):
+            return span
+        found = re.compile(re.escape(keyword) + _NAME_AFTER).match(
+            text, starts[span.line - 1] + span.col - 1
+        )
+        if found is None:
+            return span
+        at, end = found.span(1)
+        line = bisect_right(starts, at)
+        col = at - starts[line - 1] + 1
+        return ast.Span(span.file, line, col, line, col + end - at)
+
+    def check_name_length(self, kind: str, name: str, span: ast.Span, full: str = "") -> None:
+        """E0120: a name the HTTP API could not name (its ids are at most `max_name_chars`
+        characters); `full`: a tool's `toolset.tool`, when `name` is the tool's own."""
+        limit = self.options.parse.max_name_chars
+        if len(full or name) <= limit:
+            return
+        said = f"at most {limit} characters"
+        if full:
+            what = f"full name of tool `{_shown(full)}` is {len(full)}"
+            hint = f"the HTTP API names a tool by its full name, `toolset.tool`, of {said}: "
+            hint += "shorten the tool's or the toolset's name"
+        else:
+            what = f"{kind} name `{_shown(name)}` is {len(name)}"
+            hint = f"the HTTP API names a {kind} by {said}"
+            if kind == "toolset":
+                hint += " (and each of its tools by `toolset.tool`, within the same limit)"
+            hint += ": shorten the name"
+        self.report(
+            Diagnostic(
+                "E0120",
+                f"{what} characters long, over the limit of {limit}",
+                self.name_span(span, "tool" if full else kind),
+                hint,
+            )
+        )
 
     def report(self, diag: Diagnostic) -> None:
         (self.errors if diag.severity == "error" else self.warnings).append(diag)
@@ -144,6 +201,8 @@ class Checker:
                             _reserved_help(kind, decl.name),
                         )
                     )
+            if not isinstance(decl, ast.Test):  # (a test's name is no id: the API has none)
+                self.check_name_length(kind, decl.name, decl.span)
             if isinstance(decl, ast.Toolset):
                 self.collect_toolset(decl, register=not duplicate)
                 continue
@@ -205,6 +264,8 @@ class Checker:
                 )
                 continue
             names.add(tool.name)
+            if len(ts.name) <= self.options.parse.max_name_chars:  # (else that is reported)
+                self.check_name_length("tool", tool.name, tool.span, full)
             params: set[str] = set()
             for param in tool.params:
                 if param.name in params:

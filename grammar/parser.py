@@ -25,7 +25,7 @@ from lark import Token, Tree
 from lark.tree import Meta
 
 from grammar.build import Builder, StrToken
-from grammar.source import MAX_FILE_BYTES, text_problems, too_large
+from grammar.source import MAX_FILE_BYTES, MAX_NAME_CHARS, text_problems, too_large
 from grammar.syntax_errors import WORD_CHAR, GluedWord, glued_diagnostic, syntax_diagnostic
 from grammar.tables import (
     APPEND,
@@ -46,11 +46,13 @@ class ParseOptions:
     """Limits are options, not afterthoughts (cel-go). The file size is checked before
     parsing, the nesting depth once the file is parsed (and, as the parse goes, the
     parser's stack, so a file nested far too deep is refused where it gets so, without
-    parsing the rest), the expression size by the checker (engine.check)."""
+    parsing the rest), the expression size and the length of a declared name by the
+    checker (engine.check)."""
 
     max_file_bytes: int = MAX_FILE_BYTES
     max_depth: int = 48
     max_expr_nodes: int = 2_000
+    max_name_chars: int = MAX_NAME_CHARS
 
     @property
     def max_stack(self) -> int:

@@ -9,8 +9,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.service.budget import MAX_USD, amount_text
+from grammar.source import MAX_NAME_CHARS
 
-MAX_ID = 256  # agent, tool and other ids: 1 to 256 characters
+# Agent, tool and other ids: 1 to 256 characters. The DSL's own limit on a declared name
+# (E0120), so that every role, profile, hook, toolset and tool a policy declares can be
+# named in a request.
+MAX_ID = MAX_NAME_CHARS
 MAX_BATCH = 1000  # calls in one batch
 MAX_COST = int(MAX_USD)  # USD: the largest `expected_cost`, as an int for a fast comparison
 Id = Field(min_length=1, max_length=MAX_ID)
