@@ -4,8 +4,11 @@
 embedded default. Everything but the ledger is a document (a CBOR-encodable mapping)
 keyed by (kind, id), so a PostgreSQL implementation needs six tables and no joins:
 
-- revisions: the DSL source files of every policy change, numbered 1, 2, ..., each as
-  its path and the SHA-256 of its text (policy/store/texts.py).
+- revisions: the DSL source files of every policy change, numbered 1, 2, ..., each file
+  as its path and the SHA-256 of its text (policy/store/texts.py); a row holds what
+  changed since the revision before, with every file listed at least every 64 rows, so
+  a revision is read from at most 64 consecutive rows (`n BETWEEN base AND it`), never
+  by a recursive walk (policy/store/revisions.py).
 - texts: each file text once, keyed by its SHA-256, written with the revision that first
   holds it (`INSERT ... ON CONFLICT DO NOTHING`) and never deleted; a revision's texts
   are read back by their digests (`digest = ANY(...)`), not joined.
@@ -72,7 +75,10 @@ class Store(Protocol):
     def add_revision(self, body: Mapping[str, Any]) -> int:
         """A new revision, numbered after the latest; `body["files"]` is its `[path, text]`
         pairs. Its texts are kept once each, whatever number of revisions hold them, in
-        the same transaction as the revision."""
+        the same transaction as the revision; so is its row, which holds what changed
+        since the latest revision (its files, and the sorted lists of names in
+        `body["summary"]`), read inside that transaction: whichever process wrote the
+        latest, the new one is stored against it."""
         ...
 
     def get_revision(self, number: int) -> Doc | None:

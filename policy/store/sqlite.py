@@ -19,7 +19,7 @@ from typing import Any
 
 import cbor2
 
-from policy.store import Doc, Row, StoreUnavailable, ledger, texts
+from policy.store import Doc, Row, StoreUnavailable, ledger, revisions, texts
 from policy.store.checkpoints import Checkpointer
 from policy.store.writerlock import WriterLock
 
@@ -238,21 +238,42 @@ class SqliteStore:
                                  new.items())  # fmt: skip
             (last,) = self._db.execute("SELECT coalesce(max(n), 0) FROM revisions").fetchone()
             number = int(last) + 1
-            row = _enc({**body, "files": refs})
+            # Its row holds what changed since the latest, read here, in this transaction:
+            # another process may have added one since this one last looked.
+            tip = self._replay(number - 1) if number > 1 else None
+            row = _enc(revisions.row(body, refs, tip, number))
             self._db.execute("INSERT INTO revisions (n, body) VALUES (?, ?)", (number, row))
             return number
 
     def get_revision(self, number: int) -> Doc | None:
         with self._lock:
-            row = self._db.execute("SELECT body FROM revisions WHERE n = ?", (number,)).fetchone()
-            if row is None:
+            state = self._replay(number)
+            if state is None:
                 return None
-            body = _dec(row[0])
+            pairs = state.pairs()
             # (its texts were committed with it and are never deleted: a read of its own
             # finds them all)
-            found = self._texts(texts.digests(body["files"]))
-        body["files"] = texts.join(body["files"], found)
-        return body
+            found = self._texts(texts.digests(pairs))
+        return state.body(texts.join(pairs, found))
+
+    def _replay(self, number: int) -> revisions.Replay | None:
+        """Revision `number` read from its chain: the full row it starts from and the
+        deltas after it (policy/store/revisions.py), `revisions.EVERY` rows at most.
+        Under the lock; the rows of a committed revision never change, so the chain's
+        are the same whichever statement reads them."""
+        found = self._db.execute("SELECT body FROM revisions WHERE n = ?", (number,)).fetchone()
+        if found is None:
+            return None
+        last = _dec(found[0])
+        state = revisions.Replay()
+        if revisions.is_delta(last):
+            for n, blob in self._db.execute(
+                "SELECT n, body FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
+                (revisions.chain_start(number, last), number),
+            ):
+                state.apply(int(n), _dec(blob))
+        state.apply(number, last)
+        return state
 
     def _texts(self, digests: set[bytes]) -> dict[bytes, bytes]:
         wanted = list(digests)
@@ -271,15 +292,22 @@ class SqliteStore:
         return int(last)
 
     def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
+        state = revisions.Replay()
         with self._lock:
-            rows = self._db.execute(
+            rows = [(int(n), _dec(blob)) for n, blob in self._db.execute(
                 "SELECT n, body FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
-            ).fetchall()
+            )]  # fmt: skip
+            if rows and revisions.is_delta(rows[0][1]):  # (the rows before it in its chain)
+                first, row = rows[0]
+                for n, blob in self._db.execute(
+                    "SELECT n, body FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
+                    (revisions.chain_start(first, row), first),
+                ):
+                    state.apply(int(n), _dec(blob))
         listed = []
-        for n, blob in rows:
-            body = _dec(blob)
-            body["files"] = texts.paths(body["files"])
-            listed.append((int(n), body))
+        for n, row in rows:
+            state.apply(n, row)
+            listed.append((n, state.body(state.paths(), shared=True)))
         return listed
 
     # ---- documents ------------------------------------------------------------------------

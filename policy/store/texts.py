@@ -4,8 +4,8 @@ Every policy change is a new revision of every file, and most changes touch one 
 `roles.create` adds `api/roles/<name>.charter`): a revision that held a copy of each text
 made the store grow with the square of the number of changes (300 role creates of 250 KB
 sources, 11 GB). So a store keeps each distinct text once, under its SHA-256 (its UTF-8
-bytes'), and a revision's row holds `[path, digest]` pairs: a text is 32 bytes more for
-each revision after the first that holds it.
+bytes'), and a revision's row holds `[path, digest]` pairs: those of the files that changed
+since the revision before, and now and then every file's (policy/store/revisions.py).
 
 A revision stored before holds `[path, text]` pairs, read as they are: a digest is bytes,
 a text a string, so each pair says which it is and nothing is rewritten.
@@ -49,8 +49,3 @@ def digests(files: Iterable[Sequence[Any]]) -> set[bytes]:
 def join(files: Iterable[Sequence[Any]], texts: Mapping[bytes, bytes]) -> list[list[Any]]:
     """A stored revision's pairs as `[path, text]` again (`texts`: at least `digests(files)`)."""
     return [[path, decode(texts[ref]) if isinstance(ref, bytes) else ref] for path, ref in files]
-
-
-def paths(files: Iterable[Sequence[Any]]) -> list[Any]:
-    """A stored revision's paths alone, in either form: no text read."""
-    return [path for path, _ in files]
