@@ -13,7 +13,10 @@ so that a revision can be written out into a directory (a checkout, `charter ser
 - a part that Windows takes for a device (`CON`, `PRN`, `AUX`, `NUL`, `COM1` to `COM9`,
   `LPT1` to `LPT9`, in any case, with any extension: `con.charter`, `aux/x.charter`), or
   that ends in a dot or a space, which Windows drops (`teams./x.charter` is
-  `teams/x.charter` there).
+  `teams/x.charter` there);
+- a part holding a character no Windows name holds: `<`, `>`, `:`, `"`, `|`, `?`, `*`, a
+  backslash (a separator there) or a control character. (`a:b.charter` is, on NTFS, the
+  stream `b.charter` of a file `a`, which no directory listing shows.)
 
 `PUT /v1/policy` refuses such an upload with a 400 `bad-path` (api.http.policy); the
 service (`charter serve --workspace`, a role made through the API) and `charter check`
@@ -23,6 +26,7 @@ total length): a policy holds up to 10,000 files.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +40,9 @@ DEVICES = frozenset(
     + [f"{port}{digit}" for port in ("com", "lpt") for digit in "123456789\u00b9\u00b2\u00b3"]
 )
 PART_HELP = "rename that part of the path"
+# What no Windows file name holds (a backslash separates parts there), and the other control
+# characters, which `PUT /v1/policy` refuses too (api.http.policy).
+_NOT_WINDOWS = re.compile(r'[<>:"|?*\\\x00-\x1f\x7f-\x9f]')
 
 
 def fold(path: str) -> str:
@@ -46,9 +53,22 @@ def fold(path: str) -> str:
 
 
 def part_problem(path: str) -> str | None:
-    """Why a Windows checkout cannot hold `path` (a device name or a part ending in a dot
-    or a space; see the module's doc), or None: the end of a message that names it."""
+    """Why a Windows checkout cannot hold `path` (a character no Windows name holds, a
+    device name or a part ending in a dot or a space; see the module's doc), or None: the
+    end of a message that names it."""
     for part in path.split("/"):
+        held = _NOT_WINDOWS.search(part)
+        if held is not None:
+            char = held.group()
+            shown = (
+                "a backslash" if char == "\\"
+                else f"`{char}`" if char.isprintable() else f"`U+{ord(char):04X}`"
+            )  # fmt: skip
+            part = re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", part)
+            return (
+                f"has the part `{part}`, which holds {shown}: no Windows name holds `<`, `>`, "
+                '`:`, `"`, `|`, `?`, `*`, a backslash or a control character'
+            )
         if part.endswith((".", " ")):
             end = "dot" if part.endswith(".") else "space"
             return (

@@ -167,3 +167,49 @@ def test_every_clash_among_many_paths_is_found_once() -> None:
     assert len(found) == len(nested)
     assert all(clash.file == clash.first for clash in found)
     assert paths.clashes(many) == [] and paths.problems(many) == []
+
+
+# Characters no Windows name holds: `a:b.charter` is there the stream `b.charter` of a file
+# `a` (NTFS), which no listing shows; a backslash separates parts there.
+RESERVED = [
+    ("a:b.charter", "`a:b.charter`", "`:`"),
+    ("teams/x?.charter", "`x?.charter`", "`?`"),
+    ("a|b/x.charter", "`a|b`", "`|`"),
+    ('say "hi".charter', '`say "hi".charter`', '`"`'),
+    ("<x>.charter", "`<x>.charter`", "`<`"),
+    ("x*.charter", "`x*.charter`", "`*`"),
+]
+
+
+def test_an_upload_of_a_character_windows_refuses_is_refused(client: Any, harness: Harness) -> None:
+    """`<`, `>`, `:`, `"`, `|`, `?` and `*` are in no Windows file name: 400 `bad-path`
+    naming the part and the character, and nothing written."""
+    for path, part, said in RESERVED:
+        refused = _put(client, harness, {"main.charter": POLICY, path: ROLE})
+        expect(refused, 400, "bad-path")
+        detail = refused.json()["detail"]
+        assert detail.startswith(f"file path `{path}` has the part {part}"), detail
+        assert said in detail, detail
+        assert refused.json()["help"] == paths.PART_HELP
+    assert harness.service.store.latest_revision() == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "said"), [("a:b.charter", "`:`"), ("a\\b.charter", "a backslash"),
+                       ("a\nb.charter", "`U+000A`"), ("a\x85b.charter", "`U+0085`")],
+)  # fmt: skip
+def test_a_workspace_of_a_character_windows_refuses_is_refused(
+    harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, said: str
+) -> None:
+    """A Linux directory holds such a name (and a backslash or a control character, which
+    `PUT /v1/policy` refuses too): `charter serve --workspace` and `charter check` give
+    E0119, so a revision that an upload could not make is not made either."""
+    root = _workspace(tmp_path / "ws", ["main.charter", name])
+    with pytest.raises(CharterError) as loaded:
+        prepare(harness.service, str(harness.db), str(root))
+    (found,) = loaded.value.diagnostics
+    assert found.code == "E0119" and said in found.message, found.message
+    assert harness.service.store.latest_revision() == 1
+    assert main(["check", "--format", "json", str(root)]) == 1
+    (checked,) = json.loads(capsys.readouterr().out)
+    assert (checked["code"], checked["message"]) == ("E0119", found.message)
