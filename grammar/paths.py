@@ -10,6 +10,10 @@ so that a revision can be written out into a directory (a checkout, `charter ser
 - a file's path that is another file's directory (`x.charter` and `x.charter/y.charter`,
   or `X.charter` and `x.charter/y.charter` on such a file system): no directory holds a
   file and a directory of one name;
+- one directory spelled two ways (`Roles/a.charter` and `roles/b.charter`): on such a
+  file system they are one directory, spelled as whichever came first, so a checkout
+  reads one of the files back under another path (`API/roles/x.charter` beside a role
+  made through the API would come back as the API's own `api/roles/x.charter`);
 - a part that Windows takes for a device (`CON`, `PRN`, `AUX`, `NUL`, `COM1` to `COM9`,
   `LPT1` to `LPT9`, in any case, with any extension: `con.charter`, `aux/x.charter`), or
   that ends in a dot or a space, which Windows drops (`teams./x.charter` is
@@ -95,9 +99,19 @@ class Clash:
     first: str
     second: str
     file: str = ""
+    # Set for one directory spelled two ways: its spelling in `first`, then in `second`.
+    directories: tuple[str, str] | None = None
 
     @property
     def message(self) -> str:
+        if self.directories is not None:
+            one, other = self.directories
+            return (
+                f"the directory `{one}` of `{self.first}` and the directory `{other}` of "
+                f"`{self.second}` differ only in case or Unicode form: on a case-insensitive "
+                "file system (macOS, Windows) they are one directory, and a checkout reads "
+                "one of the files back under another path"
+            )
         if not self.file:
             first, second = self.first, self.second
             how = "case" if first.casefold() == second.casefold() else "case or Unicode form"
@@ -122,6 +136,8 @@ class Clash:
 
     @property
     def help(self) -> str:
+        if self.directories is not None:
+            return "spell the directory the same way in every path"
         if self.file:
             return "rename the file or the directory, or move the files under it elsewhere"
         return "rename one of the two files, or merge them into one"
@@ -130,26 +146,44 @@ class Clash:
 def clashes(paths: Sequence[str]) -> list[Clash]:
     """Each clash among `paths` (see the module's doc), in the order of the later path of
     each: a path that differs only in case from an earlier one, and a file's path that is
-    another's directory (once for each such file, with the first path under it). The
-    same path twice is no clash (that is a duplicate)."""
+    another's directory (once for each such file, with the first path under it), and a
+    path that spells a directory otherwise than an earlier one (once, for its deepest such
+    directory). The same path twice is no clash (that is a duplicate)."""
     folded = [fold(path) for path in paths]
     files: dict[str, int] = {}
     dirs: dict[str, int] = {}  # each folded directory, and the first path under it
     found: list[tuple[int, Clash]] = []
+    spellings: list[tuple[int, Clash]] = []  # (after the others of the same path)
     for index, (path, key) in enumerate(zip(paths, folded, strict=True)):
         first = files.setdefault(key, index)
         if paths[first] != path:
             found.append((index, Clash(paths[first], path)))
+            continue  # (its folded directories are the earlier path's, seen: one clash)
         end = key.rfind("/")
-        while end > 0 and dirs.setdefault(key[:end], index) == index:
-            end = key.rfind("/", 0, end)  # (a directory seen before has its parents seen)
+        while end > 0:
+            under = dirs.setdefault(key[:end], index)
+            if under != index:  # (a directory seen before has its parents seen)
+                spelled = _directory(path, key[:end].count("/"))
+                before = _directory(paths[under], key[:end].count("/"))
+                if spelled != before:  # (only the deepest: its parents may be alike)
+                    clash = Clash(paths[under], path, directories=(before, spelled))
+                    spellings.append((index, clash))
+                break
+            end = key.rfind("/", 0, end)
     for index, key in enumerate(folded):
         under = dirs.get(key)
         if under is not None and files[key] == index:
             early, late = sorted((index, under))
             found.append((late, Clash(paths[early], paths[late], paths[index])))
+    found += spellings
     found.sort(key=lambda item: item[0])
     return [clash for _, clash in found]
+
+
+def _directory(path: str, slashes: int) -> str:
+    """`path`'s directory of `slashes` + 1 parts, as `path` spells it (a folded path has
+    as many parts: folding leaves `/` as it is)."""
+    return "/".join(path.split("/")[: slashes + 1])
 
 
 def problems(paths: Sequence[str], shown: Sequence[str] | None = None) -> list[Diagnostic]:

@@ -40,7 +40,7 @@ DEVICES = [
 # Nested directories, names that only start like a device's, and dots inside a part.
 FINE = [
     "main.charter", "roles/a.charter", "roles/a/b.charter", "roles/a/b/c.charter",
-    "roles/b.charter", "Roles/c.charter", "console.charter", "com10.charter", "com0.charter",
+    "roles/b.charter", "console.charter", "com10.charter", "com0.charter",
     "auxiliary/x.charter", "teams/con-team/x.charter", "a.b/c.charter", "x.charter.d/y.charter",
 ]  # fmt: skip
 
@@ -73,6 +73,37 @@ def test_an_upload_of_a_path_no_directory_holds_is_refused(client: Any, harness:
     assert harness.service.store.latest_revision() == 2
 
 
+# One directory spelled two ways, the first path's spelling, then the second's.
+SPELLED = [
+    ("Roles/c.charter", "roles/a.charter", "Roles", "roles"),
+    ("teams/Support/a.charter", "teams/support/b.charter", "teams/Support", "teams/support"),
+    ("API/roles/x.charter", "api/roles/y.charter", "API/roles", "api/roles"),
+    ("caf\u00e9/a.charter", "CAFE\u0301/b.charter", "caf\u00e9", "CAFE\u0301"),
+]
+
+
+def test_an_upload_that_spells_a_directory_two_ways_is_refused(
+    client: Any, harness: Harness
+) -> None:
+    """On a case-insensitive file system two spellings of a directory are one directory,
+    spelled as the first: a checkout read one of the files back under another path (an
+    uploaded `API/roles/x.charter` became the API's own role file). 400 `bad-path`
+    naming both, nothing written."""
+    for first, second, one, other in SPELLED:
+        refused = _put(client, harness, {"main.charter": POLICY, first: ROLE, second: ""})
+        expect(refused, 400, "bad-path")
+        detail = refused.json()["detail"]
+        assert detail.startswith(
+            f"the directory `{one}` of `{first}` and the directory `{other}` of `{second}`"
+        ), detail
+        assert refused.json()["help"] == "spell the directory the same way in every path"
+    assert harness.service.store.latest_revision() == 1
+    assert [c.message for c in paths.clashes(["A/x.charter", "a/x.charter"])] == [
+        "file paths `A/x.charter` and `a/x.charter` differ only in case: on a "
+        "case-insensitive file system (macOS, Windows) they are one file"
+    ]  # (one clash, not also its directory's)
+
+
 def test_a_role_whose_file_no_directory_holds_is_refused(client: Any, harness: Harness) -> None:
     """A role made through the API is the file `api/roles/<name>.charter`: a role named
     for a Windows device (`aux`, `com1`), or one whose file an uploaded file's directory
@@ -91,18 +122,29 @@ def test_a_role_whose_file_no_directory_holds_is_refused(client: Any, harness: H
     assert _put(client, harness, upload).status_code == 201
     made = client.post("/v1/roles", json={"name": "x", "source": "role x {\n}\n"}, headers=auth)
     expect(made, 422, "policy-invalid")
-    (found,) = made.json()["diagnostics"]
-    assert (found["code"], found["file"]) == ("E0119", "api/roles/x.charter")
+    nested, spelled = made.json()["diagnostics"]
+    assert (nested["code"], nested["file"]) == ("E0119", "api/roles/x.charter")
     assert (
         "file path `api/roles/x.charter` and the directory `API/Roles/X.charter` of "
-        "`API/Roles/X.charter/y.charter` differ only in case" in found["message"]
+        "`API/Roles/X.charter/y.charter` differ only in case" in nested["message"]
     )
+    assert (spelled["code"], spelled["file"]) == ("E0119", "api/roles/x.charter")
+    assert spelled["message"].startswith(
+        "the directory `API/Roles` of `API/Roles/X.charter/y.charter` and the directory "
+        "`api/roles` of `api/roles/x.charter`"
+    ), spelled["message"]
     assert harness.service.store.latest_revision() == 2
-    for name in ("console", "com10", "y"):  # (`api/roles/y.charter` is no directory's name)
+    for name in ("console", "com10"):  # (`API/Roles` and `api/roles`: one directory)
+        made = client.post("/v1/roles", json={"name": name, "source": f"role {name} {{\n}}\n"},
+                           headers=auth)  # fmt: skip
+        expect(made, 422, "policy-invalid")
+    upload = {"main.charter": POLICY, "api.roles/X.charter/y.charter": ROLE}
+    assert _put(client, harness, upload).status_code == 201
+    for name in ("console", "com10", "y", "x"):  # (names of no directory, nor spelled anew)
         made = client.post("/v1/roles", json={"name": name, "source": f"role {name} {{\n}}\n"},
                            headers=auth)  # fmt: skip
         assert made.status_code == 201, made.text
-    assert harness.service.store.latest_revision() == 5
+    assert harness.service.store.latest_revision() == 7
 
 
 def _workspace(root: Path, files: list[str]) -> Path:
@@ -149,7 +191,7 @@ def test_a_workspace_of_nested_paths_is_taken(
 ) -> None:
     """Nested directories whose names only look like a device's or a file's are fine,
     for `charter check` and `charter serve --workspace` alike, under any directory."""
-    files = [path for path in FINE if path != "Roles/c.charter"]  # (one file for macOS)
+    files = FINE
     root = _workspace(tmp_path / "aux" / "con.charter", files)
     assert main(["check", str(root)]) == 0, capsys.readouterr().err
     assert main(["check", str(root / "roles" / "a.charter")]) == 0
