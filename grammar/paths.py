@@ -161,12 +161,12 @@ def clashes(paths: Sequence[str]) -> list[Clash]:
             continue  # (its folded directories are the earlier path's, seen: one clash)
         end = key.rfind("/")
         while end > 0:
-            under = dirs.setdefault(key[:end], index)
-            if under != index:  # (a directory seen before has its parents seen)
+            seen = dirs.setdefault(key[:end], index)
+            if seen != index:  # (a directory seen before has its parents seen)
                 spelled = _directory(path, key[:end].count("/"))
-                before = _directory(paths[under], key[:end].count("/"))
+                before = _directory(paths[seen], key[:end].count("/"))
                 if spelled != before:  # (only the deepest: its parents may be alike)
-                    clash = Clash(paths[under], path, directories=(before, spelled))
+                    clash = Clash(paths[seen], path, directories=(before, spelled))
                     spellings.append((index, clash))
                 break
             end = key.rfind("/", 0, end)
