@@ -14,10 +14,10 @@ so that a revision can be written out into a directory (a checkout, `charter ser
   file system they are one directory, spelled as whichever came first, so a checkout
   reads one of the files back under another path (`API/roles/x.charter` beside a role
   made through the API would come back as the API's own `api/roles/x.charter`);
-- a part that Windows takes for a device (`CON`, `PRN`, `AUX`, `NUL`, `COM1` to `COM9`,
-  `LPT1` to `LPT9`, in any case, with any extension: `con.charter`, `aux/x.charter`), or
-  that ends in a dot or a space, which Windows drops (`teams./x.charter` is
-  `teams/x.charter` there);
+- a part that Windows takes for a device (`CON`, `PRN`, `AUX`, `NUL`, `CONIN$`,
+  `CONOUT$`, `COM1` to `COM9`, `LPT1` to `LPT9`, in any case, with any extension:
+  `con.charter`, `aux/x.charter`), or that ends in a dot or a space, which Windows drops
+  (`teams./x.charter` is `teams/x.charter` there);
 - a part holding a character no Windows name holds: `<`, `>`, `:`, `"`, `|`, `?`, `*`, a
   backslash (a separator there) or a control character. (`a:b.charter` is, on NTFS, the
   stream `b.charter` of a file `a`, which no directory listing shows.)
@@ -40,7 +40,7 @@ from policy.diagnostics import Diagnostic
 
 # Windows's reserved device names (with the superscript digits it takes for digits too).
 DEVICES = frozenset(
-    ["con", "prn", "aux", "nul"]
+    ["con", "prn", "aux", "nul", "conin$", "conout$"]
     + [f"{port}{digit}" for port in ("com", "lpt") for digit in "123456789\u00b9\u00b2\u00b3"]
 )
 PART_HELP = "rename that part of the path"
@@ -84,8 +84,9 @@ def part_problem(path: str) -> str | None:
         if device.lower() in DEVICES:
             return (
                 f"has the part `{part}`, which Windows takes for the device `{device.upper()}` "
-                "(as it does `CON`, `PRN`, `AUX`, `NUL`, `COM1` to `COM9` and `LPT1` to "
-                "`LPT9`, in any case and with any extension): no Windows directory holds it"
+                "(as it does `CON`, `PRN`, `AUX`, `NUL`, `CONIN$`, `CONOUT$`, `COM1` to `COM9` "
+                "and `LPT1` to `LPT9`, in any case and with any extension): no Windows "
+                "directory holds it"
             )
     return None
 

@@ -104,10 +104,9 @@ CODES: dict[str, Code] = {
         " (`A.charter` and `a.charter`: one file on a case-insensitive file system), another"
         " file's directory (`x.charter` and `x.charter/y.charter`, also but for case), spelling"
         " a directory otherwise than another path does (`Roles/a.charter`, `roles/b.charter`),"
-        " or with"
-        " a part that Windows takes for a device (`con.charter`, `aux/x.charter`: `CON`, `PRN`,"
-        " `AUX`, `NUL`, `COM1`–`COM9`, `LPT1`–`LPT9`, any case, any extension), that ends in"
-        " a dot or a space, or that holds a character no Windows name holds (`<`, `>`, `:`,"
+        " or with a part that Windows takes for a device (`con.charter`, `aux/x.charter`:"
+        " `CON`, `PRN`, `AUX`, `NUL`, `CONIN$`, `CONOUT$`, `COM1`–`COM9`, `LPT1`–`LPT9`, any"
+        " case, any extension), that ends in a dot or a space, or that holds a character no Windows name holds (`<`, `>`, `:`,"
         ' `"`, `|`, `?`, `*`: `a:b.charter`)',
     ),
     "fit-needs-candidate": Code(

@@ -34,6 +34,8 @@ DEVICES = [
     ("teams/Lpt9.old.charter", "`Lpt9.old.charter`", "`LPT9`"),
     ("nul .charter", "`nul .charter`", "`NUL`"),
     ("Prn/a.charter", "`Prn`", "`PRN`"),
+    ("teams/conin$.charter", "`conin$.charter`", "`CONIN$`"),
+    ("CONOUT$/a.charter", "`CONOUT$`", "`CONOUT$`"),
     ("teams./x.charter", "`teams.`", "ends in a dot"),
     ("teams /x.charter", "`teams `", "ends in a space"),
 ]
