@@ -52,6 +52,16 @@ def _put(client: Any, harness: Harness, files: dict[str, str]) -> Any:
     return client.put("/v1/policy", json=body, headers=harness.auth())
 
 
+def _refuses_part(client: Any, harness: Harness, path: str, part: str, said: str) -> None:
+    """An upload of `path` is 400 `bad-path` naming its `part` and saying `said`."""
+    refused = _put(client, harness, {"main.charter": POLICY, path: ROLE})
+    expect(refused, 400, "bad-path")
+    detail = refused.json()["detail"]
+    assert detail.startswith(f"file path `{path}` has the part {part}"), detail
+    assert said in detail, detail
+    assert refused.json()["help"] == paths.PART_HELP
+
+
 def test_an_upload_of_a_path_no_directory_holds_is_refused(client: Any, harness: Harness) -> None:
     """A file's path that is another file's directory (also but for case or Unicode form),
     a Windows device name and a part ending in a dot or a space: 400 `bad-path` naming the
@@ -63,12 +73,7 @@ def test_an_upload_of_a_path_no_directory_holds_is_refused(client: Any, harness:
         assert f"`{first}`" in detail and f"`{second}`" in detail and said in detail, detail
         assert refused.json()["help"] == paths.Clash(first, second, first).help
     for path, part, said in DEVICES:
-        refused = _put(client, harness, {"main.charter": POLICY, path: ROLE})
-        expect(refused, 400, "bad-path")
-        detail = refused.json()["detail"]
-        assert detail.startswith(f"file path `{path}` has the part {part}"), detail
-        assert said in detail, detail
-        assert refused.json()["help"] == paths.PART_HELP
+        _refuses_part(client, harness, path, part, said)
     assert harness.service.store.latest_revision() == 1
     fine = {path: "" for path in FINE} | {"main.charter": POLICY}
     assert _put(client, harness, fine).status_code == 201
@@ -229,12 +234,7 @@ def test_an_upload_of_a_character_windows_refuses_is_refused(client: Any, harnes
     """`<`, `>`, `:`, `"`, `|`, `?` and `*` are in no Windows file name: 400 `bad-path`
     naming the part and the character, and nothing written."""
     for path, part, said in RESERVED:
-        refused = _put(client, harness, {"main.charter": POLICY, path: ROLE})
-        expect(refused, 400, "bad-path")
-        detail = refused.json()["detail"]
-        assert detail.startswith(f"file path `{path}` has the part {part}"), detail
-        assert said in detail, detail
-        assert refused.json()["help"] == paths.PART_HELP
+        _refuses_part(client, harness, path, part, said)
     assert harness.service.store.latest_revision() == 1
 
 
