@@ -179,14 +179,16 @@ def _require_unchanged(name: str, text: str, if_match: str | None) -> None:
         require(_role_doc(name, text), if_match, f"role `{name}`")
 
 
-def _unchanged_ahead(service: Service, name: str, if_match: str | None) -> None:
-    """A stale `If-Match` refused before the work a write does ahead of its transaction
-    (an agent's fit check, compiling the changed policy: seconds for a large one), which
-    it could only waste, or answer with its own refusal; compared again inside the
-    transaction, where the file may have moved since."""
+def _files_ahead(service: Service, name: str, if_match: str | None) -> list[tuple[str, str]]:
+    """The latest files, read once for the work a write does ahead of its transaction
+    (an agent's fit check, compiling the changed policy: seconds for a large one); a
+    stale `If-Match` is refused first, as that work could only be wasted on it, or answer
+    with its own refusal. Compared again inside the transaction, where the file may have
+    moved since."""
+    _, files = service.files(service.store.latest_revision())
     if if_match is not None:
-        _, files = service.files(service.store.latest_revision())
         _require_unchanged(name, _own_text(service, files, name), if_match)
+    return files
 
 
 def _files_after(
@@ -264,10 +266,10 @@ def _write_role(
 ) -> Result:  # fmt: skip
     name, source = str(args["name"]), str(args["source"])
     _one_role(name, source)
-    _unchanged_ahead(service, name, if_match)
+    files = _files_ahead(service, name, if_match)
     if actor.agent is not None:  # before the write lock: the solver may take a while
         fitcheck.require_source_fits(service, service.agent(actor.agent), source, "role")
-    _compile_ahead(service, _files_after(service.files()[1], name, source))  # (or a look-up)
+    _compile_ahead(service, _files_after(files, name, source))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
@@ -313,8 +315,7 @@ def roles_delete(
     service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
 ) -> Result:
     name = str(args["name"])
-    _unchanged_ahead(service, name, if_match)
-    _compile_ahead(service, _files_after(service.files()[1], name, None))  # (or a look-up)
+    _compile_ahead(service, _files_after(_files_ahead(service, name, if_match), name, None))
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
