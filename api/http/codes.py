@@ -216,7 +216,9 @@ CODES: dict[str, Code] = {
         "no agent `{id}`: in the path, or the `agent` a decision, turn, thread, fit check or "
         "token names",
     ),
-    "turn-not-found": Code((404,), "a decision's `turn` does not exist"),
+    "turn-not-found": Code(
+        (404,), "a decision's `turn` does not exist (a deleted agent's turns are deleted with it)"
+    ),
     "thread-not-found": Code(
         (404,),
         "no thread `{id}`: in the path, or a decision's or turn's `thread`",

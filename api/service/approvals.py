@@ -248,6 +248,10 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
             service, [call], management=bool(doc.get("management")), approval=Approved.of(doc)
         )
         final = responses[0]
+        if final["effect"] == "pause" and doc.get("if_match") is not None:
+            # The approval the re-check opened runs the same call once approved: only while
+            # its document is still the one named, as this one would have.
+            keep_if_match(service, final["approval_id"], doc["if_match"])
         doc["status"] = "approved"
         doc["final"] = final
         service.store.update("approvals", doc["id"], doc, tag="approved")

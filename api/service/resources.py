@@ -271,11 +271,27 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         # Its tokens go with it: an agent made later under the same id is another agent,
         # which the old tokens must not act as.
         tokens.revoke(service, tokens.agent_tokens(service.store, target["id"]))
+        _delete_turns(service, target["id"])
         from api.service.approvals import reject_orphans  # (which imports this module)
 
         reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
         service.forget_agent(target["id"])  # (in the transaction: see agents_update)
     return Result(204, None)
+
+
+def _delete_turns(service: Service, agent_id: str) -> None:
+    """Inside the transaction that deletes agent `agent_id`: its turns (found through the
+    tag index: a turn's tag is its agent's id). Each pinned the agent's profile, and an
+    agent made later under the same id is another agent, as for its tokens: a call naming
+    an old turn was decided for the new agent on the old one's profile (its roles, hooks
+    and budget) until the turn ended; now it is a 404 `turn-not-found`."""
+    found: list[str] = []
+    position = 0
+    while rows := service.store.page("turns", position, 100, tag=agent_id):
+        found += (row.id for row in rows)
+        position = rows[-1].pos
+    for turn_id in found:
+        service.store.delete("turns", turn_id)
 
 
 def admit_turn(service: Service, agent_id: str, thread_id: str | None, snapshot: Snapshot) -> Doc:

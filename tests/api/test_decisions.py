@@ -277,3 +277,28 @@ def test_a_childs_turn_is_capped_by_a_profile_its_revision_does_not_declare(
     capped(3)  # the latest revision's budget, not one kept from an earlier call
     assert [decide(live, harness, **call).json()["effect"] for _ in range(2)] == ["allow", "deny"]
     assert store.spent("agent:p", 0) == 3_000_000
+
+
+def test_a_deleted_agents_turns_do_not_decide_for_an_agent_made_under_its_id(
+    client: Any, harness: Harness
+) -> None:
+    """An agent made later under a deleted agent's id is another agent (its tokens are
+    revoked with it: docs/http.md, Auth), and so are its turns: a turn admitted for the
+    old one pinned the old one's profile, and a call naming it was decided for the new
+    agent on that profile (its roles, hooks and budget) until the turn ended."""
+    admin = harness.auth()
+    harness.add_agent("old", "wide")
+    turn = client.post("/v1/turns", json={"agent": "old"}, headers=admin).json()
+    assert client.delete("/v1/agents/old", headers=admin).status_code == 204
+    harness.add_agent("old", "narrow")  # another agent, without refunds
+    refund: dict[str, Any] = {"agent": "old", "tool": "billing.refund", "args": {"amount": 5}}
+    assert decide(client, harness, **refund).json()["effect"] == "deny"
+    seq = harness.service.store.last_seq()
+    for path, body in (
+        ("/v1/decisions", {**refund, "turn": turn["id"]}),
+        ("/v1/decisions/batch", {"calls": [{**refund, "turn": turn["id"]}]}),
+    ):
+        answer = client.post(path, json=body, headers=admin)
+        assert (answer.status_code, answer.json()["code"]) == (404, "turn-not-found"), answer.text
+    assert harness.service.store.last_seq() == seq
+    assert harness.service.store.get("turns", turn["id"]) is None

@@ -329,3 +329,36 @@ def test_the_document_names_the_header_and_the_tag(client: Any) -> None:
         assert "ETag" in spec["paths"][f"/v1/{kind}"]["post"]["responses"]["201"]["headers"]
         assert "headers" not in spec["paths"][f"/v1/{kind}"]["get"]["responses"]["200"]
     assert "ETag" in spec["paths"]["/v1/policy"]["get"]["responses"]["200"]["headers"]
+
+
+def test_a_pause_that_an_approval_opens_again_keeps_the_if_match(
+    client: Any, harness: Harness
+) -> None:
+    """Approving re-checks the call: a pause by a hook added since opens an approval of
+    its own, which runs the call once approved. That approval kept the call but not its
+    `If-Match`, so approving it wrote over whatever had changed meanwhile, the lost update
+    the header was sent to prevent; now it keeps it, and is a 412 as the first was."""
+    admin = harness.auth()
+    assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
+    harness.add_agent("rev", "reviewed")
+    rev = harness.auth(harness.token_for("rev"))
+    etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
+    paused = client.patch("/v1/agents/rev", json={"name": "by-the-agent"},
+                          headers={**rev, "if-match": etag})  # fmt: skip
+    assert paused.status_code == 202, paused.text
+    second = REVIEWED.replace("hooks review-updates", "hooks review-updates, second-look") + (
+        'hook second-look on agents.update {\n  pause "a second human looks"\n}\n'
+    )
+    assert client.put("/v1/policy", content=POLICY + second, headers=admin).status_code == 201
+    again = client.post(f"/v1/approvals/{paused.json()['approval_id']}/approve", headers=admin)
+    assert again.status_code == 200, again.text
+    assert again.json()["decision"]["effect"] == "pause"
+    reopened = again.json()["decision"]["approval_id"]
+    shown = client.get(f"/v1/approvals/{reopened}", headers=admin).json()
+    assert shown["if_match"] == etag
+    # meanwhile, someone else changes the agent
+    assert client.patch("/v1/agents/rev", json={"status": "running"}, headers=admin).status_code \
+        == 200  # fmt: skip
+    before = client.get("/v1/agents/rev", headers=admin).json()
+    expect(client.post(f"/v1/approvals/{reopened}/approve", headers=admin), 412, "resource-moved")
+    assert client.get("/v1/agents/rev", headers=admin).json() == before
