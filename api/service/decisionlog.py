@@ -68,16 +68,36 @@ _HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
 )
 
 
+# The key of every secret argument name in a snapshot's cache (`_hidden`): no tool's name.
+_EVERY = "*"
+
+
 def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
-    """The tool's secret argument names, cached per snapshot (gone with the snapshot)."""
+    """The tool's secret argument names, cached per snapshot (gone with the snapshot).
+    A tool the snapshot does not know is denied for its name, and its arguments are
+    logged as sent: each name that any tool keeps secret is hidden in them, as a
+    misnamed call (`Identities.import`) carries that tool's secret. (Not cached per
+    name: a caller may send any number of names no tool has.)"""
     per_tool = _HIDDEN.get(snapshot)
     if per_tool is None:
         per_tool = _HIDDEN.setdefault(snapshot, {})
     found = per_tool.get(tool)
     if found is None:
         spec = snapshot.tools.get(tool)
+        if spec is None and tool not in SENSITIVE_ARGS:
+            return _every_secret(snapshot, per_tool)
         found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
         per_tool[tool] = found
+    return found
+
+
+def _every_secret(snapshot: Snapshot, per_tool: dict[str, frozenset[str]]) -> frozenset[str]:
+    found = per_tool.get(_EVERY)
+    if found is None:
+        found = frozenset().union(
+            *SENSITIVE_ARGS.values(), *(spec.sensitive for spec in snapshot.tools.values())
+        )
+        per_tool[_EVERY] = found
     return found
 
 

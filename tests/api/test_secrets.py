@@ -36,6 +36,37 @@ def test_misnamed_secrets_are_redacted_in_the_log(client: Any, harness: Harness)
     assert rows[3]["args"]["credential"] == "[redacted]"
 
 
+def test_secrets_in_a_call_to_a_tool_no_one_has_are_redacted(client: Any, harness: Harness) -> None:
+    """A call to a tool the policy does not know (`Identities.import`, a misspelling) is
+    denied for its name and logged with its arguments: every name that some tool keeps
+    secret is hidden in them, in any case and at any depth. The names of such tools are
+    not kept: a caller may send any number of them."""
+    from api.service import decisionlog
+
+    calls = [
+        ("Identities.import", {"seed": SEED}),
+        ("identities.imports", {"label": "x", "key": {"Seed": SEED}}),
+        ("connection.create", {"name": "n", "credential": CREDENTIAL}),
+        *((f"nothing.{i}", {"x": i}) for i in range(50)),
+    ]
+    for tool, args in calls:
+        answer = client.post(
+            "/v1/decisions", json={"agent": "a1", "tool": tool, "args": args},
+            headers=harness.auth(harness.decide),
+        )  # fmt: skip
+        assert answer.json()["effect"] == "deny", answer.text
+        assert SEED not in answer.text and CREDENTIAL not in answer.text
+    log = client.get("/v1/decisions", params={"after_seq": 0}, headers=harness.auth())
+    rows = log.json()["decisions"]
+    assert SEED not in log.text and CREDENTIAL not in log.text
+    assert rows[0]["args"] == {"seed": "[redacted]"}
+    assert rows[1]["args"] == {"label": "x", "key": {"Seed": "[redacted]"}}
+    assert rows[2]["args"] == {"name": "n", "credential": "[redacted]"}
+    assert rows[3]["args"] == {"x": 0}
+    snapshot = harness.service.current()
+    assert len(decisionlog._HIDDEN.get(snapshot, {})) <= 2  # (the set of all, and `mail`'s)
+
+
 PAUSING = """
 hook review-secrets on identities.import, connections.create, connections.update {
   pause "a human reviews new keys and credentials"
