@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from api.service import pages
+from api.service.approved import Approved
 from api.service.core import Service, now_ms
 from api.service.decide import Call, decide_detailed, prepare, unseal_call
-from api.service.decisionlog import Approved
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.pages import page, view

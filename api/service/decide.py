@@ -25,9 +25,10 @@ from typing import Any, NamedTuple
 
 import cbor2
 
+from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.core import TURN_LIFETIME_MS, Service, now_ms
-from api.service.decisionlog import Approved, write
+from api.service.decisionlog import write
 from api.service.errors import ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Decision, Request

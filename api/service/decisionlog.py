@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import cbor2
 
+from api.service.approved import DIGESTS, Approved, hook_digests
 from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps
@@ -319,28 +319,6 @@ def _count(metrics: Metrics, counts: dict[str, int]) -> None:
         metrics.decided(name, n)
 
 
-@dataclass(frozen=True)
-class Approved:
-    """The approval a human granted, for the re-check of its call (`draft`): `hooks`, the
-    hooks whose pause it was asked for. A pause left by those alone becomes the allow
-    the human granted (the roles allow the call, or the re-check denies it); a pause by
-    a hook added or changed since, which that human never saw, stays a pause and opens
-    an approval of its own."""
-
-    id: str
-    hooks: frozenset[str]
-
-    @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> Approved:
-        """From an approval as stored (its reasons those of the pause that opened it)."""
-        reasons = doc.get("reasons") or []
-        hooks = {r["hook"] for r in reasons if r.get("kind") == "hook-pause" and r.get("hook")}
-        return cls(str(doc["id"]), frozenset(hooks))
-
-    def lifts(self, decision: Decision) -> bool:
-        return all(r.hook in self.hooks for r in decision.reasons if r.kind == "hook-pause")
-
-
 def write(
     service: Service,
     prepared: Sequence[Prepared],
@@ -381,7 +359,11 @@ def draft(
                 decision = _on_running_cost(batch, p)
             except _NeedsLedger:
                 return None
-        if approval is not None and decision.effect == "pause" and approval.lifts(decision):
+        if (
+            approval is not None
+            and decision.effect == "pause"
+            and approval.lifts(decision, p.snapshot)
+        ):
             decision = make_decision(
                 "allow",
                 decision.args,
@@ -500,6 +482,9 @@ def _approval(
         "connection": call.connection,
         "revision": p.snapshot.revision,
         "reasons": [r.to_json() for r in decision.reasons],
+        DIGESTS: hook_digests(
+            p.snapshot, decision
+        ),  # (what a human approves: api.service.approved)
         "management": management,
         "sealed_call": sealed,
         "created_at": now,

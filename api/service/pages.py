@@ -143,11 +143,14 @@ def page(
     return Result(200, {"items": items, "next_cursor": cursor})
 
 
+_APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})
+
+
 def view(kind: str, doc: Doc) -> Doc:
     """A stored row as a list shows it: an identity without its secret, an approval
     without its sealed call."""
     if kind == "secrets":
         return identities.public_view(doc)
-    if kind == "approvals":
-        return {k: v for k, v in doc.items() if k != "sealed_call"}
+    if kind == "approvals":  # (the sealed call, and what the re-check compares)
+        return {k: v for k, v in doc.items() if k not in _APPROVAL_INTERNALS}
     return doc

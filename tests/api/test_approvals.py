@@ -210,3 +210,31 @@ profile reviewer {
     assert approved.status_code == 200 and approved.json()["decision"]["effect"] == "allow"
     shown = live.get(f"/v1/approvals/{mailed}", headers=admin).json()
     assert shown["status"] == "pending"
+
+
+def test_an_approval_does_not_lift_its_hook_changed_since(live: Any, harness: Harness) -> None:
+    """The hook the human approved for, changed since under the same name (a wider
+    condition, another message), is not the one that human saw: the re-check's pause by
+    it opens a new approval. The same hook only moved in its file (a comment above it)
+    is still lifted. Neither view shows the digests the re-check compares."""
+    admin = harness.auth()
+    first = live.post("/v1/decisions", json=REFUND, headers=admin).json()["approval_id"]
+    second = live.post("/v1/decisions", json=REFUND, headers=admin).json()["approval_id"]
+    shown = live.get(f"/v1/approvals/{first}", headers=admin).json()
+    assert "hook_digests" not in shown and "sealed_call" not in shown
+    changed = POLICY.replace(
+        "hook approve-big on billing.refund where args.amount > 50 {\n"
+        '  pause "a human approves refunds over 50"',
+        "hook approve-big on billing.refund where args.amount > 10 {\n"
+        '  pause "a human approves refunds over 10"',
+    )
+    assert changed != POLICY
+    assert live.put("/v1/policy", content=changed, headers=admin).status_code == 201
+    approved = live.post(f"/v1/approvals/{first}/approve", headers=admin).json()
+    again = approved["decision"]
+    assert approved["approval"]["status"] == "approved" and again["effect"] == "pause"
+    assert again["approval_id"] != first
+    moved = "# the same hook, on a later line\n\n" + POLICY
+    assert live.put("/v1/policy", content=moved, headers=admin).status_code == 201
+    approved = live.post(f"/v1/approvals/{second}/approve", headers=admin).json()
+    assert approved["decision"]["effect"] == "allow", approved

@@ -1,0 +1,71 @@
+"""What a human's approval covers when its call is decided again (`Approved`).
+
+An approval is asked for the hooks that paused its call. Approving re-checks the call
+on the current revision: a pause by those hooks alone becomes the allow the human
+granted (the roles allow the call, or the re-check denies it). A pause by a hook added
+since, or by one of those hooks changed since (its tools, its condition, its message),
+which that human never saw, stays a pause and opens an approval of its own. So an
+approval keeps a digest of each pausing hook as it was (`hook_digests`, taken when the
+call paused): a hook's AST, whose positions take no part in its `repr`, so moving it in
+its file or into another file changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.compile import Snapshot
+from engine.decision import Decision
+
+DIGESTS = "hook_digests"  # an approval's field: {hook name: digest} (not shown in views)
+
+
+def hook_digest(snapshot: Snapshot, name: str) -> str:
+    """A digest of hook `name` as `snapshot` declares it ("" when it declares none)."""
+    hook = snapshot.workspace.hooks.get(name)
+    return "" if hook is None else hashlib.sha256(repr(hook).encode()).hexdigest()[:32]
+
+
+def hook_digests(snapshot: Snapshot, decision: Decision) -> dict[str, str]:
+    """The digest of each hook that paused `decision`, on the snapshot that decided it."""
+    return {
+        r.hook: hook_digest(snapshot, r.hook)
+        for r in decision.reasons
+        if r.kind == "hook-pause" and r.hook
+    }
+
+
+@dataclass(frozen=True)
+class Approved:
+    """The approval a human granted, for the re-check of its call (api.service.decisionlog
+    `draft`): `hooks`, the hooks whose pause it was asked for, and `digests`, each as it
+    was then (none in an approval stored before they were kept: names alone decide)."""
+
+    id: str
+    hooks: frozenset[str]
+    digests: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> Approved:
+        """From an approval as stored (its reasons those of the pause that opened it)."""
+        reasons = doc.get("reasons") or []
+        hooks = {r["hook"] for r in reasons if r.get("kind") == "hook-pause" and r.get("hook")}
+        digests = doc.get(DIGESTS) or {}
+        return cls(str(doc["id"]), frozenset(hooks), tuple(sorted(digests.items())))
+
+    def lifts(self, decision: Decision, snapshot: Snapshot) -> bool:
+        """Whether every pause of `decision` (decided on `snapshot`) is by a hook this
+        approval was asked for, unchanged since."""
+        was = dict(self.digests)
+        for reason in decision.reasons:
+            if reason.kind != "hook-pause":
+                continue
+            if reason.hook not in self.hooks:
+                return False
+            digest = was.get(reason.hook)
+            if digest is not None and digest != hook_digest(snapshot, reason.hook):
+                return False
+        return True
