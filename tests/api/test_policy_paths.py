@@ -154,6 +154,23 @@ def test_a_role_whose_file_no_directory_holds_is_refused(client: Any, harness: H
     assert harness.service.store.latest_revision() == 7
 
 
+def _refused_by_serve_and_check(
+    harness: Harness, capsys: pytest.CaptureFixture[str], root: Path, said: str
+) -> None:
+    """`charter serve --workspace root` refuses it with one E0119 that says `said`, and
+    writes nothing; `charter check root` exits 1 with that same diagnostic, at the file."""
+    with pytest.raises(CharterError) as loaded:
+        prepare(harness.service, str(harness.db), str(root))
+    (found,) = loaded.value.diagnostics
+    assert found.code == "E0119" and said in found.message, found.message
+    assert harness.service.store.latest_revision() == 1
+    assert main(["check", "--format", "json", str(root)]) == 1
+    (checked,) = json.loads(capsys.readouterr().out)
+    assert (checked["code"], checked["message"]) == ("E0119", found.message)
+    assert checked["file"] == str(root / found.span.file), checked
+    assert checked["help"] == found.help
+
+
 def _workspace(root: Path, files: list[str]) -> Path:
     for path in files:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -180,17 +197,8 @@ def test_a_workspace_of_paths_no_directory_holds_is_refused(
     `charter serve --workspace` refuses it (E0119 at the file, nothing written) and so
     does `charter check` (exit 1), which looks at the paths below the directory it is
     given, not at the directories above it (here under `aux/`)."""
-    root = _workspace(tmp_path / "aux" / "ws", files)
-    with pytest.raises(CharterError) as loaded:
-        prepare(harness.service, str(harness.db), str(root))
-    (found,) = loaded.value.diagnostics
-    assert found.code == "E0119" and message in found.message, found.message
-    assert harness.service.store.latest_revision() == 1
-    assert main(["check", "--format", "json", str(root)]) == 1
-    (checked,) = json.loads(capsys.readouterr().out)
-    assert (checked["code"], checked["message"]) == ("E0119", found.message)
-    assert checked["file"] == str(root / found.span.file), checked
-    assert checked["help"] == found.help
+    _refused_by_serve_and_check(harness, capsys, _workspace(tmp_path / "aux" / "ws", files),
+                                message)  # fmt: skip
 
 
 def test_a_workspace_of_nested_paths_is_taken(
@@ -248,12 +256,5 @@ def test_a_workspace_of_a_character_windows_refuses_is_refused(
     """A Linux directory holds such a name (and a backslash or a control character, which
     `PUT /v1/policy` refuses too): `charter serve --workspace` and `charter check` give
     E0119, so a revision that an upload could not make is not made either."""
-    root = _workspace(tmp_path / "ws", ["main.charter", name])
-    with pytest.raises(CharterError) as loaded:
-        prepare(harness.service, str(harness.db), str(root))
-    (found,) = loaded.value.diagnostics
-    assert found.code == "E0119" and said in found.message, found.message
-    assert harness.service.store.latest_revision() == 1
-    assert main(["check", "--format", "json", str(root)]) == 1
-    (checked,) = json.loads(capsys.readouterr().out)
-    assert (checked["code"], checked["message"]) == ("E0119", found.message)
+    _refused_by_serve_and_check(harness, capsys, _workspace(tmp_path / "ws", ["main.charter", name]),
+                                said)  # fmt: skip
