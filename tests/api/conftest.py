@@ -223,6 +223,22 @@ LISTS = [
 ]  # fmt: skip
 
 
+def paused_self_patch(
+    client: Any, harness: Harness, policy: str, body: dict[str, Any]
+) -> tuple[str, Any]:
+    """Agent `rev` on profile `reviewed` (its own updates paused for a human) under
+    `policy`: its `PATCH` of itself with `body`, sent with the `If-Match` of the agent as
+    it was, which its policy paused (202). (That `ETag`, the 202.)"""
+    admin = harness.auth()
+    assert client.put("/v1/policy", content=policy, headers=admin).status_code == 201
+    harness.add_agent("rev", "reviewed")
+    rev = harness.auth(harness.token_for("rev"))
+    etag = str(client.get("/v1/agents/rev", headers=admin).headers["etag"])
+    paused = client.patch("/v1/agents/rev", json=body, headers={**rev, "if-match": etag})
+    assert paused.status_code == 202, paused.text
+    return etag, paused
+
+
 def code_of(response: Any) -> tuple[int, str]:
     """The status and the problem's `code` ("" when there is no body, as for a 204)."""
     return response.status_code, response.json().get("code", "") if response.content else ""

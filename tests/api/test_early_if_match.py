@@ -14,7 +14,7 @@ import pytest
 import api.service.core as core
 from api.service import fitcheck
 from engine.compile import compile_workspace
-from tests.api.conftest import POLICY, REVIEWED, Harness, expect
+from tests.api.conftest import POLICY, REVIEWED, Harness, expect, paused_self_patch
 from tests.api.test_role_if_match import OPS, _make, _source
 
 
@@ -119,14 +119,7 @@ def test_a_stale_approval_is_a_412_before_its_fit_check(
     """An agent's paused `PATCH` with `If-Match`, approved after its agent changed and
     after its change stopped fitting: the 412, not the fit check's 403; it stays pending."""
     admin = harness.auth()
-    assert client.put("/v1/policy", content=POLICY + REVIEWED + LATER, headers=admin).status_code \
-        == 201  # fmt: skip
-    harness.add_agent("rev", "reviewed")
-    rev = harness.auth(harness.token_for("rev"))
-    tag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
-    paused = client.patch("/v1/agents/rev", json={"profile": "later"},
-                          headers={**rev, "if-match": tag})  # fmt: skip
-    assert paused.status_code == 202, paused.text
+    _, paused = paused_self_patch(client, harness, POLICY + REVIEWED + LATER, {"profile": "later"})
     approval = f"/v1/approvals/{paused.json()['approval_id']}"
     assert client.put("/v1/policy", content=POLICY + REVIEWED + WIDER, headers=admin).status_code \
         == 201  # fmt: skip

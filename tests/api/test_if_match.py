@@ -17,7 +17,7 @@ from api.service import connections, resources, threads
 from api.service.core import Service
 from api.service.tokens import Principal
 from policy import identities
-from tests.api.conftest import POLICY, REVIEWED, Harness, LiveServer, expect
+from tests.api.conftest import POLICY, REVIEWED, Harness, LiveServer, expect, paused_self_patch
 
 # kind -> (a create's body, two different changes); `{identity}` is the harness's
 KINDS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
@@ -245,13 +245,8 @@ def test_a_paused_request_keeps_its_if_match(client: Any, harness: Harness) -> N
     approval is a 412 `resource-moved` that writes nothing and leaves it pending (to be
     rejected); approved with nothing changed meanwhile, it runs as before."""
     admin = harness.auth()
-    assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
-    harness.add_agent("rev", "reviewed")
+    etag, paused = paused_self_patch(client, harness, POLICY + REVIEWED, {"name": "by-the-agent"})
     rev = harness.auth(harness.token_for("rev"))
-    etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
-    paused = client.patch("/v1/agents/rev", json={"name": "by-the-agent"},
-                          headers={**rev, "if-match": etag})  # fmt: skip
-    assert paused.status_code == 202, paused.text
     approval = paused.json()["approval_id"]
     shown = client.get(f"/v1/approvals/{approval}", headers=admin).json()
     assert shown["if_match"] == etag  # (the approver sees what it is conditional on)
@@ -339,13 +334,7 @@ def test_a_pause_that_an_approval_opens_again_keeps_the_if_match(
     `If-Match`, so approving it wrote over whatever had changed meanwhile, the lost update
     the header was sent to prevent; now it keeps it, and is a 412 as the first was."""
     admin = harness.auth()
-    assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code == 201
-    harness.add_agent("rev", "reviewed")
-    rev = harness.auth(harness.token_for("rev"))
-    etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
-    paused = client.patch("/v1/agents/rev", json={"name": "by-the-agent"},
-                          headers={**rev, "if-match": etag})  # fmt: skip
-    assert paused.status_code == 202, paused.text
+    etag, paused = paused_self_patch(client, harness, POLICY + REVIEWED, {"name": "by-the-agent"})
     second = REVIEWED.replace("hooks review-updates", "hooks review-updates, second-look") + (
         'hook second-look on agents.update {\n  pause "a second human looks"\n}\n'
     )
