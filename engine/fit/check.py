@@ -297,7 +297,12 @@ def dropped_hooks(
     location: str | None,
 ) -> list[Violation]:
     """Every caller hook (after `default` is expanded) must be among the candidate's,
-    with the same text (AST equality ignores source positions)."""
+    with the same text (AST equality ignores source positions); and the candidate's
+    rewrite hooks must be the caller's, in the same order. Rewrites apply one after
+    another to what the one before made, deny hooks read the call as sent, and only the
+    final call is checked against the roles again: a rewrite hook added anywhere (or two
+    run in the other order) could undo the caller's clamp, or set what a deny hook of
+    the caller refuses, and have it run."""
     out = []
     for hook in caller_hooks:
         if hook not in candidate_hooks:
@@ -309,4 +314,20 @@ def dropped_hooks(
                     location,
                 )
             )
+    mine = [h for h in caller_hooks if h.kind == "rewrite"]
+    theirs = [h for h in candidate_hooks if h.kind == "rewrite"]
+    if not out and mine != theirs:
+        # (the first place they differ: a rewrite hook the candidate adds or moves)
+        shorter = min(len(mine), len(theirs))
+        at = next((i for i in range(shorter) if mine[i] != theirs[i]), shorter)
+        hook = theirs[at] if at < len(theirs) else mine[at]
+        out.append(
+            Violation(
+                "drops-hook",
+                f"`{candidate_name}` does not run the caller's rewrite hooks as the caller "
+                f"does (the same ones, in the same order, and no other): `{hook.name}`",
+                hook.name,
+                location,
+            )
+        )
     return out

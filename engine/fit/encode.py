@@ -27,6 +27,7 @@ from engine.fit.terms import (
     any_or,
     negate,
     seq_sort,
+    text_val,
     to_real,
 )
 from engine.types import from_ref
@@ -350,7 +351,7 @@ def _only_under_len(name: str, conditions: list[ast.Expr | None]) -> bool:
 
 def _literal(lit: ast.Lit) -> Term:
     if lit.kind == "str":
-        return Term("str", z3.StringVal(str(lit.value)))
+        return Term("str", text_val(str(lit.value)))
     if lit.kind == "int":
         return Term("int", z3.IntVal(int(lit.value)))  # type: ignore[arg-type]
     if lit.kind == "decimal":

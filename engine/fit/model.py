@@ -9,6 +9,7 @@ they never decide soundness, only which of several real counterexamples is shown
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -92,6 +93,16 @@ def preferences(enc: Encoder) -> list[Any]:
     return out
 
 
+# How `as_string` writes a character it does not show as itself (a backslash before
+# `u` included, as `\\u{5c}`): the inverse of `terms.text_val`.
+_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]{1,5})\}")
+
+
+def _text(value: Any) -> str:
+    """A z3 string value's characters."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), value.as_string())
+
+
 def _number(value: Any) -> int | Decimal:
     frac = value.as_fraction() if z3.is_rational_value(value) else Fraction(0)
     if frac.denominator == 1:
@@ -102,7 +113,7 @@ def _number(value: Any) -> int | Decimal:
 def _plain(model: Any, var_value: Any, ty: str) -> Any:
     value = model.eval(var_value, model_completion=True)
     if ty == "str":
-        text = value.as_string()
+        text = _text(value)
         if len(text) > MAX_SIZE:
             raise TooLarge(len(text))
         return text

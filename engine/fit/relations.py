@@ -21,6 +21,7 @@ from engine.fit.terms import (
     Unsupported,
     all_and,
     any_or,
+    text_val,
     to_real,
 )
 
@@ -31,26 +32,26 @@ def glob_match(text: Any, pattern: str) -> Any:
     `startswith`); the rest become a regular expression. Both equal `runtime.glob`."""
     pieces = pattern.split("*")
     if len(pieces) == 1:
-        return text == z3.StringVal(pattern)
+        return text == text_val(pattern)
     if len(pieces) > 3:
         return z3.InRe(text, glob_regex(pattern))
     first, last = pieces[0], pieces[-1]
     if len(pieces) == 3 and not first and not last:  # `*x*`
-        return z3.Contains(text, z3.StringVal(pieces[1]))
+        return z3.Contains(text, text_val(pieces[1]))
     parts = [
         z3.Length(text) >= len(first) + len(last),
-        z3.PrefixOf(z3.StringVal(first), text),
-        z3.SuffixOf(z3.StringVal(last), text),
+        z3.PrefixOf(text_val(first), text),
+        z3.SuffixOf(text_val(last), text),
     ]
     if len(pieces) == 3 and pieces[1]:
         middle = z3.SubString(text, len(first), z3.Length(text) - len(first) - len(last))
-        parts.append(z3.Contains(middle, z3.StringVal(pieces[1])))
+        parts.append(z3.Contains(middle, text_val(pieces[1])))
     return z3.And(*parts)
 
 
 def glob_regex(pattern: str) -> Any:
     """`*` is any run of characters; everything else is literal (runtime.glob)."""
-    pieces = [z3.Re(z3.StringVal(p)) for p in pattern.split("*")]
+    pieces = [z3.Re(text_val(p)) for p in pattern.split("*")]
     anything = z3.Full(z3.ReSort(z3.StringSort()))
     out: list[Any] = []
     for index, piece in enumerate(pieces):

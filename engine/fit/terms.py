@@ -50,6 +50,27 @@ TRUE = z3.BoolVal(True)
 SEQ_SORTS = {"str": z3.StringSort(), "int": z3.IntSort(), "real": z3.RealSort()}
 
 
+# The highest character z3's strings hold (its default `unicode` encoding).
+MAX_CHAR = 0x2FFFF
+
+
+def text_val(text: str) -> Any:
+    """The z3 string constant of `text`, character for character. `z3.StringVal` passes
+    printable ASCII to z3 as it is, and z3 reads `\\u{..}` and `\\uXXXX` in it as escapes:
+    the literal `"\\\\u0041"` (six characters) became "A", so a role allowing
+    `args.to startswith "\\\\u0041"` fitted a caller allowing `startswith "A"`. So every
+    character but printable ASCII other than the backslash is written as its escape.
+    A character above MAX_CHAR has none (z3 read it as nine characters of text, equal to
+    the literal spelling them): outside the fragment."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code > MAX_CHAR:
+            raise Unsupported(f"a string literal holding the character U+{code:X}")
+        out.append(ch if 32 <= code < 127 and ch != "\\" else f"\\u{{{code:x}}}")
+    return z3.StringVal("".join(out))
+
+
 def seq_sort(item: str) -> Any:
     if item == "bool":
         return z3.SeqSort(z3.BoolSort())
