@@ -113,7 +113,9 @@ def _param(param: ast.Param) -> str:
 Line = tuple[int, str]  # (source line or 0, text)
 
 
-def _declaration_lines(decl: ast.Declaration) -> list[Line]:
+def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> list[Line]:
+    """`noted`: the lines that hold a comment (an empty block holding one stays open)."""
+
     def at(
         node: ast.Toolset
         | ast.ToolDecl
@@ -142,12 +144,12 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
         for tool in decl.tools:
             params = ", ".join(_param(p) for p in tool.params)
             body.append((at(tool), f"tool {tool.name}({params})"))
-        return _block(decl.span, f"toolset {decl.name}", body)
+        return _block(decl.span, f"toolset {decl.name}", body, noted)
     if isinstance(decl, ast.Role):
         rules = [
             (at(r), f"{r.effect} {_patterns(r.patterns)}{_where(r.where)}") for r in decl.rules
         ]
-        return _block(decl.span, f"role {decl.name}", rules)
+        return _block(decl.span, f"role {decl.name}", rules, noted)
     if isinstance(decl, ast.Hook):
         if decl.kind == "rewrite":
             actions = [(at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites]
@@ -155,7 +157,7 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
             message = f" {string(decl.message)}" if decl.message is not None else ""
             actions = [(item(decl, decl.kind), f"{decl.kind}{message}")]
         head = f"hook {decl.name} on {_patterns(decl.patterns)}{_where(decl.where)}"
-        return _block(decl.span, head, actions)
+        return _block(decl.span, head, actions, noted)
     if isinstance(decl, ast.Profile):
         roles = "roles " + ", ".join(decl.roles) if decl.roles else "roles"
         items: list[Line] = [(item(decl, "roles"), roles)]
@@ -165,7 +167,7 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
             amount = decl.budget.amount
             text = decimal(amount) if "E" in str(amount) else str(amount)
             items.append((item(decl, "budget"), f"budget {text} usd per {decl.budget.period}"))
-        return _block(decl.span, f"profile {decl.name}", items)
+        return _block(decl.span, f"profile {decl.name}", items, noted)
     expects: list[Line] = [(item(decl, "profile"), f"profile {decl.profile}")]
     for e in decl.expects:
         text = f"expect {e.effect} {e.tool} {map_text(e.args)}"
@@ -174,13 +176,13 @@ def _declaration_lines(decl: ast.Declaration) -> list[Line]:
         if e.rewritten is not None:
             text += f" rewritten {map_text(e.rewritten)}"
         expects.append((at(e), text))
-    return _block(decl.span, f"test {string(decl.name)}", expects)
+    return _block(decl.span, f"test {string(decl.name)}", expects, noted)
 
 
-def _block(span: ast.Span, head: str, body: list[Line]) -> list[Line]:
+def _block(span: ast.Span, head: str, body: list[Line], noted: Collection[int] = ()) -> list[Line]:
     """A declaration's lines; its closing `}` is numbered with the source's, so that the
-    comments after its last item stay inside it."""
-    if not body:
+    comments after its last item stay inside it (and those of a block with no item)."""
+    if not body and not any(span.line < line < span.end_line for line in noted):
         return [(span.line, head + " {}")]
     lines = [(ln, INDENT + text) for ln, text in body]
     return [(span.line, head + " {"), *lines, (span.end_line, "}")]
@@ -189,10 +191,11 @@ def _block(span: ast.Span, head: str, body: list[Line]) -> list[Line]:
 def format_file(source: ast.SourceFile) -> str:
     """Canonical text for one parsed file, its comments kept."""
     out: list[Line] = []
+    noted = {c[0] for c in source.comments}
     for index, decl in enumerate(source.declarations):
         if index:
             out.append((0, ""))
-        out.extend(_declaration_lines(decl))
+        out.extend(_declaration_lines(decl, noted))
     source_lines = source.text.split("\n")  # lines as the parser numbers them
     # A comment followed by a blank line (a file header, a section title) keeps it.
     spaced = {

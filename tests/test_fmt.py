@@ -152,3 +152,12 @@ def test_any_string_value_is_written_back_as_itself_on_one_line(value: str) -> N
     assert isinstance(found, ast.Role) and found.rules[0].where is not None
     where = found.rules[0].where
     assert isinstance(where, ast.Compare) and where.right == ast.Lit("str", value)
+
+
+def test_a_comment_in_an_empty_block_stays_in_it() -> None:
+    """The closing `}` is an item the comments before it stay with (grammar/fmt.py):
+    a block holding only comments kept them outside it, above the next declaration."""
+    text = "role a {\n  # rules come later\n}\n\nrole b {\n  allow search\n}\n"
+    assert fmt(text) == text
+    assert fmt("toolset t {\n# todo\n\n}\n") == "toolset t {\n  # todo\n\n}\n"
+    assert fmt("role a {\n}  # after\n") == "role a {}\n# after\n"
