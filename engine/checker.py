@@ -32,6 +32,9 @@ DEFAULT_CHECK = CheckOptions()
 
 # Names a profile body could not refer to: after `roles` the words `roles`, `hooks` and
 # `budget` start the next line, and `default` and `none` are the hooks list's keywords.
+# A string literal or a comment, as the lexer reads them.
+_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|#.*')
+
 _RESERVED_NAMES: dict[str, tuple[str, ...]] = {
     "role": ("roles", "hooks", "budget"),
     "hook": ("default", "none"),
@@ -94,7 +97,8 @@ class Checker:
         lines = source_lines(text)
         if not 1 <= line <= len(lines):
             return node.span
-        source = lines[line - 1]
+        # (strings and comments blanked out: a test's name or a comment may hold the word)
+        source = _QUOTED.sub(lambda m: " " * len(m.group()), lines[line - 1])
         matches = list(re.finditer(rf"(?<![a-z0-9_-]){re.escape(name)}(?![a-z0-9_-])", source))
         # The name may also be the keyword itself (`profile profile`): skip the keyword.
         matches = [m for m in matches if m.start() > source.find(kind)]

@@ -261,3 +261,14 @@ def test_an_unknown_name_is_placed_on_its_line_whatever_characters_come_before(
     text = f"# a{separator}b\n\nprofile p {{\n  roles nope\n}}\n"
     (found,) = errors(text)
     assert (found.code, found.span.line, found.span.col) == ("E0104", 4, 9)
+
+
+def test_the_caret_is_on_the_name_not_on_a_string_or_comment_that_holds_it() -> None:
+    """A test's name or a comment on the item's line may hold the word the caret looks
+    for: it pointed into the test's name, or at the comment, instead of the name."""
+    found = errors('test "profile q" { profile q }\n')
+    assert [(d.code, d.span.col) for d in found] == [("E0106", 28)]
+    ws = check_sources(
+        [("a.charter", "role r {\n  allow search\n}\nprofile p {\n  roles r, r  # r twice\n}\n")]
+    )
+    assert [(w.code, w.span.line, w.span.col) for w in ws.warnings] == [("W0115", 5, 12)]
