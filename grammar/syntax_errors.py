@@ -109,6 +109,9 @@ def syntax_diagnostic(
         accepted = _accepted(exc)
         expected = describe_expected(accepted)
         if token.type == "$END":
+            # (lark places it on the last token: the caret goes right after that token)
+            line = getattr(token, "end_line", None) or line
+            col = getattr(token, "end_column", None) or col
             span = ast.Span(file, line, col, line, col + 1)
             help = "a block opened with `{` is not closed" if "RBRACE" in accepted else None
             return Diagnostic("E0002", f"unexpected end of file, expected {expected}", span, help)

@@ -403,3 +403,24 @@ def test_the_parser_accepts_what_lark_accepts_with_lark_positions() -> None:
         for span in _spans(tree.declarations):
             assert (span.line, span.col, span.end_line, span.end_col) in positions, (text, span)
     assert accepted > 100 and rejected > 100
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "col"),
+    [
+        ("role a {\n  allow search\n", 2, 15),
+        ("role a {\n  allow search where  # why\n\n", 2, 21),
+        ('role a { allow search where args.query == "x"', 1, 46),
+        ("role a {", 1, 9),
+    ],
+)
+def test_an_unexpected_end_of_file_is_shown_after_the_last_token(
+    text: str, line: int, col: int
+) -> None:
+    """The caret was on the last token's first character (`search`), as if that token were
+    the trouble: it goes right after it, where the text stops."""
+    with pytest.raises(CharterSyntaxError) as info:
+        parse(text, "f.charter")
+    (diag,) = info.value.diagnostics
+    assert "unexpected end of file" in diag.message
+    assert (diag.span.line, diag.span.col, diag.span.end_col) == (line, col, col + 1)
