@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,7 +28,7 @@ from engine.testing import run_tests
 from engine.workspace import Workspace
 from grammar.fmt import format_file
 from grammar.parser import parse
-from grammar.source import read_sources
+from grammar.source import MAX_FILE_BYTES, read_sources, too_large
 from policy.diagnostics import CharterError, Diagnostic, did_you_mean, render_all, to_json
 
 
@@ -129,6 +130,12 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             formatted = format_file(parse(text, path))
         except CharterError as exc:
             errors.extend(exc.diagnostics)
+            continue
+        if len(formatted.encode("utf-8")) > MAX_FILE_BYTES:  # (laid out, a file grows)
+            message = (
+                f"formatted, the file would be larger than the limit of {MAX_FILE_BYTES} bytes"
+            )
+            errors.append(replace(too_large(path, MAX_FILE_BYTES), message=message))
             continue
         if args.check:
             if formatted != text:

@@ -345,3 +345,18 @@ def test_a_large_file_costs_no_more_to_refuse_than_one_just_over_the_limit(
     assert all(code == 1 and "error[E0014]" in err for code, err, _ in results), results
     (_, _, small_kib), (_, _, big_kib) = results
     assert 0 < big_kib < small_kib + 10_000, (small_kib, big_kib)  # not 50 MB more
+
+
+@pytest.mark.parametrize("verb", [["fmt", "--write"], ["fmt"], ["fmt", "--check"]])
+def test_fmt_never_writes_a_file_too_large_to_parse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, verb: list[str]
+) -> None:
+    """A compact file just under 1 MiB grows past the limit once laid out: `--write` wrote
+    a file `charter check` refuses (E0014), and `--check` offered to. It is an error now."""
+    rule = 'allow search where args.query=="x"or args.limit<3\n'
+    text = "role a{\n" + rule * (1_048_000 // len(rule)) + "}\n"
+    path = tmp_path / "a.charter"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = run(capsys, *verb, str(path))
+    assert code == 1 and "error[E0014]" in err and "formatted" in err
+    assert out == "" and path.read_text(encoding="utf-8") == text
