@@ -114,8 +114,12 @@ class Builder:
                     )
                 url = item[1]
             elif item[0] == "connection":
+                if connection:
+                    self._repeated_flag(name, "connection required", item[-1])
                 connection = True
             elif item[0] == "runs":
+                if runs_code:
+                    self._repeated_flag(name, "runs code", item[-1])
                 runs_code = True
         return ast.Toolset(
             name,
@@ -125,6 +129,16 @@ class Builder:
             tuple(tools),
             span=self._sp(start, end),
             item_lines=tuple(lines),
+        )
+
+    def _repeated_flag(self, toolset: str, line: str, where: ast.Span) -> None:
+        """E0004 for a toolset's `connection required` or `runs code` written twice (as
+        for a second `url`): the formatter kept one, so the text said more than it."""
+        self._error(
+            "E0004",
+            f"toolset `{toolset}` has more than one `{line}` line",
+            where,
+            f"keep one `{line}` line",
         )
 
     def url_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, str, ast.Span]:

@@ -173,6 +173,12 @@ def test_string_escapes_are_json() -> None:
         ("toolset t { tool f(a: string) }", "E0002", "unknown type `string`"),
         ('role a { allow search where args.q == "\\q" }', "E0003", "invalid escape"),
         ('toolset t { url "https://a.b" url "https://c.d" }', "E0004", "more than one `url`"),
+        (
+            "toolset t { connection required\n connection required }",
+            "E0004",
+            "more than one `connection required` line",
+        ),
+        ("toolset t { runs code\n runs code }", "E0004", "more than one `runs code` line"),
         ("toolset t { tool f(a?: int = 1) }", "E0005", "optional and also has a default"),
         ("role a { allow a.*.b }", "E0006", "not a tool pattern"),
         ('hook h on x.y { pause "a" deny "b" }', "E0007", "mixes actions"),
