@@ -5,11 +5,9 @@ that of two writes made from one state exactly one wins (docs/http.md, "Lost upd
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
-import httpx
 import pytest
 
 from api.http.app import create_app
@@ -17,7 +15,8 @@ from api.service import connections, resources, threads
 from api.service.core import Service
 from api.service.tokens import Principal
 from policy import identities
-from tests.api.conftest import POLICY, REVIEWED, Harness, LiveServer, expect, paused_self_patch
+from tests.api.conftest import POLICY, REVIEWED, Harness, expect, paused_self_patch
+from tests.api.races import overtake_approval_check, race, two_workers, writes_meet
 
 # kind -> (a create's body, two different changes); `{identity}` is the harness's
 KINDS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
@@ -130,49 +129,17 @@ def test_two_changes_in_one_millisecond_have_two_etags(
            412, "resource-moved")  # fmt: skip
 
 
-def _writes_meet(service: Service, barrier: threading.Barrier) -> None:
-    """Each write of a document waits (at most a second) for the other request's, inside
-    its transaction: two requests whose comparisons both came before either's write both
-    get there; one that compares inside its transaction waits for the other's to end."""
-    real = service.store.update
-
-    def update(*args: Any, **kwargs: Any) -> bool:
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=1)
-        return real(*args, **kwargs)
-
-    service.store.update = update  # type: ignore[method-assign]
-
-
 def test_of_two_writes_from_one_state_one_wins(harness: Harness, other: Service) -> None:
     """Two workers (`--workers 2`) each get a `PATCH` made from the same `GET`: one is
     written, the other is a 412, whichever comes first; the loser's name is nowhere."""
     barrier = threading.Barrier(2)
-    _writes_meet(harness.service, barrier)
-    _writes_meet(other, barrier)
+    writes_meet(harness.service, "update", barrier)
+    writes_meet(other, "update", barrier)
     admin = harness.auth()
-    with (
-        LiveServer(create_app(harness.service)) as one,
-        LiveServer(create_app(other)) as two,
-        httpx.Client(base_url=one, timeout=30) as first,
-        httpx.Client(base_url=two, timeout=30) as second,
-    ):
+    with two_workers(harness, other) as (first, second):
         etag = first.get("/v1/agents/a1", headers=admin).headers["etag"]
-        answers: dict[str, httpx.Response] = {}
-        start = threading.Barrier(2)
-
-        def patch(client: httpx.Client, name: str) -> None:
-            start.wait()
-            answers[name] = client.patch(
-                "/v1/agents/a1", json={"name": name}, headers={**admin, "if-match": etag}
-            )
-
-        runs = [threading.Thread(target=patch, args=(c, n))
-                for c, n in ((first, "by-one"), (second, "by-two"))]  # fmt: skip
-        for run in runs:
-            run.start()
-        for run in runs:
-            run.join(30)
+        answers = race(first, second, lambda client, name: client.patch(
+            "/v1/agents/a1", json={"name": name}, headers={**admin, "if-match": etag}))  # fmt: skip
         statuses = sorted(r.status_code for r in answers.values())
         assert statuses == [200, 412], {n: r.text for n, r in answers.items()}
         (winner,) = (n for n, r in answers.items() if r.status_code == 200)
@@ -285,25 +252,15 @@ def test_an_approval_compares_inside_its_transaction(
     change right after it): the comparison that counts is the one the write joins."""
     from starlette.testclient import TestClient
 
-    from api.service import approvals
-
     admin = harness.auth()
-    real = approvals.check_approve
 
-    def overtaken(*args: Any) -> None:
-        real(*args)
+    def meanwhile() -> None:
         with other.store.atomic():  # another worker, between the look and the write
             resources.agents_update(other, Principal("t", "admin"), {"id": "rev", "name": "b"})
 
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
-        assert client.put("/v1/policy", content=POLICY + REVIEWED, headers=admin).status_code \
-            == 201  # fmt: skip
-        harness.add_agent("rev", "reviewed")
-        rev = harness.auth(harness.token_for("rev"))
-        etag = client.get("/v1/agents/rev", headers=admin).headers["etag"]
-        paused = client.patch("/v1/agents/rev", json={"status": "running"},
-                              headers={**rev, "if-match": etag})  # fmt: skip
-        monkeypatch.setattr(approvals, "check_approve", overtaken)
+        _, paused = paused_self_patch(client, harness, POLICY + REVIEWED, {"status": "running"})
+        overtake_approval_check(monkeypatch, meanwhile)
         approval = paused.json()["approval_id"]
         expect(client.post(f"/v1/approvals/{approval}/approve", headers=admin),
                412, "resource-moved")  # fmt: skip

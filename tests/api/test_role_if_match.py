@@ -7,18 +7,17 @@ unconditional write over whatever had changed since it read the role."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
-import httpx
 import pytest
 
 from api.http.app import create_app
 from api.service import views
 from api.service.core import Service
 from api.service.tokens import Principal
-from tests.api.conftest import POLICY, Harness, LiveServer, depth_spy, expect
+from tests.api.conftest import POLICY, Harness, depth_spy, expect
+from tests.api.races import overtake_approval_check, race, two_workers, writes_meet
 
 # A profile whose agents may manage roles; `ASK` pauses their role changes for a human.
 OPS = """
@@ -169,48 +168,18 @@ def test_a_conditional_change_compiles_before_its_transaction(
     assert depths == [0, 0], depths
 
 
-def _uploads_meet(service: Service, barrier: threading.Barrier) -> None:
-    """Each new revision waits (at most a second) for the other request's, inside its
-    transaction: two requests whose comparisons both came before either's write both get
-    there; one that compares inside its transaction waits for the other's to end."""
-    real = service.store.add_revision
-
-    def add_revision(*args: Any, **kwargs: Any) -> int:
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=1)
-        return real(*args, **kwargs)
-
-    service.store.add_revision = add_revision  # type: ignore[method-assign]
-
-
 def test_of_two_changes_from_one_state_one_wins(harness: Harness, other: Service) -> None:
     """Two workers each get a `PATCH` of the role made from the same `GET`: one makes its
     revision, the other is a 412, whichever comes first."""
     admin = harness.auth()
-    with (
-        LiveServer(create_app(harness.service)) as one,
-        LiveServer(create_app(other)) as two,
-        httpx.Client(base_url=one, timeout=30) as first,
-        httpx.Client(base_url=two, timeout=30) as second,
-    ):
+    with two_workers(harness, other) as (first, second):
         path, etag = _make(first, harness)
         barrier = threading.Barrier(2)
-        _uploads_meet(harness.service, barrier)
-        _uploads_meet(other, barrier)
-        answers: dict[str, httpx.Response] = {}
-        start = threading.Barrier(2)
-
-        def patch(client: httpx.Client, name: str) -> None:
-            start.wait()
-            answers[name] = client.patch(path, json={"source": _source("r1", "allow agents.list", f"# {name}")},
-                                         headers={**admin, "if-match": etag})  # fmt: skip
-
-        runs = [threading.Thread(target=patch, args=(c, n))
-                for c, n in ((first, "by-one"), (second, "by-two"))]  # fmt: skip
-        for run in runs:
-            run.start()
-        for run in runs:
-            run.join(30)
+        writes_meet(harness.service, "add_revision", barrier)
+        writes_meet(other, "add_revision", barrier)
+        answers = race(first, second, lambda client, name: client.patch(
+            path, json={"source": _source("r1", "allow agents.list", f"# {name}")},
+            headers={**admin, "if-match": etag}))  # fmt: skip
         statuses = sorted(r.status_code for r in answers.values())
         assert statuses == [200, 412], {n: r.text for n, r in answers.items()}
         (winner,) = (n for n, r in answers.items() if r.status_code == 200)
@@ -305,13 +274,9 @@ def test_an_approval_compares_inside_its_transaction(
     change right after it): the comparison that counts is the one the write joins."""
     from starlette.testclient import TestClient
 
-    from api.service import approvals
-
     admin = harness.auth()
-    real = approvals.check_approve
 
-    def overtaken(*args: Any) -> None:
-        real(*args)  # another worker, between the look and the write:
+    def meanwhile() -> None:  # another worker, between the look and the write
         views.roles_update(other, Principal("t", "admin"),
                            {"name": "g", "source": _source("g", "allow agents.list", "# by another")})  # fmt: skip
 
@@ -320,7 +285,7 @@ def test_an_approval_compares_inside_its_transaction(
         path, tag = _make(client, harness, "g")
         paused = client.delete(path, headers={**ops, "if-match": tag})
         assert paused.status_code == 202, paused.text
-        monkeypatch.setattr(approvals, "check_approve", overtaken)
+        overtake_approval_check(monkeypatch, meanwhile)
         expect(client.post(f"/v1/approvals/{paused.json()['approval_id']}/approve",
                            headers=admin), 412, "resource-moved")  # fmt: skip
         assert "# by another" in client.get(path, headers=admin).json()["source"]
