@@ -19,7 +19,7 @@ from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
 from api.service.metricsshare import SharedMetrics
-from api.service.tokens import TokenCache
+from api.service.tokens import TokenCache, check_writes
 from policy.secrets import Sealer, load_key
 from policy.store.sqlite import SqliteStore
 
@@ -47,6 +47,7 @@ def create_app(service: Service) -> CharterApp:
     # built from the request's Host header.
     app.router.redirect_slashes = False
     tokens = TokenCache(service.store)
+    check_writes(service.store)  # (each write reads its request's token again)
     service.on_epoch.append(tokens.forget)
     app.lanes = {
         spec.path: endpoint

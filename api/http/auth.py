@@ -12,7 +12,7 @@ from starlette.types import Scope
 from api.http.body import scope_header
 from api.http.parts import parts_of
 from api.service.errors import ServiceError, invalid_token
-from api.service.tokens import Principal, TokenCache
+from api.service.tokens import Principal, TokenCache, act_for
 
 
 def bearer(scope: Scope) -> str:
@@ -24,10 +24,14 @@ def bearer(scope: Scope) -> str:
 
 def principal(request: Request) -> Principal:
     """Who sent the request, on a token cache brought up to date first (another process
-    may have revoked the token)."""
+    may have revoked the token). Every write the request then makes reads the token again
+    inside its own transaction (`tokens.check_writes`): another worker may revoke it while
+    the body is read or a policy compiled, and the request must then write nothing."""
     charter = parts_of(request)
     charter.service.sync()
-    return _known(charter.tokens, bearer(request.scope))
+    actor = _known(charter.tokens, bearer(request.scope))
+    act_for(actor)
+    return actor
 
 
 def _known(tokens: TokenCache, token: str) -> Principal:

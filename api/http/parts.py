@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.http.commit import GroupCommit
 from api.service.core import Service
-from api.service.tokens import TokenCache
+from api.service.tokens import TokenCache, act_for
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,6 +35,10 @@ class LaneApp(Starlette):
     lanes: dict[str, ASGIApp]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A request acts for no token until it is authorized (api.http.auth): a server
+        # may start a request's task in the context of the one before it on its
+        # connection (uvicorn does for a pipelined request), which acted for its own.
+        act_for(None)
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             lane = self.lanes.get(scope["path"])
             if lane is not None:

@@ -6,6 +6,8 @@ with the approval id (approving it later re-checks and then runs the operation),
 runs it, in the transaction that logs the decision, so a refused operation logs nothing;
 anything the agent creates must also pass the fit check (DESIGN.md section 3). A read
 whose refusals all come before its decision (READ_AFTER) runs once that is committed.
+Either way, a request's token is read again as its write transaction begins, as every
+request's is (api.service.tokens.check_writes): revoked meanwhile, a 401, nothing written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from api.service import (
     fitcheck,
     resources,
     threads,
-    tokens,
     views,
 )
 from api.service.core import Service
@@ -209,11 +210,11 @@ def manage(
     # nothing. A deny or a pause is the request's outcome and is committed.
     facts = CONTEXTS.get(tool)
     context = facts(service, call_args) if facts is not None else None
+    # (Its token is read again as this transaction begins, as every write's is, an
+    # admin's too: tokens.check_writes. It was checked before the body was read and
+    # before the prechecks, a fit check may take seconds, and another worker may have
+    # revoked it meanwhile: then a 401, and nothing is logged or written.)
     with service.store.atomic():
-        # The token again, where no other process can revoke it before the COMMIT, as a
-        # decision request's group commit does: its check came before the body was read
-        # and before the prechecks (a fit check may take seconds).
-        tokens.require_current(service.store, actor)
         call = Call(actor.agent, tool, call_args, context=context)
         responses, raw = decide_detailed(service, [call], management=True)
         decision = responses[0]

@@ -9,6 +9,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,11 +107,40 @@ def require_current(store: Store, actor: Principal) -> None:
     """Inside the write transaction of a request `actor` was authorized for: its token is
     still stored, else the 401 of a token that is not valid. The token was checked when
     the request came, on a cache brought up to date then; a request that runs a while
-    before it writes (an agent's management request: fit checks, a policy compiled ahead)
-    would otherwise act on a token another process revoked meanwhile. Inside the
-    transaction nobody can revoke it before the COMMIT. One read of the store."""
+    before it writes (its body read, fit checks, a policy compiled ahead: seconds) would
+    otherwise act on a token another process revoked meanwhile. Inside the transaction
+    nobody can revoke it before the COMMIT. One read of the store, by its key."""
     if store.get("tokens", actor.token_id) is None:
         raise invalid_token()
+
+
+# Who the request this context runs for was authorized as (api.http.auth), None outside
+# one. A context variable: a request's task, and the threads it hands its work to
+# (starlette's `run_in_threadpool` runs them in a copy of its context), see its own.
+_ACTING: ContextVar[Principal | None] = ContextVar("charter_acting", default=None)
+
+
+def act_for(actor: Principal | None) -> None:
+    """What follows in this context acts for `actor` (None: for no token): each write
+    transaction it begins checks `actor`'s token first (`check_writes`)."""
+    _ACTING.set(actor)
+
+
+def check_writes(store: Store) -> None:
+    """Every outermost write transaction on `store` begun for a request (`act_for`) reads
+    the request's token first (`require_current`), whatever the token and whatever it
+    writes: a management request, an upload, a token's issue or revocation, a turn. A
+    revoked token is then a 401, and the transaction is rolled back: nothing is written.
+    The one place every write passes, so no endpoint has a check of its own to forget,
+    and a write nested in another is checked once, with it. Reads begin no transaction
+    and are not checked; nor is the decision lane, whose group commit checks its own."""
+
+    def check() -> None:
+        actor = _ACTING.get()
+        if actor is not None:
+            require_current(store, actor)
+
+    store.on_begin(check)
 
 
 def agent_tokens(store: Store, agent: str) -> list[str]:

@@ -59,6 +59,15 @@ class Store(Protocol):
         """One write transaction; nested calls join the outer one."""
         ...
 
+    def on_begin(self, check: Callable[[], None] | None) -> None:
+        """Run `check` first in every outermost transaction (`atomic()`), once it holds the
+        write lock, so what it reads no other writer changes before the COMMIT; what it
+        raises rolls the transaction back (nothing of it is written) and goes on up. One
+        check at a time (None: none). Every write runs in a transaction, so none passes
+        it by: the HTTP app checks there that a request's token is still stored
+        (api.service.tokens.check_writes)."""
+        ...
+
     def after_commit(self, action: Callable[[], None]) -> None:
         """Run `action` once the current outermost transaction has committed (never if it
         rolls back); outside a transaction, at once. For what a caller may only believe

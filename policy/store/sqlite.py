@@ -107,7 +107,8 @@ def _dec(blob: bytes) -> Doc:
 
 class _Transaction:
     """`SqliteStore.atomic()`: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception) under
-    the store's lock; a nested one joins the outer transaction. A class rather than a
+    the store's lock, `on_begin`'s check first; a nested one joins the outer transaction
+    (and is not checked again). A class rather than a
     generator-based context manager: it is entered twice for every decision request."""
 
     __slots__ = ("_outer", "_store")
@@ -139,6 +140,13 @@ class _Transaction:
             raise
         store._depth = 1
         self._outer = True
+        check = store._on_begin
+        if check is not None:
+            try:
+                check()
+            except BaseException as refused:  # rolled back: nothing of it is written
+                self.__exit__(type(refused), refused, refused.__traceback__)
+                raise
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -187,6 +195,7 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []  # run after the outer COMMIT
+        self._on_begin: Callable[[], None] | None = None  # run after each outer BEGIN
         self._db = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=timeout
         )
@@ -215,6 +224,9 @@ class SqliteStore:
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:
         return _Transaction(self)
+
+    def on_begin(self, check: Callable[[], None] | None) -> None:
+        self._on_begin = check
 
     def after_commit(self, action: Callable[[], None]) -> None:
         with self._lock:

@@ -277,6 +277,43 @@ def test_after_commit_runs_once_the_outer_transaction_commits(tmp_path: Path) ->
     store.close()
 
 
+def test_on_begin_checks_every_outermost_transaction_and_its_refusal_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """`on_begin`'s check runs once a transaction holds the write lock, once however many
+    transactions join it, for a lone write too (each is a transaction of its own); what it
+    raises is raised, the transaction rolled back and both locks let go."""
+    path = tmp_path / "s.db"
+    store, other = SqliteStore(path, shared=True), SqliteStore(path, shared=True)
+    checks: list[int] = []
+    refuse = False
+
+    def check() -> None:
+        checks.append(len(checks))
+        if refuse:
+            raise PermissionError("refused")
+
+    store.on_begin(check)
+    with store.atomic():
+        store.insert("thing", "a", {"n": 1})
+        with store.atomic():
+            store.insert("thing", "b", {"n": 2})
+    store.insert("thing", "c", {"n": 3})
+    assert len(checks) == 2
+    refuse = True
+    with pytest.raises(PermissionError), store.atomic():
+        store.insert("thing", "d", {"n": 4})  # (not reached)
+    with pytest.raises(PermissionError):
+        store.insert("thing", "d", {"n": 4})
+    assert len(checks) == 4 and store.get("thing", "d") is None
+    assert other.insert("thing", "e", {"n": 5})  # the locks were let go
+    store.on_begin(None)
+    assert store.insert("thing", "d", {"n": 4}) and len(checks) == 4
+    assert sorted(row.id for row in other.scan("thing")) == ["a", "b", "c", "d", "e"]
+    store.close()
+    other.close()
+
+
 def test_shared_stores_take_turns_through_the_writer_lock(tmp_path: Path) -> None:
     """Two serving processes' stores (here two connections): the second's transaction
     waits on the writer lock while the first's is open, then goes ahead."""
