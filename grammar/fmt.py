@@ -131,7 +131,7 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
         return node.span.line
 
     def item(node: ast.Toolset | ast.Hook | ast.Profile | ast.Test, key: str) -> int:
-        return dict(node.item_lines).get(key, 0)
+        return ast.item_span(node.item_spans, key, ast.NO_SPAN).line
 
     if isinstance(decl, ast.Toolset):
         body: list[Line] = []
