@@ -17,7 +17,7 @@ from engine.workspace import Workspace, index_namespaces, match_tools
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions
 from policy import ast
 from policy.catalogue import BUILTIN_NAMESPACES, ToolSpec
-from policy.diagnostics import Diagnostic, did_you_mean, source_lines
+from policy.diagnostics import Diagnostic, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,6 @@ DEFAULT_CHECK = CheckOptions()
 
 # Names a profile body could not refer to: after `roles` the words `roles`, `hooks` and
 # `budget` start the next line, and `default` and `none` are the hooks list's keywords.
-# A string literal or a comment, as the lexer reads them.
-_QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|#.*')
-
 _RESERVED_NAMES: dict[str, tuple[str, ...]] = {
     "role": ("roles", "hooks", "budget"),
     "hook": ("default", "none"),
@@ -84,28 +81,6 @@ class Checker:
         self.hook_tools: list[tuple[ast.Hook, list[ToolSpec]]] = []
         self.texts: dict[str, str] = {f.path: f.text for f in files}
         self.line_starts: dict[str, list[int]] = {}  # per file, computed on first need
-
-    def item_span(
-        self, node: ast.Profile | ast.Test, kind: str, name: str, last: bool = False
-    ) -> ast.Span:
-        """The span of `name` on a declaration's `kind` line (the AST keeps only that line's
-        number), so a caret points at the unknown name rather than the block's start."""
-        line = dict(node.item_lines).get(kind)
-        text = self.texts.get(node.span.file)
-        if line is None or text is None:
-            return node.span
-        lines = source_lines(text)
-        if not 1 <= line <= len(lines):
-            return node.span
-        # (strings and comments blanked out: a test's name or a comment may hold the word)
-        source = _QUOTED.sub(lambda m: " " * len(m.group()), lines[line - 1])
-        matches = list(re.finditer(rf"(?<![a-z0-9_-]){re.escape(name)}(?![a-z0-9_-])", source))
-        # The name may also be the keyword itself (`profile profile`): skip the keyword.
-        matches = [m for m in matches if m.start() > source.find(kind)]
-        if not matches:
-            return node.span
-        found = matches[-1] if last else matches[0]
-        return ast.Span(node.span.file, line, found.start() + 1, line, found.end() + 1)
 
     def name_span(self, span: ast.Span, keyword: str) -> ast.Span:
         """The span of the name after `keyword` at the start of `span` (a declaration's,
@@ -248,7 +223,7 @@ class Checker:
                 Diagnostic(
                     "E0113",
                     f"`{ts.url}` is not an http(s) URL",
-                    ts.span,
+                    ts.url_span if ts.url_span.line else ts.span,
                     'write the full address, e.g. "https://tools.example.com/mail"',
                 )
             )
@@ -367,38 +342,39 @@ class Checker:
                 )
 
     def resolve_profile(self, profile: ast.Profile) -> None:
-        for name in profile.roles:
+        """Each diagnostic about a listed name points at that name, wherever the list's
+        lines break and whatever comments sit between its names."""
+        roles = profile.roles
+        for index, name in enumerate(roles):
             if name not in self.roles:
                 self.report(
                     Diagnostic(
                         "E0104",
                         f"profile `{profile.name}` selects unknown role `{name}`",
-                        self.item_span(profile, "roles", name),
+                        ast.name_span(profile.role_spans, index, profile.span),
                         did_you_mean(name, self.roles) or "declare the role, or check the spelling",
                     )
                 )
-        for name in profile.hooks:
+        for index, name in enumerate(profile.hooks):
             if name not in _RESERVED_NAMES["hook"] and name not in self.hooks:
                 self.report(
                     Diagnostic(
                         "E0105",
                         f"profile `{profile.name}` installs unknown hook `{name}`",
-                        self.item_span(profile, "hooks", name),
+                        ast.name_span(profile.hook_spans, index, profile.span),
                         did_you_mean(name, [*self.hooks, *_RESERVED_NAMES["hook"]])
                         or "declare the hook, or check the spelling",
                     )
                 )
-        if len(set(profile.roles)) != len(profile.roles):
+        if len(set(roles)) != len(roles):
+            # (at the first repeated name where it is listed last, as before)
+            twice = next(r for r in roles if roles.count(r) > 1)
+            last = len(roles) - 1 - roles[::-1].index(twice)
             self.report(
                 Diagnostic(
                     "W0115",
                     f"profile `{profile.name}` lists a role twice",
-                    self.item_span(
-                        profile,
-                        "roles",
-                        next(r for r in profile.roles if profile.roles.count(r) > 1),
-                        last=True,
-                    ),
+                    ast.name_span(profile.role_spans, last, profile.span),
                     "remove the repeated name",
                     severity="warning",
                 )
@@ -410,7 +386,7 @@ class Checker:
                 Diagnostic(
                     "E0106",
                     f'test "{test.name}" names unknown profile `{test.profile}`',
-                    self.item_span(test, "profile", test.profile),
+                    test.profile_span if test.profile_span.line else test.span,
                     did_you_mean(test.profile, self.profiles) or "declare the profile",
                 )
             )

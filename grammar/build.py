@@ -70,9 +70,6 @@ class Builder:
             end - breaks[end_line - 1],
         )
 
-    def _line(self, start: Offset) -> int:
-        return self._numbers[bisect_left(self._breaks, start)]
-
     def _error(self, code: str, message: str, where: ast.Span, help: str | None = None) -> None:
         self.errors.append(Diagnostic(code, message, where, help))
 
@@ -97,29 +94,31 @@ class Builder:
         name, *body = items
         url: str | None = None
         connection = runs_code = False
+        url_span = ast.NO_SPAN
         tools: list[ast.ToolDecl] = []
-        lines: list[tuple[str, int]] = []
-        for item in body:
+        placed: list[tuple[str, ast.Span]] = []
+        for item in body:  # (kind, the item's span, ...)
             if isinstance(item, ast.ToolDecl):
                 tools.append(item)
                 continue
-            lines.append((item[0], item[-1].line))
+            placed.append((item[0], item[1]))
             if item[0] == "url":
                 if url is not None:
                     self._error(
                         "E0004",
                         f"toolset `{name}` has more than one `url`",
-                        item[2],
+                        item[1],
                         "a toolset has one address: keep one `url` line",
                     )
-                url = item[1]
+                else:
+                    url, url_span = item[2], item[3]
             elif item[0] == "connection":
                 if connection:
-                    self._repeated_flag(name, "connection required", item[-1])
+                    self._repeated_flag(name, "connection required", item[1])
                 connection = True
             elif item[0] == "runs":
                 if runs_code:
-                    self._repeated_flag(name, "runs code", item[-1])
+                    self._repeated_flag(name, "runs code", item[1])
                 runs_code = True
         return ast.Toolset(
             name,
@@ -128,7 +127,8 @@ class Builder:
             runs_code,
             tuple(tools),
             span=self._sp(start, end),
-            item_lines=tuple(lines),
+            item_spans=tuple(placed),
+            url_span=url_span,
         )
 
     def _repeated_flag(self, toolset: str, line: str, where: ast.Span) -> None:
@@ -141,8 +141,12 @@ class Builder:
             f"keep one `{line}` line",
         )
 
-    def url_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, str, ast.Span]:
-        return ("url", self._string(items[0]), self._sp(start, end))
+    def url_item(
+        self, items: Items, start: Offset, end: Offset
+    ) -> tuple[str, ast.Span, str, ast.Span]:
+        """("url", the item's span, the address, the string literal's span)."""
+        token: StrToken = items[0]
+        return ("url", self._sp(start, end), self._string(token), self._sp(token.start, end))
 
     def connection_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
         return ("connection", self._sp(start, end))
@@ -226,16 +230,20 @@ class Builder:
             message,
             rewrites,
             span=span,
-            item_lines=tuple((a[0], a[2]) for a in actions if a[0] != "rewrite"),
+            item_spans=tuple((a[0], a[2]) for a in actions if a[0] != "rewrite"),
         )
 
-    def pause_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, str | None, int]:
+    def pause_action(
+        self, items: Items, start: Offset, end: Offset
+    ) -> tuple[str, str | None, ast.Span]:
         message = items[0]
-        return ("pause", None if message is None else self._string(message), self._line(start))
+        return ("pause", None if message is None else self._string(message), self._sp(start, end))
 
-    def deny_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, str | None, int]:
+    def deny_action(
+        self, items: Items, start: Offset, end: Offset
+    ) -> tuple[str, str | None, ast.Span]:
         message = items[-1]  # items[0] is the kept `deny` token
-        return ("deny", None if message is None else self._string(message), self._line(start))
+        return ("deny", None if message is None else self._string(message), self._sp(start, end))
 
     def rewrite_action(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Rewrite]:
         target, value = items
@@ -246,10 +254,11 @@ class Builder:
         name, *body = items
         roles: tuple[str, ...] = ()
         hooks: tuple[str, ...] = ("default",)
+        role_spans: tuple[ast.Span, ...] = ()
+        hook_spans: tuple[ast.Span, ...] = ()
         written = False
         budget: ast.Budget | None = None
         seen: set[str] = set()
-        lines = tuple((kind, where.line) for kind, _, where in body)
         for kind, value, where in body:
             if kind in seen:
                 self._error(
@@ -260,21 +269,33 @@ class Builder:
                 )
             seen.add(kind)
             if kind == "roles":
-                roles = value
+                roles, role_spans = value
             elif kind == "hooks":
-                hooks, written = value, True
+                (hooks, hook_spans), written = value, True
             else:
                 budget = value
         return ast.Profile(
-            name, roles, hooks, budget, written, span=self._sp(start, end), item_lines=lines
+            name,
+            roles,
+            hooks,
+            budget,
+            written,
+            span=self._sp(start, end),
+            item_spans=tuple((kind, where) for kind, _, where in body),
+            role_spans=role_spans,
+            hook_spans=hook_spans,
         )
 
     def roles_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
-        names = tuple(t for t in items if t is not None)
-        return ("roles", names, self._sp(start, end))
+        listed: list[tuple[str, ast.Span]] = [t for t in items if t is not None]
+        names = tuple(n for n, _ in listed)
+        return ("roles", (names, tuple(s for _, s in listed)), self._sp(start, end))
+
+    def role_ref(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return (items[0], self._sp(start, end))
 
     def hooks_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
-        names = tuple(items)
+        names = tuple(n for n, _ in items)
         span = self._sp(start, end)
         if "none" in names and len(names) > 1:
             self._error(
@@ -283,11 +304,10 @@ class Builder:
                 span,
                 "write `hooks none` alone, or list the hooks you want",
             )
-        return ("hooks", names, span)
+        return ("hooks", (names, tuple(s for _, s in items)), span)
 
-    def hook_ref(self, items: Items, start: Offset, end: Offset) -> str:
-        name: str = items[0]
-        return name
+    def hook_ref(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return (items[0], self._sp(start, end))
 
     def budget_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
         amount, period = items
@@ -308,7 +328,7 @@ class Builder:
         span = self._sp(start, end)
         profiles = [b for b in body if isinstance(b, tuple)]
         expects = tuple(b for b in body if isinstance(b, ast.Expect))
-        profile = profiles[0][0] if profiles else ""
+        profile, item, where = profiles[0] if profiles else ("", ast.NO_SPAN, ast.NO_SPAN)
         if not profiles:
             self._error(
                 "E0010",
@@ -328,11 +348,16 @@ class Builder:
             profile,
             expects,
             span=span,
-            item_lines=tuple(("profile", p[1].line) for p in profiles[:1]),
+            item_spans=(("profile", item),) if profiles else (),
+            profile_span=where,
         )
 
-    def test_profile(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
-        return (items[0], self._sp(start, end))
+    def test_profile(
+        self, items: Items, start: Offset, end: Offset
+    ) -> tuple[str, ast.Span, ast.Span]:
+        """(the name, the line's span, the name's: the line's last token)."""
+        name: str = items[0]
+        return (name, self._sp(start, end), self._sp(end - len(name), end))
 
     def expect(self, items: Items, start: Offset, end: Offset) -> ast.Expect:
         effect, tool, args, *rest = items

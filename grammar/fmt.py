@@ -1,14 +1,18 @@
 """The canonical formatter: one layout for every tree, and `parse(fmt(tree)) == tree`.
 
-Comments survive formatting: a comment on the same line as an item trails that item,
-any other comment is placed on its own line before the next item below it (the closing
-`}` of a block is one), and a comment followed by a blank line keeps one after it.
+Comments survive formatting, each with the item it was written at, though a toolset's,
+a profile's and a test's items are printed in an order of their own: a comment on the
+line an item starts on trails that item, one between the lines of an item goes above it,
+any other is placed on its own line above the item written next below it in the source
+(the closing `}` of a block is one), and a comment followed by a blank line keeps one
+after it (`_place_comments`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Collection
 from decimal import Decimal
 
@@ -110,28 +114,17 @@ def _param(param: ast.Param) -> str:
     return text + (f" = {expr_text(param.default)}" if param.default is not None else "")
 
 
-Line = tuple[int, str]  # (source line or 0, text)
+# A printed line and the source it prints: a block's item (all of it, as written), a
+# block's head (its first line) or closing `}`; None for a blank line or an item the
+# source does not hold (a profile's `roles` line when it has none).
+Line = tuple[ast.Span | None, str]
 
 
 def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> list[Line]:
     """`noted`: the lines that hold a comment (an empty block holding one stays open)."""
 
-    def at(
-        node: ast.Toolset
-        | ast.ToolDecl
-        | ast.Rule
-        | ast.Hook
-        | ast.Profile
-        | ast.Test
-        | ast.Expect
-        | ast.Rewrite
-        | ast.Role
-        | ast.Budget,
-    ) -> int:
-        return node.span.line
-
-    def item(node: ast.Toolset | ast.Hook | ast.Profile | ast.Test, key: str) -> int:
-        return dict(node.item_lines).get(key, 0)
+    def item(node: ast.Toolset | ast.Hook | ast.Profile | ast.Test, key: str) -> ast.Span:
+        return ast.item_span(node.item_spans, key, ast.NO_SPAN)
 
     if isinstance(decl, ast.Toolset):
         body: list[Line] = []
@@ -143,16 +136,19 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
             body.append((item(decl, "runs"), "runs code"))
         for tool in decl.tools:
             params = ", ".join(_param(p) for p in tool.params)
-            body.append((at(tool), f"tool {tool.name}({params})"))
+            body.append((tool.span, f"tool {tool.name}({params})"))
         return _block(decl.span, f"toolset {decl.name}", body, noted)
     if isinstance(decl, ast.Role):
-        rules = [
-            (at(r), f"{r.effect} {_patterns(r.patterns)}{_where(r.where)}") for r in decl.rules
+        rules: list[Line] = [
+            (r.span, f"{r.effect} {_patterns(r.patterns)}{_where(r.where)}") for r in decl.rules
         ]
         return _block(decl.span, f"role {decl.name}", rules, noted)
     if isinstance(decl, ast.Hook):
+        actions: list[Line]
         if decl.kind == "rewrite":
-            actions = [(at(r), f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites]
+            actions = [
+                (r.span, f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites
+            ]
         else:
             message = f" {string(decl.message)}" if decl.message is not None else ""
             actions = [(item(decl, decl.kind), f"{decl.kind}{message}")]
@@ -175,17 +171,19 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
             text += f" context {map_text(e.context)}"
         if e.rewritten is not None:
             text += f" rewritten {map_text(e.rewritten)}"
-        expects.append((at(e), text))
+        expects.append((e.span, text))
     return _block(decl.span, f"test {string(decl.name)}", expects, noted)
 
 
 def _block(span: ast.Span, head: str, body: list[Line], noted: Collection[int] = ()) -> list[Line]:
-    """A declaration's lines; its closing `}` is numbered with the source's, so that the
+    """A declaration's lines; its closing `}` is placed at the source's, so that the
     comments after its last item stay inside it (and those of a block with no item)."""
+    opening = ast.Span(span.file, span.line, span.col, span.line, span.col)
     if not body and not any(span.line < line < span.end_line for line in noted):
-        return [(span.line, head + " {}")]
-    lines = [(ln, INDENT + text) for ln, text in body]
-    return [(span.line, head + " {"), *lines, (span.end_line, "}")]
+        return [(opening, head + " {}")]
+    closing = ast.Span(span.file, span.end_line, span.end_col - 1, span.end_line, span.end_col)
+    lines = [(where, INDENT + text) for where, text in body]
+    return [(opening, head + " {"), *lines, (closing, "}")]
 
 
 def format_file(source: ast.SourceFile) -> str:
@@ -194,7 +192,7 @@ def format_file(source: ast.SourceFile) -> str:
     noted = {c[0] for c in source.comments}
     for index, decl in enumerate(source.declarations):
         if index:
-            out.append((0, ""))
+            out.append((None, ""))
         out.extend(_declaration_lines(decl, noted))
     source_lines = source.text.split("\n")  # lines as the parser numbers them
     # A comment followed by a blank line (a file header, a section title) keeps it.
@@ -204,27 +202,66 @@ def format_file(source: ast.SourceFile) -> str:
     return _merge_comments(out, list(source.comments), spaced)
 
 
+Comment = tuple[int, int, str]  # (line, column, text), as `ast.SourceFile.comments`
+
+
+def _place_comments(
+    lines: list[Line], comments: list[Comment]
+) -> tuple[dict[int, list[Comment]], dict[int, str], list[Comment]]:
+    """Which printed line each comment goes with, found in the source, not in the printed
+    order (the formatter orders a toolset's, a profile's and a test's items its own way):
+    a comment on the line an item starts on trails the first item starting there; one
+    inside an item written over several lines goes above that item; any other goes
+    above the first item (a head, an item, a closing `}`) that starts after it in the
+    source, or after the last declaration. Returns the comments to print above each
+    line (by its index in `lines`), the one to print beside it, and those left over."""
+    placed = sorted(
+        ((where.line, where.col), index)
+        for index, (where, _) in enumerate(lines)
+        if where is not None and where.line
+    )
+    starts = [at for at, _ in placed]
+    first_on_line: dict[int, int] = {}
+    covering: dict[int, int] = {}  # a line an item goes on to, after its first
+    for (line, _), index in placed:
+        first_on_line.setdefault(line, index)
+        where = lines[index][0]
+        if where is not None:
+            covering.update(dict.fromkeys(range(line + 1, where.end_line + 1), index))
+    above: dict[int, list[Comment]] = {}
+    beside: dict[int, str] = {}
+    after: list[Comment] = []
+    for comment in sorted(comments):
+        line, column, text = comment
+        owner = first_on_line.get(line)
+        if owner is not None:
+            beside[owner] = text
+            continue
+        owner = covering.get(line)
+        if owner is None:
+            at = bisect_right(starts, (line, column))
+            if at == len(placed):
+                after.append(comment)
+                continue
+            owner = placed[at][1]
+        above.setdefault(owner, []).append(comment)
+    return above, beside, after
+
+
 def _merge_comments(
-    lines: list[Line], comments: list[tuple[int, int, str]], spaced: Collection[int] = ()
+    lines: list[Line], comments: list[Comment], spaced: Collection[int] = ()
 ) -> str:
+    above, beside, after = _place_comments(lines, comments)
     texts: list[str] = []
-    pending = sorted(comments)
-    owner_lines = {ln for ln, _ in lines if ln}
-    trailing = {c[0]: c[2] for c in pending if c[0] in owner_lines}
-    leading = [c for c in pending if c[0] not in owner_lines]
-    for ln, text in lines:
-        if ln:
-            # (the comments before a closing `}` are the block's last items)
-            indent = INDENT if text == "}" else text[: len(text) - len(text.lstrip())]
-            while leading and leading[0][0] < ln:
-                line, _, comment = leading.pop(0)
-                texts.append(indent + comment)
-                if line in spaced:
-                    texts.append("")
-            if ln in trailing:
-                text = f"{text}  {trailing.pop(ln)}"
-        texts.append(text)
-    for line, _, comment in leading:  # after the last declaration
+    for index, (_, text) in enumerate(lines):
+        # (the comments before a closing `}` are the block's last items)
+        indent = INDENT if text == "}" else text[: len(text) - len(text.lstrip())]
+        for line, _, comment in above.get(index, ()):
+            texts.append(indent + comment)
+            if line in spaced:
+                texts.append("")
+        texts.append(f"{text}  {beside[index]}" if index in beside else text)
+    for line, _, comment in after:  # after the last declaration
         texts.append(comment)
         if line in spaced:
             texts.append("")

@@ -37,6 +37,35 @@ def _span() -> Span:
     return field(default=NO_SPAN, compare=False, hash=False, repr=False, kw_only=True)
 
 
+# Where a block's items are, kind by kind (`("url", span)`, `("roles", span)`, ...): the
+# items a declaration keeps as plain fields (a `url`, a profile's `roles` line) rather
+# than as nodes with spans. The formatter keeps each comment with the item it was written
+# at (it prints the items in its own order); the checker and the parser point at them.
+ItemSpans: TypeAlias = tuple[tuple[str, Span], ...]
+
+
+def _item_spans() -> ItemSpans:
+    return field(default=(), compare=False, hash=False, repr=False, kw_only=True)
+
+
+def _name_spans() -> tuple[Span, ...]:
+    """The span of each name of a list kept as plain strings (a profile's `roles`), in
+    the list's order; ignored by equality, as `span` is. A tree built by hand (or
+    changed with `replace`) may hold fewer spans than names: the reader falls back on
+    the declaration's span (`name_span`)."""
+    return field(default=(), compare=False, hash=False, repr=False, kw_only=True)
+
+
+def name_span(spans: tuple[Span, ...], index: int, fallback: Span) -> Span:
+    """The span of the `index`th name of a list (`_name_spans`), else `fallback`."""
+    return spans[index] if index < len(spans) else fallback
+
+
+def item_span(spans: ItemSpans, kind: str, fallback: Span) -> Span:
+    """The span of a block's first `kind` item (`ItemSpans`), else `fallback`."""
+    return next((span for key, span in spans if key == kind), fallback)
+
+
 # ---------------------------------------------------------------------------------------
 # Types of tool arguments
 # ---------------------------------------------------------------------------------------
@@ -219,7 +248,8 @@ class Toolset:
     runs_code: bool
     tools: tuple[ToolDecl, ...]
     span: Span = _span()
-    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    item_spans: ItemSpans = _item_spans()
+    url_span: Span = _span()  # the `url`'s string literal
 
 
 Effect: TypeAlias = TypingLiteral["allow", "deny"]
@@ -263,7 +293,7 @@ class Hook:
     message: str | None
     rewrites: tuple[Rewrite, ...] = ()
     span: Span = _span()
-    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    item_spans: ItemSpans = _item_spans()  # its `pause` or `deny` line
 
 
 Period: TypeAlias = TypingLiteral["24h", "7d", "total"]
@@ -282,7 +312,9 @@ class Profile:
 
     A profile without a `hooks` line gets the default approval hooks, so `hooks` is
     `("default",)` then; `hooks_written` tells the two apart so the formatter keeps the
-    author's text. `item_lines` (ignored by equality) lets the formatter keep comments.
+    author's text. `item_spans` (its `roles`, `hooks` and `budget` lines), `role_spans`
+    and `hook_spans` (each listed name, in order; a profile with no `hooks` line has
+    none) are ignored by equality, as `span` is.
     """
 
     name: str
@@ -291,7 +323,9 @@ class Profile:
     budget: Budget | None = None
     hooks_written: bool = False
     span: Span = _span()
-    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    item_spans: ItemSpans = _item_spans()
+    role_spans: tuple[Span, ...] = _name_spans()
+    hook_spans: tuple[Span, ...] = _name_spans()
 
 
 ExpectEffect: TypeAlias = TypingLiteral["allow", "deny", "pause"]
@@ -315,7 +349,8 @@ class Test:
     profile: str
     expects: tuple[Expect, ...]
     span: Span = _span()
-    item_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    item_spans: ItemSpans = _item_spans()  # its `profile` line
+    profile_span: Span = _span()  # the profile's name on that line
 
 
 Declaration: TypeAlias = Toolset | Role | Hook | Profile | Test

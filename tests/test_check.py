@@ -10,7 +10,7 @@ import pytest
 from engine.check import CheckOptions, check_sources, load, read_sources
 from engine.workspace import Workspace
 from grammar.parser import ParseOptions
-from policy.diagnostics import CharterError, Diagnostic
+from policy.diagnostics import CharterError, Diagnostic, render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = CheckOptions()
@@ -272,3 +272,93 @@ def test_the_caret_is_on_the_name_not_on_a_string_or_comment_that_holds_it() -> 
         [("a.charter", "role r {\n  allow search\n}\nprofile p {\n  roles r, r  # r twice\n}\n")]
     )
     assert [(w.code, w.span.line, w.span.col) for w in ws.warnings] == [("W0115", 5, 12)]
+
+
+def rendered(text: str) -> str:
+    """`charter check`'s report of one file, `f.charter`."""
+    with pytest.raises(CharterError) as info:
+        check_sources([("f.charter", text)])
+    return render_all(info.value.diagnostics, info.value.sources)
+
+
+def test_a_name_in_a_list_over_several_lines_is_pointed_at() -> None:
+    """The caret was on the profile's first character when a `roles` (or `hooks`) list
+    went on to another line: only the list's first line was searched for the name."""
+    text = (
+        "role r {\n"
+        "  allow search\n"
+        "}\n"
+        "profile p {\n"
+        "  roles r,\n"
+        "    # the readers\n"
+        "    nope,  # a typo\n"
+        "    r\n"
+        "  hooks default,\n"
+        "    # approvals\n"
+        "    nohook\n"
+        "}\n"
+        'test "t" {\n'
+        "  profile\n"
+        "    q\n"
+        "}\n"
+    )
+    assert rendered(text) == (
+        "f.charter:7:5: error[E0104]: profile `p` selects unknown role `nope`\n"
+        "  |\n"
+        "7 |     nope,  # a typo\n"
+        "  |     ^^^^\n"
+        "  = help: declare the role, or check the spelling\n"
+        "\n"
+        "f.charter:8:5: warning[W0115]: profile `p` lists a role twice\n"
+        "  |\n"
+        "8 |     r\n"
+        "  |     ^\n"
+        "  = help: remove the repeated name\n"
+        "\n"
+        "f.charter:11:5: error[E0105]: profile `p` installs unknown hook `nohook`\n"
+        "   |\n"
+        "11 |     nohook\n"
+        "   |     ^^^^^^\n"
+        "  = help: declare the hook, or check the spelling\n"
+        "\n"
+        'f.charter:15:5: error[E0106]: test "t" names unknown profile `q`\n'
+        "   |\n"
+        "15 |     q\n"
+        "   |     ^\n"
+        "  = help: declare the profile\n"
+        "\n"
+        "3 errors, 1 warning"
+    )
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [
+        "roles r, zz, r, zz",
+        "roles r,\n    zz,\n    r,\n    zz",
+        "roles\n    r # one\n    , zz # two\n    # three\n    , r, zz",
+    ],
+)
+def test_each_listed_name_is_reported_where_it_is(roles: str) -> None:
+    """Every name is found by its own span, so a name listed twice is reported twice, each
+    at its own place (both carets went to the first), on one line or several."""
+    text = f"role r {{\n  allow search\n}}\nprofile p {{\n  {roles}\n}}\n"
+    lines = text.split("\n")
+    found = [(d.code, d.span.line, d.span.col, d.span.end_col) for d in errors(text)]
+    assert [code for code, *_ in found] == ["E0104", "W0115", "E0104"]
+    names = [lines[line - 1][col - 1 : end - 1] for _, line, col, end in found]
+    assert names == ["zz", "r", "zz"]
+    first, repeat, second = found
+    assert first[1:3] < repeat[1:3] < second[1:3]  # (the second `r`, not the first)
+
+
+def test_a_bad_url_is_pointed_at() -> None:
+    assert rendered('toolset t {\n  tool x()\n  url\n    "crm.example.com"\n}\n') == (
+        "f.charter:4:5: error[E0113]: `crm.example.com` is not an http(s) URL\n"
+        "  |\n"
+        '4 |     "crm.example.com"\n'
+        "  |     ^^^^^^^^^^^^^^^^^\n"
+        '  = help: write the full address, e.g. "https://tools.example.com/mail"\n'
+        "\n"
+        "1 error"
+    )

@@ -161,3 +161,98 @@ def test_a_comment_in_an_empty_block_stays_in_it() -> None:
     assert fmt(text) == text
     assert fmt("toolset t {\n# todo\n\n}\n") == "toolset t {\n  # todo\n\n}\n"
     assert fmt("role a {\n}  # after\n") == "role a {}\n# after\n"
+
+
+def test_a_comment_moves_with_the_item_it_was_written_above() -> None:
+    """`fmt` prints a toolset's `url`, `connection required` and `runs code` before its
+    tools, a profile's `roles`, `hooks` and `budget` in that order, a test's `profile`
+    first. A comment went above whatever item was printed first after its line, so the
+    comment on a tool could end up on the `url`."""
+    text = (
+        "toolset t {\n"
+        "  # the one tool\n"
+        "  tool x()\n"
+        "  # where it runs\n"
+        '  url "https://x.example.com"  # our host\n'
+        "  runs code\n"
+        "  # after the last item\n"
+        "}\n"
+        "\n"
+        "profile p {\n"
+        "  # a day's spending\n"
+        "  budget 5 usd per 24h  # in usd\n"
+        "  # the approvals\n"
+        "  hooks default\n"
+        "\n"
+        "  # who reads\n"
+        "  roles a, b\n"
+        "}\n"
+        "\n"
+        'test "t" {\n'
+        "  # a call\n"
+        "  expect allow x.x {}\n"
+        "  profile p  # as p\n"
+        "}\n"
+    )
+    assert fmt(text) == (
+        "toolset t {\n"
+        "  # where it runs\n"
+        '  url "https://x.example.com"  # our host\n'
+        "  runs code\n"
+        "  # the one tool\n"
+        "  tool x()\n"
+        "  # after the last item\n"
+        "}\n"
+        "\n"
+        "profile p {\n"
+        "  # who reads\n"
+        "  roles a, b\n"
+        "  # the approvals\n"
+        "  hooks default\n"
+        "  # a day's spending\n"
+        "  budget 5 usd per 24h  # in usd\n"
+        "}\n"
+        "\n"
+        'test "t" {\n'
+        "  profile p  # as p\n"
+        "  # a call\n"
+        "  expect allow x.x {}\n"
+        "}\n"
+    )
+    assert fmt(fmt(text)) == fmt(text)
+
+
+def test_a_comment_inside_an_item_over_several_lines_goes_above_it() -> None:
+    """A comment between the lines of one item (between the names of a list, before a
+    `where`) is about that item: it goes above the item, now on one line, and not above
+    the next item, which it does not describe."""
+    text = (
+        "profile p {\n"
+        "  roles a,  # the reader\n"
+        "    # the writer\n"
+        "    b  # twice\n"
+        "  budget 1 usd per 7d\n"
+        "}\n"
+        "\n"
+        "role a {\n"
+        "  allow search\n"
+        "    # short queries only\n"
+        "    where len(args.query) < 10\n"
+        "  allow web_search\n"
+        "}\n"
+    )
+    assert fmt(text) == (
+        "profile p {\n"
+        "  # the writer\n"
+        "  # twice\n"
+        "  roles a, b  # the reader\n"
+        "  budget 1 usd per 7d\n"
+        "}\n"
+        "\n"
+        "role a {\n"
+        "  # short queries only\n"
+        "  allow search where len(args.query) < 10\n"
+        "  allow web_search\n"
+        "}\n"
+    )
+    assert fmt(fmt(text)) == fmt(text)

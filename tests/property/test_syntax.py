@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grammar.fmt import format_file
+from grammar.fmt import INDENT, format_file
 from grammar.parser import parse
 from policy import ast
 from tests.property.syntax import source_files
@@ -89,4 +89,70 @@ def test_a_blank_line_after_a_comment_is_kept(source: ast.SourceFile, data: st.D
     formatted = _fmt(parse(text, "gen.charter"))
     for name in names:
         assert _spaced(formatted, name) == _spaced(text, name), (text, formatted)
+    assert _fmt(parse(formatted, "gen.charter")) == formatted
+
+
+# The items `fmt` prints in an order of its own, by block: any other item keeps its place
+# among the others (a role's rules, a toolset's tools, a test's expectations are lists).
+MOVABLE = {
+    "toolset": ("url", "connection", "runs"),
+    "profile": ("roles", "hooks", "budget"),
+    "test": ("profile",),
+}
+
+
+def _shuffled(items: list[str], movable: tuple[str, ...], data: st.DataObject) -> list[str]:
+    """The block's items in a drawn order that keeps the meaning: the movable ones
+    anywhere, the others in their order."""
+    order = data.draw(st.permutations(items))
+    kept = iter([i for i in items if i.split()[0] not in movable])
+    return [i if i.split()[0] in movable else next(kept) for i in order]
+
+
+@given(source_files, st.data())
+def test_comments_stay_with_their_items_wherever_fmt_moves_them(
+    source: ast.SourceFile, data: st.DataObject
+) -> None:
+    """A toolset's, a profile's and a test's items written in any order, each maybe with
+    a comment on its own line above it and one beside it: after `fmt`, each comment
+    still sits directly above (or beside) the item it was written at, the tree is the
+    same, and formatting again changes nothing. (The comments went above whatever item
+    `fmt` printed first after their line, so one could end up describing another.)"""
+    written: list[str] = []
+    beside: list[str] = []  # each item with a comment beside it, as `fmt` must print it
+    above: dict[str, str] = {}  # own-line comment -> the line `fmt` must print below it
+    block: list[str] | None = None
+    kind = ""
+    for line in _fmt(source).split("\n"):
+        if block is None:
+            written.append(line)
+            if line.endswith(" {"):  # (a block with items: `fmt` prints one a line)
+                block, kind = [], line.split()[0]
+            continue
+        if line != "}":
+            block.append(line.strip())
+            continue
+        for item in _shuffled(block, MOVABLE.get(kind, ()), data):
+            mark = f"{len(written)}"  # (unique: comments are told apart by it)
+            shown = INDENT + item
+            if data.draw(st.booleans()):
+                shown += f"  # beside {mark}"
+                beside.append(shown)
+            if data.draw(st.booleans()):
+                above[f"# above {mark}"] = shown
+                written.append(f"{INDENT}# above {mark}")
+            written.append(data.draw(st.sampled_from(("", " ", INDENT * 2))) + shown.strip())
+        written.append(line)
+        block = None
+    text = "\n".join(written)
+    parsed = parse(text, "gen.charter")
+    assert parsed.declarations == source.declarations, text
+    formatted = _fmt(parsed)
+    lines = formatted.split("\n")
+    for comment, shown in above.items():
+        at = lines.index(INDENT + comment)
+        assert lines[at + 1] == shown, (text, formatted)
+    for shown in beside:
+        assert shown in lines, (text, formatted)
+    assert parse(formatted, "gen.charter").declarations == source.declarations
     assert _fmt(parse(formatted, "gen.charter")) == formatted
