@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 the policy has errors, a test failed or formatting differs;
 2 the command line itself was wrong; 3 an internal error (a bug: a one-line message, never
-a traceback; `CHARTER_DEBUG=1` shows the traceback).
+a traceback; `CHARTER_DEBUG=1` shows the traceback). With `--format json` each of these
+is one JSON document on stdout (api.cli_outcome).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from api import cli_outcome
+from api.cli_outcome import err as _err
+from api.cli_outcome import out as _out
 from api.service.encoding import MAX_DEPTH, check_depth, dumps_text, exact_integer, exact_number
 from api.service.errors import ServiceError
 from engine.check import load
@@ -30,14 +34,6 @@ from grammar.fmt import format_file
 from grammar.parser import parse
 from grammar.source import MAX_FILE_BYTES, read_sources, too_large
 from policy.diagnostics import CharterError, Diagnostic, did_you_mean, render_all, to_json
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
 def _out_exact(text: str) -> None:
@@ -80,13 +76,13 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
+    """The workspace, or None once its diagnostics are reported (as JSON: the array of
+    them, api.cli_outcome). Its warnings go to stderr as text; with `fmt` json they are
+    the caller's to put in its document."""
     try:
         workspace = load(paths)
     except CharterError as exc:
-        if fmt == "json":
-            _out(to_json(exc.diagnostics))
-        else:
-            _err(render_all(exc.diagnostics, exc.sources))
+        cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
         return None
     if workspace.warnings and fmt != "json":
         _err(render_all(workspace.warnings, workspace.sources))
@@ -159,15 +155,17 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    workspace = _load(args.paths)
+    workspace = _load(args.paths, args.format)
     if workspace is None:
         return 1
     results = run_tests(compile_workspace(workspace))
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if args.format == "json":
-        _out(dumps_text({"passed": passed, "failed": failed,
-                         "results": [r.to_json() for r in results]}))  # fmt: skip
+        # (the warnings the text form prints on stderr: `check --format json`'s objects)
+        warnings = [d.to_json() for d in sorted(workspace.warnings, key=Diagnostic.sort_key)]
+        document = {"passed": passed, "failed": failed, "results": [r.to_json() for r in results]}
+        _out(dumps_text({**document, "warnings": warnings}))
         return 1 if failed else 0
     for result in results:
         if result.passed:
@@ -345,17 +343,16 @@ def _extend(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     _safe_streams()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # (its own usage errors: text on stderr, exit 2)
+    fmt = getattr(args, "format", "text")
     try:
         code: int = args.func(args)
     except CharterError as exc:  # pragma: no cover - each verb renders its own
-        _err(render_all(exc.diagnostics, exc.sources))
-        return 1
+        return cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
     except Exception as exc:
         if os.environ.get("CHARTER_DEBUG") == "1":
             raise
-        _err(f"charter: internal error ({type(exc).__name__}); this is a bug, please report it")
-        return 3
+        return cli_outcome.internal(exc, fmt)
     return code
 
 
