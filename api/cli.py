@@ -2,24 +2,27 @@
 
 Exit codes: 0 success; 1 the policy has errors, a test failed or formatting differs;
 2 the command line itself was wrong; 3 an internal error (a bug: a one-line message, never
-a traceback; `CHARTER_DEBUG=1` shows the traceback).
+a traceback; `CHARTER_DEBUG=1` shows the traceback). With `--format json` each of these
+is one JSON document on stdout (api.cli_outcome).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from api.service.encoding import MAX_DEPTH, check_depth, dumps_text, exact_integer, exact_number
-from api.service.errors import ServiceError
+from api import cli_outcome
+from api.cli_args import json_object, text_option, tool_option, usage_error
+from api.cli_outcome import err as _err
+from api.cli_outcome import out as _out
+from api.service.encoding import dumps_text
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
@@ -30,14 +33,6 @@ from grammar.fmt import format_file
 from grammar.parser import parse
 from grammar.source import MAX_FILE_BYTES, read_sources, too_large
 from policy.diagnostics import CharterError, Diagnostic, did_you_mean, render_all, to_json
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
 def _out_exact(text: str) -> None:
@@ -80,13 +75,13 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
+    """The workspace, or None once its diagnostics are reported (as JSON: the array of
+    them, api.cli_outcome). Its warnings go to stderr as text; with `fmt` json they are
+    the caller's to put in its document."""
     try:
         workspace = load(paths)
     except CharterError as exc:
-        if fmt == "json":
-            _out(to_json(exc.diagnostics))
-        else:
-            _err(render_all(exc.diagnostics, exc.sources))
+        cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
         return None
     if workspace.warnings and fmt != "json":
         _err(render_all(workspace.warnings, workspace.sources))
@@ -159,15 +154,17 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    workspace = _load(args.paths)
+    workspace = _load(args.paths, args.format)
     if workspace is None:
         return 1
     results = run_tests(compile_workspace(workspace))
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if args.format == "json":
-        _out(dumps_text({"passed": passed, "failed": failed,
-                         "results": [r.to_json() for r in results]}))  # fmt: skip
+        # (the warnings the text form prints on stderr: `check --format json`'s objects)
+        warnings = [d.to_json() for d in sorted(workspace.warnings, key=Diagnostic.sort_key)]
+        document = {"passed": passed, "failed": failed, "results": [r.to_json() for r in results]}
+        _out(dumps_text({**document, "warnings": warnings}))
         return 1 if failed else 0
     for result in results:
         if result.passed:
@@ -187,88 +184,18 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _usage_error(message: str) -> NoReturn:
-    """The command line itself is wrong: say so on stderr and exit 2."""
-    _err(f"charter: {message}")
-    raise SystemExit(2)
-
-
-def _not_a_number(name: str) -> Any:
-    """Python's JSON reader takes NaN and Infinity; JSON, and the service, do not."""
-    raise ValueError(f"`{name}` is not a JSON number")
-
-
-def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's pairs, each key once: a key given twice is refused, as the service
-    refuses it in a call (400 `duplicate-key`, api.http.body)."""
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"an object has the key `{key}` twice: give each key once")
-            seen.add(key)
-    return value
-
-
-_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
-               float: "a number", type(None): "null"}  # fmt: skip
-_EXAMPLES = {"args": '{"to": "bob@example.com"}', "context": '{"ci": "green"}'}
-
-
-def _json_arg(text: str | None, name: str) -> Any:
-    """`--args` or `--context`, a JSON object (`--context null`: none) read as the service
-    reads a call's: nested at most as deep (`api.service.encoding.MAX_DEPTH`), its numbers exact
-    (a number with a fraction or an exponent is the float only when that is exactly the
-    number written, else the Decimal of the text), one a double cannot hold refused, and
-    a key given twice in one object refused."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(
-            text, parse_float=exact_number, parse_int=exact_integer,
-            parse_constant=_not_a_number, object_pairs_hook=_once,
-        )  # fmt: skip
-    except json.JSONDecodeError as exc:
-        _usage_error(f"--{name} is not valid JSON: {exc.msg} at column {exc.colno}")
-    except RecursionError:  # (nested some thousand levels: far past the limit below)
-        _too_deep(name)
-    except ServiceError as exc:
-        hint = exc.extra.get("help")
-        _usage_error(f"--{name}: {exc.message}" + (f"\n  = help: {hint}" if hint else ""))
-    except ValueError as exc:  # NaN, Infinity, a key twice
-        _usage_error(f"--{name}: {exc}")
-    if value is None and name == "context":
-        return None
-    if type(value) is not dict:
-        kind = _JSON_KINDS.get(type(value), "a number")
-        _usage_error(
-            f"--{name} is not a JSON object: it is {kind}\n"
-            f"  = help: name each {'argument' if name == 'args' else 'value'}: "
-            f"e.g. `--{name} '{_EXAMPLES[name]}'`"
-        )
-    try:  # the service's own check
-        check_depth(value, name)
-    except ServiceError:
-        _too_deep(name)
-    return value
-
-
-def _too_deep(name: str) -> NoReturn:
-    _usage_error(f"--{name} is nested more than {MAX_DEPTH} levels deep")
-
-
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
     workspace = _load([args.workspace])
     if workspace is None:
         return None
-    if args.profile not in workspace.profiles:
-        hint = did_you_mean(args.profile, workspace.profiles) or (
+    profile, tool = text_option(args.profile, "profile"), tool_option(args.tool)
+    if profile not in workspace.profiles:
+        hint = did_you_mean(profile, workspace.profiles) or (
             "profiles: " + ", ".join(sorted(workspace.profiles))
         )
-        _usage_error(f"no profile `{args.profile}` in the workspace\n  = help: {hint}")
+        usage_error(f"no profile `{profile}` in the workspace", hint)
     request = Request(
-        args.profile, args.tool, _json_arg(args.args, "args"), _json_arg(args.context, "context")
+        profile, tool, json_object(args.args, "args"), json_object(args.context, "context")
     )
     return compile_workspace(workspace), request
 
@@ -345,17 +272,16 @@ def _extend(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     _safe_streams()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # (its own usage errors: text on stderr, exit 2)
+    fmt = getattr(args, "format", "text")
     try:
         code: int = args.func(args)
     except CharterError as exc:  # pragma: no cover - each verb renders its own
-        _err(render_all(exc.diagnostics, exc.sources))
-        return 1
+        return cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
     except Exception as exc:
         if os.environ.get("CHARTER_DEBUG") == "1":
             raise
-        _err(f"charter: internal error ({type(exc).__name__}); this is a bug, please report it")
-        return 3
+        return cli_outcome.internal(exc, fmt)
     return code
 
 

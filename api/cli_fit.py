@@ -2,15 +2,17 @@
 semantic diff on the command line (registered into `charter` by api.cli).
 
 Exit codes: 0 fits / listed / nothing widened; 1 does not fit, anything widened, or the
-policy has errors; 2 the command line itself was wrong.
+policy has errors; 2 the command line itself was wrong. With `--format json` each is one
+JSON document on stdout (api.cli_outcome).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from api import cli_outcome
+from api.cli_outcome import out as _out
 from api.service.encoding import dumps_text
 from engine.check import load
 from engine.compile import compile_workspace
@@ -21,23 +23,11 @@ from engine.workspace import Workspace
 from grammar.parser import parse
 from grammar.source import read_file
 from policy import ast
-from policy.diagnostics import CharterError, render_all, to_json
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+from policy.diagnostics import CharterError
 
 
 def _fail(exc: CharterError, fmt: str) -> int:
-    if fmt == "json":
-        _out(to_json(exc.diagnostics))
-    else:
-        _err(render_all(exc.diagnostics, exc.sources))
-    return 1
+    return cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
 
 
 def _load(path: str) -> Workspace:
@@ -90,8 +80,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return _fail(exc, args.format)
     except OSError as exc:
         reason = (exc.strerror or type(exc).__name__).lower()
-        _err(f"charter: cannot read `{args.file}`: {reason}")
-        return 2
+        return cli_outcome.usage(f"cannot read `{args.file}`: {reason}", fmt=args.format)
     if args.format == "json":
         _out(dumps_text(result.to_json()))
     else:

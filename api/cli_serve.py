@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from api.cli_args import UTF8_HELP, not_utf8
 from api.cli_serve_checks import (
     bound_port,
     database_path,
@@ -258,6 +259,17 @@ def cmd_token(args: argparse.Namespace) -> int:
     from policy.store.sqlite import SqliteStore
 
     db = str(args.db)
+    # What `POST /v1/tokens` refuses in its body (api.http.models.TokenCreate): a name past
+    # its length was stored, and a text that is not UTF-8 was an internal error.
+    for option, value in (("agent", args.agent), ("name", args.name)):
+        why = None if value is None else not_utf8(value)
+        if why is not None:
+            return refuse(f"--{option} is not UTF-8: {why}; no token was issued", UTF8_HELP)
+    if len(args.name) > tokens.MAX_NAME:
+        return refuse(
+            f"--name is {len(args.name)} characters long, more than {tokens.MAX_NAME}; "
+            "no token was issued"
+        )
     refused = database_refusal(db, serving=False)  # a mistyped path would get a token
     if refused is not None:  # nobody serves
         return refuse(*refused)
@@ -309,5 +321,5 @@ def register(sub: Any) -> None:
     p.add_argument("--db", type=database_path, default="charter.db")
     p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
     p.add_argument("--agent", default=None, help="the agent, for --scope agent")
-    p.add_argument("--name", default="")
+    p.add_argument("--name", default="", help=f"at most {tokens.MAX_NAME} characters")
     p.set_defaults(func=cmd_token)

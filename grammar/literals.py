@@ -96,6 +96,13 @@ def string_value(token: str) -> tuple[str, Problem | None]:
     return value, None
 
 
+def lone_surrogate_escape(text: str) -> re.Match[str] | None:
+    """The first `\\uD800`-`\\uDFFF` escape in `text` that is not half of a pair (its
+    group 1), else None. `text` is a string literal's, or a whole JSON text that parses
+    (outside its strings JSON has no backslash, so the pieces keep in step)."""
+    return next((piece for piece in _PIECES.finditer(text) if piece.group(1) is not None), None)
+
+
 def number_problem(text: str) -> Problem | None:
     """A number literal (`-12`, `3.50`) with too many digits."""
     digits = len(text) - text.startswith("-") - ("." in text)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.service.budget import MAX_USD, amount_text
+from api.service.tokens import MAX_NAME as MAX_TOKEN_NAME
 from grammar.source import MAX_NAME_CHARS
 
 # Agent, tool and other ids: 1 to 256 characters. The DSL's own limit on a declared name
@@ -178,7 +179,7 @@ class Reject(Strict):
 class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
     agent: str | None = Field(default=None, max_length=MAX_ID)
-    name: str = Field(default="", max_length=256)
+    name: str = Field(default="", max_length=MAX_TOKEN_NAME)
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

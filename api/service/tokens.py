@@ -19,6 +19,7 @@ from policy.store import Doc, Store
 
 SCOPES = ("admin", "decide")
 PREFIX = "chr_"
+MAX_NAME = 256  # characters of a token's name (`POST /v1/tokens`, `charter token --name`)
 UNKNOWN_SECONDS = 2.0  # how long a look-up that found no token is remembered
 
 

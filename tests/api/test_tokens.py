@@ -172,3 +172,48 @@ def test_a_database_it_cannot_write_to_issues_nothing(
         "database; no token was issued\n"
     )
     assert _tokens(harness) == before
+
+
+# What `POST /v1/tokens` refuses in its body, given to `charter token`:
+# (argv, the HTTP body as sent, its status and code, what the CLI says on stderr)
+NOT_TAKEN = [
+    (["--scope", "admin", "--name", "n" * 257], '{"scope": "admin", "name": "' + "n" * 257 + '"}',
+     422, "invalid-body", "charter: --name is 257 characters long, more than 256; no token was "
+     "issued\n"),
+    (["--scope", "admin", "--name", "build \udcff"], '{"scope": "admin", "name": "build \\udcff"}',
+     400, "malformed-json", "charter: --name is not UTF-8: byte `0xff` at column 7; no token was "
+     "issued\nhelp: give it as UTF-8 text\n"),
+    (["--scope", "agent", "--agent", "a\ud8001"], '{"scope": "agent", "agent": "a\\ud8001"}',
+     400, "malformed-json", "charter: --agent is not UTF-8: lone surrogate `U+D800` at column 2; "
+     "no token was issued\nhelp: give it as UTF-8 text\n"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "body", "status", "code", "says"), NOT_TAKEN)
+def test_a_name_or_agent_the_service_refuses_gets_no_token_from_the_cli(
+    client: Any, harness: Harness, capsys: pytest.CaptureFixture[str],
+    argv: list[str], body: str, status: int, code: str, says: str,
+) -> None:  # fmt: skip
+    """A name longer than `POST /v1/tokens` takes was stored; a name or an agent that is
+    not UTF-8 (a byte of the command line that is not, which Python gives as a lone
+    surrogate) was an internal error. Each is exit 2 now, and nothing is issued."""
+    before = _tokens(harness)
+    headers = {**harness.auth(), "content-type": "application/json"}
+    refused = client.post("/v1/tokens", content=body.encode(), headers=headers)
+    assert (refused.status_code, refused.json()["code"]) == (status, code)
+    assert main(["token", "--db", str(harness.db), *argv]) == 2
+    assert capsys.readouterr() == ("", says)
+    assert _tokens(harness) == before
+
+
+def test_a_name_of_the_longest_length_is_taken(
+    client: Any, harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "n" * tokens.MAX_NAME
+    assert main(["token", "--db", str(harness.db), "--scope", "admin", "--name", name]) == 0
+    made = tokens.digest(capsys.readouterr().out.strip())[:16]
+    assert harness.service.store.get("tokens", made)["name"] == name  # type: ignore[index]
+    response = client.post(
+        "/v1/tokens", json={"scope": "admin", "name": name}, headers=harness.auth()
+    )
+    assert response.status_code == 201, response.text
