@@ -139,6 +139,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if result.widened else 0
 
 
+MAX_TIMEOUT_MS = 3_600_000  # an hour
+
+
+def timeout_ms(text: str) -> int:
+    """The solver's time for a check, 1 ms to an hour: a negative or zero one was taken,
+    and every check then ended as a timeout, reported as a widening."""
+    if text.isascii() and text.isdigit() and len(text) <= 7 and 1 <= int(text) <= MAX_TIMEOUT_MS:
+        return int(text)
+    raise argparse.ArgumentTypeError(
+        f"`{text}` is not a timeout: give milliseconds, from 1 to {MAX_TIMEOUT_MS}"
+    )
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("fit", help="does a role or profile fit inside a caller's access?")
     p.add_argument("--workspace", required=True)
@@ -147,7 +160,7 @@ def register(sub: Any) -> None:
     which.add_argument("--role", help="a role of the workspace")
     which.add_argument("--profile", help="a profile of the workspace")
     which.add_argument("--file", help="DSL text of a new role or profile")
-    p.add_argument("--timeout-ms", type=int, default=2000)
+    p.add_argument("--timeout-ms", type=timeout_ms, default=2000)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_fit)
 
@@ -161,7 +174,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("diff", help="tools whose access got wider or narrower, per profile")
     p.add_argument("old")
     p.add_argument("new")
-    p.add_argument("--timeout-ms", type=int, default=10_000)
+    p.add_argument("--timeout-ms", type=timeout_ms, default=10_000)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_diff)
 

@@ -30,6 +30,7 @@ from api.cli_serve_checks import (
     bound_port,
     database_path,
     database_refusal,
+    host_name,
     key_refusal,
     listen_refusal,
     os_reason,
@@ -301,7 +302,8 @@ def register(sub: Any) -> None:
     p.add_argument("--db", type=database_path, default="charter.db",
                    help="the SQLite file (created if absent)")  # fmt: skip
     p.add_argument("--workspace", default=None, help="a policy directory to load")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", type=host_name, default="127.0.0.1",
+                   help="the address to listen on (`0.0.0.0` or `::`: every interface)")  # fmt: skip
     p.add_argument("--port", type=port_number, default=8080, help="0 to 65535 (0: any free)")
     p.add_argument("--workers", type=worker_count, default=1, help="1 or more processes")
     p.add_argument("--turn-lifetime", type=turn_lifetime, default=TURN_LIFETIME_MS // 1000,

@@ -82,6 +82,24 @@ def policy_mib(text: str) -> int:
     return mib
 
 
+def host_name(text: str) -> str:
+    """An address to listen on: an IP address or a host name, in ASCII (a name in another
+    script as its `xn--` form). `--host ""` listened on every interface, where an unset
+    variable in `--host "$HOST"` meant no such thing; a byte that is not UTF-8 ended in
+    an internal error (uvicorn's TypeError)."""
+    if text == "":
+        raise argparse.ArgumentTypeError(
+            "the host is empty: give the address to listen on, e.g. `127.0.0.1` "
+            "(`0.0.0.0` or `::` for every interface)"
+        )
+    if not text.isascii() or not text.isprintable() or " " in text:
+        shown = text.encode("utf-8", "backslashreplace").decode()  # (lone surrogates escaped)
+        raise argparse.ArgumentTypeError(
+            f"`{shown}` is not a host: give an IP address or a host name in ASCII, e.g. `127.0.0.1`"
+        )
+    return text
+
+
 def database_path(text: str) -> str:
     """A file to keep the state in. SQLite reads `""` as a temporary database and
     `:memory:` as one in memory: either is gone when the process ends, with the policy

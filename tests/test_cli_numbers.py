@@ -238,3 +238,25 @@ def test_nan_and_infinity_are_not_json_numbers(
         main([*REFUND, "--args", _refund(text)])
     assert info.value.code == 2
     assert capsys.readouterr().err == f"charter: --args: `{text}` is not a JSON number\n"
+
+
+@pytest.mark.parametrize("command", ["fit", "diff"])
+@pytest.mark.parametrize("value", ["0", "-5", "3600001", "1.5", "2s", "", "\uff15"])
+def test_a_timeout_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], command: str, value: str
+) -> None:
+    """`--timeout-ms -5` was taken, and every check ended as a timeout, reported as a
+    widening (exit 1) instead of a usage error."""
+    argv = (
+        ["fit", "--workspace", WORKSPACE, "--caller", "support", "--role", "researcher"]
+        if command == "fit"
+        else ["diff", WORKSPACE, WORKSPACE]
+    )
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--timeout-ms", value])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == ""
+    assert err.splitlines()[-1] == (
+        f"charter {command}: error: argument --timeout-ms: `{value}` is not a timeout: "
+        "give milliseconds, from 1 to 3600000"
+    )

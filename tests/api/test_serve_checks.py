@@ -95,6 +95,29 @@ def test_a_count_out_of_range_is_a_usage_error(
     assert listing(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    ("host", "wanted"),
+    [
+        ("", "the host is empty: give the address to listen on, e.g. `127.0.0.1` "
+             "(`0.0.0.0` or `::` for every interface)"),
+        ("\udcff", "`\\udcff` is not a host: give an IP address or a host name in ASCII, "
+                    "e.g. `127.0.0.1`"),
+        ("local host", "`local host` is not a host: give an IP address or a host name in "
+                       "ASCII, e.g. `127.0.0.1`"),
+        ("h\u00f6st", "`h\u00f6st` is not a host: give an IP address or a host name in "
+                       "ASCII, e.g. `127.0.0.1`"),
+    ],
+)  # fmt: skip
+def test_a_host_it_cannot_listen_on_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, host: str, wanted: str
+) -> None:
+    """`--host ""` listened on every interface (an unset `$HOST` exposed the service);
+    a byte that is not UTF-8 (Python gives it as U+DC80-U+DCFF) was an internal error."""
+    line = usage_error(capsys, "--db", "x.db", "--host", host)
+    assert line == f"charter serve: error: argument --host: {wanted}"
+    assert listing(tmp_path) == []
+
+
 def test_an_empty_or_in_memory_database_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
