@@ -109,12 +109,15 @@ class _Batch:
     """What one batch reads once: the ledger's sums and each agent's chain of caps.
     `in_transaction`: whether the ledger may be read (its sums are the transaction's)."""
 
-    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "now", "service")
+    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "moves", "now", "service")
 
     def __init__(self, service: Service, now: int, in_transaction: bool) -> None:
         self.service = service
         self.now = now
         self.in_transaction = in_transaction
+        # The caches' state before anything of this batch was read (`Service.moves`): what
+        # it reads after a drop may be from before the change that dropped them.
+        self.moves = service.moves
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
         self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
@@ -188,10 +191,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     hidden = _hidden(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)
     if shared:
-        parts = batch.service.static_parts
-        if len(parts) >= 4096:
-            parts.clear()
-        parts[shared_key] = (p.snapshot, p.agent, static)
+        batch.service.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
     return static
 
 
