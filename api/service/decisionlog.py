@@ -293,7 +293,12 @@ class Draft:
         arguments unredacted), in order."""
         store = service.store
         for doc in self.approvals:
-            store.insert("approvals", doc["id"], doc, tag="pending")
+            thread = doc["thread"]
+            if thread is not None and store.get("threads", thread) is None:
+                _reject_orphan(doc, f"thread `{thread}` was deleted")
+                store.insert("approvals", doc["id"], doc, tag="rejected")
+            else:
+                store.insert("approvals", doc["id"], doc, tag="pending")
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})
@@ -312,6 +317,15 @@ class Draft:
         # refused rolls its decision back (api.service.manage)
         store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
+
+
+def _reject_orphan(doc: dict[str, Any], why: str) -> None:
+    """A pause's approval whose thread was deleted after the call was prepared and before
+    its transaction: rejected as the deletion rejected the thread's other pending ones
+    (api.service.approvals.reject_orphans). Left pending, no one could approve it (its
+    re-check is a 404 for the thread) and it stayed pending for ever. (A deleted agent
+    moves every process's caches, and its calls are prepared again: a 404.)"""
+    doc.update(status="rejected", reason=why, decided_at=now_ms(), decided_by="charter")
 
 
 def _count(metrics: Metrics, counts: dict[str, int]) -> None:
