@@ -110,6 +110,16 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
                 "their parent",
                 help="choose another id",
             )  # fmt: skip
+        if service.store.page("threads", 0, 1, tag=agent_id):
+            # A deleted agent's threads are left to an admin, found by their agent's id: an
+            # agent made under it would take them over (their prompts, their `max_cost`
+            # to spend under), as an old turn decided for it until turns went with their
+            # agent, though it is another agent.
+            raise ServiceError(
+                409, "agent-exists",
+                f"agent `{agent_id}` was deleted, but its threads still name it",
+                help="choose another id, or delete those threads first",
+            )  # fmt: skip
         if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
             raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
     return doc
