@@ -256,7 +256,7 @@ CODES: dict[str, Code] = {
     "agent-exists": Code(
         (409,),
         "a `POST /v1/agents` with an `id` that is taken, or that a deleted agent's children "
-        "still name as their parent",
+        "still name as their parent, or its threads as their agent",
     ),
     "agent-too-deep": Code(
         (409,),

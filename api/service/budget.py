@@ -90,7 +90,10 @@ def parse_usd(value: Any, code: str, field: str) -> str:
             400, code, f"{field} must be a number from 0 to {MAX_USD} USD", help=AMOUNT_FORM
         )
     try:
-        if to_micros(value) < 0:
+        to_micros(value)  # (ValueError: not a finite number, or past MAX_USD either way)
+        # The number's own sign, not its micro-USD's: one just under 0 (`-0.0000001`)
+        # rounds up to 0 and was stored, a cap of -1 micro-USD rounded down (no call passed).
+        if _decimal(value) < 0:
             raise ValueError
     except ValueError:
         raise ServiceError(400, code, f"{field} must be a number from 0 to {MAX_USD} USD") from None

@@ -207,6 +207,21 @@ class Service:
             self.moves += 1
         self._move_epoch()
 
+    def keep_static(
+        self, key: tuple[int, str, str | None], entry: tuple[Any, Doc, tuple[Any, ...]], moves: int
+    ) -> None:
+        """Keep `entry` in `static_parts` unless the caches were dropped since `moves` was
+        read (see find_agent): its caps were made from the agent's ancestors as read then,
+        maybe before a parent's new budget, and kept, they outlived the drop (the parent's
+        cap stayed out of every later call of the child until some other change)."""
+        with self._lock:
+            if self.moves != moves:
+                return
+            parts = self.static_parts
+            if len(parts) >= 4096:
+                parts.clear()
+            parts[key] = entry
+
     def find_agent(self, agent_id: str) -> Doc | None:
         cached = self._agents.get(agent_id)
         if cached is not None:

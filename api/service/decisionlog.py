@@ -109,12 +109,15 @@ class _Batch:
     """What one batch reads once: the ledger's sums and each agent's chain of caps.
     `in_transaction`: whether the ledger may be read (its sums are the transaction's)."""
 
-    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "now", "service")
+    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "moves", "now", "service")
 
     def __init__(self, service: Service, now: int, in_transaction: bool) -> None:
         self.service = service
         self.now = now
         self.in_transaction = in_transaction
+        # The caches' state before anything of this batch was read (`Service.moves`): what
+        # it reads after a drop may be from before the change that dropped them.
+        self.moves = service.moves
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
         self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
@@ -188,10 +191,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     hidden = _hidden(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)
     if shared:
-        parts = batch.service.static_parts
-        if len(parts) >= 4096:
-            parts.clear()
-        parts[shared_key] = (p.snapshot, p.agent, static)
+        batch.service.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
     return static
 
 
@@ -293,7 +293,12 @@ class Draft:
         arguments unredacted), in order."""
         store = service.store
         for doc in self.approvals:
-            store.insert("approvals", doc["id"], doc, tag="pending")
+            thread = doc["thread"]
+            if thread is not None and store.get("threads", thread) is None:
+                _reject_orphan(doc, f"thread `{thread}` was deleted")
+                store.insert("approvals", doc["id"], doc, tag="rejected")
+            else:
+                store.insert("approvals", doc["id"], doc, tag="pending")
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})
@@ -312,6 +317,15 @@ class Draft:
         # refused rolls its decision back (api.service.manage)
         store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
+
+
+def _reject_orphan(doc: dict[str, Any], why: str) -> None:
+    """A pause's approval whose thread was deleted after the call was prepared and before
+    its transaction: rejected as the deletion rejected the thread's other pending ones
+    (api.service.approvals.reject_orphans). Left pending, no one could approve it (its
+    re-check is a 404 for the thread) and it stayed pending for ever. (A deleted agent
+    moves every process's caches, and its calls are prepared again: a 404.)"""
+    doc.update(status="rejected", reason=why, decided_at=now_ms(), decided_by="charter")
 
 
 def _count(metrics: Metrics, counts: dict[str, int]) -> None:

@@ -110,6 +110,16 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
                 "their parent",
                 help="choose another id",
             )  # fmt: skip
+        if service.store.page("threads", 0, 1, tag=agent_id):
+            # A deleted agent's threads are left to an admin, found by their agent's id: an
+            # agent made under it would take them over (their prompts, their `max_cost`
+            # to spend under), as an old turn decided for it until turns went with their
+            # agent, though it is another agent.
+            raise ServiceError(
+                409, "agent-exists",
+                f"agent `{agent_id}` was deleted, but its threads still name it",
+                help="choose another id, or delete those threads first",
+            )  # fmt: skip
         if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
             raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
     return doc
@@ -294,26 +304,40 @@ def _delete_turns(service: Service, agent_id: str) -> None:
         service.store.delete("turns", turn_id)
 
 
-def admit_turn(service: Service, agent_id: str, thread_id: str | None, snapshot: Snapshot) -> Doc:
-    """Pin a turn to `snapshot`, the latest revision: it keeps deciding there whatever is
-    uploaded. An agent whose profile that revision does not declare is a 404, as its
-    decisions would all be denied."""
-    agent = service.agent(agent_id)
-    if thread_id is not None:
-        owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
-    service.agent_profile(agent, snapshot)
-    revision = snapshot.revision
-    now = now_ms()
-    doc: Doc = {
-        "id": new_id(),
-        "agent": agent["id"],
-        "thread": thread_id,
-        "revision": revision,
-        "profile": agent["profile"],
-        "created_at": now,
-        "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: 409)
-    }
-    service.store.insert("turns", doc["id"], doc, tag=agent["id"])
+def admit_turn(
+    service: Service, agent_id: str, thread_id: str | None, snapshot: Snapshot, compile: bool = True
+) -> Doc:
+    """Pin a turn to the latest revision (`snapshot`, unless a newer one was committed
+    since it was read) and the agent's profile, as committed: it keeps deciding there
+    whatever is uploaded. An agent whose profile that revision does not declare is a 404,
+    as its decisions would all be denied. With `compile` False, NotCompiled for a newer
+    revision this process has not compiled yet (nothing written: the caller compiles it
+    off the event loop and asks again).
+
+    Read inside the turn's transaction, as `threads_create` reads its agent: an agent
+    another process moved to a narrower profile (or deleted) after this process last
+    looked, or a policy it uploaded meanwhile, was pinned as it had been, and the turn's
+    calls were decided on the old profile or revision for the turn's whole lifetime."""
+    with service.store.atomic():
+        service.sync()
+        latest = service.snapshots.latest
+        if latest != snapshot.revision:
+            snapshot = service.snapshots.get(latest, compile)
+        agent = service.agent(agent_id)
+        if thread_id is not None:
+            owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
+        service.agent_profile(agent, snapshot)
+        now = now_ms()
+        doc: Doc = {
+            "id": new_id(),
+            "agent": agent["id"],
+            "thread": thread_id,
+            "revision": snapshot.revision,
+            "profile": agent["profile"],
+            "created_at": now,
+            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: 409)
+        }
+        service.store.insert("turns", doc["id"], doc, tag=agent["id"])
     return doc
 
 

@@ -17,6 +17,7 @@ from api.service.budget import MAX_CHAIN, ancestors
 from api.service.core import TAGGED, tag_documents
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update, create_agent
+from api.service.threads import threads_create, threads_delete
 from api.service.tokens import Principal
 from policy.store import Doc, Store
 from tests.api.conftest import Harness, make_harness, opened_again
@@ -164,6 +165,29 @@ def test_an_id_a_deleted_agents_children_still_name_is_not_given_again(
         assert (refused.value.status, refused.value.code) == (409, "agent-exists")
         assert "still name it as their parent" in refused.value.message
     assert service.store.get("agents", "top") is None
+
+
+def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
+    harness: Harness,
+) -> None:
+    """A deleted agent's threads stay (for an admin): an agent made under its id owned
+    them, though it is another agent, maybe in another tree: it read their prompts,
+    spent under their `max_cost`, and its parent managed them."""
+    service = harness.service
+    _chain(service.store, ["top", "kid"], identity=harness.identity)
+    thread = threads_create(service, ADMIN, {"agent": "kid", "prompt": "top's secret"}).body
+    agents_delete(service, ADMIN, {"id": "kid"})
+    harness.add_agent("other-root", "support")
+    for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
+                        (Principal("t", "agent", "other-root"), {"profile": "support-child"})):  # fmt: skip
+        with pytest.raises(ServiceError) as refused:
+            create_agent(service, actor, {"id": "kid", "name": "kid", **body})
+        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
+        assert "its threads still name it" in refused.value.message
+    assert service.store.get("agents", "kid") is None
+    threads_delete(service, ADMIN, {"id": thread["id"]})  # the admin's choice: then it is free
+    assert create_agent(service, ADMIN, {"id": "kid", "name": "kid", "profile": "narrow",
+                                         "identity": harness.identity})["parent"] is None  # fmt: skip
 
 
 def test_deleting_an_agent_revokes_its_tokens(live: Any, harness: Harness) -> None:

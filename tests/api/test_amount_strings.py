@@ -107,6 +107,29 @@ def test_an_odd_string_amount_is_refused_by_the_operations_themselves(
     _nothing_written(harness)
 
 
+@pytest.mark.parametrize("amount", ["-0.0000001", "-1e-1000000000", Decimal("-0.0000005")])
+def test_a_negative_amount_under_a_micro_usd_is_refused_by_the_operations(
+    harness: Harness, amount: Any
+) -> None:
+    """An amount is from 0 up: one just under 0 rounded up to 0 micro-USD as the bound was
+    checked, so it was taken and stored, a cap that then denied every call (its budget
+    rounded down to -1 micro-USD). The models refuse it over HTTP; the operations
+    themselves did not (in process, or an approved request)."""
+    admin = Principal("t", "admin")
+    budget = {"amount": amount, "period": "total"}
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("agents.create", {"name": "b", "profile": "wide", "identity": harness.identity,
+                           "budget": budget}, "invalid-budget"),
+        ("agents.update", {"id": "a1", "budget": budget}, "invalid-budget"),
+        ("threads.create", {"agent": "a1", "max_cost": amount}, "invalid-max-cost"),
+    ]  # fmt: skip
+    for tool, args, code in cases:
+        with pytest.raises(ServiceError) as refused:
+            manage(harness.service, admin, tool, args, None)
+        assert (refused.value.status, refused.value.code) == (400, code)
+    _nothing_written(harness)
+
+
 @pytest.mark.parametrize("amount", PLAIN)
 def test_plain_string_amounts_and_numbers_are_still_taken(
     live: httpx.Client, harness: Harness, amount: str

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from api.service.core import Service
+from api.service.threads import threads_delete
+from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, code_of
 
 # Agents whose own approving and rejecting a human reviews: such a request is an approval
@@ -142,6 +147,36 @@ def test_deleting_an_agent_or_a_thread_rejects_its_pending_approvals(
     assert code_of(again) == (409, "approval-not-pending")
     pending = live.get("/v1/approvals?status=pending", headers=admin).json()["items"]
     assert [item["id"] for item in pending] == [outside.json()["approval_id"]]
+
+
+def test_a_pause_whose_thread_was_deleted_before_its_transaction_is_rejected(
+    live: Any, harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call in a thread, prepared before another worker deleted the thread and logged
+    after: its pause opened an approval after the deletion had rejected the thread's
+    pending ones, and no one could approve it (its re-check: 404 `thread-not-found`), so
+    it stayed pending for ever. It is rejected as the deletion rejected the others."""
+    admin = harness.auth()
+    thread = live.post("/v1/threads", json={"agent": "a1"}, headers=admin).json()["id"]
+    store = harness.service.store
+    real = store.atomic
+    pending = [lambda: threads_delete(other, Principal("t", "admin"), {"id": thread})]
+
+    def atomic() -> Any:  # the group's transaction, once the thread is deleted elsewhere
+        if pending:
+            pending.pop()()
+        return real()
+
+    monkeypatch.setattr(store, "atomic", atomic)
+    paused = live.post("/v1/decisions", json={**REFUND, "thread": thread}, headers=admin).json()
+    assert pending == []
+    assert paused["effect"] == "pause"
+    shown = live.get(f"/v1/approvals/{paused['approval_id']}", headers=admin).json()
+    assert (shown["status"], shown["decided_by"]) == ("rejected", "charter")
+    assert shown["reason"] == f"thread `{thread}` was deleted"
+    assert live.get("/v1/approvals?status=pending", headers=admin).json()["items"] == []
+    again = live.post(f"/v1/approvals/{paused['approval_id']}/approve", headers=admin)
+    assert code_of(again) == (409, "approval-not-pending")
 
 
 def test_an_approval_lifts_only_the_pauses_it_was_asked_about(live: Any, harness: Harness) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from api.service.core import parent_tag
-from tests.api.conftest import POLICY, Harness, opened_again, slow_compiles
+from api.service.core import Service, parent_tag
+from api.service.resources import agents_delete, agents_update
+from api.service.tokens import Principal
+from tests.api.conftest import POLICY, Harness, code_of, opened_again, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -302,3 +305,66 @@ def test_a_deleted_agents_turns_do_not_decide_for_an_agent_made_under_its_id(
         assert (answer.status_code, answer.json()["code"]) == (404, "turn-not-found"), answer.text
     assert harness.service.store.last_seq() == seq
     assert harness.service.store.get("turns", turn["id"]) is None
+
+
+def _narrowed(other: Service) -> None:
+    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+
+
+def _uploaded(other: Service) -> None:
+    with other.store.atomic():
+        other.upload([("policy.charter", POLICY_WITHOUT_MAIL)], "t")
+
+
+def _deleted(other: Service) -> None:
+    agents_delete(other, Principal("t", "admin"), {"id": "a1"})
+
+
+# (what another process commits, a call of the turn, its effect or status, what is pinned)
+MEANWHILE: dict[str, tuple[Callable[[Service], None], dict[str, Any], Any, dict[str, Any]]] = {
+    "agent narrowed": (_narrowed, {"tool": "billing.refund", "args": {"amount": 5}}, "deny",
+                       {"profile": "narrow", "revision": 1}),
+    "policy uploaded": (_uploaded, {"tool": "mail.send", "args": MAIL}, "deny",
+                        {"profile": "support", "revision": 2}),
+    "agent deleted": (_deleted, {}, 404, {}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", MEANWHILE)
+def test_a_turn_is_pinned_to_what_was_committed_when_it_was_admitted(
+    live: Any, harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A turn pins the agent's profile and the latest revision as committed when it is
+    admitted: read inside the transaction that writes it, as a thread's agent is. Another
+    process's change committed after this one's last look (its token check) and before
+    the turn was written went unseen: an agent moved to a narrower profile got a turn on
+    its old one, a new policy a turn on the revision it replaced (each deciding so for
+    the turn's whole lifetime), a deleted agent a turn of its own. A revision this
+    process has not compiled is compiled off the event loop."""
+    act, call, outcome, pinned = MEANWHILE[change]
+    service = harness.service
+    service.agent("a1")  # cached here
+    other.current()  # (compiled there before compiles are watched)
+    on_a_loop = slow_compiles(monkeypatch, 0)
+    real = service.snapshots.current
+    pending = [lambda: act(other)]
+
+    def looked(*args: Any, **kwargs: Any) -> Any:  # the handler's look, then the change
+        found = real(*args, **kwargs)
+        if pending:
+            pending.pop()()
+        return found
+
+    monkeypatch.setattr(service.snapshots, "current", looked)
+    admitted = live.post("/v1/turns", json={"agent": "a1"}, headers=harness.auth(harness.decide))
+    assert pending == []
+    if outcome == 404:
+        assert code_of(admitted) == (404, "agent-not-found")
+        assert list(service.store.scan("turns")) == []
+        return
+    assert admitted.status_code == 201, admitted.text
+    turn = admitted.json()
+    assert {key: turn[key] for key in pinned} == pinned
+    decided = decide(live, harness, **call, turn=turn["id"]).json()
+    assert decided["effect"] == outcome
+    assert on_a_loop == ([False] if change == "policy uploaded" else [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from api.http.commit import GroupCommit
 from api.service import tokens
 from api.service.connections import connections_create, connections_delete, connections_update
-from api.service.core import CACHE_EPOCH, Service
+from api.service.core import CACHE_EPOCH, Service, parent_tag
 from api.service.decide import Call, decide_calls
 from api.service.errors import ServiceError
 from api.service.resources import agents_delete, agents_update, create_agent
@@ -248,6 +249,35 @@ def test_connections_changed_while_they_were_read_are_not_kept(
     assert service.connections_for("vault") == []
     assert pending == []
     assert len(service.connections_for("vault")) == 1
+
+
+def test_caps_made_from_a_parent_read_while_it_changed_are_not_kept(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 6's parts (caps, connection, secret names) are kept between requests for a
+    call outside a thread, dropped whenever an agent changes. A parent given a budget by
+    another thread of this process (a `PATCH` runs in one) while a child's call read the
+    parent for its caps: the caps made from the parent as it was were kept after that
+    drop, so every later call of the child spent past the parent's new budget."""
+    service = harness.service
+    harness.add_agent("kid", "wide")  # (a profile without a budget of its own)
+    kid = dict(service.store.get("agents", "kid") or {})
+    kid["parent"] = "a1"
+    service.store.update("agents", "kid", kid, tag=parent_tag(kid))
+    service.forget_agent("kid")
+    service.forget_agent("a1")
+    service.agent("kid")  # cached: the parent is the first agent its call reads
+
+    def capped() -> None:  # the parent's own cap: 1 USD in all
+        agents_update(service, ADMIN, {"id": "a1", "budget": {"amount": "1", "period": "total"}})
+
+    pending = _while_read(monkeypatch, service, "agents", capped)
+    commit = GroupCommit(service)
+    call = Call("kid", "billing.refund", {"amount": 1}, expected_cost=Decimal(2))
+    assert _decided(commit, call) == "deny"  # prepared again: the change came before it
+    assert pending == []
+    assert _decided(commit, call) == "deny"
+    assert service.store.spent("agent:a1", 0) == 0
 
 
 def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
