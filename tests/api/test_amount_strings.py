@@ -91,6 +91,14 @@ def test_an_odd_string_amount_is_refused_by_the_operations_themselves(
 ) -> None:
     """Reached without the models (in process, or as an approved request): the
     operations' own 400s, with a help saying what an amount looks like."""
+    for refused in _refused_by_the_operations(harness, amount):
+        assert "written as a JSON number" in refused.extra["help"]
+    _nothing_written(harness)
+
+
+def _refused_by_the_operations(harness: Harness, amount: Any) -> list[ServiceError]:
+    """`amount` as a budget to agents.create and agents.update and as a thread's max_cost
+    to threads.create, each called as an admin's operation: each a 400 with its code."""
     admin = Principal("t", "admin")
     budget = {"amount": amount, "period": "total"}
     cases: list[tuple[str, dict[str, Any], str]] = [
@@ -99,12 +107,13 @@ def test_an_odd_string_amount_is_refused_by_the_operations_themselves(
         ("agents.update", {"id": "a1", "budget": budget}, "invalid-budget"),
         ("threads.create", {"agent": "a1", "max_cost": amount}, "invalid-max-cost"),
     ]  # fmt: skip
+    errors = []
     for tool, args, code in cases:
         with pytest.raises(ServiceError) as refused:
             manage(harness.service, admin, tool, args, None)
         assert (refused.value.status, refused.value.code) == (400, code)
-        assert "written as a JSON number" in refused.value.extra["help"]
-    _nothing_written(harness)
+        errors.append(refused.value)
+    return errors
 
 
 @pytest.mark.parametrize("amount", ["-0.0000001", "-1e-1000000000", Decimal("-0.0000005")])
@@ -115,18 +124,7 @@ def test_a_negative_amount_under_a_micro_usd_is_refused_by_the_operations(
     checked, so it was taken and stored, a cap that then denied every call (its budget
     rounded down to -1 micro-USD). The models refuse it over HTTP; the operations
     themselves did not (in process, or an approved request)."""
-    admin = Principal("t", "admin")
-    budget = {"amount": amount, "period": "total"}
-    cases: list[tuple[str, dict[str, Any], str]] = [
-        ("agents.create", {"name": "b", "profile": "wide", "identity": harness.identity,
-                           "budget": budget}, "invalid-budget"),
-        ("agents.update", {"id": "a1", "budget": budget}, "invalid-budget"),
-        ("threads.create", {"agent": "a1", "max_cost": amount}, "invalid-max-cost"),
-    ]  # fmt: skip
-    for tool, args, code in cases:
-        with pytest.raises(ServiceError) as refused:
-            manage(harness.service, admin, tool, args, None)
-        assert (refused.value.status, refused.value.code) == (400, code)
+    assert len(_refused_by_the_operations(harness, amount)) == 3
     _nothing_written(harness)
 
 
