@@ -104,3 +104,32 @@ def test_an_admin_token_file_that_cannot_be_written_is_said_and_the_token_printe
     assert "chr_" in out
     assert list((tmp_path / "x.db.admin-token").iterdir()) == []
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".new")]
+
+
+def test_a_new_database_and_its_files_are_made_0600(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, loose_umask: None
+) -> None:
+    """The database holds what only an admin token reads over HTTP (the decision log, the
+    approvals, the agents, the policy), and its `-wal` and `-shm` files hold the same: made
+    as the umask left them (0644, 0666 here) where any local user could read them. Now
+    made 0600 whatever the umask, as the key file and the admin token's are. A file that
+    is there keeps the mode its owner gave it."""
+    from api.http.app import open_service
+    from policy import identities
+
+    service = open_service(tmp_path / "x.db")
+    try:
+        identities.create(service.store, service.sealer, "me")  # (something in the WAL)
+        made = sorted(p.name for p in tmp_path.iterdir())
+        assert made == ["x.db", "x.db-shm", "x.db-wal", "x.db.key"]
+        assert {name: mode(tmp_path / name) for name in made} == dict.fromkeys(made, 0o600)
+    finally:
+        service.store.close()
+    token = first_start(capsys)  # (the database is there: only the token's file is new)
+    assert (tmp_path / "x.db.admin-token").read_text() == token + "\n"
+    assert mode(tmp_path / "x.db") == mode(tmp_path / "x.db.admin-token") == 0o600
+
+    kept = tmp_path / "kept.db"
+    kept.touch(0o640)
+    open_service(kept).store.close()
+    assert mode(kept) == 0o640
