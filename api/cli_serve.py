@@ -10,8 +10,8 @@ seeds the demo agent `demo-support` on it with a fresh identity.
 Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
 the store was busy: try again); 2 the command line cannot be served: an option out of its
 range, a database path that is empty, in memory, unopenable or not charter's, a port that
-cannot be listened on, a malformed secret key. Each of these is found before anything is
-created, and leaves the path as it was.
+cannot be listened on, a malformed secret key or a key file others may read. Each of these
+is found before anything is created, and leaves the path as it was.
 """
 
 from __future__ import annotations

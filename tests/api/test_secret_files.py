@@ -1,6 +1,6 @@
-"""The files `charter serve` keeps secrets in, as a first start makes them: the admin
-token's (`<db>.admin-token`) is a new file of mode 0600 whatever was at its path, a
-loose umask too; the key file is refused while others may read it."""
+"""The files `charter serve` keeps secrets in: the admin token's (`<db>.admin-token`) is
+a new file of mode 0600 whatever was at its path, the database and its `-wal` and `-shm`
+are made 0600 under a loose umask too, and a key file others may read is refused."""
 
 from __future__ import annotations
 
@@ -133,3 +133,26 @@ def test_a_new_database_and_its_files_are_made_0600(
     kept.touch(0o640)
     open_service(kept).store.close()
     assert mode(kept) == 0o640
+
+
+def test_a_key_file_others_may_read_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A key file made by hand (`openssl rand -hex 32 > x.db.key`: 0644 under the usual
+    umask) was served from as it was, every secret it seals open to any local user who
+    can read the database. Refused, exit 2 and nothing made, until only its owner may
+    read it (as ssh does a private key); `CHARTER_SECRET_KEY` is not a file."""
+    key = tmp_path / "x.db.key"
+    key.write_text("42" * 32 + "\n")
+    for loose in (0o644, 0o640, 0o604, 0o620):
+        key.chmod(loose)
+        assert main(["serve", "--db", "x.db", "--port", "0"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == (
+            f"charter: other users may read or write the key file `x.db.key` (mode {loose:o})\n"
+            "help: `chmod 600 x.db.key`, or give the key in `CHARTER_SECRET_KEY`\n"
+        )
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db.key"]
+    key.chmod(0o400)
+    token = first_start(capsys)
+    assert (tmp_path / "x.db.admin-token").read_text() == token + "\n"
