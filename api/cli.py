@@ -23,6 +23,7 @@ from api.cli_args import json_object, text_option, tool_option, usage_error
 from api.cli_outcome import err as _err
 from api.cli_outcome import out as _out
 from api.service.encoding import dumps_text
+from api.service.redaction import hidden_for, redact
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
@@ -200,12 +201,21 @@ def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
     return compile_workspace(workspace), request
 
 
+def _secrets(snapshot: Snapshot, request: Request) -> frozenset[str]:
+    """The argument names shown `[redacted]`, as the service shows them in a decision
+    (api.service.redaction): what is printed goes where a decision goes, a CI log, a
+    ticket, so a seed or a credential given in `--args` is not printed back."""
+    return hidden_for(snapshot, request.tool, snapshot.decide(request))
+
+
 def cmd_decide(args: argparse.Namespace) -> int:
     loaded = _request(args)
     if loaded is None:
         return 1
     snapshot, request = loaded
-    _out(dumps_text(snapshot.decide(request).to_json()))
+    decision = snapshot.decide(request)
+    shown = {**decision.to_json(), "args": redact(_secrets(snapshot, request), decision.args)}
+    _out(dumps_text(shown))
     return 0
 
 
@@ -213,7 +223,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     loaded = _request(args)
     if loaded is None:
         return 1
-    _, text = explain(*loaded, show=lambda value: dumps_text(value, indent=False))
+    hidden = _secrets(*loaded)
+    _, text = explain(*loaded, show=lambda value: dumps_text(redact(hidden, value), indent=False))
     _out(text)
     return 0
 

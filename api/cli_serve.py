@@ -10,8 +10,8 @@ seeds the demo agent `demo-support` on it with a fresh identity.
 Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
 the store was busy: try again); 2 the command line cannot be served: an option out of its
 range, a database path that is empty, in memory, unopenable or not charter's, a port that
-cannot be listened on, a malformed secret key. Each of these is found before anything is
-created, and leaves the path as it was.
+cannot be listened on, a malformed secret key or a key file others may read. Each of these
+is found before anything is created, and leaves the path as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import socket
 import sqlite3
 import sys
@@ -67,10 +68,20 @@ def token_path(db: str) -> Path:
 
 
 def _write_secret_file(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text + "\n")
-    os.chmod(path, 0o600)
+    """`text` in a new file of mode 0600 (whatever the umask) that takes `path`'s place:
+    written to a file of its own beside it (O_EXCL: made here, no file or link that was
+    there), then renamed over `path`. Opened in place, a file already at `path` kept its
+    inode and its mode while the token was written into it: whoever held it open (one
+    made world-readable earlier, or someone else's, in a shared directory) read the
+    token, and a symlink there was followed, the token written wherever it pointed."""
+    spare = path.with_name(f"{path.name}.{secrets.token_hex(8)}.new")
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text + "\n")
+        os.replace(spare, path)
+    finally:
+        spare.unlink(missing_ok=True)
 
 
 def workspace_files(workspace: str) -> list[tuple[str, str]]:
@@ -122,8 +133,13 @@ def prepare(service: Service, db: str, workspace: str | None) -> None:
     if not store.get_meta("admin_token_issued"):
         token, _ = tokens.issue(store, "admin", name="first start")
         store.set_meta("admin_token_issued", True)
-        _write_secret_file(token_path(db), token)
-        _say(f"admin token (shown once; also in {token_path(db)}, mode 0600):\n  {token}")
+        path = token_path(db)
+        try:
+            _write_secret_file(path, token)
+        except OSError as exc:  # (a directory at the path): printed all the same
+            _say(f"admin token (shown once; not written to {path}: {os_reason(exc)}):\n  {token}")
+        else:
+            _say(f"admin token (shown once; also in {path}, mode 0600):\n  {token}")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

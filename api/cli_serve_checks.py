@@ -16,6 +16,7 @@ import errno
 import os
 import socket
 import sqlite3
+import stat
 import sys
 from pathlib import Path
 
@@ -157,7 +158,8 @@ def database_refusal(db: str, *, serving: bool) -> tuple[str, str | None] | None
 
 def key_refusal(db: str) -> tuple[str, str] | None:
     """A malformed secret key (`CHARTER_SECRET_KEY`, or the key file beside the database),
-    found without writing a key file: only one that is there is read."""
+    or a key file others may read, found without writing a key file: only one that is
+    there is read."""
     if not (os.environ.get(KEY_ENV) or key_path_for(db).exists()):
         return None  # (a new key is made, with the database)
     hint = "the key is 64 hex digits: the one that sealed this database's secrets"
@@ -169,7 +171,23 @@ def key_refusal(db: str) -> tuple[str, str] | None:
         return f"the key file `{key_path_for(db)}` is malformed", hint
     except OSError as exc:
         return f"cannot read the key file `{key_path_for(db)}`: {os_reason(exc)}", hint
+    if not os.environ.get(KEY_ENV):
+        return _exposed_key_file(key_path_for(db))
     return None
+
+
+def _exposed_key_file(path: Path) -> tuple[str, str] | None:
+    """A key file that users other than its owner may read or write (one made by hand,
+    `openssl rand -hex 32 > x.db.key`, is 0644 under the usual umask), refused as ssh
+    refuses such a private key: whoever reads it opens every seed and credential it
+    seals. The one charter makes is 0600."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if not mode & 0o077:
+        return None
+    return (
+        f"other users may read or write the key file `{path}` (mode {mode:o})",
+        f"`chmod 600 {path}`, or give the key in `{KEY_ENV}`",
+    )
 
 
 # Where a database keeps what its key sealed (one of them opening is enough to know the key).

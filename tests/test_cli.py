@@ -269,6 +269,37 @@ def test_explain_trace(capsys: pytest.CaptureFixture[str]) -> None:
     assert "result: ALLOW" in out
 
 
+SEED = "5e" * 32
+CREDENTIAL = "ghp_credential_never_shown"
+
+
+@pytest.mark.parametrize("command", ["decide", "explain"])
+def test_decide_and_explain_redact_secret_arguments(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The command line shows a call's secret arguments as the service does, `[redacted]`
+    (a seed, a credential; in a call denied for its shape every tool's): its output goes
+    where a decision's goes, into a CI log or a ticket. Other arguments are shown."""
+    argv = [command, "--workspace", WORKSPACE, "--profile", "platform-admin"]
+    calls = [
+        ("identities.import", {"seed": SEED, "label": "mine"}, "allow"),
+        ("connections.create", {"name": "n", "toolset": "t", "credential": CREDENTIAL}, "allow"),
+        ("identities.create", {"seed": SEED}, "deny"),
+    ]
+    for tool, args, effect in calls:
+        code, out, _ = run(capsys, *argv, "--tool", tool, "--args", json.dumps(args))
+        assert code == 0 and SEED not in out and CREDENTIAL not in out, out
+        if command == "decide":
+            data = json.loads(out)
+            assert data["effect"] == effect
+            if effect == "allow":
+                secret = "seed" if tool == "identities.import" else "credential"
+                assert data["args"] == {**args, secret: "[redacted]"}
+        else:
+            assert f"result: {effect.upper()}" in out
+            assert effect == "deny" or '"[redacted]"' in out
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["check"])

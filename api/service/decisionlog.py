@@ -16,7 +16,6 @@ databases written before are CBOR: api.service.logrows reads both).
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache, partial
@@ -30,75 +29,13 @@ from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps
 from api.service.entropy import random_hex
 from api.service.metrics import Metrics
-from engine.compile import Snapshot
+from api.service.redaction import every_secret, redact, secret_names, shape_denied
 from engine.decision import Decision, Reason, Request, make_decision
-from policy.catalogue import SENSITIVE_ARGS
 
 if TYPE_CHECKING:
     from api.service.decide import Prepared
 
-REDACTED = "[redacted]"
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
-
-
-def _redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if args is None:
-        return None
-    if not hidden:
-        return args if type(args) is dict else dict(args)
-    return {k: REDACTED if k.casefold() in hidden else _hide(hidden, v) for k, v in args.items()}
-
-
-def _hide(hidden: frozenset[str], value: Any) -> Any:
-    """`value` with every key named like a secret argument redacted, in any case and at any
-    depth: a call that misnames one (`Seed`, `{label: {seed: ...}}`) is denied for its
-    shape, but its arguments are logged as sent, where the secret was kept in clear."""
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED if isinstance(k, str) and k.casefold() in hidden else _hide(hidden, v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_hide(hidden, v) for v in value]
-    return value
-
-
-_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-# The key of every secret argument name in a snapshot's cache (`_hidden`): no tool's name.
-_EVERY = "*"
-
-
-def _hidden(snapshot: Snapshot, tool: str) -> frozenset[str]:
-    """The tool's secret argument names, cached per snapshot (gone with the snapshot).
-    A tool the snapshot does not know is denied for its name, and its arguments are
-    logged as sent: each name that any tool keeps secret is hidden in them, as a
-    misnamed call (`Identities.import`) carries that tool's secret. (Not cached per
-    name: a caller may send any number of names no tool has.)"""
-    per_tool = _HIDDEN.get(snapshot)
-    if per_tool is None:
-        per_tool = _HIDDEN.setdefault(snapshot, {})
-    found = per_tool.get(tool)
-    if found is None:
-        spec = snapshot.tools.get(tool)
-        if spec is None and tool not in SENSITIVE_ARGS:
-            return _every_secret(snapshot, per_tool)
-        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
-        per_tool[tool] = found
-    return found
-
-
-def _every_secret(snapshot: Snapshot, per_tool: dict[str, frozenset[str]]) -> frozenset[str]:
-    found = per_tool.get(_EVERY)
-    if found is None:
-        found = frozenset().union(
-            *SENSITIVE_ARGS.values(), *(spec.sensitive for spec in snapshot.tools.values())
-        )
-        per_tool[_EVERY] = found
-    return found
 
 
 class _NeedsLedger(Exception):
@@ -188,7 +125,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
             f"`{p.call.connection}`"
         )
     caps, subjects = batch.caps(p)
-    hidden = _hidden(p.snapshot, p.call.tool)
+    hidden = secret_names(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)
     if shared:
         batch.service.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
@@ -396,8 +333,11 @@ def draft(
         raw.append(decision.args)
         call = p.call
         hidden = static[3]
-        args = _redact(hidden, call.args)
-        final = _redact(hidden, decision.args)
+        if decision.args is None and shape_denied(decision):
+            # (arguments its tool does not take may be another tool's secret: redaction)
+            hidden = every_secret(p.snapshot)
+        args = redact(hidden, call.args)
+        final = redact(hidden, decision.args)
         decision_id = ids[24 * i : 24 * i + 24]
         reasons, ref = _reasons(decision.reasons)
         if ref not in known and ref not in fresh:

@@ -8,6 +8,8 @@ a process notices another's commits and drops its caches.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import struct
 import threading
@@ -183,6 +185,15 @@ class _Transaction:
             store._lock.release()
 
 
+def _create_private(path: str) -> None:
+    """A database not there yet is made here, empty and 0600 (SQLite made it 0644 whatever
+    the umask, and its `-wal` and `-shm` files take its mode): it holds what only an admin
+    token reads over HTTP, the decision log, the approvals, the agents. A file that is
+    there keeps the mode it has; a path that cannot be made is left to SQLite to refuse."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class SqliteStore:
     """`shared`: several serving processes write this file (`charter serve --workers N`);
     their write transactions take a `WriterLock` first (policy/store/writerlock.py).
@@ -192,6 +203,8 @@ class SqliteStore:
         self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0
     ) -> None:
         self.path = str(path)
+        if self.path not in ("", ":memory:"):
+            _create_private(self.path)
         self._lock = threading.RLock()
         self._depth = 0
         self._after_commit: list[Callable[[], None]] = []  # run after the outer COMMIT

@@ -41,7 +41,7 @@ def test_secrets_in_a_call_to_a_tool_no_one_has_are_redacted(client: Any, harnes
     denied for its name and logged with its arguments: every name that some tool keeps
     secret is hidden in them, in any case and at any depth. The names of such tools are
     not kept: a caller may send any number of them."""
-    from api.service import decisionlog
+    from api.service import redaction
 
     calls = [
         ("Identities.import", {"seed": SEED}),
@@ -64,7 +64,46 @@ def test_secrets_in_a_call_to_a_tool_no_one_has_are_redacted(client: Any, harnes
     assert rows[2]["args"] == {"name": "n", "credential": "[redacted]"}
     assert rows[3]["args"] == {"x": 0}
     snapshot = harness.service.current()
-    assert len(decisionlog._HIDDEN.get(snapshot, {})) <= 2  # (the set of all, and `mail`'s)
+    assert len(redaction._HIDDEN.get(snapshot, {})) <= 2  # (the set of all, and `mail`'s)
+
+
+MAIL = {"to": "a@example.com", "subject": "s", "body": "b"}
+AGENT = {"name": "x", "profile": "narrow", "metadata": {}}
+
+
+def test_secrets_in_a_call_its_tool_does_not_take_are_redacted(
+    client: Any, harness: Harness
+) -> None:
+    """A call of a tool the policy has, with a secret its tool does not take (the seed
+    sent to `identities.create` where `identities.import` was meant, a credential given
+    to `connections.get`, a toolset's tool or an agent's create), is denied for its shape
+    and logged with its arguments as sent: every name some tool keeps secret is hidden in
+    them, as in a call to a tool the policy does not have. Only such calls: a call of the
+    right shape keeps its arguments as they were."""
+    calls = [
+        ("identities.create", {"seed": SEED}),
+        ("identities.create", {"label": {"Seed": SEED}}),
+        ("connections.get", {"id": "c", "credential": CREDENTIAL}),
+        ("mail.send", {**MAIL, "credential": CREDENTIAL}),
+        ("agents.create", {**AGENT, "CREDENTIAL": [CREDENTIAL]}),
+        ("agents.create", {**AGENT, "metadata": {"seed": 1}}),
+    ]
+    for tool, args in calls:
+        answer = client.post(
+            "/v1/decisions", json={"agent": "a1", "tool": tool, "args": args},
+            headers=harness.auth(harness.decide),
+        )  # fmt: skip
+        assert SEED not in answer.text and CREDENTIAL not in answer.text, answer.text
+    log = client.get("/v1/decisions", params={"after_seq": 0}, headers=harness.auth())
+    assert SEED not in log.text and CREDENTIAL not in log.text
+    rows = log.json()["decisions"]
+    assert [row["effect"] for row in rows] == ["deny"] * 5 + ["allow"]
+    assert rows[0]["args"] == {"seed": "[redacted]"}
+    assert rows[1]["args"] == {"label": {"Seed": "[redacted]"}}
+    assert rows[2]["args"] == {"id": "c", "credential": "[redacted]"}
+    assert rows[3]["args"]["credential"] == "[redacted]"
+    assert rows[4]["args"]["CREDENTIAL"] == "[redacted]"
+    assert rows[5]["args"]["metadata"] == {"seed": 1}  # (the right shape: not a secret)
 
 
 PAUSING = """

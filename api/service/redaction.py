@@ -1,0 +1,107 @@
+"""Secret arguments out of sight: the names a call's arguments are redacted by, in the
+decision log, in every response that shows a call (a decision, an approval) and in the
+command line's `charter decide` and `charter explain`.
+
+A tool's secret arguments are the ones the catalogue marks (`identities.import`'s
+`seed`, `connections.create`/`.update`'s `credential`: policy.catalogue.SENSITIVE_ARGS).
+A call whose arguments do not fit its tool (a tool the policy does not have, or one that
+does not take what was sent) is denied for its shape and shown as sent: every name that
+any tool keeps secret is hidden in it, at any depth and in any case, as such a call is
+most often another tool's meant (`Identities.import`, `identities.create` given the
+`seed` of an import).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from engine.compile import Snapshot
+from engine.decision import Decision
+from policy.catalogue import SENSITIVE_ARGS
+
+REDACTED = "[redacted]"
+
+
+def redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`args` with each argument named in `hidden` (casefolded) `[redacted]`, at any depth."""
+    if args is None:
+        return None
+    if not hidden:
+        return args if type(args) is dict else dict(args)
+    return {k: REDACTED if k.casefold() in hidden else _hide(hidden, v) for k, v in args.items()}
+
+
+def _hide(hidden: frozenset[str], value: Any) -> Any:
+    """`value` with every key named like a secret argument redacted, in any case and at any
+    depth: a call that misnames one (`Seed`, `{label: {seed: ...}}`) is denied for its
+    shape, but its arguments are logged as sent, where the secret was kept in clear."""
+    if isinstance(value, Mapping):
+        return {
+            k: REDACTED if isinstance(k, str) and k.casefold() in hidden else _hide(hidden, v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_hide(hidden, v) for v in value]
+    return value
+
+
+_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+# The key of every secret argument name in a snapshot's cache (`secret_names`): no tool's name.
+_EVERY = "*"
+
+
+def secret_names(snapshot: Snapshot, tool: str) -> frozenset[str]:
+    """The tool's secret argument names, cached per snapshot (gone with the snapshot).
+    A tool the snapshot does not know is denied for its name, and its arguments are
+    logged as sent: each name that any tool keeps secret is hidden in them, as a
+    misnamed call (`Identities.import`) carries that tool's secret. (Not cached per
+    name: a caller may send any number of names no tool has.)"""
+    per_tool = _HIDDEN.get(snapshot)
+    if per_tool is None:
+        per_tool = _HIDDEN.setdefault(snapshot, {})
+    found = per_tool.get(tool)
+    if found is None:
+        spec = snapshot.tools.get(tool)
+        if spec is None and tool not in SENSITIVE_ARGS:
+            return every_secret(snapshot)
+        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
+        per_tool[tool] = found
+    return found
+
+
+def every_secret(snapshot: Snapshot) -> frozenset[str]:
+    """Every argument name that some tool of `snapshot` keeps secret."""
+    per_tool = _HIDDEN.get(snapshot)
+    if per_tool is None:
+        per_tool = _HIDDEN.setdefault(snapshot, {})
+    found = per_tool.get(_EVERY)
+    if found is None:
+        found = frozenset().union(
+            *SENSITIVE_ARGS.values(), *(spec.sensitive for spec in snapshot.tools.values())
+        )
+        per_tool[_EVERY] = found
+    return found
+
+
+def shape_denied(decision: Decision) -> bool:
+    """Whether `decision` refused its call's arguments as they were sent (step 2): a tool
+    the policy does not have, or arguments its tool does not take. Only such a call can
+    carry a name its tool does not declare (a call of the right shape has its tool's
+    arguments alone, defaults filled in)."""
+    return decision.args is None and bool(decision.reasons) and decision.reasons[0].kind == "shape"
+
+
+def hidden_for(snapshot: Snapshot, tool: str, decision: Decision) -> frozenset[str]:
+    """The names redacted in a call of `tool` that `decision` decided: its tool's secret
+    arguments, or every tool's for a call denied for its shape (`identities.create`
+    given a `seed`, `connections.get` a `credential`: another tool's call, most likely,
+    that the log would otherwise show with its secret in clear)."""
+    if shape_denied(decision):
+        return every_secret(snapshot)
+    return secret_names(snapshot, tool)
