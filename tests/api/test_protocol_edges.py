@@ -1,0 +1,116 @@
+"""Requests as a client library would not send them, on a raw socket to uvicorn on
+loopback (tests/api/rawhttp.py): a header twice, bytes around a token, pipelined
+requests. Each refusal is a problem with a stable code, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from api.http.app import create_app
+from tests.api.conftest import POLICY, Harness, LiveServer, asgi
+from tests.api.rawhttp import exchange, request
+
+CALL = {"agent": "b1", "tool": "mail.send",
+        "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
+
+
+@pytest.fixture
+def port(harness: Harness) -> Iterator[int]:
+    server = LiveServer(create_app(harness.service))
+    with server:
+        yield server.port
+
+
+def bearer(token: str | bytes) -> tuple[str, bytes]:
+    return "Authorization", b"Bearer " + (token if isinstance(token, bytes) else token.encode())
+
+
+def test_two_authorization_headers_are_refused_before_either_is_used(
+    port: int, harness: Harness
+) -> None:
+    """Which of two a reader takes differs (here the first; a proxy may check the last):
+    an admin's token ahead of an agent's decided for another agent than the agent's own,
+    and listed every agent, as the admin. Refused whichever comes first and whether or
+    not each is valid, on the decision lane as on the router, deciding and writing
+    nothing; under a `root_path` too, where the router serves the lane."""
+    harness.add_agent("b1", "support")
+    admin, agent, decide = harness.admin, harness.agent_token, harness.decide
+    call = json.dumps(CALL).encode()
+    secrets = harness.service.store.page("secrets", 0, 100)
+    for first, second in ((admin, agent), (agent, admin), (decide, admin), (admin, admin),
+                          ("nope", admin)):  # fmt: skip
+        twice = (bearer(first), bearer(second))
+        for method, path, body in (
+            ("POST", "/v1/decisions", call),
+            ("POST", "/v1/decisions/batch", b'{"calls": [%s]}' % call),
+            ("GET", "/v1/agents", None),
+            ("POST", "/v1/identities", b'{"label": "x"}'),
+        ):
+            [answer] = exchange(port, request(method, path, twice, body))
+            assert answer.code == (400, "repeated-header"), (path, answer)
+            assert "`Authorization`" in answer.json()["detail"]
+    assert harness.service.store.last_seq() == 0
+    assert harness.service.store.page("secrets", 0, 100) == secrets
+    app = create_app(harness.service)
+    sent = asgi(app, harness, "/v1/decisions", call, root_path="/svc",
+                more=((b"authorization", f"Bearer {agent}".encode()),))  # fmt: skip
+    assert (sent[0]["status"], json.loads(sent[1]["body"])["code"]) == (400, "repeated-header")
+    assert harness.service.store.last_seq() == 0
+    [once] = exchange(port, request("POST", "/v1/decisions", (bearer(admin),), call))
+    assert once.status == 200
+
+
+def test_a_token_is_the_bytes_after_bearer(port: int, harness: Harness) -> None:
+    """A header is read as Latin-1, and the token was stripped of any Unicode space: a
+    no-break space (0xA0) or a next-line (0x85) around an admin's token was that token
+    here and another to anything else reading the header. Such a byte is now part of the
+    token (unknown: 401); the scheme in any case, and spaces before the token, are as
+    HTTP has them."""
+    admin = harness.admin.encode()
+    secrets = harness.service.store.page("secrets", 0, 100)
+    for value in (b"\xa0" + admin, admin + b"\xa0", b"\x85" + admin, admin + b"\x85"):
+        [answer] = exchange(port, request("GET", "/v1/agents", (bearer(value),)))
+        assert answer.code == (401, "unauthorized"), value
+    made = exchange(port, request("POST", "/v1/identities", (bearer(b"\xa0" + admin),), b"{}"))
+    assert made[0].code == (401, "unauthorized")
+    assert harness.service.store.page("secrets", 0, 100) == secrets
+    for value in (b"bearer " + admin, b"BEARER  " + admin, b"Bearer " + admin):
+        [answer] = exchange(port, request("GET", "/v1/agents", (("Authorization", value),)))
+        assert answer.status == 200, value
+    [tab] = exchange(port, request("GET", "/v1/agents", (("Authorization", b"Bearer\t" + admin),)))
+    assert tab.code == (401, "unauthorized")
+
+
+def test_if_match_twice_is_a_list_and_refused(port: int, harness: Harness) -> None:
+    """Two `If-Match` headers are one list (RFC 9110), which one header is refused for;
+    read as its first tag alone, the write went ahead on it."""
+    admin = bearer(harness.admin)
+    [got] = exchange(port, request("GET", "/v1/agents/a1", (admin,)))
+    etag = got.header("etag")[0]
+    stale = '"' + "0" * 32 + '"'
+    for first, second in ((etag, stale), (etag, etag), ("*", etag)):
+        headers = (admin, ("Content-Type", "application/json"), ("If-Match", first),
+                   ("If-Match", second))  # fmt: skip
+        [answer] = exchange(port, request("PATCH", "/v1/agents/a1", headers, b'{"name": "z"}'))
+        assert answer.code == (400, "bad-if-match"), (first, second, answer)
+    [after] = exchange(port, request("GET", "/v1/agents/a1", (admin,)))
+    assert after.json()["name"] == "a1"
+    upload = (admin, ("Content-Type", "text/plain"), ("If-Match", '"1"'), ("If-Match", '"1"'))
+    [answer] = exchange(port, request("PUT", "/v1/policy", upload, POLICY.encode()))
+    assert answer.code == (400, "bad-if-match")
+    assert harness.service.store.latest_revision() == 1
+
+
+def test_a_policy_upload_with_two_content_types_is_refused(port: int, harness: Harness) -> None:
+    """`Content-Type` says whether the body is DSL text or JSON: with two, the upload
+    stored was the one the first said, where a proxy reading the last sees another."""
+    admin = bearer(harness.admin)
+    for kinds in (("text/plain", "application/json"), ("application/json", "text/plain")):
+        headers = (admin, *(("Content-Type", kind) for kind in kinds))
+        [answer] = exchange(port, request("PUT", "/v1/policy", headers, POLICY.encode()))
+        assert answer.code == (400, "repeated-header"), (kinds, answer)
+        assert "`Content-Type`" in answer.json()["detail"]
+    assert harness.service.store.latest_revision() == 1
