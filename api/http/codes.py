@@ -216,7 +216,9 @@ CODES: dict[str, Code] = {
     ),
     # ---- not there -----------------------------------------------------------------------
     "route-not-found": Code((404,), "no endpoint has this path"),
-    "method-not-allowed": Code((405,), "the path has no endpoint for this method"),
+    "method-not-allowed": Code(
+        (405,), "the path has no endpoint for this method; `Allow` lists the methods it takes"
+    ),
     "agent-not-found": Code(
         (404,),
         "no agent `{id}`: in the path, or the `agent` a decision, turn, thread, fit check or "

@@ -5,11 +5,12 @@ requests. Each refusal is a problem with a stable code, and writes nothing."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from api.http.app import create_app
+from api.http.app import TABLE, create_app
 from tests.api.conftest import POLICY, Harness, LiveServer, asgi
 from tests.api.rawhttp import exchange, request
 
@@ -114,3 +115,34 @@ def test_a_policy_upload_with_two_content_types_is_refused(port: int, harness: H
         assert answer.code == (400, "repeated-header"), (kinds, answer)
         assert "`Content-Type`" in answer.json()["detail"]
     assert harness.service.store.latest_revision() == 1
+
+
+def _paths() -> dict[str, set[str]]:
+    """Each path of the app (its parameters filled in) and the methods some route takes
+    on it (`/v1/identities/import` is also an `/v1/identities/{id}`)."""
+    routes = [(re.sub(r"\{\w+\}", "[^/]+", spec.path), spec.method) for spec, _ in TABLE]
+    taken: dict[str, set[str]] = {}
+    for spec, _ in TABLE:
+        path = re.sub(r"\{\w+\}", "x", spec.path)
+        for pattern, method in routes:
+            if re.fullmatch(pattern, path):
+                taken.setdefault(path, set()).update({method, "HEAD"} if method == "GET"
+                                                     else {method})  # fmt: skip
+    return taken
+
+
+@pytest.mark.parametrize(("path", "methods"), sorted(_paths().items()))
+def test_a_405_says_what_the_path_takes(
+    port: int, harness: Harness, path: str, methods: set[str]
+) -> None:
+    """RFC 9110: a 405 lists in `Allow` the methods the path takes. Starlette's listed
+    those of the first route on the path alone (`GET, HEAD` for `/v1/agents`), and its
+    problem dropped even that. Under a `root_path` the same."""
+    for method in ("OPTIONS", "TRACE", *({"PUT", "DELETE", "POST"} - methods)):
+        [answer] = exchange(port, request(method, path, (bearer(harness.admin),)))
+        assert answer.code == (405, "method-not-allowed"), (method, answer)
+        assert answer.header("allow") == [", ".join(sorted(methods))]
+    sent = asgi(create_app(harness.service), harness, path, method="TRACE", root_path="/svc")
+    assert sent[0]["status"] == 405
+    assert (b"allow", ", ".join(sorted(methods)).encode()) in sent[0]["headers"]
+    assert harness.service.store.last_seq() == 0
