@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 
 import pytest
 
 from api.http.app import TABLE, create_app
+from api.service import tokens
 from tests.api.conftest import POLICY, Harness, LiveServer, asgi
-from tests.api.rawhttp import exchange, request
+from tests.api.rawhttp import exchange, read_answers, request
 
 CALL = {"agent": "b1", "tool": "mail.send",
         "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip
@@ -146,3 +148,39 @@ def test_a_405_says_what_the_path_takes(
     assert sent[0]["status"] == 405
     assert (b"allow", ", ".join(sorted(methods)).encode()) in sent[0]["headers"]
     assert harness.service.store.last_seq() == 0
+
+
+def test_a_pipelined_request_acts_for_its_own_token(port: int, harness: Harness) -> None:
+    """uvicorn starts a pipelined request's task inside the one before it on the
+    connection, whose token it would act for: an admin revoking its own token, then on
+    the same connection a decision with the `decide` token, had the decision's write
+    checked against the revoked admin token (a 401, nothing logged)."""
+    doomed, doc = tokens.issue(harness.service.store, "admin")
+    call = json.dumps({**CALL, "agent": "a1"}).encode()
+    pipelined = request("DELETE", f"/v1/tokens/{doc['id']}", (bearer(doomed),)) + request(
+        "POST", "/v1/decisions", (bearer(harness.decide),), call
+    )
+    revoked, decided = exchange(port, pipelined, answers=2)
+    assert revoked.status == 204, revoked
+    assert decided.status == 200, decided
+    assert harness.service.store.last_seq() == 1
+    refused, listed = exchange(port, request("GET", "/v1/agents", (bearer("nope"),)) + request(
+        "GET", "/v1/agents", (bearer(harness.admin),)), answers=2)  # fmt: skip
+    assert (refused.code, listed.status) == ((401, "unauthorized"), 200)
+
+
+def test_a_chunked_body_over_the_cap_is_refused_as_it_streams(port: int, harness: Harness) -> None:
+    """The 1 MiB cap is kept while a body without a `Content-Length` comes in: the 413
+    comes while the rest of the body has not been sent (the answer is read before the
+    body's last chunk), and nothing is written."""
+    head = request("POST", "/v1/identities", (bearer(harness.admin),
+                   ("Transfer-Encoding", "chunked")))  # fmt: skip
+    piece = b"x" * 65536
+    secrets = harness.service.store.page("secrets", 0, 100)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        for _ in range(17):  # 1 MiB and one piece more
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+        [answer] = read_answers(sock, 1)
+    assert answer.code == (413, "body-too-large")
+    assert harness.service.store.page("secrets", 0, 100) == secrets
