@@ -9,17 +9,23 @@ from collections.abc import Iterable
 from starlette.requests import Request
 from starlette.types import Scope
 
-from api.http.body import scope_header
+from api.http.body import single_header
 from api.http.parts import parts_of
 from api.service.errors import ServiceError, invalid_token
 from api.service.tokens import Principal, TokenCache, act_for
 
 
 def bearer(scope: Scope) -> str:
-    scheme, _, token = (scope_header(scope, b"authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    """The token of `Authorization: Bearer <token>` (the scheme in any case), given once
+    (else 400 `repeated-header`). Only HTTP's own white space (spaces, tabs) is taken off
+    around the token: `str.strip()` took off any Unicode space too, and a header is read
+    as Latin-1, so `Bearer \\xa0<token>` or `<token>\\x85` (a no-break space, a next-line)
+    was that token here, and another token to a proxy or a log reading the header."""
+    scheme, _, token = (single_header(scope, b"authorization") or "").partition(" ")
+    token = token.strip(" \t")
+    if scheme.lower() != "bearer" or not token:
         raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
-    return token.strip()
+    return token
 
 
 def principal(request: Request) -> Principal:

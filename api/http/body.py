@@ -48,6 +48,26 @@ def scope_header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def single_header(scope: Scope, name: bytes) -> str | None:
+    """A header that HTTP allows once (`name` in lower case): its value, None when it is
+    not sent, and 400 `repeated-header` when it is sent more than once. Readers differ on
+    which of two they take (starlette and `scope_header` the first, others the last), so
+    a proxy that checks one could pass the request on to be read by the other: two
+    `Authorization` headers, an agent's token and an admin's, were authorized here as
+    whichever came first."""
+    found = None
+    for key, value in scope["headers"]:
+        if key == name:
+            if found is not None:
+                shown = name.decode("latin-1").title()
+                raise ServiceError(
+                    400, "repeated-header", f"the header `{shown}` is given more than once",
+                    help=f"send `{shown}` once",
+                )  # fmt: skip
+            found = value
+    return None if found is None else str(found.decode("latin-1"))
+
+
 async def read_body(request: Request) -> bytes:
     return await receive_body(request.scope, request.receive)
 

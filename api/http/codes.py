@@ -56,6 +56,11 @@ CODES: dict[str, Code] = {
         (400,),
         "a query parameter the endpoint reads is given more than once (`?limit=1&limit=1000`)",
     ),
+    "repeated-header": Code(
+        (400,),
+        "a header that HTTP allows once is given more than once: `Authorization` (any endpoint "
+        "that takes a token; checked before the token), or `Content-Type` (`PUT /v1/policy`)",
+    ),
     "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
@@ -64,7 +69,7 @@ CODES: dict[str, Code] = {
         "`If-Match` is not `*` or one strong entity tag in double quotes: of a `PUT /v1/policy`, "
         'a revision\'s (`"7"`, the `ETag` of `GET /v1/policy`); of a `PATCH` or `DELETE` of an '
         "identity, agent, thread, connection or role, any (its `ETag` is one); a weak (`W/`) "
-        "tag or a list is refused too",
+        "tag or a list (in one `If-Match` header, or in two) is refused too",
     ),
     "bad-revision": Code(
         (400,),
@@ -117,7 +122,8 @@ CODES: dict[str, Code] = {
     "unauthorized": Code(
         (401,),
         "no `Authorization: Bearer <token>`, or a token that is not valid (never issued or "
-        "revoked)",
+        "revoked; the token is all that follows `Bearer `, but for spaces and tabs around it: "
+        "a no-break space is part of it)",
     ),
     "insufficient-scope": Code(
         (403,),
@@ -210,7 +216,9 @@ CODES: dict[str, Code] = {
     ),
     # ---- not there -----------------------------------------------------------------------
     "route-not-found": Code((404,), "no endpoint has this path"),
-    "method-not-allowed": Code((405,), "the path has no endpoint for this method"),
+    "method-not-allowed": Code(
+        (405,), "the path has no endpoint for this method; `Allow` lists the methods it takes"
+    ),
     "agent-not-found": Code(
         (404,),
         "no agent `{id}`: in the path, or the `agent` a decision, turn, thread, fit check or "

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.service.encoding import dumps
@@ -48,10 +49,26 @@ async def service_error(request: Request, exc: Exception) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    codes = {404: "route-not-found", 405: "method-not-allowed"}
-    code = codes.get(exc.status_code, "http-error")
+    if exc.status_code == 405:
+        _count(request.scope, 405, "method-not-allowed")
+        allow = allowed_methods(request.scope)
+        response = problem(405, "method-not-allowed", f"this path takes {allow}")
+        response.headers["Allow"] = allow  # (RFC 9110: a 405 says what the path takes)
+        return response
+    code = "route-not-found" if exc.status_code == 404 else "http-error"
     _count(request.scope, exc.status_code, code)
     return problem(exc.status_code, code, str(exc.detail))
+
+
+def allowed_methods(scope: Scope) -> str:
+    """The methods some route of the app takes on the scope's path, as `Allow` lists them.
+    Starlette's own 405 named those of the first route on the path alone (`GET, HEAD` for
+    `/v1/agents`, which takes `POST` too), in no set order, and the problem dropped it."""
+    methods: set[str] = set()
+    for route in getattr(scope["app"], "routes", ()):
+        if isinstance(route, Route) and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 async def store_unavailable(request: Request, exc: Exception) -> Response:

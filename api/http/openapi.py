@@ -22,8 +22,9 @@ from api.http.routing import Spec, Table
 PROBLEM_TYPE = "application/problem+json"
 # What each refusal status means here (docs/http.md, "Errors", has every code).
 WHY = {
-    400: "the request is malformed: its JSON, a query parameter, an id in the path, or a field "
-    "the operation checks (`malformed-json`, `bad-limit`, `id-too-long`, `unknown-profile`, ...)",
+    400: "the request is malformed: its JSON, a query parameter, a header given twice, an id in "
+    "the path, or a field the operation checks (`malformed-json`, `bad-limit`, "
+    "`repeated-header`, `id-too-long`, `unknown-profile`, ...)",
     401: "no valid bearer token (`unauthorized`)",
     403: "the token may not do this (`insufficient-scope`), or an agent's token's request "
     "was refused by its policy (`denied-by-policy`, with the logged `decision`) or by what "

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin
-from api.http.body import parse, read_body
+from api.http.body import parse, read_body, single_header
 from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
@@ -57,8 +57,11 @@ def path_problem(path: str) -> str | None:
 async def put_policy(request: Request) -> Response:
     """JSON `{files: [{path, text}]}`, or the DSL text itself (any non-JSON content type)."""
     actor = require_admin(request)
+    # Once (else 400 `repeated-header`): it says whether the body is JSON or DSL text, and
+    # a proxy reading the other of two would see another upload than the one stored.
+    kind = single_header(request.scope, b"content-type") or ""
     raw = await read_body(request)
-    media, *params = request.headers.get("content-type", "").lower().split(";")
+    media, *params = kind.lower().split(";")
     if media.strip() == "application/json":  # (UTF-8, whatever a charset says: RFC 8259)
         upload = parse(m.PolicyUpload, raw)
         files = [(f.path, f.text) for f in upload.files]

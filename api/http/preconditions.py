@@ -20,15 +20,17 @@ ENTITY_TAG = re.compile(r'"[!#-~]*"')
 def if_match(request: Request, shape: re.Pattern[str], what: str, source: str) -> str | None:
     """`If-Match` as sent, without the spaces around it: `*` (the target exists) or one
     entity tag of `shape`; None when not sent. Anything else (a weak `W/` tag, which a
-    strong comparison never matches, a list, a tag without its quotes) is 400
-    `bad-if-match`: the client meant a precondition, and the write must not go ahead as
-    if it had sent none. `what`: the tag the endpoint takes, with an example; `source`:
-    where the client finds it."""
-    value = request.headers.get("if-match")
-    if value is None:
+    strong comparison never matches, a list, in one header or in two, a tag without its
+    quotes) is 400 `bad-if-match`: the client meant a precondition, and the write must
+    not go ahead as if it had sent none. `what`: the tag the endpoint takes, with an
+    example; `source`: where the client finds it."""
+    sent = request.headers.getlist("if-match")
+    if not sent:
         return None
-    value = value.strip()
-    if value != "*" and shape.fullmatch(value) is None:
+    value = sent[0].strip()
+    # Sent twice, it is a list (RFC 9110: field lines of one name are one list): it was
+    # read as its first tag alone, where the same list in one line was refused.
+    if len(sent) > 1 or (value != "*" and shape.fullmatch(value) is None):
         raise ServiceError(
             400, "bad-if-match", f"`If-Match` is {what}, or `*`",
             help=f"send the `ETag` that {source} gave, quotes and all",
