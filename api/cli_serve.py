@@ -258,7 +258,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stack.update(access_log=True, log_level="info")
     if args.workers > 1:
         service.store.close()
-        metricsshare.reset(db)  # the workers publish their counters there afresh
+        metricsshare.reset(db)  # the workers' counter files, made afresh
         os.environ["CHARTER_DB"] = db
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)

@@ -31,7 +31,7 @@ TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTE
 async def lifespan(app: CharterApp) -> AsyncIterator[None]:
     yield
     shared = app.charter.service.shared_metrics
-    if shared is not None:  # a worker shutting down: its last counts go to the others
+    if shared is not None:  # a worker shutting down (its file stays, with its counts)
         shared.close()
 
 
@@ -85,7 +85,6 @@ def open_service(
         service.max_policy_bytes = max_policy_mib << 20
     if shared:
         service.shared_metrics = SharedMetrics(str(db), service.metrics)
-        service.shared_metrics.start()
     return service
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from api.service import metricsshare
@@ -46,42 +45,57 @@ def test_render_sums_the_other_workers_counters() -> None:
     assert alone["charter_serving_processes"] == "1"
 
 
-def test_workers_read_each_others_published_counters(tmp_path: Path) -> None:
+def test_a_histogram_copied_mid_request_stays_cumulative() -> None:
+    """Another worker's counters are read while it counts: a request may be in its bucket
+    and not yet in a count of its own. The count (+Inf) is the buckets' sum, so the
+    buckets stay cumulative; a `requests` counter read apart from them was less than the
+    last bucket."""
+    mine, other = Metrics(), Metrics()
+    other.observe(0.003)
+    caught = other.snapshot()
+    caught["counts"][0] += 1  # a request counted in its bucket, not (yet) in `requests`
+    values = _values(mine.render(1, [caught]))
+    buckets = [
+        int(v) for k, v in values.items() if k.startswith("charter_decision_request_seconds_bucket")
+    ]
+    assert buckets == sorted(buckets) and buckets[-1] == 2
+    assert values["charter_decision_request_seconds_count"] == "2"
+
+
+def test_workers_read_each_others_counters_as_they_change(tmp_path: Path) -> None:
     db = str(tmp_path / "charter.db")
     first_counts, second_counts = Metrics(), Metrics()
+    first_counts.decided("deny", 2)  # counted before the file: stored when attached
     first = SharedMetrics(db, first_counts)
     second = SharedMetrics(db, second_counts)
-    assert first.others() == [] and second.others() == []  # nothing published yet
-    first_counts.decided("deny", 4)
-    first.publish()
     (seen,) = second.others()
-    assert seen["decisions"]["deny"] == 4
-    assert first.others() == []  # its own file is not counted twice
-    first_counts.decided("deny")
-    first.close()  # a worker shutting down publishes its last counts
-    assert second.others()[0]["decisions"]["deny"] == 5
+    assert seen["decisions"]["deny"] == 2 and first.others()[0]["decisions"]["deny"] == 0
+    first_counts.decided("deny", 2)
+    first_counts.observe(0.003)
+    first_counts.reject(401, "unauthorized")
+    (seen,) = second.others()  # at once: no publishing turn to wait for
+    assert seen["decisions"]["deny"] == 4 and sum(seen["counts"]) == 1
+    assert seen["rejected"] == [[401, "unauthorized", 1]] and seen["total"] == 0.003
+    first.close()  # a worker shutting down: its file stays, with its counts
+    first_counts.decided("deny")  # (no longer stored)
+    assert second.others()[0]["decisions"]["deny"] == 4
+    text = second_counts.render(1, second.others())
+    assert 'charter_decisions_total{effect="deny"} 4' in text
+    assert "charter_serving_processes 2" in text
     # A file that is not counters, or would put its own text into the output, is left out.
     directory = metricsshare.directory_for(db)
-    (directory / "cut.json").write_text('{"decisions": {"allow"')
-    forged = {**first_counts.snapshot(), "rejected": [[401, 'x"} 1\nfake_total', 1]]}
-    (directory / "forged.json").write_text(json.dumps(forged))
-    wrong_buckets = {**first_counts.snapshot(), "counts": [1, 2]}
-    (directory / "short.json").write_text(json.dumps(wrong_buckets))
-    odd: dict[str, dict[str, object]] = {
-        "newline.json": {"decisions": {"allow\n": 1}},
-        "boolean.json": {"decisions": {"allow": True}},
-        "negative.json": {"requests": -1},
-        "fraction.json": {"requests": 1.5},
-        "infinite.json": {"total": float("inf")},
-        "text-count.json": {"rejected": [["401", "unauthorized", 1]]},
-    }
-    for name, change in odd.items():
-        (directory / name).write_text(json.dumps({**first_counts.snapshot(), **change}))
-    assert len(second.others()) == 1
+    (directory / "cut.bin").write_bytes(metricsshare.MAGIC[:4])
+    (directory / "other.bin").write_bytes(b"x" * 4096)
+    forged = metricsshare.CounterFile(directory / "forged.bin")
+    forged.set('rejected:401:x"} 1\nfake_total', 1)  # (not a key: never stored)
+    forged.set("decision:allow", 7)
+    forged_raw = bytearray((directory / "forged.bin").read_bytes())
+    at = forged_raw.index(b"decision:allow")
+    forged_raw[at : at + 14] = b'decision:a"}\n '
+    (directory / "edited.bin").write_bytes(bytes(forged_raw))
+    (directory / "forged.bin").unlink()
     text = second_counts.render(1, second.others())
-    assert "fake_total" not in text and "charter_serving_processes 2" in text
-    second.publish()
+    assert "fake_total" not in text and '"}' not in text.replace('"} ', "")
+    assert "charter_serving_processes 3" in text  # first's, the edited one (its key left out)
     metricsshare.reset(db)  # what charter serve does before starting its workers
     assert not directory.exists()
-    second.publish()  # unchanged counts, but its file is gone: written again
-    assert [p.name for p in directory.glob("*.json")] == [second.name]

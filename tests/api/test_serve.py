@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from api.service import metricsshare
 from tests.api.conftest import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,8 +212,9 @@ def test_two_workers_share_the_file_and_log_every_decision_once(tmp_path: Path) 
             agreed = agreed + 1 if totals == (len(seqs), len(seqs), "2") else 0
             assert time.monotonic() < deadline, totals
             time.sleep(0.05)
-        published = [json.loads(f.read_text()) for f in Path(f"{db}.metrics").glob("*.json")]
-        assert len(published) == 2 and all(p["requests"] for p in published), published
+        files = Path(f"{db}.metrics").glob("*.bin")
+        published = [metricsshare.read_counters(f) or {} for f in files]
+        assert len(published) == 2 and all(sum(p["counts"]) for p in published), published
     finally:
         process.terminate()
         process.wait(timeout=20)
