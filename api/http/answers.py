@@ -368,7 +368,7 @@ class Ready(BaseModel):
 
 class NotReady(BaseModel):
     status: Literal["unavailable"]
-    reason: str  # "store", or "no policy yet"
+    reason: str  # "store", "no policy yet", or that the database file was removed or replaced
 
 
 # ---- errors -------------------------------------------------------------------------------

@@ -17,11 +17,14 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     service = service_of(request)
-    service.sync()
     try:
+        service.sync()
         latest = service.store.latest_revision()
     except Exception:
         return json_response({"status": "unavailable", "reason": "store"}, 503)
+    moved = service.store.moved()
+    if moved is not None:  # commits would go where no restart finds them
+        return json_response({"status": "unavailable", "reason": moved}, 503)
     if latest == 0:
         return json_response({"status": "unavailable", "reason": "no policy yet"}, 503)
     return json_response({"status": "ready", "revision": latest})

@@ -95,6 +95,11 @@ class Store(Protocol):
         ...
 
     def latest_revision(self) -> int: ...
+    def moved(self) -> str | None:
+        """Why the store's writes no longer reach where it is kept (the SQLite file was
+        removed or replaced), or None: what /readyz reports."""
+        ...
+
     def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
         """Revisions after `after`, at most `limit`, in order: each body with `files` its
         paths alone (what the history shows), read without the texts."""

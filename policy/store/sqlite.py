@@ -194,6 +194,13 @@ def _create_private(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def _file_identity(path: str) -> tuple[int, int] | None:
+    if path in ("", ":memory:"):
+        return None
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
+
+
 class SqliteStore:
     """`shared`: several serving processes write this file (`charter serve --workers N`);
     their write transactions take a `WriterLock` first (policy/store/writerlock.py).
@@ -229,10 +236,25 @@ class SqliteStore:
         # version, the log's INSERT), each run and read to its end under the lock: a new
         # cursor per statement cost more than the statement's own Python.
         self._cursor = self._db.cursor()
+        self._file = _file_identity(self.path)  # (what `moved` compares the path with)
         self._checkpointer: Checkpointer | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
             self._writers = WriterLock.of(self.path, timeout)
+
+    def moved(self) -> str | None:
+        """Why the path no longer names the file this store opened (removed, renamed or
+        replaced), or None. SQLite goes on writing the file it opened, whose commits a
+        restart never sees (a removed file's are gone), so /readyz says so."""
+        if self._file is None:
+            return None
+        try:
+            now = _file_identity(self.path)
+        except OSError:
+            now = None
+        if now == self._file:
+            return None
+        return "the database file was removed or replaced since it was opened"
 
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> _Transaction:
