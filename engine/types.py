@@ -33,6 +33,11 @@ def show(ty: str) -> str:
     return ty.replace("list:", "list[") + "]" * depth
 
 
+def _a(shown: str) -> str:
+    """A shown type with its article: a `str`, an `int`."""
+    return f"{'an' if shown[0] in 'aeiou' else 'a'} `{shown}`"
+
+
 def item_of(ty: str) -> str:
     return ty[5:] if ty.startswith("list:") else "any"
 
@@ -286,7 +291,7 @@ def _infer_call(call: ast.Call, env: TypeEnv) -> str | None:
         env.report(
             Diagnostic(
                 "E0202",
-                f"`{call.fn}` does not take a `{show(ty)}`",
+                f"`{call.fn}` does not take {_a(show(ty))}",
                 arg.span,
                 f"`{call.fn}` takes "
                 + " or ".join(

@@ -119,6 +119,7 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
     span = diag.span
     lines = [f"{span.file}:{span.line}:{span.col}: {diag.severity}[{diag.code}]: {diag.message}"]
     text = sources.get(span.file)
+    pad = " "  # the gutter's width: `=` of the help line stands under its `|`
     if text is not None and span.line >= 1:
         all_lines = source_lines(text)
         if span.line <= len(all_lines):
@@ -148,7 +149,7 @@ def render(diag: Diagnostic, sources: Mapping[str, str]) -> str:
             lines.append(f"{gutter} | {display}")
             lines.append(f"{pad} | {' ' * before}{'^' * max(1, marked)}")
     if diag.help:
-        lines.append(f"  = help: {diag.help}")
+        lines.append(f"{pad} = help: {diag.help}")
     return "\n".join(lines)
 
 

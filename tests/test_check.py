@@ -319,13 +319,13 @@ def test_a_name_in_a_list_over_several_lines_is_pointed_at() -> None:
         "   |\n"
         "11 |     nohook\n"
         "   |     ^^^^^^\n"
-        "  = help: declare the hook, or check the spelling\n"
+        "   = help: declare the hook, or check the spelling\n"
         "\n"
         'f.charter:15:5: error[E0106]: test "t" names unknown profile `q`\n'
         "   |\n"
         "15 |     q\n"
         "   |     ^\n"
-        "  = help: declare the profile\n"
+        "   = help: declare the profile\n"
         "\n"
         "3 errors, 1 warning"
     )

@@ -70,8 +70,8 @@ def rendered(text: str) -> list[tuple[Any, ...]]:
         if head is not None:
             file, row, col, severity, code, message = head.groups()
             found.append([file, int(row), int(col), severity, code, message, None])
-        elif line.startswith("  = help: ") and found and found[-1][6] is None:
-            found[-1][6] = line.removeprefix("  = help: ")
+        elif line.lstrip().startswith("= help: ") and found and found[-1][6] is None:
+            found[-1][6] = line.lstrip().removeprefix("= help: ")
     return [tuple(item) for item in found]
 
 

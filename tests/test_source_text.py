@@ -66,6 +66,20 @@ def test_a_tab_under_the_caret_is_shown() -> None:
     assert shown[3] == "  | " + " " * 37 + "^"
 
 
+def test_the_help_line_stands_under_the_gutter_however_long_the_line_number() -> None:
+    """docs/errors.md renders `= help` under the `|` of the gutter; from line 10 on the
+    gutter is wider, and the help line used to stay two spaces in, one left of it."""
+    text = "\n" * 99 + "role a {\n  allow search where args.limit = 10\n}\n"
+    (diag,) = problems(text)
+    shown = render(diag, {"f.charter": text}).splitlines()
+    assert shown[1:] == [
+        "    |",
+        "101 |   allow search where args.limit = 10",
+        "    |                                 ^",
+        "    = help: compare with `==`; a single `=` only appears in `rewrite` and defaults",
+    ]
+
+
 # ---- numbers ------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -35,14 +36,14 @@ def test_serve_first_start_and_the_readme_request(
         token_file = Path(f"{db}.admin-token")
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
         token = token_file.read_text().strip()
-        response = httpx.post(
-            f"{url}/v1/decisions",
-            headers={"Authorization": f"Bearer {token}"},
-            json={"agent": "demo-support", "tool": "mail.send",
-                  "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}},
-        )  # fmt: skip
+        path, headers, body = _readme_request()
+        assert headers["Authorization"] == "Bearer $(cat charter.db.admin-token)"
+        headers["Authorization"] = f"Bearer {token}"
+        response = httpx.post(f"{url}{path}", headers=headers, content=body)
         assert response.status_code == 200, response.text
         assert response.json()["effect"] == "allow"  # the README promises this
+        eve = body.replace(b"bob@example.com", b"eve@elsewhere.net")  # and a deny for this
+        assert httpx.post(f"{url}{path}", headers=headers, content=eve).json()["effect"] == "deny"
         # Reasons name files relative to the workspace, never where the server keeps them.
         locations = [r["location"] for r in response.json()["reasons"] if "location" in r]
         assert locations and all(not loc.startswith(("/", str(ROOT))) for loc in locations)
@@ -57,6 +58,17 @@ def test_serve_first_start_and_the_readme_request(
     assert output.count(token) == 1  # shown once: the access log names no header
     assert '"POST /v1/decisions HTTP/1.1" 200' in output
     assert '"GET /v1/decisions HTTP/1.1" 403' in output  # the decide token's refusal
+
+
+def _readme_request() -> tuple[str, dict[str, str], bytes]:
+    """The README's curl request as printed: its path, its headers and its body."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    curl = re.search(r"curl -s http://127\.0\.0\.1:8080(\S+) \\\n(.*?)'\n", readme, re.S)
+    assert curl, "the README's curl request has moved"
+    headers = dict(tuple(h.split(": ", 1)) for h in re.findall(r"-H [\"'](.*?)[\"'] \\", curl[2]))
+    body = re.search(r"-d '(.*)", curl[2])
+    assert body
+    return curl[1], headers, body[1].encode()
 
 
 def _issue_tokens_beside_the_server(
