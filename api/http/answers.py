@@ -368,7 +368,9 @@ class Ready(BaseModel):
 
 class NotReady(BaseModel):
     status: Literal["unavailable"]
-    reason: str  # "store", "no policy yet", or that the database file was removed or replaced
+    # "store", "no policy yet", that the database file was removed or replaced, "compiling
+    # revision N", or that revision N does not check with this version of charter
+    reason: str
 
 
 # ---- errors -------------------------------------------------------------------------------

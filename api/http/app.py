@@ -55,6 +55,12 @@ def create_app(service: Service) -> CharterApp:
         if isinstance(endpoint, DecisionLane)
     }
     app.charter = Parts(service, GroupCommit(service, tokens), tokens, openapi(TABLE))
+    # A serving process (each of `--workers N`'s too) compiles the latest revision from
+    # the start, off the request path, so it is usually ready (`/readyz`) by the time it
+    # is probed and its first decisions do not wait for the compile.
+    latest = service.snapshots.latest
+    if latest:
+        service.snapshots.compile_in_background(latest)
     return app
 
 

@@ -6,13 +6,17 @@ still pins stay cached. Another process's policy upload is noticed through the s
 
 Compiling takes a while (about a second at 10,000 roles), so code on the event loop asks
 with `compile=False` and compiles what is missing on a worker thread (api.http.commit);
-one compile per revision, the others wait for it.
+one compile per revision, the others wait for it. `/readyz` and a serving process's start
+ask for the latest in the background (`compile_in_background`), so a worker is ready to
+decide before a load balancer sends it traffic.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from api.service.errors import ServiceError, no_policy
 from engine.check import check_sources
@@ -51,6 +55,11 @@ class Snapshots:
         # Revisions that do not check with this charter: a stored revision never changes,
         # so it is not checked again (a second or so at 10,000 roles) for every request.
         self._unreadable: set[int] = set()
+        # Revisions being compiled by `compile_in_background`: one thread per revision,
+        # however many readiness probes ask while it runs.
+        self._background: set[int] = set()
+        # Called on that thread, with the revision, as each such compile begins.
+        self.on_background_compile: list[Callable[[int], None]] = []
         self.latest = store.latest_revision()
 
     def refresh(self, latest: int | None = None) -> int:
@@ -90,6 +99,42 @@ class Snapshots:
                 raise _does_not_check(revision) from None
             self.put(snapshot)
         return snapshot
+
+    def compile_in_background(self, revision: int) -> bool:
+        """Start compiling `revision` on a thread of its own, unless it is compiled, known
+        not to check, or compiling there already; whether one was started. Returns at
+        once: a caller on the event loop never waits for the compile."""
+        with self._lock:
+            if revision in self._cache or revision in self._unreadable:
+                return False
+            if revision in self._background:
+                return False
+            self._background.add(revision)
+        thread = threading.Thread(
+            target=self._compile_quietly, args=(revision,), daemon=True,
+            name=f"charter-compile-{revision}",
+        )  # fmt: skip
+        try:
+            thread.start()
+        except BaseException:
+            self._done_in_background(revision)
+            raise
+        return True
+
+    def _compile_quietly(self, revision: int) -> None:
+        try:
+            for hook in self.on_background_compile:
+                hook(revision)
+            # A revision that does not check is remembered (`_unreadable`) and `/readyz`
+            # says so; a store that failed is tried again by the next probe.
+            with contextlib.suppress(Exception):
+                self.get(revision)
+        finally:
+            self._done_in_background(revision)
+
+    def _done_in_background(self, revision: int) -> None:
+        with self._lock:
+            self._background.discard(revision)
 
     def put(self, snapshot: Snapshot) -> None:
         with self._lock:

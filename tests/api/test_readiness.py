@@ -1,13 +1,19 @@
 """/readyz over a real server: not ready while the database file the store writes is no
-longer the one at its path (removed, renamed or replaced), ready again once it is."""
+longer the one at its path (removed, renamed or replaced), ready again once it is; not
+ready while the latest revision is not compiled in the serving process (its compile
+started in the background, once) or does not check with this version of charter."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import httpx
 
-from tests.api.conftest import Harness
+from api.http.app import create_app
+from api.service.core import Service
+from tests.api.conftest import POLICY, Harness, LiveServer, opened_again
 
 CALL = {"agent": "a1", "tool": "mail.send",
         "args": {"to": "b@example.com", "subject": "s", "body": "b"}}  # fmt: skip
@@ -36,3 +42,89 @@ def test_readyz_is_not_ready_while_the_database_file_is_moved_or_removed(
     assert live.get("/readyz").status_code == 503
     harness.db.unlink()  # removed
     assert live.get("/readyz").status_code == 503
+
+
+def ready_after(live: httpx.Client, compiling: str) -> httpx.Response:
+    """Probes until /readyz says something else than `compiling` (each probe answers at
+    once; the compile runs on a thread of its own): that answer."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = live.get("/readyz")
+        if answer.json().get("reason") != compiling:
+            return answer
+        assert time.monotonic() < deadline, "the revision never finished compiling"
+        time.sleep(0.01)
+
+
+def test_readyz_is_not_ready_until_another_process_upload_is_compiled_here(
+    live: httpx.Client, harness: Harness, other: Service
+) -> None:
+    """Ready means this process can decide now: a revision uploaded elsewhere is 503
+    "compiling" until the probe's own compile is done, without any decision made."""
+    seq = harness.service.store.last_seq()
+    revision = other.upload([("policy.charter", POLICY + "\nrole spare {\n}\n")], "t").revision
+    compiling = {"status": "unavailable", "reason": f"compiling revision {revision}"}
+    first = live.get("/readyz")
+    assert (first.status_code, first.json()) == (503, compiling)
+    answer = ready_after(live, compiling["reason"])
+    assert (answer.status_code, answer.json()) == (200, {"status": "ready", "revision": revision})
+    assert harness.service.store.last_seq() == seq  # no decision made (nor logged)
+
+
+def test_many_probes_start_one_compile(
+    live: httpx.Client, harness: Harness, other: Service
+) -> None:
+    """Probes that come while the revision compiles all answer 503 at once (the compile is
+    held up here until they have), and start no compile of their own."""
+    revision = other.upload([("policy.charter", POLICY + "\nrole spare {\n}\n")], "t").revision
+    started: list[int] = []
+    released: list[bool] = []  # (False: a probe waited for the compile it held up)
+    release = threading.Event()
+
+    def held(compiling: int) -> None:
+        started.append(compiling)
+        released.append(release.wait(30))
+
+    harness.service.snapshots.on_background_compile.append(held)
+    try:
+        answers = [live.get("/readyz") for _ in range(20)]
+    finally:
+        release.set()
+    assert {(a.status_code, a.json()["reason"]) for a in answers} == {
+        (503, f"compiling revision {revision}")
+    }
+    assert ready_after(live, f"compiling revision {revision}").status_code == 200
+    assert started == [revision] and released == [True]
+
+
+def test_readyz_says_the_latest_revision_does_not_check(
+    live: httpx.Client, harness: Harness, other: Service
+) -> None:
+    """A stored revision this charter reads otherwise (simulated: text that does not check,
+    stored as it was): every decision on it would fail, so the process is not ready."""
+    body = {"files": [["policy.charter", POLICY + "\nrole broken {\n  allow nope.nothing\n}\n"]],
+            "author": "old charter", "note": "", "created_at": 0, "summary": {}}  # fmt: skip
+    revision = other.store.add_revision(body)
+    answer = ready_after(live, f"compiling revision {revision}")
+    assert answer.status_code == 503
+    assert answer.json() == {
+        "status": "unavailable",
+        "reason": f"revision {revision} does not check with this version of charter",
+    }
+    assert live.get("/readyz").json() == answer.json()  # known: not compiled again
+
+
+def test_a_serving_process_compiles_the_latest_revision_as_its_app_is_built(
+    harness: Harness,
+) -> None:
+    """`charter serve` (create_app) and each of `--workers N` (app_from_env, which calls
+    it) start compiling the latest revision before any request, so a worker is usually
+    ready by the time it is probed."""
+    with opened_again(harness.db) as service:  # (nothing compiled in this process yet)
+        begun = threading.Event()
+        service.snapshots.on_background_compile.append(lambda revision: begun.set())
+        app = create_app(service)
+        assert begun.wait(30)  # no request made
+        with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as live:
+            answer = ready_after(live, "compiling revision 1")
+            assert answer.json() == {"status": "ready", "revision": 1}
