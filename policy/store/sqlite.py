@@ -2,8 +2,9 @@
 
 One connection per process, guarded by a lock (the HTTP app is one event loop; fit checks
 run in worker threads). Several processes (`charter serve --workers N`) share the file:
-writes take the lock with BEGIN IMMEDIATE, and `data_version()` reads PRAGMA data_version so
-a process notices another's commits and drops its caches.
+writes take the lock with BEGIN IMMEDIATE (policy/store/transaction.py), and
+`data_version()` reads PRAGMA data_version so a process notices another's commits and
+drops its caches.
 """
 
 from __future__ import annotations
@@ -16,31 +17,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import cbor2
 
-from policy.store import Doc, Row, StoreUnavailable, ledger, revisions, texts
+from policy.store import Doc, Row, ledger, revisions, texts
 from policy.store.checkpoints import Checkpointer
+from policy.store.transaction import Transaction
 from policy.store.writerlock import WriterLock
-
-# SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
-# LOCKED (another writer past the timeout), IOERR, FULL, CANTOPEN.
-TRANSIENT = frozenset({5, 6, 10, 13, 14})
-
-
-def _transient(exc: BaseException) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (
-        isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in TRANSIENT
-    )
-
-
-def _unavailable(exc: BaseException) -> StoreUnavailable:
-    name = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
-    return StoreUnavailable(f"the database is unavailable ({name})")
-
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, body BLOB NOT NULL);
@@ -105,84 +89,6 @@ def _dec(blob: bytes) -> Doc:
     value = cbor2.loads(blob)
     assert isinstance(value, dict)
     return value
-
-
-class _Transaction:
-    """`SqliteStore.atomic()`: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception) under
-    the store's lock, `on_begin`'s check first; a nested one joins the outer transaction
-    (and is not checked again). A class rather than a
-    generator-based context manager: it is entered twice for every decision request."""
-
-    __slots__ = ("_outer", "_store")
-
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
-        self._outer = False
-
-    def __enter__(self) -> None:
-        store = self._store
-        store._lock.acquire()
-        if store._depth:
-            store._depth += 1
-            return
-        writers = store._writers
-        try:
-            if writers is not None:
-                writers.acquire()
-            try:
-                store._cursor.execute("BEGIN IMMEDIATE")
-            except BaseException as exc:
-                if writers is not None:
-                    writers.release()
-                if _transient(exc):
-                    raise _unavailable(exc) from exc
-                raise
-        except BaseException:
-            store._lock.release()
-            raise
-        store._depth = 1
-        self._outer = True
-        check = store._on_begin
-        if check is not None:
-            try:
-                check()
-            except BaseException as refused:  # rolled back: nothing of it is written
-                self.__exit__(type(refused), refused, refused.__traceback__)
-                raise
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        store = self._store
-        try:
-            if not self._outer:
-                store._depth -= 1
-                return
-            try:
-                if kind is None:
-                    try:
-                        store._cursor.execute("COMMIT")
-                    except BaseException as failed:
-                        if store._db.in_transaction:
-                            store._db.execute("ROLLBACK")
-                        if _transient(failed):
-                            raise _unavailable(failed) from failed
-                        raise
-                    actions, store._after_commit = store._after_commit, []
-                    for action in actions:
-                        action()
-                else:
-                    if store._db.in_transaction:  # (SQLite may have rolled back already)
-                        store._db.execute("ROLLBACK")
-                    if exc is not None and _transient(exc):  # a full disk mid-way, say
-                        raise _unavailable(exc) from exc
-            finally:
-                store._depth = 0
-                store._after_commit = []
-                if store._writers is not None:
-                    store._writers.release()
-        finally:
-            store._lock.release()
 
 
 def _create_private(path: str) -> None:
@@ -257,8 +163,8 @@ class SqliteStore:
         return "the database file was removed or replaced since it was opened"
 
     # ---- transactions ---------------------------------------------------------------------
-    def atomic(self) -> _Transaction:
-        return _Transaction(self)
+    def atomic(self) -> Transaction:
+        return Transaction(self)
 
     def on_begin(self, check: Callable[[], None] | None) -> None:
         self._on_begin = check
