@@ -150,6 +150,19 @@ def test_a_tree_grows_no_deeper_than_the_walks_up_it(harness: Harness) -> None:
     assert [node["id"] for node in ancestors(deepest, service.find_agent)][-1] == "n0"
 
 
+def _id_refused(harness: Harness, agent_id: str, agent: Principal, profile: str, why: str) -> None:
+    """Neither an admin nor `agent` (making a child on `profile`) may create an agent
+    under `agent_id`: 409 `agent-exists`, saying `why`, and nothing made."""
+    service = harness.service
+    for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
+                        (agent, {"profile": profile})):  # fmt: skip
+        with pytest.raises(ServiceError) as refused:
+            create_agent(service, actor, {"id": agent_id, "name": agent_id, **body})
+        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
+        assert why in refused.value.message
+    assert service.store.get("agents", agent_id) is None
+
+
 def test_an_id_a_deleted_agents_children_still_name_is_not_given_again(
     harness: Harness,
 ) -> None:
@@ -158,13 +171,8 @@ def test_an_id_a_deleted_agents_children_still_name_is_not_given_again(
     service = harness.service
     _chain(service.store, ["top", "kid"], identity=harness.identity)
     agents_delete(service, ADMIN, {"id": "top"})  # an admin may delete a parent
-    for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
-                        (Principal("t", "agent", "kid"), {"profile": "narrow"})):  # fmt: skip
-        with pytest.raises(ServiceError) as refused:
-            create_agent(service, actor, {"id": "top", "name": "top", **body})
-        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
-        assert "still name it as their parent" in refused.value.message
-    assert service.store.get("agents", "top") is None
+    _id_refused(harness, "top", Principal("t", "agent", "kid"), "narrow",
+                "still name it as their parent")  # fmt: skip
 
 
 def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
@@ -178,13 +186,8 @@ def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
     thread = threads_create(service, ADMIN, {"agent": "kid", "prompt": "top's secret"}).body
     agents_delete(service, ADMIN, {"id": "kid"})
     harness.add_agent("other-root", "support")
-    for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
-                        (Principal("t", "agent", "other-root"), {"profile": "support-child"})):  # fmt: skip
-        with pytest.raises(ServiceError) as refused:
-            create_agent(service, actor, {"id": "kid", "name": "kid", **body})
-        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
-        assert "its threads still name it" in refused.value.message
-    assert service.store.get("agents", "kid") is None
+    _id_refused(harness, "kid", Principal("t", "agent", "other-root"), "support-child",
+                "its threads still name it")  # fmt: skip
     threads_delete(service, ADMIN, {"id": thread["id"]})  # the admin's choice: then it is free
     assert create_agent(service, ADMIN, {"id": "kid", "name": "kid", "profile": "narrow",
                                          "identity": harness.identity})["parent"] is None  # fmt: skip
