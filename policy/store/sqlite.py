@@ -95,9 +95,13 @@ def _create_private(path: str) -> None:
     """A database not there yet is made here, empty and 0600 (SQLite made it 0644 whatever
     the umask, and its `-wal` and `-shm` files take its mode): it holds what only an admin
     token reads over HTTP, the decision log, the approvals, the agents. A file that is
-    there keeps the mode it has; a path that cannot be made is left to SQLite to refuse."""
+    there keeps the mode it has; a path that cannot be made is left to SQLite to refuse.
+    A symlink is followed to where it points, as SQLite follows it: an exclusive create
+    does not follow one, so a link to a database not made yet left SQLite to make it with
+    the umask's mode."""
     with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        target = os.path.realpath(path)
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:

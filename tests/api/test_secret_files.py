@@ -135,6 +135,20 @@ def test_a_new_database_and_its_files_are_made_0600(
     assert mode(kept) == 0o640
 
 
+def test_a_database_made_through_a_symlink_is_made_0600(tmp_path: Path, loose_umask: None) -> None:
+    """A `--db` that is a symlink to where the database is to be (`charter.db ->
+    /data/charter.db`, made before the first start): the 0600 file was not made (an
+    exclusive create does not follow a symlink), and SQLite made the database the link
+    points at as the umask left it, readable by any local user."""
+    from api.http.app import open_service
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "x.db").symlink_to(tmp_path / "data" / "x.db")
+    open_service(tmp_path / "x.db").store.close()
+    assert (tmp_path / "data" / "x.db").is_file() and (tmp_path / "x.db").is_symlink()
+    assert mode(tmp_path / "data" / "x.db") == 0o600
+
+
 def test_a_key_file_others_may_read_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
