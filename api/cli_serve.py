@@ -10,7 +10,8 @@ seeds the demo agent `demo-support` on it with a fresh identity.
 Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
 the store was busy: try again); 2 the command line cannot be served: an option out of its
 range, a database path that is empty, in memory, unopenable or not charter's, a port that
-cannot be listened on, a malformed secret key or a key file others may read. Each of these
+cannot be listened on, a malformed secret key or a key file others may read, a file at
+`<db>.metrics` where `--workers N` keep their counters. Each of these
 is found before anything is created, and leaves the path as it was.
 """
 
@@ -223,6 +224,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bad_key = key_refusal(db)
     if bad_key is not None:
         return refuse(*bad_key)
+    in_the_way = metricsshare.refusal(db) if args.workers > 1 else None
+    if in_the_way is not None:
+        return refuse(in_the_way, "move it away, or serve another `--db`")
     # The address is tried before the database is made: a port in use was found only
     # when uvicorn bound it, after the first start had made the database and its token.
     # (`--port 0` is served on the free port found here: it is free again, for a moment,

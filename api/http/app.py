@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.service.core import Service
-from api.service.metricsshare import SharedMetrics
+from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
 from policy.secrets import Sealer, load_key
 from policy.store.sqlite import SqliteStore
@@ -90,14 +92,22 @@ def open_service(
             raise ValueError(f"a policy's cap is at least 1 MiB, not {max_policy_mib}")
         service.max_policy_bytes = max_policy_mib << 20
     if shared:
-        service.shared_metrics = SharedMetrics(str(db), service.metrics)
+        try:
+            service.shared_metrics = SharedMetrics(str(db), service.metrics)
+        except OSError as exc:
+            # (a full disk, say: its blocks are allocated up front) A worker that cannot
+            # keep its counter file serves all the same, and its /metrics shows its own
+            # counts alone: failing, it was started again by uvicorn, and failed again.
+            why = (exc.strerror or type(exc).__name__).lower()
+            sys.stderr.write(
+                f"charter: worker {os.getpid()} counts alone: cannot keep its counter file "
+                f"in `{directory_for(str(db))}`: {why}\n"
+            )
     return service
 
 
 def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
-    import os
-
     lifetime = os.environ.get(TURN_LIFETIME_ENV)
     cap = os.environ.get(MAX_POLICY_ENV)
     db = os.environ.get("CHARTER_DB", "charter.db")

@@ -51,8 +51,26 @@ def directory_for(db: str) -> Path:
 
 
 def reset(db: str) -> None:
-    """Before the workers start: counts of an earlier run are not this one's."""
-    shutil.rmtree(directory_for(db), ignore_errors=True)
+    """Before the workers start: counts of an earlier run are not this one's. A symlink
+    to a directory (the files kept elsewhere, a tmpfs say) stays, emptied of counter
+    files: `rmtree` refuses a link, and the last run's files were summed into this one's."""
+    directory = directory_for(db)
+    if directory.is_symlink():
+        for path in directory.glob("*.bin"):
+            path.unlink(missing_ok=True)
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def refusal(db: str) -> str | None:
+    """Why the workers of `charter serve --workers N` could not keep their counter files
+    (something at `<db>.metrics` that is not a directory), or None. Each worker failed
+    as it started, and uvicorn started another in its place, again and again: the server
+    said it was serving and served nothing."""
+    directory = directory_for(db)
+    if not os.path.lexists(directory) or directory.is_dir():
+        return None
+    return f"`{directory}` is not a directory: the workers keep their counters there"
 
 
 def _entry_size(key: bytes) -> int:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from api.service import metricsshare
 from api.service.metrics import Metrics
@@ -99,3 +102,67 @@ def test_workers_read_each_others_counters_as_they_change(tmp_path: Path) -> Non
     assert "charter_serving_processes 3" in text  # first's, the edited one (its key left out)
     metricsshare.reset(db)  # what charter serve does before starting its workers
     assert not directory.exists()
+
+
+def test_a_worker_that_cannot_keep_its_counter_file_serves_counting_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker whose counter file cannot be made (a file where its directory goes here;
+    a full disk, where its blocks are allocated up front) raised as its app was built, and
+    uvicorn started another in its place, which raised again: nothing was served. It
+    serves now, and says on stderr that its /metrics counts for itself alone."""
+    from api.http.app import open_service
+
+    db = tmp_path / "x.db"
+    (tmp_path / "x.db.metrics").write_text("not a directory\n")
+    service = open_service(db, shared=True)
+    try:
+        assert service.shared_metrics is None
+        service.metrics.decided("allow")
+        assert _values(service.metrics.render(0))['charter_decisions_total{effect="allow"}'] == "1"
+    finally:
+        service.store.close()
+    err = capsys.readouterr().err
+    assert "counts alone: cannot keep its counter file in " in err and "x.db.metrics" in err
+
+
+def test_serve_with_workers_refuses_a_file_where_the_counters_go(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`charter serve --workers N` said it was serving while each of its workers failed
+    on a file at `<db>.metrics` (uvicorn starting them again and again). Refused, exit 2,
+    before anything is made; one worker keeps no counter file and is served."""
+    from api.cli import main
+
+    def serve(app: Any, *args: object, **kwargs: object) -> None:
+        raise AssertionError("served")
+
+    monkeypatch.setattr("api.cli_serve.run_uvicorn", serve)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CHARTER_SECRET_KEY", raising=False)
+    (tmp_path / "x.db.metrics").write_text("not a directory\n")
+    assert main(["serve", "--db", "x.db", "--port", "0", "--workers", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "charter: `x.db.metrics` is not a directory: the workers keep their counters there\n"
+        "help: move it away, or serve another `--db`\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db.metrics"]
+
+
+def test_reset_empties_a_linked_counter_directory(tmp_path: Path) -> None:
+    """`<db>.metrics` a symlink to a directory elsewhere: `rmtree` refused the link (its
+    error ignored), so the last run's files stayed and were summed into the new run's
+    counters. Their files go; the link and the directory stay."""
+    elsewhere = tmp_path / "tmpfs"
+    elsewhere.mkdir()
+    (tmp_path / "x.db.metrics").symlink_to(elsewhere)
+    last_run = Metrics()
+    last_run.decided("allow", 5)
+    SharedMetrics(str(tmp_path / "x.db"), last_run)
+    assert len(list(elsewhere.glob("*.bin"))) == 1
+    metricsshare.reset(str(tmp_path / "x.db"))
+    assert (tmp_path / "x.db.metrics").is_symlink() and list(elsewhere.iterdir()) == []
+    fresh = Metrics()
+    shared = SharedMetrics(str(tmp_path / "x.db"), fresh)
+    assert _values(fresh.render(0, shared.others()))["charter_serving_processes"] == "1"
