@@ -26,7 +26,7 @@ from api.service.encoding import dumps_text
 from api.service.redaction import hidden_for, redact
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
-from engine.decision import Request
+from engine.decision import Decision, Request
 from engine.explain import explain
 from engine.testing import run_tests
 from engine.workspace import Workspace
@@ -201,11 +201,11 @@ def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
     return compile_workspace(workspace), request
 
 
-def _secrets(snapshot: Snapshot, request: Request) -> frozenset[str]:
-    """The argument names shown `[redacted]`, as the service shows them in a decision
+def _secrets(snapshot: Snapshot, request: Request, decision: Decision) -> frozenset[str]:
+    """The argument names shown `[redacted]`, as the service shows them in `decision`
     (api.service.redaction): what is printed goes where a decision goes, a CI log, a
     ticket, so a seed or a credential given in `--args` is not printed back."""
-    return hidden_for(snapshot, request.tool, snapshot.decide(request))
+    return hidden_for(snapshot, request.tool, decision)
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
@@ -214,7 +214,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return 1
     snapshot, request = loaded
     decision = snapshot.decide(request)
-    shown = {**decision.to_json(), "args": redact(_secrets(snapshot, request), decision.args)}
+    hidden = _secrets(snapshot, request, decision)
+    shown = {**decision.to_json(), "args": redact(hidden, decision.args)}
     _out(dumps_text(shown))
     return 0
 
@@ -223,7 +224,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     loaded = _request(args)
     if loaded is None:
         return 1
-    hidden = _secrets(*loaded)
+    snapshot, request = loaded
+    hidden = _secrets(snapshot, request, snapshot.decide(request))
     _, text = explain(*loaded, show=lambda value: dumps_text(redact(hidden, value), indent=False))
     _out(text)
     return 0

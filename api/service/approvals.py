@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from api.service import pages
-from api.service.approved import Approved
+from api.service.approved import Approved, rejected_by_charter
 from api.service.core import Service, now_ms
 from api.service.decide import Call, decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
@@ -281,15 +281,9 @@ def reject_orphans(service: Service, field: str, value: str, why: str) -> None:
     ("thread"): its pending approvals are rejected, `why` their reason. Approving one
     could only fail (the call's agent or thread is gone), and it stayed pending for ever,
     where a human looks for what is left to decide."""
-    found = []
-    position = 0
-    while rows := service.store.page("approvals", position, 100, tag="pending"):
-        found += [row.body for row in rows if row.body.get(field) == value]
-        position = rows[-1].pos
-    for doc in found:
-        closed = {**doc, "status": "rejected", "reason": why, "decided_at": now_ms(),
-                  "decided_by": "charter"}  # fmt: skip
-        service.store.update("approvals", doc["id"], closed, tag="rejected")
+    pending = service.store.scan("approvals", tag="pending")
+    for doc in [row.body for row in pending if row.body.get(field) == value]:
+        service.store.update("approvals", doc["id"], rejected_by_charter(doc, why), tag="rejected")
 
 
 OPERATIONS: dict[str, Operation] = {

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from api.service.core import now_ms
 from engine.compile import Snapshot
 from engine.decision import Decision
 
@@ -69,3 +70,10 @@ class Approved:
             if digest is not None and digest != hook_digest(snapshot, reason.hook):
                 return False
         return True
+
+
+def rejected_by_charter(doc: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """Approval `doc` closed as rejected by charter itself, `why` its reason: one no human
+    could approve any more (its agent or its thread is gone)."""
+    return {**doc, "status": "rejected", "reason": why, "decided_at": now_ms(),
+            "decided_by": "charter"}  # fmt: skip

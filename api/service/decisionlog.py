@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import cbor2
 
-from api.service.approved import DIGESTS, Approved, hook_digests
+from api.service.approved import DIGESTS, Approved, hook_digests, rejected_by_charter
 from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps
@@ -232,8 +232,14 @@ class Draft:
         for doc in self.approvals:
             thread = doc["thread"]
             if thread is not None and store.get("threads", thread) is None:
-                _reject_orphan(doc, f"thread `{thread}` was deleted")
-                store.insert("approvals", doc["id"], doc, tag="rejected")
+                # Its thread was deleted after the call was prepared and before this
+                # transaction: rejected as the deletion rejected the thread's other pending
+                # ones (api.service.approvals.reject_orphans). Left pending, no one could
+                # approve it (its re-check is a 404 for the thread), and it stayed pending
+                # for ever. (A deleted agent moves every process's caches, and its calls
+                # are prepared again: a 404.)
+                closed = rejected_by_charter(doc, f"thread `{thread}` was deleted")
+                store.insert("approvals", doc["id"], closed, tag="rejected")
             else:
                 store.insert("approvals", doc["id"], doc, tag="pending")
         if self.fresh:
@@ -254,15 +260,6 @@ class Draft:
         # refused rolls its decision back (api.service.manage)
         store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
-
-
-def _reject_orphan(doc: dict[str, Any], why: str) -> None:
-    """A pause's approval whose thread was deleted after the call was prepared and before
-    its transaction: rejected as the deletion rejected the thread's other pending ones
-    (api.service.approvals.reject_orphans). Left pending, no one could approve it (its
-    re-check is a 404 for the thread) and it stayed pending for ever. (A deleted agent
-    moves every process's caches, and its calls are prepared again: a 404.)"""
-    doc.update(status="rejected", reason=why, decided_at=now_ms(), decided_by="charter")
 
 
 def _count(metrics: Metrics, counts: dict[str, int]) -> None:
@@ -436,9 +433,7 @@ def _approval(
         "connection": call.connection,
         "revision": p.snapshot.revision,
         "reasons": [r.to_json() for r in decision.reasons],
-        DIGESTS: hook_digests(
-            p.snapshot, decision
-        ),  # (what a human approves: api.service.approved)
+        DIGESTS: hook_digests(p.snapshot, decision),  # (what is approved: api.service.approved)
         "management": management,
         "sealed_call": sealed,
         "created_at": now,

@@ -295,12 +295,7 @@ def _delete_turns(service: Service, agent_id: str) -> None:
     agent made later under the same id is another agent, as for its tokens: a call naming
     an old turn was decided for the new agent on the old one's profile (its roles, hooks
     and budget) until the turn ended; now it is a 404 `turn-not-found`."""
-    found: list[str] = []
-    position = 0
-    while rows := service.store.page("turns", position, 100, tag=agent_id):
-        found += (row.id for row in rows)
-        position = rows[-1].pos
-    for turn_id in found:
+    for turn_id in [row.id for row in service.store.scan("turns", tag=agent_id)]:
         service.store.delete("turns", turn_id)
 
 

@@ -146,12 +146,7 @@ def check_writes(store: Store) -> None:
 
 def agent_tokens(store: Store, agent: str) -> list[str]:
     """The ids of the agent tokens of `agent` (found through the tag index)."""
-    found: list[str] = []
-    position = 0
-    while rows := store.page("tokens", position, 100, tag=agent):
-        found += (row.id for row in rows)
-        position = rows[-1].pos
-    return found
+    return [row.id for row in store.scan("tokens", tag=agent)]
 
 
 def view(doc: Doc) -> Doc:

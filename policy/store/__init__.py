@@ -123,7 +123,10 @@ class Store(Protocol):
         kind (the service asks "has this agent children?" as a page of one)."""
         ...
 
-    def scan(self, kind: str) -> Iterator[Row]: ...
+    def scan(self, kind: str, tag: str | None = None) -> Iterator[Row]:
+        """Every document of `kind` (with `tag`, those with that tag, through its index), a
+        page at a time: a caller that changes what it scans collects the rows first."""
+        ...
 
     # the decision log
     def append_decisions(self, rows: Sequence[bytes]) -> list[int]:

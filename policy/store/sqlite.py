@@ -315,10 +315,10 @@ class SqliteStore:
                 ).fetchall()
         return [Row(int(pos), str(id), _dec(body)) for pos, id, body in rows]
 
-    def scan(self, kind: str) -> Iterator[Row]:
+    def scan(self, kind: str, tag: str | None = None) -> Iterator[Row]:
         after = 0
         while True:
-            rows = self.page(kind, after, 500)
+            rows = self.page(kind, after, 500, tag)
             yield from rows
             if len(rows) < 500:
                 return
