@@ -23,7 +23,7 @@ typecheck: install
 	$(VENV)/bin/mypy $(PACKAGES) bench tests
 
 test: lint typecheck
-	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest
+	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal
 
 fuzz: install
 	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py \
