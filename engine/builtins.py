@@ -18,9 +18,7 @@ def builtin_tools() -> dict[str, ToolSpec]:
         assert isinstance(decl, ast.Toolset)
         for tool in decl.tools:
             name = tool.name if decl.name == "callables" else f"{decl.name}.{tool.name}"
-            tools[name] = ToolSpec(
-                name, tool.params, sensitive=ToolSpec.secrets_of(tool.params)
-            )
+            tools[name] = ToolSpec(name, tool.params, sensitive=ToolSpec.secrets_of(tool.params))
     return tools
 
 
