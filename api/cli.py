@@ -28,7 +28,7 @@ from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Decision, Request
 from engine.explain import explain
-from engine.testing import run_tests
+from engine.testing import ExpectResult, run_tests
 from engine.workspace import Workspace
 from grammar.fmt import format_file
 from grammar.parser import parse
@@ -158,13 +158,15 @@ def cmd_test(args: argparse.Namespace) -> int:
     workspace = _load(args.paths, args.format)
     if workspace is None:
         return 1
-    results = run_tests(compile_workspace(workspace))
+    snapshot = compile_workspace(workspace)
+    results = run_tests(snapshot)
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if args.format == "json":
         # (the warnings the text form prints on stderr: `check --format json`'s objects)
         warnings = [d.to_json() for d in sorted(workspace.warnings, key=Diagnostic.sort_key)]
-        document = {"passed": passed, "failed": failed, "results": [r.to_json() for r in results]}
+        shown = [_shown_result(snapshot, r) for r in results]
+        document = {"passed": passed, "failed": failed, "results": shown}
         _out(dumps_text({**document, "warnings": warnings}))
         return 1 if failed else 0
     for result in results:
@@ -183,6 +185,15 @@ def cmd_test(args: argparse.Namespace) -> int:
             _out(f"  near miss: an allow of {who} at {miss.location} (its condition did not hold)")
     _out(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _shown_result(snapshot: Snapshot, result: ExpectResult) -> dict[str, Any]:
+    """A test's result as `test --format json` prints it: its call's secret arguments
+    `[redacted]`, as `decide` prints them."""
+    document = result.to_json()
+    hidden = hidden_for(snapshot, result.expect.tool, result.decision)
+    document["decision"]["args"] = redact(hidden, result.decision.args)
+    return document
 
 
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:

@@ -6,12 +6,7 @@ from functools import lru_cache
 
 from grammar.parser import parse
 from policy import ast
-from policy.catalogue import (
-    CATALOGUE_SOURCE,
-    DEFAULT_HOOKS_SOURCE,
-    SENSITIVE_ARGS,
-    ToolSpec,
-)
+from policy.catalogue import CATALOGUE_SOURCE, DEFAULT_HOOKS_SOURCE, ToolSpec
 
 
 @lru_cache(maxsize=1)
@@ -23,9 +18,7 @@ def builtin_tools() -> dict[str, ToolSpec]:
         assert isinstance(decl, ast.Toolset)
         for tool in decl.tools:
             name = tool.name if decl.name == "callables" else f"{decl.name}.{tool.name}"
-            tools[name] = ToolSpec(
-                name, tool.params, sensitive=SENSITIVE_ARGS.get(name, frozenset())
-            )
+            tools[name] = ToolSpec(name, tool.params, sensitive=ToolSpec.secrets_of(tool.params))
     return tools
 
 

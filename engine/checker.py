@@ -276,8 +276,9 @@ class Checker:
                         )
             if register:
                 self.tools[full] = ToolSpec(
-                    full, tool.params, ts.name, ts.runs_code, ts.connection_required, span=tool.span
-                )
+                    full, tool.params, ts.name, ts.runs_code, ts.connection_required,
+                    sensitive=ToolSpec.secrets_of(tool.params), span=tool.span,
+                )  # fmt: skip
 
     # ---- stage: resolve ----------------------------------------------------------------
     def resolve_patterns(
@@ -429,7 +430,7 @@ class Checker:
         self, hook: ast.Hook, rewrite: ast.Rewrite, tools: list[ToolSpec]
     ) -> None:
         """A rewrite reads a secret argument (`identities.import`'s `seed`, a connection's
-        `credential`) only to set it: the log and the responses redact it by its name, so a
+        `credential`, a toolset's argument marked `secret`) only to set it: the log and the responses redact it by its name, so a
         copy in another argument was shown, and stored (a label, a connection's name)."""
         target = rewrite.target.parts[0]
         for node in ast.walk_expr(rewrite.value):

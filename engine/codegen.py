@@ -15,6 +15,7 @@ from typing import Any
 
 from engine import runtime
 from engine import types as T
+from grammar.fmt import expr_text
 from policy import ast
 from policy.catalogue import ToolSpec
 
@@ -121,10 +122,15 @@ class _Gen:
         src, ty = self.gen(arg)
         if call.fn == "len":
             proven = ty in ("str", "map") or ty.startswith("list")
-            return (f"len({src})" if proven else f"_len({src})"), "int"
+            return (f"len({src})" if proven else f"_len({src}, {self.shown(arg)})"), "int"
         if call.fn == "lower":
-            return (f"{src}.lower()" if ty == "str" else f"_lower({src})"), "str"
-        return f"_host({src})", "str"
+            return (f"{src}.lower()" if ty == "str" else f"_lower({src}, {self.shown(arg)})"), "str"
+        return f"_host({src}, {self.shown(arg)})", "str"
+
+    def shown(self, arg: ast.Expr) -> str:
+        """A function's argument as the policy writes it, which its run-time error names
+        (never the value: engine.runtime)."""
+        return self.const(expr_text(arg))
 
     def compare(self, cmp: ast.Compare) -> str:
         left, lt = self.gen(cmp.left)

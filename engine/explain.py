@@ -8,12 +8,13 @@ from typing import Any
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
 from engine.reference import _Env, holds, validate
+from engine.runtime import describe
 from grammar.fmt import expr_text
 
 
 def _verdict(result: bool | Exception) -> str:
     if isinstance(result, Exception):
-        return f"error ({result})"
+        return f"error ({describe(result)})"
     return "true" if result else "false"
 
 

@@ -15,6 +15,7 @@ from engine.decision import Request
 from engine.shape import is_decimal, is_map, literal
 from engine.types import from_ref, item_of
 from engine.workspace import Workspace
+from grammar.fmt import expr_text
 from policy import ast
 from policy.catalogue import ToolSpec
 
@@ -46,7 +47,8 @@ def evaluate(expr: ast.Expr, env: _Env) -> Any:
             root = env.roots[arg.root]
             return root is not None and R.has(root, arg.parts)
         value = evaluate(arg, env)
-        return {"len": R.length, "lower": R.lower, "host": R.host}[expr.fn](value)
+        fn = {"len": R.length, "lower": R.lower, "host": R.host}[expr.fn]
+        return fn(value, expr_text(arg))
     if isinstance(expr, ast.Not):
         return not R.as_bool(evaluate(expr.operand, env))
     if isinstance(expr, ast.BoolOp):

@@ -4,6 +4,12 @@ Values that the checker could not type (`any`: context, metadata, map members) a
 checked here; anything that does not fit raises `EvalError`, and an error never grants.
 Equality across different kinds of value is false, not an error (`1 == "1"` is false,
 and so is `true == 1`).
+
+An `EvalError`'s message holds kinds (`a number`), paths (`args.url`) and function names,
+never a value: the value may be a secret argument (a connection's `credential`), and the
+message goes into the decision, its log row and the command line's output. A function's
+error names the expression it was given (`host(args.credential)`), as the policy writes
+it.
 """
 
 from __future__ import annotations
@@ -92,7 +98,7 @@ def finite(number: float | Decimal) -> Any:
             return number
     elif number - number == 0.0:  # (NaN and the infinities give NaN)
         return number
-    raise EvalError(f"expected a finite number, got `{number}`")
+    raise EvalError("expected a finite number, got NaN or an infinity")
 
 
 def text(value: Any) -> str:
@@ -176,15 +182,19 @@ def glob(value: str, pattern: str) -> bool:
     return True
 
 
-def length(value: Any) -> int:
+def length(value: Any, arg: str = "x") -> int:
+    """`len(value)`; `arg` is the argument as the policy writes it (`args.cc`)."""
     k = kind(value)
     if k in ("str", "list", "map"):
         return len(value)
-    raise EvalError(f"`len` takes a string, list or map, got a {k}")
+    raise EvalError(f"`len({arg})` takes a string, list or map, got a {k}")
 
 
-def lower(value: Any) -> str:
-    return text(value).lower()
+def lower(value: Any, arg: str = "x") -> str:
+    """`lower(value)`; `arg` is the argument as the policy writes it."""
+    if type(value) is not str:
+        raise EvalError(f"`lower({arg})` takes a string, got a {kind(value)}")
+    return value.lower()
 
 
 # URL parsers disagree on a URL with a backslash, whitespace, a control character or a
@@ -200,25 +210,32 @@ _PLAIN_HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*|[0-9a-f.]*:[0-9a-f:.]*")
 _NUMERIC_LAST = re.compile(r"(?:^|\.)(?:0x[0-9a-f]*|[0-9]+)$")
 
 
-def host(value: Any) -> str:
-    url = text(value)
+def host(value: Any, arg: str = "url") -> str:
+    """The host of the URL `value`; `arg` is the argument as the policy writes it
+    (`args.url`), which the errors name: never the URL or its host, which may be a secret."""
+    if type(value) is not str:
+        raise EvalError(f"`host({arg})` takes a string, got a {kind(value)}")
+    url = value
     if _AMBIGUOUS_URL.search(url):
         raise EvalError(
-            "`host` does not read a URL with a backslash, a space or a control character"
+            f"`host({arg})` does not read a URL with a backslash, a space or a control character"
         )
     try:
         parts = urlsplit(url)
         name = parts.hostname
-    except ValueError as exc:
-        raise EvalError(f"`host` cannot read URL: {exc}") from None
+    except ValueError:
+        raise EvalError(f"`host({arg})` cannot read the URL") from None
     if not name:
-        raise EvalError("`host` found no host in the URL")
+        raise EvalError(f"`host({arg})` found no host in the URL")
     if "@" in parts.netloc:
-        raise EvalError("`host` does not read a URL with a user part (`user@`)")
+        raise EvalError(f"`host({arg})` does not read a URL with a user part (`user@`)")
     if not _PLAIN_HOST.fullmatch(name):
-        raise EvalError(f"`host` reads plain hosts only, not `{name}`")
+        raise EvalError(
+            f"`host({arg})` reads plain hosts only (ASCII letters, digits, `-`, `_` and `.`, "
+            "or an IPv6 address)"
+        )
     if ":" not in name and _NUMERIC_LAST.search(name) and not _canonical_ipv4(name):
-        raise EvalError(f"`host` reads an IPv4 address only as four decimal numbers, not `{name}`")
+        raise EvalError(f"`host({arg})` reads an IPv4 address only as four decimal numbers")
     return name
 
 
@@ -230,11 +247,15 @@ def _canonical_ipv4(name: str) -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """A message for an exception raised while evaluating compiled code."""
+    """A message for an exception raised while evaluating a condition. An `EvalError`'s
+    own (it holds no value); a KeyError is an argument missing (compiled code reads
+    `a["name"]` with the policy's names only); any other exception is named by its type
+    alone, as its text may quote a value."""
     if isinstance(exc, EvalError):
         return str(exc)
     if isinstance(exc, KeyError):
-        return f"missing `args.{exc.args[0]}`" if exc.args else "missing value"
+        key = exc.args[0] if exc.args else None
+        return f"missing `args.{key}`" if isinstance(key, str) else "missing value"
     if isinstance(exc, RecursionError):
         return "value nested too deeply"
-    return f"{type(exc).__name__}: {exc}"
+    return f"the condition failed to evaluate ({type(exc).__name__})"

@@ -45,8 +45,14 @@ def run_expect(snapshot: Snapshot, test: ast.Test, expect: ast.Expect) -> Expect
         failure = f"expected `{expect.effect}`, got `{decision.effect}`"
     elif expect.rewritten is not None:
         actual = dict(decision.args or {})
+        spec = snapshot.tools.get(expect.tool)
+        secrets = spec.sensitive if spec is not None else frozenset()
         for key, value in literal(expect.rewritten).items():
             if key not in actual or not runtime.eq(actual[key], value):
+                if key in secrets:  # (neither value is shown: the output goes where logs go)
+                    got = "another value" if key in actual else "none"
+                    failure = f"expected secret argument `{key}` to be the test's value, got {got}"
+                    break
                 shown = repr(actual[key]) if key in actual else "missing"
                 failure = f"expected argument `{key}` to be {value!r}, got {shown}"
                 break

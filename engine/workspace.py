@@ -47,6 +47,13 @@ class Workspace:
     def tools_by_namespace(self) -> dict[str, list[str]]:
         return index_namespaces(self.tools)
 
+    @cached_property
+    def secret_names(self) -> frozenset[str]:
+        """Every argument name some tool keeps secret (marked `secret`: the catalogue's
+        `seed` and `credential`, and the toolsets' own), which the decision log and every
+        answer redact; a call denied for its shape has each of them hidden, at any depth."""
+        return frozenset().union(*(tool.sensitive for tool in self.tools.values()))
+
 
 def index_namespaces(tools: Mapping[str, ToolSpec]) -> dict[str, list[str]]:
     """Tool names by their first dotted segment, so `ns.*` is a look-up, not a scan of

@@ -160,7 +160,7 @@ class Builder:
         return ast.ToolDecl(name, clean, span=self._sp(start, end))
 
     def param(self, items: Items, start: Offset, end: Offset) -> ast.Param:
-        name, optional, type_, default = items
+        name, optional, secret, type_, default = items
         span = self._sp(start, end)
         if optional is not None and default is not None:
             self._error(
@@ -169,7 +169,34 @@ class Builder:
                 span,
                 "a default already makes a parameter optional: drop the `?`",
             )
-        return ast.Param(name, type_, default, optional is not None, span=span)
+        if secret is not None:
+            self._secret_param(name, optional is not None, type_, default, span)
+        return ast.Param(
+            name, type_, default, optional is not None, span=span, secret=secret is not None
+        )
+
+    def _secret_param(
+        self, name: str, optional: bool, type_: ast.TypeRef, default: Any, span: ast.Span
+    ) -> None:
+        """A secret argument is a string the caller gives (or, marked `?`, leaves out):
+        a default would be a secret written in the policy, which every reader of the
+        workspace sees, and a list or a map would be redacted whole where its items
+        are what a condition reads."""
+        if type_.kind != "str":
+            self._error(
+                "E0021",
+                f"parameter `{name}` is marked `secret` but its type is `{type_}`: only a `str` can be",
+                type_.span,
+                f"write `{name}{'?' if optional else ''}: secret str`, or drop `secret`",
+            )
+        if default is not None:
+            self._error(
+                "E0020",
+                f"secret parameter `{name}` has a default",
+                default.span,
+                f"a secret comes from the call, never from the policy: drop the default, and "
+                f"write `{name}?: secret str` if a call may leave it out",
+            )
 
     def scalar_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
         return ast.TypeRef(items[0], span=self._sp(start, end))

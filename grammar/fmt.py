@@ -110,7 +110,8 @@ def _where(expr: ast.Expr | None) -> str:
 
 
 def _param(param: ast.Param) -> str:
-    text = f"{param.name}{'?' if param.optional else ''}: {param.type}"
+    secret = "secret " if param.secret else ""
+    text = f"{param.name}{'?' if param.optional else ''}: {secret}{param.type}"
     return text + (f" = {expr_text(param.default)}" if param.default is not None else "")
 
 

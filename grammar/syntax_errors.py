@@ -25,7 +25,7 @@ _KEYWORD_WORDS = frozenset((
     "deny", "where", "hook", "on", "pause", "rewrite", "profile", "roles", "hooks", "default",
     "none", "budget", "usd", "per", "test", "expect", "context", "rewritten", "and", "or",
     "not", "in", "startswith", "endswith", "contains", "like", "true", "false", "null", "str",
-    "int", "decimal", "bool", "map",
+    "int", "decimal", "bool", "map", "secret",
 ))  # fmt: skip
 
 
@@ -99,6 +99,28 @@ def glued_diagnostic(glued: GluedWord, file: str) -> Diagnostic:
     )
 
 
+# What the parser accepts inside a tool's parameter: after its name, in its type, after it.
+_IN_A_PARAMETER = frozenset({"COLON", "OPTIONAL", "LIST", "SCALAR_TYPE", "COMMA", "EQUAL", "RPAR"})
+SECRET_HELP = "`secret` stands after the parameter's `:`, before its type: `api_key: secret str`"
+
+
+def _misplaced_secret(
+    text: str, line: int, start: int, word: str, accepted: set[str]
+) -> tuple[int, str] | None:
+    """(column, message) when the parse stopped at a `secret` where no type follows it,
+    or right after a `secret` written before a parameter's name (`secret api_key: str`,
+    where `secret` is read as the name)."""
+    if "SECRET" in accepted or not accepted <= _IN_A_PARAMETER:
+        return None
+    if word == "secret":
+        return start, "`secret` is misplaced here"
+    before = text.split("\n")[line - 1][: start - 1] if 1 <= line <= text.count("\n") + 1 else ""
+    if before.rstrip().endswith("secret") and accepted <= {"COLON", "OPTIONAL"}:
+        at = len(before.rstrip()) - len("secret") + 1
+        return at, "`secret` goes after the parameter's name and `:`, not before them"
+    return None
+
+
 def syntax_diagnostic(
     exc: lark.exceptions.UnexpectedInput, file: str, text: str = ""
 ) -> Diagnostic:
@@ -116,6 +138,10 @@ def syntax_diagnostic(
             help = "a block opened with `{` is not closed" if "RBRACE" in accepted else None
             return Diagnostic("E0002", f"unexpected end of file, expected {expected}", span, help)
         start, word = _word_at(text, line, col)
+        misplaced = _misplaced_secret(text, line, start, word, accepted)
+        if misplaced is not None:
+            span = ast.Span(file, line, misplaced[0], line, misplaced[0] + len("secret"))
+            return Diagnostic("E0002", misplaced[1], span, SECRET_HELP)
         if token.type == "NAME" and start < col and word:
             # The lexer split a word (`string` -> `str` `ing`): report the whole word.
             span = ast.Span(file, line, start, line, start + len(word))

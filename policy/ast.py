@@ -220,13 +220,15 @@ class Pattern:
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    """A typed tool argument; optional when it has a default or is marked `name?: T`."""
+    """A typed tool argument; optional when it has a default or is marked `name?: T`;
+    `secret` (`name: secret str`) when the decision log and every answer redact it."""
 
     name: str
     type: TypeRef
     default: Expr | None = None
     optional: bool = False
     span: Span = _span()
+    secret: bool = False
 
     @property
     def required(self) -> bool:

@@ -10,6 +10,10 @@ A tool that an HTTP endpoint runs takes exactly the arguments that endpoint pass
 body model's fields, its query and path parameters), required and defaulted alike, so an
 agent's request the models accept is decided on its merits, never denied for its shape
 (tests/api/test_tool_arguments.py keeps them in step).
+
+The catalogue's arguments marked `secret` (`identities.import`'s `seed`, a connection's
+`credential`) are the built-in part of a workspace's secret arguments; a toolset marks
+its own the same way. The decision log and every answer redact them by name.
 """
 
 from __future__ import annotations
@@ -65,15 +69,15 @@ toolset hooks {
 toolset connections {
   tool list(cursor?: str, limit: int = 50)
   tool get(id: str)
-  tool create(name: str, toolset: str, credential: str, owner?: str)
-  tool update(id: str, name?: str, credential?: str)
+  tool create(name: str, toolset: str, credential: secret str, owner?: str)
+  tool update(id: str, name?: str, credential?: secret str)
   tool delete(id: str)
 }
 toolset identities {
   tool list(cursor?: str, limit: int = 50)
   tool get(id: str)
   tool create(label?: str, request_id?: str)
-  tool import(seed: str, label?: str)
+  tool import(seed: secret str, label?: str)
   tool update(id: str, label?: str, name?: str, metadata?: map)
   tool delete(id: str)
 }
@@ -121,13 +125,6 @@ toolset callables {
 }
 """
 
-# Arguments that carry secrets: the decision log and every response redact them.
-SENSITIVE_ARGS: dict[str, frozenset[str]] = {
-    "connections.create": frozenset({"credential"}),
-    "connections.update": frozenset({"credential"}),
-    "identities.import": frozenset({"seed"}),
-}
-
 DEFAULT_HOOKS_SOURCE = """
 hook approve-agent-delete on agents.delete {
   pause "a human approves deleting an agent"
@@ -161,6 +158,12 @@ class ToolSpec:
     connection_required: bool = False
     sensitive: frozenset[str] = frozenset()
     span: ast.Span = field(default=ast.NO_SPAN, compare=False)
+
+    @staticmethod
+    def secrets_of(params: tuple[ast.Param, ...]) -> frozenset[str]:
+        """The names of the parameters marked `secret` (`credential: secret str`): a
+        tool's `sensitive`, which the decision log and every answer redact."""
+        return frozenset(p.name for p in params if p.secret)
 
     @property
     def builtin(self) -> bool:

@@ -2,8 +2,10 @@
 decision log, in every response that shows a call (a decision, an approval) and in the
 command line's `charter decide` and `charter explain`.
 
-A tool's secret arguments are the ones the catalogue marks (`identities.import`'s
-`seed`, `connections.create`/`.update`'s `credential`: policy.catalogue.SENSITIVE_ARGS).
+A tool's secret arguments are the ones its signature marks `secret`: the catalogue's
+(`identities.import`'s `seed`, `connections.create`/`.update`'s `credential`) and a
+toolset's own (`tool connect(url: str, api_key: secret str)`), one set per snapshot
+(engine.workspace.Workspace.secret_names).
 A call whose arguments do not fit its tool (a tool the policy does not have, or one that
 does not take what was sent) is denied for its shape and shown as sent: every name that
 any tool keeps secret is hidden in it, at any depth and in any case, as such a call is
@@ -13,13 +15,11 @@ most often another tool's meant (`Identities.import`, `identities.create` given 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from engine.compile import Snapshot
 from engine.decision import Decision
-from policy.catalogue import SENSITIVE_ARGS
 
 REDACTED = "[redacted]"
 
@@ -47,46 +47,18 @@ def _hide(hidden: frozenset[str], value: Any) -> Any:
     return value
 
 
-_HIDDEN: weakref.WeakKeyDictionary[Snapshot, dict[str, frozenset[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-# The key of every secret argument name in a snapshot's cache (`secret_names`): no tool's name.
-_EVERY = "*"
-
-
 def secret_names(snapshot: Snapshot, tool: str) -> frozenset[str]:
-    """The tool's secret argument names, cached per snapshot (gone with the snapshot).
-    A tool the snapshot does not know is denied for its name, and its arguments are
-    logged as sent: each name that any tool keeps secret is hidden in them, as a
-    misnamed call (`Identities.import`) carries that tool's secret. (Not cached per
-    name: a caller may send any number of names no tool has.)"""
-    per_tool = _HIDDEN.get(snapshot)
-    if per_tool is None:
-        per_tool = _HIDDEN.setdefault(snapshot, {})
-    found = per_tool.get(tool)
-    if found is None:
-        spec = snapshot.tools.get(tool)
-        if spec is None and tool not in SENSITIVE_ARGS:
-            return every_secret(snapshot)
-        found = SENSITIVE_ARGS.get(tool, frozenset()) | (spec.sensitive if spec else frozenset())
-        per_tool[tool] = found
-    return found
+    """The tool's secret argument names. A tool the snapshot does not know is denied for
+    its name, and its arguments are logged as sent: each name that any tool keeps secret
+    is hidden in them, as a misnamed call (`Identities.import`) carries that tool's
+    secret."""
+    spec = snapshot.tools.get(tool)
+    return every_secret(snapshot) if spec is None else spec.sensitive
 
 
 def every_secret(snapshot: Snapshot) -> frozenset[str]:
-    """Every argument name that some tool of `snapshot` keeps secret."""
-    per_tool = _HIDDEN.get(snapshot)
-    if per_tool is None:
-        per_tool = _HIDDEN.setdefault(snapshot, {})
-    found = per_tool.get(_EVERY)
-    if found is None:
-        found = frozenset().union(
-            *SENSITIVE_ARGS.values(), *(spec.sensitive for spec in snapshot.tools.values())
-        )
-        per_tool[_EVERY] = found
-    return found
+    """Every argument name that some tool of `snapshot` keeps secret, built-in or not."""
+    return snapshot.workspace.secret_names
 
 
 def shape_denied(decision: Decision) -> bool:

@@ -106,7 +106,10 @@ type_refs: st.SearchStrategy[ast.TypeRef] = st.recursive(
 def params(draw: st.DrawFn) -> ast.Param:
     mode = draw(st.sampled_from(("required", "optional", "default")))
     default = draw(values) if mode == "default" else None
-    return ast.Param(draw(names), draw(type_refs), default, optional=mode == "optional")
+    type_ = draw(type_refs)
+    # (`secret` on a `str` without a default: E0020 and E0021 refuse the others)
+    secret = type_.kind == "str" and mode != "default" and draw(st.booleans())
+    return ast.Param(draw(names), type_, default, optional=mode == "optional", secret=secret)
 
 
 tool_decls = st.builds(ast.ToolDecl, names, st.lists(params(), max_size=3).map(tuple))
