@@ -9,18 +9,16 @@ import json
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from api.cli import main
 from engine.check import check_sources
-from engine.decision import Request
-from engine.diff import Change, DiffResult, diff_workspaces
+from engine.diff import DiffResult, diff_workspaces
 from engine.fit import fit_workspace_profile
-from engine.reference import _roles
 from engine.workspace import Workspace
 from policy import ast
+from tests.fit.diffcheck import confirm
 from tests.fit.support import TOOLSETS
 
 FIXTURE = "fixtures/fit"
@@ -64,45 +62,13 @@ def _seen(result: DiffResult) -> set[tuple[str, str, str | None]]:
     return {(c.direction, c.kind, c.tool or c.hook) for c in result.changes}
 
 
-def _deny_fires(ws: Workspace, profile: str, call: dict[str, Any]) -> bool:
-    """Whether the profile's deny rules deny the call: its roles plus one allowing it."""
-    probe = ast.Role("~probe", (ast.Rule("allow", (ast.Pattern(call["tool"]),)),))
-    ws = replace(ws, roles={**ws.roles, "~probe": probe})
-    return (
-        _effect(
-            ws, replace(ws.profiles[profile], roles=(*ws.profiles[profile].roles, "~probe")), call
-        )
-        == "deny"
-    )
-
-
-def _effect(ws: Workspace, profile: ast.Profile, call: dict[str, Any]) -> str:
-    request = Request(profile.name, call["tool"], call["args"], call.get("context"))
-    return _roles(ws, profile, ws.tools[call["tool"]], call["args"], request)[0]
-
-
-def _confirmed(old: Workspace, new: Workspace, change: Change) -> None:
-    """The counterexample of an allow or deny change is what its direction says."""
-    call = change.counterexample
-    assert call is not None, change
-    before, after = (old, new) if change.direction == "wider" else (new, old)
-    name = change.profile
-    if change.kind == "allow":
-        assert _effect(after, after.profiles[name], call) == "allow"
-        assert (
-            name not in before.profiles or _effect(before, before.profiles[name], call) != "allow"
-        )
-    else:
-        assert _deny_fires(before, name, call) and not _deny_fires(after, name, call)
-
-
 def _diff(old: Workspace, new: Workspace) -> DiffResult:
     result = diff_workspaces(old, new, timeout_ms=20_000)
     for change in result.changes:
         if change.direction != "unknown":
             assert change.widens == (change.direction == "wider"), change
             if change.kind in ("allow", "deny"):
-                _confirmed(old, new, change)
+                confirm(old, new, change)
     return result
 
 
