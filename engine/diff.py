@@ -135,7 +135,9 @@ class _Question:
             v.tool,
             self.direction,
             "",
-            location=v.location,
+            # the rule that allows (NEW's when wider, OLD's when narrower), else NEW's
+            # profile or budget: where the change is made
+            location=v.location if kind == "allow" else str(self.profile(self.new).span),
             counterexample=v.counterexample,
             kind=kind,
             widens=self.wider,
@@ -151,6 +153,8 @@ class _Question:
             return replace(change, message=self._hook_message(name), hook=name)
         before, after = self.profile(self.old).budget, self.profile(self.new).budget
         message = _budget_message(before, after, self.wider)
+        if after is not None:
+            change = replace(change, location=str(after.span))
         return replace(change, message=message, budget=BudgetChange(before, after))
 
     def _allow_message(self, v: Violation) -> str:

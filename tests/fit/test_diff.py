@@ -159,11 +159,14 @@ def test_budgets(budget: str, direction: str, says: str) -> None:
     assert change.to_json()["budget"]["old"] == {"amount": Decimal(5), "period": "24h"}
 
 
-def test_a_budget_added_is_narrower() -> None:
-    result = _diff(_edit(("budget 5 usd per 24h", "")), _ws(BASE))
+def test_a_budget_added_is_narrower_and_located_at_new_s_budget() -> None:
+    new = _ws(BASE)
+    result = _diff(_edit(("budget 5 usd per 24h", "")), new)
     assert [(c.direction, c.message) for c in result.changes] == [
         ("narrower", "a budget `5 usd per 24h` is added")
     ]
+    budget = new.profiles["p"].budget
+    assert budget is not None and result.changes[0].location == str(budget.span)
 
 
 def test_an_added_profile_widens_by_its_access_only() -> None:
@@ -327,3 +330,30 @@ def test_cli_no_change(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(capsys.readouterr().out) == {
         "widened": False, "narrowed": False, "changes": [],
     }  # fmt: skip
+
+
+def test_the_docs_example_is_the_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/fit.md, "Semantic diff": the lines it shows, in order, and the exit code."""
+    doc = Path("docs/fit.md").read_text(encoding="utf-8")
+    block = doc[doc.index("$ charter diff old new") :]
+    shown = block[: block.index("```")].splitlines()
+    text = Path(FIXTURE, "policy.charter").read_text(encoding="utf-8")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old" / "policy.charter").write_text(text, encoding="utf-8")
+    for before, after in [
+        ("args.limit <= 50", "args.limit <= 40"),
+        ('startswith "team-"', 'startswith "team"'),
+        ("budget 5 usd per 24h", "budget 9 usd per 24h"),
+    ]:
+        assert text.count(before) == 1
+        text = text.replace(before, after)
+    (tmp_path / "new" / "policy.charter").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["diff", "old", "new"]) == int(shown[-1])
+    out = iter(capsys.readouterr().out.splitlines())
+    for line in shown[1:-2]:
+        if line.strip() != "...":
+            assert line in out, line  # (in order: `in` consumes the iterator)
