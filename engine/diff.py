@@ -94,12 +94,6 @@ class DiffResult:
     def narrowed(self) -> bool:
         return any(not c.widens for c in self.changes)
 
-    def widened_profile(self, profile: str) -> bool:
-        return any(c.widens and c.profile == profile for c in self.changes)
-
-    def narrowed_profile(self, profile: str) -> bool:
-        return any(not c.widens and c.profile == profile for c in self.changes)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "widened": self.widened,
@@ -169,12 +163,10 @@ class _Question:
         return list(dict.fromkeys(name for _, name in side.denies(tool)))
 
     def _deny_message(self, tool: str | None, roles: list[str]) -> str:
-        names = ", ".join(f"`{r}`" for r in roles)
+        names = ("roles " if len(roles) > 1 else "role ") + ", ".join(f"`{r}`" for r in roles)
         if self.wider:
-            return (
-                f"`{tool}`: calls that the deny rules of role {names} refused are no longer denied"
-            )
-        return f"`{tool}`: the deny rules of role {names} refuse calls that were not denied"
+            return f"`{tool}`: calls that the deny rules of {names} refused are no longer denied"
+        return f"`{tool}`: the deny rules of {names} refuse calls that were not denied"
 
     def _hook_message(self, name: str) -> str:
         before = {h.name: h for h in self.old.profile_hooks(self.profile(self.old))}
