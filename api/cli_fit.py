@@ -16,7 +16,7 @@ from api.cli_outcome import out as _out
 from api.service.encoding import dumps_text
 from engine.check import load
 from engine.compile import compile_workspace
-from engine.diff import diff_workspaces
+from engine.diff import DIRECTIONS, DiffResult, diff_workspaces
 from engine.fit import FitResult, fit_role, fit_source, fit_workspace_profile
 from engine.listing import list_tools
 from engine.workspace import Workspace
@@ -116,6 +116,23 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_diff(result: DiffResult) -> None:
+    if not result.changes:
+        _out("no access changed")
+        return
+    for change in result.changes:
+        _out(f"{change.direction}: profile `{change.profile}`: {change.message}")
+        if change.location:
+            _out(f"  at {change.location}")
+        if change.counterexample:
+            first, *rest = _call_text(change.counterexample)
+            _out(f"  counterexample: {first}")
+            for line in rest:
+                _out("  " + line)
+    count = {d: sum(c.direction == d for c in result.changes) for d in DIRECTIONS}
+    _out(f"{count['wider']} wider, {count['narrower']} narrower, {count['unknown']} undecided")
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     try:
         old, new = _load(args.old), _load(args.new)
@@ -124,18 +141,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     result = diff_workspaces(old, new, timeout_ms=args.timeout_ms)
     if args.format == "json":
         _out(dumps_text(result.to_json()))
-    elif not result.changes:
-        _out("no access changed")
     else:
-        for change in result.changes:
-            _out(f"{change.direction}: profile `{change.profile}`: {change.message}")
-            if change.location:
-                _out(f"  at {change.location}")
-            if change.counterexample:
-                first, *rest = _call_text(change.counterexample)
-                _out(f"  counterexample: {first}")
-                for line in rest:
-                    _out("  " + line)
+        print_diff(result)
     return 1 if result.widened else 0
 
 
@@ -171,7 +178,7 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_tools)
 
-    p = sub.add_parser("diff", help="tools whose access got wider or narrower, per profile")
+    p = sub.add_parser("diff", help="what of each profile's access got wider or narrower")
     p.add_argument("old")
     p.add_argument("new")
     p.add_argument("--timeout-ms", type=timeout_ms, default=10_000)

@@ -247,6 +247,7 @@ def dropped_denies(
                     f"cannot compare the denies of `{tool}`: {exc}; treated as not fitting",
                     candidate_name,
                     location,
+                    tool=tool,
                 )
             )
             continue
@@ -257,7 +258,9 @@ def dropped_denies(
         if answer == z3.unsat:
             continue
         if answer != z3.sat:
-            out.append(_unknown(solver, deadline, what, candidate_name, location))
+            out.append(
+                replace(_unknown(solver, deadline, what, candidate_name, location), tool=tool)
+            )
             continue
         call = find_call(solver, enc, deadline)
         roles = ", ".join(f"`{n}`" for n in dict.fromkeys(n for _, n in caller.denies(tool)))
@@ -285,6 +288,7 @@ def dropped_denies(
                     "was not confirmed by the evaluator; treated as not fitting",
                     candidate_name,
                     location,
+                    tool=tool,
                 )
             )
     return out
