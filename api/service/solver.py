@@ -5,8 +5,8 @@ A serving process runs at most SLOTS checks at once, and one token (an agent's t
 count as one: its id) at most PER_KEY of them, so a token sending check after check
 leaves a slot to everyone else. A check that cannot start at once waits in its token's
 queue; when a check ends, the next to start is taken from the tokens with one waiting in
-turn (round-robin), so a flood from one token delays another's check by at most one
-running check. A check's deadline starts when its process does: time spent waiting is
+turn (round-robin: the one whose last check started longest ago, or never), so a flood
+from one token delays another's check by at most one running check. A check's deadline starts when its process does: time spent waiting is
 never solving time, and a wait never turns into a `timeout` verdict. Waits are bounded
 instead: a token with KEY_QUEUE checks waiting, or QUEUE waiting in all, or a wait past
 MAX_WAIT_S, is refused with 503 `solver-busy` and `Retry-After` (the request wrote
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ QUEUE = 16  # checks waiting, all tokens together (each holds a request, some a 
 KEY_QUEUE = 4  # checks waiting for one token
 MAX_WAIT_S = 6.0  # the longest a check waits for a slot
 RETRY_AFTER_S = 2  # what a `solver-busy` answer's `Retry-After` says
+STAMPS = 4096  # tokens whose last check's start is remembered (Gate._started)
 
 
 def busy(why: str) -> ServiceError:
@@ -70,7 +71,13 @@ class Gate:
     key_queue: int = KEY_QUEUE
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _running: Counter[str] = field(default_factory=Counter)
-    _waiting: dict[str, deque[Ticket]] = field(default_factory=dict)  # in turn order
+    _waiting: dict[str, deque[Ticket]] = field(default_factory=dict)  # in arrival order
+    # When each token last started a check (a tick of _clock), for the last STAMPS tokens:
+    # one that waits for its answer before sending the next keeps its place behind the
+    # others (forgotten, it would come back first every time). A token forgotten for
+    # being the one that started longest ago would be first in turn anyway.
+    _started: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _clock: int = 0
 
     def enter(self, key: str, notify: Callable[[], None]) -> Ticket:
         """A ticket for `key`'s next check: granted at once (a slot is free and the token
@@ -120,19 +127,24 @@ class Gate:
     def _grant(self, ticket: Ticket) -> None:
         ticket.granted = True
         self._running[ticket.key] += 1
+        self._clock += 1
+        self._started[ticket.key] = self._clock
+        self._started.move_to_end(ticket.key)
+        if len(self._started) > STAMPS:
+            self._started.popitem(last=False)
 
     def _dispatch(self) -> None:
-        # The tokens with a check waiting, in turn: the first that may start takes the
-        # slot and goes to the back of the turn order.
-        for key in list(self._waiting):
-            if sum(self._running.values()) >= self.slots:
+        # Of the tokens with a check waiting that may start one, the one that started a
+        # check longest ago (or never) takes the free slot; ties in arrival order.
+        while sum(self._running.values()) < self.slots:
+            ready = [k for k in self._waiting if self._running[k] < self.per_key]
+            if not ready:
                 return
-            if self._running[key] >= self.per_key:
-                continue
-            queued = self._waiting.pop(key)
+            key = min(ready, key=lambda k: self._started.get(k, 0))
+            queued = self._waiting[key]
             ticket = queued.popleft()
-            if queued:
-                self._waiting[key] = queued  # (re-inserted: now last in turn)
+            if not queued:
+                del self._waiting[key]
             self._grant(ticket)
             ticket.notify()
 
