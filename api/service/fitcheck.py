@@ -2,6 +2,8 @@
 
 Thin glue over `engine.fit`: a refusal is a 403 with the violations; a check that cannot
 run (solver timeout, unsupported construct) is the engine's "does not fit", never a pass.
+Each check takes its turn as the caller's and runs in a process of its own, stopped at
+its deadline (api.service.solver); one that cannot get a turn is a 503 `solver-busy`.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def _agent_budget(doc: Doc | None) -> ast.Budget | None:
 
 
 # Fits found, per compiled snapshot. An agent's management request is checked before its
-# write transaction (`manage.PRECHECKS`: z3 may take up to TIMEOUT_MS, which must not be
-# spent holding the store's lock that every decision takes) and again by the operation
+# write transaction (`manage.PRECHECKS`: a check may wait for its turn and then take up
+# to TIMEOUT_MS, which must not be spent holding the store's lock that every decision takes) and again by the operation
 # inside it, where the same question on the same snapshot is then a look-up. Only fits
 # are kept: a refusal may be a solver timeout, which is asked again. A source is kept by
 # its digest: kept whole, 4,096 fitting roles of 256,000 characters each (a comment is

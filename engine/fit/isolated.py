@@ -29,6 +29,7 @@ import pickle
 import select
 import signal
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,9 @@ from policy.diagnostics import CharterError
 # violations found by the deadline, and to read them.
 MARGIN_MS = 250
 _CHUNK = 1 << 16
+# Python 3.12 on warns that forking a process that has threads may deadlock the child on a
+# lock another thread held: the child here runs the check alone, no thread inside z3.
+warnings.filterwarnings("ignore", r"This process \(pid=\d+\) is multi-threaded", DeprecationWarning)
 
 
 def out_of_time() -> FitResult:

@@ -37,14 +37,26 @@ def pathological(seed: int = 1) -> str:
 
 
 def test_a_pathological_check_is_stopped_at_its_deadline() -> None:
+    snap, source = snapshot(CALLER), pathological()
     started = time.monotonic()
-    result = isolated.run(
-        engine.fit.fit_source, snapshot(CALLER), "caller", pathological(), timeout_ms=1000
-    )
+    result = isolated.run(engine.fit.fit_source, snap, "caller", source, timeout_ms=1000)
     took = time.monotonic() - started
     assert not result.fits
     assert [v.kind for v in result.violations] == ["timeout"]
     assert took < 1.0 + isolated.MARGIN_MS / 1000 + 0.5, took
+
+
+def _deaf(*args: object, timeout_ms: int) -> FitResult:
+    time.sleep(60)  # (as z3 taking in a long literal: deaf to every deadline)
+    return FitResult.of([])
+
+
+def test_a_check_that_does_not_stop_is_killed_at_its_deadline() -> None:
+    started = time.monotonic()
+    result = isolated.run(_deaf, timeout_ms=300)
+    took = time.monotonic() - started
+    assert result == isolated.out_of_time() and not result.fits
+    assert 0.3 + isolated.MARGIN_MS / 1000 <= took < 0.3 + isolated.MARGIN_MS / 1000 + 0.5
 
 
 def test_the_answer_is_the_one_made_here() -> None:
