@@ -16,6 +16,7 @@ nothing; sent again later, it is checked then).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
@@ -188,8 +189,9 @@ async def check_async(
         if not turn.done():
             turn.set_result(None)
 
-    def wake() -> None:
-        loop.call_soon_threadsafe(started)
+    def wake() -> None:  # (called by the thread whose check ended, under the gate's lock)
+        with contextlib.suppress(RuntimeError):  # (the loop closed: the server stopped)
+            loop.call_soon_threadsafe(started)
 
     ticket = GATE.enter(key, wake)
     if not ticket.granted:

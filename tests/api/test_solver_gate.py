@@ -4,14 +4,19 @@ a check waiting served in turn, and bounded queues that refuse with `solver-busy
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.service import solver
 from api.service.errors import ServiceError
 from api.service.solver import RETRY_AFTER_S, Gate, Ticket
+from engine.fit.result import FitResult
 
 KEYS = ("a", "b", "c", "d")
 DRAWN = ("a", "a", "a", "b", "c", "d")  # (one token sends half the checks: a flood)
@@ -126,3 +131,37 @@ def test_full_queues_refuse() -> None:
     with pytest.raises(ServiceError) as everyone:
         gate.enter("c", lambda: None)
     assert "3 checks are waiting already" in everyone.value.message
+
+
+def _never(*args: object, timeout_ms: int) -> FitResult:
+    raise AssertionError("a check that never got its turn ran")
+
+
+def _fits(*args: object, timeout_ms: int) -> FitResult:
+    return FitResult.of([])
+
+
+def test_a_wait_past_its_bound_is_refused_and_leaves_no_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate(slots=1, per_key=1)
+    monkeypatch.setattr(solver, "GATE", gate)
+    monkeypatch.setattr(solver, "MAX_WAIT_S", 0.2)
+    gate.enter("holder", lambda: None)  # (a check that runs all along)
+    attempts: list[Callable[[], object]] = [
+        lambda: solver.check("b", _never, timeout_ms=1000),
+        lambda: asyncio.run(solver.check_async("b", _never, timeout_ms=1000)),
+    ]
+    for attempt in attempts:
+        started = time.monotonic()
+        with pytest.raises(ServiceError) as refused:
+            attempt()
+        assert 0.2 <= time.monotonic() - started < 1.5
+        assert refused.value.code == "solver-busy" and refused.value.retry_after == RETRY_AFTER_S
+        assert "no check could start within 0.2 s" in refused.value.message
+        assert gate.running() == 1  # (the holder's: the refused one neither waits nor runs)
+    gate.leave("holder")
+    # the next check, of any token, starts at once and runs in a process of its own
+    assert asyncio.run(solver.check_async("b", _fits, timeout_ms=1000)).fits
+    assert solver.check("c", _fits, timeout_ms=1000).fits
+    assert gate.running() == 0
