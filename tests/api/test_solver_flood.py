@@ -39,12 +39,14 @@ def url(harness: Harness) -> Iterator[str]:
         yield found
 
 
-@pytest.mark.parametrize("way", ["fit", "roles"])
+@pytest.mark.parametrize("ways", [("fit",), ("fit", "roles")])
 def test_a_flood_of_slow_checks_leaves_the_others_their_turn(
-    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch, way: str
+    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch, ways: tuple[str, ...]
 ) -> None:
     """`fit`: a `decide` token's `POST /v1/fit` about a1; `roles`: a1's own token's
-    `roles.create`, refused as not fitting once its check is stopped."""
+    `roles.create`, refused as not fitting once its check is stopped. One flooding token
+    leaves a slot free; two take both, and a2's check waits for one, then has its own
+    deadline: its role still fits."""
     checks: list[float] = []  # how long each check's process ran, seen by the server
     real = isolated.run
 
@@ -58,23 +60,25 @@ def test_a_flood_of_slow_checks_leaves_the_others_their_turn(
     monkeypatch.setattr(isolated, "run", timed)
     harness.add_agent("a2", "support")
     other = harness.auth(harness.token_for("a2"))
-    flood = harness.auth(harness.decide if way == "fit" else harness.agent_token)
     stop = threading.Event()
-    answers: list[tuple[httpx.Response, float]] = []
+    answers: list[tuple[str, httpx.Response, float]] = []
 
-    def flooding(seed: int) -> None:
-        path, body = (
-            ("/v1/fit", {"agent": "a1", "source": slow_role(seed)})
-            if way == "fit"
-            else ("/v1/roles", {"name": "slow", "source": slow_role(seed)})
-        )
+    def flooding(way: str, seed: int) -> None:
+        if way == "fit":
+            path, body = "/v1/fit", {"agent": "a1", "source": slow_role(seed)}
+            flood = harness.auth(harness.decide)
+        else:
+            path, body = "/v1/roles", {"name": "slow", "source": slow_role(seed)}
+            flood = harness.auth(harness.agent_token)
         with httpx.Client(base_url=url, timeout=30) as client:
             while not stop.is_set():
                 started = time.monotonic()
                 answer = client.post(path, json=body, headers=flood)
-                answers.append((answer, time.monotonic() - started))
+                answers.append((way, answer, time.monotonic() - started))
 
-    flooders = [threading.Thread(target=flooding, args=(seed,)) for seed in range(2)]
+    flooders = [
+        threading.Thread(target=flooding, args=(way, seed)) for way in ways for seed in range(2)
+    ]
     began = time.monotonic()
     for thread in flooders:
         thread.start()
@@ -88,31 +92,35 @@ def test_a_flood_of_slow_checks_leaves_the_others_their_turn(
                 started = time.monotonic()
                 created = client.post("/v1/roles", json=role, headers=other)
                 ours.append(time.monotonic() - started)
-                assert created.status_code == 201, created.text
+                assert created.status_code == 201, created.text  # (never a `timeout`)
                 time.sleep(0.5)
     finally:
         stop.set()
         for thread in flooders:
             thread.join(30)
     flooded = time.monotonic() - began
-    # the other agent's role fitted at once: never behind the flood's checks, each of
-    # which runs until it is stopped
-    assert max(ours) < 2.0 < flooded, (ours, flooded)
-    checked = 200 if way == "fit" else 403
-    slow = [(a, took) for a, took in answers if a.status_code == checked]
-    busy = [a for a, _ in answers if a.status_code != checked]
-    assert slow, [a.text for a in busy]
-    for answer, took in slow:
-        found = answer.json() if way == "fit" else answer.json()["fit"]
-        assert answer.status_code == 200 or answer.json()["code"] == "does-not-fit"
+    # the other agent's role fitted at once beside one flooding token, never behind its
+    # checks (each runs until it is stopped); beside two, after one of theirs at most
+    bound = 2.0 if len(ways) == 1 else STOPPED_BY + 2.0
+    assert max(ours) < bound < flooded, (ours, flooded)
+    slow = [(w, a, took) for w, a, took in answers if a.status_code != 503]
+    assert {w for w, _, _ in slow} == set(ways)
+    for way, answer, took in slow:
+        if way == "fit":
+            assert answer.status_code == 200, answer.text
+            found = answer.json()
+        else:
+            assert (answer.status_code, answer.json()["code"]) == (403, "does-not-fit")
+            found = answer.json()["fit"]
         assert [v["kind"] for v in found["violations"]] == ["timeout"]
         assert not found["fits"]
         # (it may have waited for its turn: up to MAX_WAIT_S)
         assert took < solver.MAX_WAIT_S + STOPPED_BY + SLACK_S, took
     assert "slow" not in harness.service.current().workspace.roles  # (nothing written)
-    for answer in busy:
-        assert answer.status_code == 503 and answer.json()["code"] == "solver-busy"
-        assert answer.headers["Retry-After"] == str(solver.RETRY_AFTER_S)
+    for _, answer, _ in answers:
+        if answer.status_code == 503:
+            assert answer.json()["code"] == "solver-busy"
+            assert answer.headers["Retry-After"] == str(solver.RETRY_AFTER_S)
     # every check ended by its deadline and the margin, the slow ones stopped there
     assert max(checks) < STOPPED_BY + SLACK_S, checks
     assert max(checks) > DEADLINE_S, checks  # (the flood's checks were slow indeed)
