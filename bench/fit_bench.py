@@ -16,7 +16,7 @@ from typing import Any
 from bench.workload import generate
 from engine.check import check_sources
 from engine.compile import compile_workspace
-from engine.fit import fit_role, fit_source
+from engine.fit import fit_role, fit_source, isolated
 from engine.listing import list_tools
 from engine.workspace import Workspace
 from grammar.fmt import expr_text
@@ -76,6 +76,14 @@ def main() -> None:
         label = "widening" if widen else "narrowing"
         assert result.fits is (not widen), result.violations
         _report(f"fit, 20-rule {label} role vs 10-role caller `{profile}`", times, 200)
+        # As the service runs it: in a child process forked for the check, killed at its
+        # deadline (engine.fit.isolated).
+        times, result = _timed(
+            lambda w=cand_ws: isolated.run(fit_role, ws, profile, w, "candidate", timeout_ms=2000),  # type: ignore[misc]
+            15,
+        )
+        assert result.fits is (not widen), result.violations
+        _report(f"fit, 20-rule {label} role, in a process of its own", times, 200)
     roles = ", ".join(ws.profiles[profile].roles)
     text = f"profile kid {{\n  roles {roles}\n}}\n"
     times, result = _timed(lambda: fit_source(snap, profile, text, kind="profile"), 5)

@@ -354,6 +354,12 @@ CODES: dict[str, Code] = {
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"
         " be shown to fit",
     ),
+    "solver-busy": Code(
+        (503,),
+        "with `Retry-After: 2`: a fit check (`POST /v1/fit`, an agent's `agents.create`, "
+        "`agents.update`, `roles.create`, `roles.update`) could not start: 4 of its token's "
+        "are waiting already, or 16 in all, or none started within 6 s (see Fit checks)",
+    ),
     "unavailable": Code(
         (503,),
         "`GET /v1/agents/{id}/tools` or `POST /v1/fit`: the module it needs (`engine.listing`, "

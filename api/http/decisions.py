@@ -29,6 +29,7 @@ from api.service.fitcheck import TIMEOUT_MS
 from api.service.logrows import log_view, reasons_resolver
 from api.service.resources import admit_turn
 from api.service.snapshots import NotCompiled
+from api.service.solver import check_async, key_of
 from engine.compile import Snapshot
 from policy.diagnostics import CharterError
 
@@ -47,12 +48,13 @@ MAX_LOG_PAGE_BYTES = 4 << 20
 MAX_LISTINGS = 64
 _LISTINGS: weakref.WeakKeyDictionary[Snapshot, dict[str, bytes]] = weakref.WeakKeyDictionary()
 _LISTINGS_LOCK = threading.Lock()
-# `POST /v1/fit` and the listings not made yet run on a thread of their own, one at a
-# time (they take z3's one lock in turn anyway, a check up to TIMEOUT_MS): on starlette's
-# shared pool of 40 threads, 40 of them waiting for that lock left none for the
-# management requests, the log's pages and another worker's revision being compiled,
-# which every decision on it awaits. (Listings of one profile asked together are made
-# once: the others find it made when their turn comes.)
+# The listings not made yet run on a thread of their own, one at a time (they take z3's
+# one lock in turn anyway): on starlette's shared pool of 40 threads, 40 of them waiting
+# for that lock left none for the management requests, the log's pages and another
+# worker's revision being compiled, which every decision on it awaits. (Listings of one
+# profile asked together are made once: the others find it made when their turn comes.)
+# `POST /v1/fit` waits for its turn without a thread, and its check runs in a process of
+# its own (api.service.solver).
 _SOLVER_THREAD = ThreadPoolExecutor(1, thread_name_prefix="charter-solver")
 T = TypeVar("T")
 # Compiles of a revision another process uploaded while a turn was being admitted, off
@@ -159,8 +161,8 @@ async def fit(request: Request) -> Response:
     engine = _engine("engine.fit")
     if item.source is not None:
         try:
-            result = await _on_solver_thread(
-                engine.fit_source, snapshot, caller, item.source,
+            result = await check_async(
+                key_of(actor), engine.fit_source, snapshot, caller, item.source,
                 kind=item.kind, timeout_ms=TIMEOUT_MS,
             )  # fmt: skip
         except CharterError as exc:
@@ -171,8 +173,8 @@ async def fit(request: Request) -> Response:
     elif item.profile is not None:
         if item.profile not in snapshot.workspace.profiles:
             raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
-        result = await _on_solver_thread(
-            engine.fit_profile, snapshot, caller, snapshot, item.profile,
+        result = await check_async(
+            key_of(actor), engine.fit_profile, snapshot, caller, snapshot, item.profile,
             timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
     else:

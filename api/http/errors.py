@@ -44,7 +44,10 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
 async def service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     _count(request.scope, exc.status, exc.code)
-    return problem(exc.status, exc.code, exc.message, **exc.extra)
+    response = problem(exc.status, exc.code, exc.message, **exc.extra)
+    if exc.retry_after is not None:  # (`solver-busy`)
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -40,7 +40,8 @@ WHY = {
     422: "the body does not match the schema (`invalid-body`, with `errors`), holds a number "
     "a double cannot hold (`number-out-of-range`), or a policy source does not check "
     "(`policy-invalid`, with `diagnostics`)",
-    503: "the store is busy or unavailable (`store-unavailable`, with `Retry-After`), or a "
+    503: "the store is busy or unavailable (`store-unavailable`, with `Retry-After`), the fit "
+    "checker is (`solver-busy`, with `Retry-After`: an operation that runs a fit check), or a "
     "module the operation needs cannot be loaded",
 }
 _HEADERS = {

@@ -7,7 +7,8 @@ from typing import Any
 
 class ServiceError(Exception):
     """A refused request. `code` is stable: api/http/codes.py lists every one (and
-    docs/http.md its table); `extra` is JSON."""
+    docs/http.md its table); `extra` is JSON; `retry_after`, when set, is sent as the `Retry-After`
+    header (seconds: a condition that passes)."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
         super().__init__(message)
@@ -15,6 +16,7 @@ class ServiceError(Exception):
         self.code = code
         self.message = message
         self.extra = extra
+        self.retry_after: int | None = None
 
 
 def not_found(what: str, id: str) -> ServiceError:

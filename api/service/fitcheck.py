@@ -2,6 +2,8 @@
 
 Thin glue over `engine.fit`: a refusal is a 403 with the violations; a check that cannot
 run (solver timeout, unsupported construct) is the engine's "does not fit", never a pass.
+Each check takes its turn as the caller's and runs in a process of its own, stopped at
+its deadline (api.service.solver); one that cannot get a turn is a 503 `solver-busy`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 import weakref
 from typing import Any, cast
 
+from api.service import solver
 from api.service.budget import agent_cap, ancestors
 from api.service.core import Service
 from api.service.decide import agent_context
@@ -43,8 +46,8 @@ def _agent_budget(doc: Doc | None) -> ast.Budget | None:
 
 
 # Fits found, per compiled snapshot. An agent's management request is checked before its
-# write transaction (`manage.PRECHECKS`: z3 may take up to TIMEOUT_MS, which must not be
-# spent holding the store's lock that every decision takes) and again by the operation
+# write transaction (`manage.PRECHECKS`: a check may wait for its turn and then take up
+# to TIMEOUT_MS, which must not be spent holding the store's lock that every decision takes) and again by the operation
 # inside it, where the same question on the same snapshot is then a look-up. Only fits
 # are kept: a refusal may be a solver timeout, which is asked again. A source is kept by
 # its digest: kept whole, 4,096 fitting roles of 256,000 characters each (a comment is
@@ -76,8 +79,12 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
     key = ("source", profile, kind, _digest(source))
     if _known_fit(snapshot, key):
         return
+    fit = _engine()
     try:
-        result = _engine().fit_source(snapshot, profile, source, kind=kind, timeout_ms=TIMEOUT_MS)
+        result = solver.check(
+            solver.agent_key(caller["id"]), fit.fit_source, snapshot, profile, source,
+            kind=kind, timeout_ms=TIMEOUT_MS,
+        )  # fmt: skip
     except CharterError as exc:
         raise ServiceError(
             422, "policy-invalid", "the source does not check",
@@ -89,7 +96,7 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
 
 
 def require_role_change_narrows(
-    service: Service, role: str, files: list[tuple[str, str]], source: str
+    service: Service, role: str, files: list[tuple[str, str]], source: str, whose: str
 ) -> None:
     """An agent's change of role `role` to `source`, `files` the policy after it: every
     profile that names the role grants nothing it did not, and
@@ -98,7 +105,8 @@ def require_role_change_narrows(
     that denies `agents.delete` into one that allows `agents.get` fits, and would lift
     the deny from every profile naming it, the writer's own and its children's included.
     Policy text that does not check passes here: the operation refuses it with the
-    checker's diagnostics."""
+    checker's diagnostics. `whose` is the writer's turn (`solver.key_of`): each profile's
+    check takes its turn as the writer's."""
     snapshot = service.current()
     users = sorted(p.name for p in snapshot.workspace.profiles.values() if role in p.roles)
     key = ("role-change", role, _digest(source))
@@ -110,9 +118,10 @@ def require_role_change_narrows(
         return
     fit = _engine()
     for name in users:
-        result = fit.fit_workspace_profile(
-            snapshot.workspace, name, changed, name, timeout_ms=TIMEOUT_MS
-        )
+        result = solver.check(
+            whose, fit.fit_workspace_profile,
+            snapshot.workspace, name, changed, name, timeout_ms=TIMEOUT_MS,
+        )  # fmt: skip
         if not result.fits:
             raise ServiceError(
                 403, "does-not-fit",
@@ -130,7 +139,10 @@ def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
     key = ("profile", callers, profile)
     if _known_fit(snapshot, key):
         return
-    result = _engine().fit_profile(snapshot, callers, snapshot, profile, timeout_ms=TIMEOUT_MS)
+    result = solver.check(
+        solver.agent_key(caller["id"]), _engine().fit_profile,
+        snapshot, callers, snapshot, profile, timeout_ms=TIMEOUT_MS,
+    )  # fmt: skip
     if not result.fits:
         raise _refuse(result, f"profile `{profile}`")
     _remember_fit(snapshot, key)

@@ -28,6 +28,7 @@ from api.service.errors import ServiceError
 from api.service.etags import etag, require
 from api.service.ops import Conditional, Operation, Result
 from api.service.rolefiles import role_path
+from api.service.solver import key_of
 from api.service.tokens import Principal
 from engine.builtins import default_hook_names
 from engine.compile import Snapshot
@@ -230,7 +231,7 @@ def check_role_change(service: Service, actor: Principal, args: dict[str, Any]) 
     files = service.files()[1]
     changed = _files_after(files, name, source)
     if _compile_ahead(service, changed) and any(p == role_path(name) for p, _ in files):
-        fitcheck.require_role_change_narrows(service, name, changed, source)
+        fitcheck.require_role_change_narrows(service, name, changed, source, key_of(actor))
 
 
 def _one_role(name: str, source: str) -> None:
@@ -281,7 +282,7 @@ def _write_role(
             _require_unchanged(name, _own_text(service, files, name), if_match)
         files = _files_after(files, name, source)
         if actor.agent is not None and not create:  # (after its precheck: a look-up)
-            fitcheck.require_role_change_narrows(service, name, files, source)
+            fitcheck.require_role_change_narrows(service, name, files, source, key_of(actor))
         # (the new revision's own snapshot: an agent's request commits it later, with its
         # decision, and only then is it the service's latest)
         snapshot = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")

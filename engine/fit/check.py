@@ -51,7 +51,9 @@ def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
         return z3.unknown
     solver.set("timeout", budget)
     # z3 does not always honour its timeout inside the sequence theory; interrupting the
-    # context from a timer bounds the wait (an interrupted check answers `unknown`).
+    # context from a timer bounds the wait (an interrupted check answers `unknown`) where
+    # z3 heeds it. It heeds neither while it takes in long string constants: the service
+    # runs each check in a process killed at its deadline (engine.fit.isolated).
     guard = threading.Timer(budget / 1000 + 0.5, z3.main_ctx().interrupt)
     guard.daemon = True
     guard.start()

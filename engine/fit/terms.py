@@ -15,7 +15,8 @@ from typing import Any
 
 import z3
 
-# z3's default context is not thread-safe; every solver use in engine.fit holds this.
+# z3's default context is not thread-safe; every solver use in engine.fit holds this,
+# and engine.fit.isolated forks holding it (no other thread is inside z3 in the child).
 Z3_LOCK = threading.RLock()
 
 
