@@ -27,7 +27,7 @@ test: lint typecheck
 
 fuzz: install
 	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py \
-		tests/api/test_api_fuzz.py \
+		tests/api/test_api_fuzz.py tests/api/test_solver_gate.py \
 		"tests/store/test_sqlite.py::test_reading_the_log_anywhere_in_its_runs" \
 		"tests/store/test_revision_deltas.py::test_any_sequence_of_changes_reads_back" -q
 

@@ -38,7 +38,8 @@ class Model:
         self.gate = gate
         self.running: list[Ticket] = []
         self.waiting: list[Ticket] = []
-        self.notified: Counter[int] = Counter()
+        self.notified: Counter[int] = Counter()  # by id(ticket): every ticket is kept in
+        self.made: list[Ticket] = []  # `made`, so that no id is reused within one example
         self.order: list[str] = []  # the keys of the checks started from the queue
 
     def enter(self, key: str) -> None:
@@ -57,6 +58,7 @@ class Model:
             assert queued[key] >= self.gate.key_queue or len(self.waiting) >= self.gate.queue
             return
         box.append(ticket)
+        self.made.append(ticket)
         (self.running if ticket.granted else self.waiting).append(ticket)
 
     def settle(self) -> None:
