@@ -46,15 +46,18 @@ def misfit(declared: str, value: ast.Expr) -> tuple[ast.Expr, str] | None:
     return value, declared
 
 
-def _a(value: ast.Expr) -> str:
-    """What a value is, with its article: a `str`, an `int`, a `list[str]`, `null`."""
+def _article(ty: str) -> str:
+    """A type as an author writes it, with its article: a `str`, an `int`, a `list[int]`."""
+    shown = T.show(ty)
+    return f"{'an' if shown[0] in 'aeiou' else 'a'} `{shown}`"
+
+
+def _given(value: ast.Expr) -> str:
+    """What a value is: a `str`, a `list[int]`, a `list` (empty), `null`."""
     if isinstance(value, ast.Lit) and value.kind == "null":
         return "`null`"
     ty = T.literal_type(value)
-    if ty is None:
-        return "a list of mixed types"
-    shown = T.show(ty.replace("list:any", "list"))
-    return f"{'an' if shown[0] in 'aeiou' else 'a'} `{shown}`"
+    return "a list of mixed types" if ty is None else _article(ty.replace("list:any", "list"))
 
 
 def _entries(values: ast.MapLit) -> list[tuple[str, ast.Expr, ast.Span]]:
@@ -74,7 +77,7 @@ def _check_values(tool: ToolSpec, values: ast.MapLit, what: str, report: Report)
     for key, value, where in _entries(values):
         param = tool.param(key)
         if param is None:
-            near = did_you_mean(key, names)
+            near = did_you_mean(key, names)  # "did you mean `NAME`?"
             if near is not None:
                 suggested.add(near.split("`")[1])
             shown = ", ".join(f"`{n}`" for n in names) or "none"
@@ -98,17 +101,12 @@ def _check_values(tool: ToolSpec, values: ast.MapLit, what: str, report: Report)
             Diagnostic(
                 "E0211",
                 f"{subject} of `{tool.name}` must be {_article(wanted)}, "
-                f"and {what} gives {_a(part)}",
+                f"and {what} gives {_given(part)}",
                 part.span if part.span.line else where,
                 f"write {_article(wanted)}" + (f", {_OR_INVALID}" if what == "the call" else ""),
             )
         )
     return suggested
-
-
-def _article(ty: str) -> str:
-    shown = T.show(ty)
-    return f"{'an' if shown[0] in 'aeiou' else 'a'} `{shown}`"
 
 
 def call_problems(tool: ToolSpec, expect: ast.Expect) -> list[Diagnostic]:

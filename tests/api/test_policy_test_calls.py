@@ -32,7 +32,7 @@ def test_a_policy_whose_test_calls_do_not_fit_is_refused(client: Any, harness: H
     ]
     assert harness.service.store.latest_revision() == 1
     fixed = TESTS.replace("expect deny", "expect invalid").replace(
-        "expect invalid mail.send { to: \"bob", "expect allow mail.send { to: \"bob"
+        'expect invalid mail.send { to: "bob', 'expect allow mail.send { to: "bob'
     )
     stored = client.put("/v1/policy", content=POLICY + fixed, headers=auth)
     assert stored.status_code == 201, stored.text
