@@ -1,8 +1,9 @@
 """The checker's stages over parsed files (`engine.check` parses and calls it).
 
 `collect` registers every declaration under its name, `resolve` matches tool patterns
-and names, `type_conditions` types every condition and rewrite. Each stage reports into
-`errors` and `warnings` and goes on: all diagnostics are collected, not just the first.
+and names (and a test's calls against their tools' signatures, `engine.expects`),
+`type_conditions` types every condition and rewrite. Each stage reports into `errors`
+and `warnings` and goes on: all diagnostics are collected, not just the first.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from engine import types as T
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
+from engine.expects import check_expect
 from engine.workspace import Workspace, index_namespaces, match_tools
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions
 from policy import ast
@@ -392,15 +394,18 @@ class Checker:
                 )
             )
         for expect in test.expects:
-            if expect.tool not in self.tools:
+            tool = self.tools.get(expect.tool)
+            if tool is None:
                 self.report(
                     Diagnostic(
                         "E0114",
                         f"test expects a call of unknown tool `{expect.tool}`",
-                        expect.span,
+                        expect.tool_span if expect.tool_span.line else expect.span,
                         did_you_mean(expect.tool, self.tools) or "check the tool's name",
                     )
                 )
+                continue
+            check_expect(tool, expect, self.report)
 
     # ---- stage: type -------------------------------------------------------------------
     def type_conditions(self) -> None:

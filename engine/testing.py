@@ -1,4 +1,7 @@
-"""Runs the `test` blocks of a workspace: the policy author's own tests."""
+"""Runs the `test` blocks of a workspace: the policy author's own tests.
+
+An `expect allow`, `deny` or `pause` compares the decision's effect; an `expect invalid`
+passes when the call is denied for its shape (a `shape` reason), and only then."""
 
 from __future__ import annotations
 
@@ -36,12 +39,23 @@ class ExpectResult:
         }
 
 
+def refused_for_shape(decision: Decision) -> bool:
+    """Whether a call was denied for its shape (`expect invalid` passes on that alone)."""
+    return decision.effect == "deny" and any(r.kind == "shape" for r in decision.reasons)
+
+
 def run_expect(snapshot: Snapshot, test: ast.Test, expect: ast.Expect) -> ExpectResult:
     context = literal(expect.context) if expect.context is not None else None
     request = Request(test.profile, expect.tool, literal(expect.args), context)
     decision = snapshot.decide(request)
     failure = None
-    if decision.effect != expect.effect:
+    if expect.effect == "invalid":
+        if not refused_for_shape(decision):
+            got = (
+                "`deny` for another reason" if decision.effect == "deny" else f"`{decision.effect}`"
+            )
+            failure = f"expected `invalid` (a deny for the call's shape), got {got}"
+    elif decision.effect != expect.effect:
         failure = f"expected `{expect.effect}`, got `{decision.effect}`"
     elif expect.rewritten is not None:
         actual = dict(decision.args or {})

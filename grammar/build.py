@@ -16,6 +16,7 @@ file reports all of them at once.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -23,6 +24,9 @@ from typing import Any
 from grammar import literals
 from policy import ast
 from policy.diagnostics import Diagnostic
+
+# `expect`, then white space and comments (as the grammar ignores them), then the effect.
+_EFFECT_AFTER = re.compile(r"expect(?:[ \t\f\r\n]|#[^\n]*)*([a-z]+)")
 
 
 class StrToken(str):
@@ -40,6 +44,7 @@ class Builder:
 
     def __init__(self, file: str, text: str) -> None:
         self.file = file
+        self.text = text
         self.errors: list[Diagnostic] = []
         # Where each line starts, less one: the offsets of the line breaks after a -1 for
         # line 1. Lines are numbered as lark numbers them (only "\n" ends one).
@@ -387,10 +392,22 @@ class Builder:
         return (name, self._sp(start, end), self._sp(end - len(name), end))
 
     def expect(self, items: Items, start: Offset, end: Offset) -> ast.Expect:
-        effect, tool, args, *rest = items
+        effect, (tool, tool_span), args, *rest = items
         context = next((r[1] for r in rest if r is not None and r[0] == "context"), None)
         rewritten = next((r[1] for r in rest if r is not None and r[0] == "rewritten"), None)
-        return ast.Expect(effect, tool, args, context, rewritten, span=self._sp(start, end))
+        # The effect word: the first word after `expect` (comments may come between).
+        word = _EFFECT_AFTER.match(self.text, start)
+        at = word.start(1) if word else start
+        return ast.Expect(
+            effect,
+            tool,
+            args,
+            context,
+            rewritten,
+            span=self._sp(start, end),
+            effect_span=self._sp(at, at + len(effect)),
+            tool_span=tool_span,
+        )
 
     def expect_context(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
         return ("context", items[0])
@@ -398,8 +415,8 @@ class Builder:
     def expect_rewritten(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
         return ("rewritten", items[0])
 
-    def tool_name(self, items: Items, start: Offset, end: Offset) -> str:
-        return ".".join(items)
+    def tool_name(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        return ".".join(items), self._sp(start, end)
 
     # ---- values and expressions ---------------------------------------------------
     def list_value(self, items: Items, start: Offset, end: Offset) -> ast.ListLit:
@@ -408,7 +425,8 @@ class Builder:
     list_expr = list_value
 
     def map_value(self, items: Items, start: Offset, end: Offset) -> ast.MapLit:
-        entries = tuple(i for i in items if i is not None)
+        written = [i for i in items if i is not None]
+        entries = tuple((key, value) for key, value, _ in written)
         span = self._sp(start, end)
         seen: set[str] = set()
         for key, _value in entries:
@@ -420,12 +438,13 @@ class Builder:
                     "keep one of the two entries",
                 )
             seen.add(key)
-        return ast.MapLit(entries, span=span)
+        return ast.MapLit(entries, span=span, key_spans=tuple(where for _, _, where in written))
 
-    def map_entry(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Expr]:
+    def map_entry(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Expr, ast.Span]:
+        """(the key, the value, the key's span: a name, or a string with its quotes)."""
         key, value = items
         name = self._string(key) if isinstance(key, StrToken) else key
-        return (name, value)
+        return (name, value, self._sp(start, start + len(key)))
 
     def or_expr(self, items: Items, start: Offset, end: Offset) -> ast.BoolOp:
         return ast.BoolOp("or", items[0], items[1], span=self._sp(start, end))

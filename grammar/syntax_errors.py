@@ -23,9 +23,9 @@ WORD_CHAR = re.compile(r"[a-z0-9_-]")
 _KEYWORD_WORDS = frozenset((
     "toolset", "url", "connection", "required", "runs", "code", "tool", "list", "role", "allow",
     "deny", "where", "hook", "on", "pause", "rewrite", "profile", "roles", "hooks", "default",
-    "none", "budget", "usd", "per", "test", "expect", "context", "rewritten", "and", "or",
-    "not", "in", "startswith", "endswith", "contains", "like", "true", "false", "null", "str",
-    "int", "decimal", "bool", "map", "secret",
+    "none", "budget", "usd", "per", "test", "expect", "invalid", "context", "rewritten", "and",
+    "or", "not", "in", "startswith", "endswith", "contains", "like", "true", "false", "null",
+    "str", "int", "decimal", "bool", "map", "secret",
 ))  # fmt: skip
 
 

@@ -22,7 +22,7 @@ _NAMES: dict[str, str] = {
     "DECIMAL": "a decimal",
     "ALLOW": "`allow`",
     "DENY": "`deny`",
-    "EXPECT_EFFECT": "`allow`, `deny` or `pause`",
+    "EXPECT_EFFECT": "`allow`, `deny`, `pause` or `invalid`",
     "COMPARE_OP": "a comparison (`==`, `!=`, `<`, `in`, `startswith`, ...)",
     "SCALAR_TYPE": "a type (`str`, `int`, `decimal`, `bool`, `map`, `list[T]`)",
     "PERIOD": "`24h`, `7d` or `total`",

@@ -110,10 +110,13 @@ class ListLit:
 
 @dataclass(frozen=True, slots=True)
 class MapLit:
-    """Only in test expectations and rewrites: `{ to: "a", limit: 3 }`."""
+    """Only in test expectations and rewrites: `{ to: "a", limit: 3 }`. `key_spans`: the
+    span of each entry's key, in order (`_name_spans`; a diagnostic about an argument of
+    a test's call points at its name)."""
 
     entries: tuple[tuple[str, Expr], ...]
     span: Span = _span()
+    key_spans: tuple[Span, ...] = _name_spans()
 
 
 PathRoot: TypeAlias = TypingLiteral["args", "agent", "thread", "context"]
@@ -330,12 +333,17 @@ class Profile:
     hook_spans: tuple[Span, ...] = _name_spans()
 
 
-ExpectEffect: TypeAlias = TypingLiteral["allow", "deny", "pause"]
+ExpectEffect: TypeAlias = TypingLiteral["allow", "deny", "pause", "invalid"]
 
 
 @dataclass(frozen=True, slots=True)
 class Expect:
-    """`expect allow gmail.send { ... } [context { ... }] [rewritten { ... }]`."""
+    """`expect allow gmail.send { ... } [context { ... }] [rewritten { ... }]`.
+
+    `invalid` expects a deny for the call's shape (an unknown or missing argument, a value
+    of the wrong type); the other effects expect a call that fits the tool's signature.
+    `effect_span` and `tool_span` (the effect word's, the tool name's) are ignored by
+    equality, as `span` is."""
 
     effect: ExpectEffect
     tool: str
@@ -343,6 +351,8 @@ class Expect:
     context: MapLit | None = None
     rewritten: MapLit | None = None
     span: Span = _span()
+    effect_span: Span = _span()
+    tool_span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from policy.diagnostics import CharterError, Diagnostic, render_all
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULTS = CheckOptions()
 GMAIL = "toolset gmail {\n  tool send(to: str, cc: list[str] = [], n: int = 1)\n}\n"
+EXPECT = 'profile p {\n  roles\n}\ntest "t" {\n  profile p\n  expect %s\n}\n'  # one call
 
 
 def errors(*files: str, options: CheckOptions = DEFAULTS) -> list[Diagnostic]:
@@ -75,6 +76,10 @@ def test_profile_hooks_expand_default_and_none() -> None:
         ('toolset t {\n  tool x(a: int = "1")\n}\n', "E0111"),
         ('toolset t {\n  url "ftp://x"\n}\n', "E0113"),
         ('profile p {\n  roles\n}\ntest "t" {\n  profile p\n  expect deny nope.x {}\n}\n', "E0114"),
+        (EXPECT % 'deny gmail.send { too: "a" }', "E0121"),
+        (EXPECT % "deny gmail.send { cc: [] }", "E0122"),
+        (EXPECT % 'invalid gmail.send { to: "a" }', "E0123"),
+        (EXPECT % 'deny gmail.send { to: "a", n: 1.5 }', "E0211"),
         ("role a {\n  allow gmail.send where args.too == 1\n}\n", "E0201"),
         ("role a {\n  allow search where thread.size > 1\n}\n", "E0201"),
         ('role a {\n  allow gmail.send where args.n < "1"\n}\n', "E0202"),

@@ -66,7 +66,7 @@ def _run(source: str) -> list[str | None]:
 
 BASE = """
 toolset mail {
-  tool send(to: str, limit: int = 5, tag: str = "x")
+  tool send(to: str, limit: int = 5, tag: str = "x", folder?: str)
 }
 role r {
   allow mail.send where args.to endswith "@x.com"
@@ -101,9 +101,9 @@ def test_rewritten_checks_only_the_listed_keys() -> None:
     assert wrong == ["expected argument `limit` to be 4, got 3"]
     missing = _run(
         BASE
-        + 'test "t" {\n  profile p\n  expect allow mail.send { to: "a@x.com" } rewritten { nope: 1 }\n}\n'
+        + 'test "t" {\n  profile p\n  expect allow mail.send { to: "a@x.com" } rewritten { folder: "a" }\n}\n'
     )
-    assert missing == ["expected argument `nope` to be 1, got missing"]
+    assert missing == ["expected argument `folder` to be 'a', got missing"]
 
 
 def test_context_reaches_the_conditions() -> None:

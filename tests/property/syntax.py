@@ -18,8 +18,8 @@ AWKWARD = '"\\#\n\r\t\x00\x0b\x0c\x1c\x85\u2028\u2029é☃𝄞 '
 # Words the grammar uses as keywords somewhere; names may still be any of them where
 # the contextual lexer expects a name.
 KEYWORDS = (
-    "allow", "deny", "where", "pause", "rewrite", "roles", "hooks", "budget", "usd", "per",
-    "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
+    "allow", "deny", "where", "pause", "invalid", "rewrite", "roles", "hooks", "budget", "usd",
+    "per", "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
     "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
     "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
 )  # fmt: skip
@@ -159,7 +159,7 @@ def profiles(draw: st.DrawFn) -> ast.Profile:
 
 expects = st.builds(
     ast.Expect,
-    st.sampled_from(("allow", "deny", "pause")),
+    st.sampled_from(("allow", "deny", "pause", "invalid")),
     st.lists(names, min_size=1, max_size=3).map(".".join),
     maps,
     st.one_of(st.none(), maps),
