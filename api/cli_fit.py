@@ -42,6 +42,17 @@ def _call_text(call: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _print_where(location: str | None, call: dict[str, Any] | None) -> None:
+    """The lines under a violation or a change: where it is, and its counterexample."""
+    if location:
+        _out(f"  at {location}")
+    if call:
+        first, *rest = _call_text(call)
+        _out(f"  counterexample: {first}")
+        for line in rest:
+            _out("  " + line)
+
+
 def print_fit(result: FitResult) -> None:
     if result.fits:
         _out("fits")
@@ -50,13 +61,7 @@ def print_fit(result: FitResult) -> None:
     _out(f"does not fit: {count} violation{'s' if count != 1 else ''}")
     for v in result.violations:
         _out(f"{v.kind}: {v.message}")
-        if v.location:
-            _out(f"  at {v.location}")
-        if v.counterexample:
-            first, *rest = _call_text(v.counterexample)
-            _out(f"  counterexample: {first}")
-            for line in rest:
-                _out("  " + line)
+        _print_where(v.location, v.counterexample)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -122,13 +127,7 @@ def print_diff(result: DiffResult) -> None:
         return
     for change in result.changes:
         _out(f"{change.direction}: profile `{change.profile}`: {change.message}")
-        if change.location:
-            _out(f"  at {change.location}")
-        if change.counterexample:
-            first, *rest = _call_text(change.counterexample)
-            _out(f"  counterexample: {first}")
-            for line in rest:
-                _out("  " + line)
+        _print_where(change.location, change.counterexample)
     count = {d: sum(c.direction == d for c in result.changes) for d in DIRECTIONS}
     _out(f"{count['wider']} wider, {count['narrower']} narrower, {count['unknown']} undecided")
 

@@ -31,20 +31,13 @@ from engine.diff import DiffResult, diff_workspaces
 from engine.fit import FitResult, fit_role, fit_workspace_profile
 from engine.workspace import Workspace
 from tests.fit.diffcheck import confirm, decide
-from tests.fit.strategies import NUMS, WORDS, Rule, call, conditions, render, rule, rules
+from tests.fit.strategies import WORDS, Rule, _q, call, conditions, num, render, rule, rules, word
 from tests.fit.support import TOOLSETS, progress
 
 TIMEOUT_MS = 5_000
 HOOK_NAMES = ("h0", "h1", "h2", "h3")
 KINDS = {"widens": "allow", "drops-deny": "deny", "drops-hook": "hook", "budget": "budget"}
 
-
-def _q(text: str) -> str:
-    return '"' + text + '"'
-
-
-word = st.sampled_from(WORDS)
-num = st.sampled_from(NUMS)
 
 # Deny rules are for built-in tools: `roles.create(name, source)`. `context.team` errors
 # where a call has no context, and an erroring deny applies.
