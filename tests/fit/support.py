@@ -16,6 +16,9 @@ toolset mail {
   tool send(to: str, subject: str, body: str, cc: list[str] = [], priority?: int)
   tool search(query: str, limit: int = 20, ratio?: decimal, tags: list[str] = [])
 }
+toolset data {
+  tool put(a: map, b: map = {}, rows: list[map] = [], grid: list[list[str]] = [], nums: list[int] = [], ratios: list[decimal] = [], flags: list[bool] = [], tags: list[str] = [], name?: str, size?: int, share?: decimal, on?: bool)
+}
 toolset scripts {
   runs code
   tool run(source: str, env: map = {})
