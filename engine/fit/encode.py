@@ -33,6 +33,7 @@ from engine.fit.terms import (
     Unsupported,
     all_and,
     any_or,
+    canonical,
     items_of,
     negate,
     seq_sort,
@@ -78,7 +79,7 @@ class Encoder:
         self.hosted: list[Any] = []  # string arguments given to `host`
         self.length_only: set[str] = set()
         self.literal_chars = 0  # of the string literals encoded so far (MAX_LITERALS)
-        self.facts = Facts()  # what `relations` notes for the axioms
+        self.facts = Facts()  # for the axioms and the preferences
 
     def prepare(self, conditions: list[ast.Expr | None]) -> Encoder:
         """Note the `str` arguments that every condition reads only through `len`: they
@@ -173,7 +174,8 @@ class Encoder:
     def axioms(self) -> list[Any]:
         """Facts of every real call (each holds of the images `terms` describes): a root
         or `map` argument that is present is a map, a list argument a list; the lists in
-        play are told apart by their items (`LIST_OF` inverts `ITEMS` on them); a map has
+        play are told apart by their items (`LIST_OF` inverts `ITEMS` on them), an empty
+        map in play is the empty map (`EMPTY_MAP`); a map has
         at least as many members as the named keys it holds; a member is not equal to a
         map it hangs from; and two maps compared are equal when they agree on the named
         keys and hold no other."""
@@ -182,7 +184,7 @@ class Encoder:
         for var in self.paths.values():
             if var.ty == "any":
                 v = var.value
-                out.append(z3.Implies(VAL.is_vlist(v), LIST_OF(items_of(v)) == VAL.list_id(v)))
+                out.extend(canonical(v))
                 ident = VAL.map_id(v)
                 out.append(z3.Implies(VAL.is_vmap(v), MAP_SIZE(ident) >= _held(ident, keys)))
                 if var.parent is None:  # a root, a `map` argument or a list of composites
@@ -282,6 +284,7 @@ class Encoder:
                 return Term("int", z3.IntVal(len(inner.items)), inner.err)
             if inner.ty == "any":
                 v = inner.expr
+                self.facts.sized.append(v)
                 ok = z3.Or(VAL.is_vstr(v), VAL.is_vlist(v), VAL.is_vmap(v))
                 size = z3.If(
                     VAL.is_vstr(v),
@@ -303,6 +306,7 @@ class Encoder:
         if term.ty == "str":
             return term.expr, term.err
         if term.ty == "any":
+            self.facts.texts.append(term.expr)
             return VAL.str_of(term.expr), any_or(term.err, z3.Not(VAL.is_vstr(term.expr)))
         return z3.StringVal(""), TRUE
 

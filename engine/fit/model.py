@@ -26,6 +26,7 @@ from engine.fit.terms import (
     MAP_HAS,
     MAP_SIZE,
     VAL,
+    canonical,
     items_of,
 )
 from engine.reference import _fits
@@ -48,7 +49,7 @@ MAX_TEXT = 1_000_000
 MAX_NODES = 4096
 _SMALL = 16
 # The items of a list-of-maps-or-lists argument whose kind the bounded models fix.
-_SHAPED = 16
+_SHAPED = 4
 
 
 def _shape(value: Any, ty: str, bound: int) -> list[Any]:
@@ -75,17 +76,26 @@ def _shape(value: Any, ty: str, bound: int) -> list[Any]:
 
 
 def size_bounds(enc: Encoder, limit: int = _SMALL) -> list[Any]:
-    """Prefer small values: a model may pick a list of a million items. Lists of maps or
-    lists are of their declared type (checked to `_SHAPED` items)."""
+    """Prefer small values: a model may pick a list of a million items (of the strings
+    and lists of unchecked values, those a condition reads: z3 is slow on the others and
+    picks them small); their first `_SHAPED` items are `canonical`, as the values in
+    play are by the axioms. Lists of maps or lists are of their declared type (checked
+    to `_SHAPED` items)."""
     out: list[Any] = []
+    read = enc.facts.read()
     for var in enc.paths.values():
         if var.ty == "str" or var.ty.startswith("list:"):
             out.append(z3.Length(var.value) <= limit)
         elif var.ty == "any":
             v = var.value
-            out.append(z3.Implies(VAL.is_vstr(v), z3.Length(VAL.str_of(v)) <= limit))
-            out.append(z3.Implies(VAL.is_vlist(v), z3.Length(items_of(v)) <= limit))
             out.append(z3.Implies(VAL.is_vmap(v), MAP_SIZE(VAL.map_id(v)) <= limit))
+            if v.get_id() in read or var.decl:  # (z3 is slow on these: only where read)
+                out.append(z3.Implies(VAL.is_vstr(v), z3.Length(VAL.str_of(v)) <= limit))
+                out.append(z3.Implies(VAL.is_vlist(v), z3.Length(items_of(v)) <= limit))
+                items = items_of(v)
+                for index in range(min(limit, _SHAPED)):
+                    inside = z3.And(VAL.is_vlist(v), index < z3.Length(items))
+                    out.append(z3.Implies(inside, z3.And(*canonical(items[index]))))
             if var.decl is not None:
                 shape = _shape(v, var.decl, min(limit, _SHAPED))
                 out.append(z3.Implies(var.present, z3.And(*shape)))
@@ -115,8 +125,6 @@ def preferences(enc: Encoder) -> list[Any]:
                 out.append(z3.Implies(inside, z3.InRe(var.value[i], _PRINTABLE)))
         elif var.ty == "any":
             v = var.value
-            out.append(z3.Implies(VAL.is_vstr(v), z3.InRe(VAL.str_of(v), _PRINTABLE)))
-
             if var.key[:1] == ("agent",) and len(var.key) == 2 and var.key[1] != "metadata":
                 out.append(z3.Implies(var.present, VAL.is_vstr(v)))
             if var.key[:1] == ("thread",) and len(var.key) == 2:
@@ -124,13 +132,9 @@ def preferences(enc: Encoder) -> list[Any]:
                     out.append(z3.Implies(var.present, VAL.is_vstr(v)))
                 else:
                     out.append(z3.Implies(var.present, VAL.is_vnum(v)))
-    searched = {v.get_id(): v for v in enc.facts.searched}
-    for v in searched.values():  # (z3 is slow on these: only where a membership reads)
-        items = items_of(v)
-        for i in range(4):
-            item = items[i]
-            inside = z3.And(VAL.is_vlist(v), i < z3.Length(items), VAL.is_vstr(item))
-            out.append(z3.Implies(inside, z3.InRe(VAL.str_of(item), _PRINTABLE)))
+    # (z3 is slow on these: only for the unchecked values read as strings)
+    for v in {v.get_id(): v for v in enc.facts.texts}.values():
+        out.append(z3.Implies(VAL.is_vstr(v), z3.InRe(VAL.str_of(v), _PRINTABLE)))
     for s in enc.lowered:
         out.append(z3.InRe(s, _NOT_UPPER))
         out.append(LOWER(s) == s)

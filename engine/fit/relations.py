@@ -141,6 +141,7 @@ def _any_eq(a: Term, b: Term, facts: Facts) -> Any:
     v = a.expr
     kind = b.kind
     if kind == "str":
+        facts.texts.append(v)
         return z3.And(VAL.is_vstr(v), VAL.str_of(v) == b.expr)
     if kind == "number":
         return z3.And(VAL.is_vnum(v), VAL.num_of(v) == to_real(b))
@@ -150,6 +151,8 @@ def _any_eq(a: Term, b: Term, facts: Facts) -> Any:
         return VAL.is_vnull(v)
     if b.ty == "any":
         facts.compared.append((v, b.expr))
+    else:
+        facts.sized.append(v)
     return v == boxed(b, facts)  # another `VAL`, or a list
 
 
@@ -183,6 +186,7 @@ def member(item: Term, items: Term, facts: Facts) -> tuple[Any, Any]:
         if item.ty == "any":
             v = item.expr
             if elem == "str":
+                facts.texts.append(v)
                 return z3.And(VAL.is_vstr(v), z3.Contains(seq, z3.Unit(VAL.str_of(v)))), FALSE
             if elem == "bool":
                 return z3.And(VAL.is_vbool(v), z3.Contains(seq, z3.Unit(VAL.bool_of(v)))), FALSE

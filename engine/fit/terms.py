@@ -60,19 +60,42 @@ HOST_FAILS = z3.Function("charter_host_fails", z3.StringSort(), z3.BoolSort())
 
 @dataclass
 class Facts:
-    """What `relations` notes while encoding: for `Encoder.axioms`, the item sequences
-    put into `VAL` (`boxed`) and the pairs of unchecked values compared (`compared`);
-    for `model.preferences`, the unchecked lists whose items a membership reads
-    (`searched`)."""
+    """What the encoding notes: for `Encoder.axioms`, the item sequences put into `VAL`
+    (`boxed`) and the pairs of unchecked values compared (`compared`); for the bounds and
+    preferences of `model`, the unchecked values read as strings (`texts`), the lists
+    whose items a membership reads (`searched`) and the values whose length or items
+    another read takes (`sized`): z3 is slow on bounds and preferences about the strings
+    and lists of every unchecked value."""
 
     boxed: list[Any] = field(default_factory=list)
     compared: list[tuple[Any, Any]] = field(default_factory=list)
+    texts: list[Any] = field(default_factory=list)
     searched: list[Any] = field(default_factory=list)
+    sized: list[Any] = field(default_factory=list)
+
+    def read(self) -> set[int]:
+        """The z3 ids of the unchecked values whose strings or lists are read."""
+        pairs = [v for pair in self.compared for v in pair]
+        return {v.get_id() for v in (*self.texts, *self.searched, *self.sized, *pairs)}
 
 
 def items_of(v: Any) -> Any:
     """The items of a list `Val` (meaningful when `v` is a `vlist`)."""
     return ITEMS(VAL.list_id(v))
+
+
+# The identity of the empty map (a numbering gives equal maps one identity).
+EMPTY_MAP = z3.Int("charter_empty_map")
+
+
+def canonical(v: Any) -> list[Any]:
+    """Facts of the image of every real value `v`: a list's identity is the one of its
+    items (`LIST_OF` inverts `ITEMS`), an empty map's is `EMPTY_MAP`."""
+    ident = VAL.map_id(v)
+    return [
+        z3.Implies(VAL.is_vlist(v), LIST_OF(items_of(v)) == VAL.list_id(v)),
+        z3.Implies(z3.And(VAL.is_vmap(v), MAP_SIZE(ident) == 0), ident == EMPTY_MAP),
+    ]
 
 
 def list_val(items: Any) -> Any:
