@@ -69,23 +69,42 @@ LEN_CMP = st.sampled_from(("==", "<=", ">"))
 listy, mappy, scalary = st.sampled_from(LISTY), st.sampled_from(MAPPY), st.sampled_from(SCALARY)
 typed = st.sampled_from(sorted(TYPED))
 
+
+def _unchecked_atoms(
+    listy: tuple[str, ...], mappy: tuple[str, ...], scalary: tuple[str, ...]
+) -> st.SearchStrategy[str]:
+    """Conditions on unchecked values: lists, maps and scalars at the paths given."""
+    lists, maps, scalars = st.sampled_from(listy), st.sampled_from(mappy), st.sampled_from(scalary)
+    return st.one_of(
+        # membership in unchecked lists, of literals and of paths (lists among them)
+        st.builds(lambda x, p: f"{x} in {p}", st.sampled_from(ANY_LITS), lists),
+        st.builds(lambda x, p: f"{x} in {p}", st.one_of(scalars, lists), lists),
+        # equality of two unchecked values, lists or maps
+        st.builds(lambda p, q, op: f"{p} {op} {q}", lists, lists, st.sampled_from(("==", "!="))),
+        st.builds(lambda p, q: f"{p} == {q}", maps, maps),
+        st.builds(lambda p, x: f"{p} == {x}", st.one_of(lists, scalars), st.sampled_from(ANY_LITS)),
+        st.builds(lambda p, q: f"{p} == {q}", scalars, scalars),
+        # lengths, presence
+        st.builds(
+            lambda p, op, n: f"len({p}) {op} {n}",
+            st.one_of(lists, maps),
+            LEN_CMP,
+            st.sampled_from((0, 1, 2)),
+        ),
+        st.builds(lambda p, q: f"len({p}) == len({q})", lists, lists),
+        st.builds(lambda p: f"has({p})", st.one_of(lists, scalars)),
+    )
+
+
 PUT_ATOMS = st.one_of(
-    # membership in unchecked lists, of literals and of paths (lists among them)
-    st.builds(lambda x, p: f"{x} in {p}", st.sampled_from(ANY_LITS), listy),
-    st.builds(lambda x, p: f"{x} in {p}", st.one_of(scalary, listy), listy),
-    # equality of two unchecked values, lists or maps
-    st.builds(lambda p, q, op: f"{p} {op} {q}", listy, listy, st.sampled_from(("==", "!="))),
-    st.builds(lambda p, q: f"{p} == {q}", mappy, mappy),
-    st.builds(lambda p, x: f"{p} == {x}", st.one_of(listy, scalary), st.sampled_from(ANY_LITS)),
-    # lengths of lists, maps and strings
+    _unchecked_atoms(LISTY, MAPPY, SCALARY),
     st.builds(
         lambda p, op, n: f"len({p}) {op} {n}",
-        st.one_of(listy, mappy, st.sampled_from((*TYPED, "args.rows", "args.grid", "args.name"))),
+        st.sampled_from((*TYPED, "args.rows", "args.grid", "args.name")),
         LEN_CMP,
         st.sampled_from((0, 1, 2)),
     ),
-    st.builds(lambda p, q: f"len({p}) == len({q})", listy, listy),
-    st.builds(lambda p: f"has({p})", st.one_of(listy, scalary, st.sampled_from(OPTIONAL))),
+    st.builds(lambda p: f"has({p})", st.sampled_from(OPTIONAL)),
     # typed lists: members, against unchecked lists, against each other and literals
     typed.flatmap(lambda p: st.sampled_from(TYPED[p]).map(lambda x: f"{x} in {p}")),
     st.builds(lambda x, p: f"{x} in {p}", scalary, typed),
@@ -116,7 +135,6 @@ PUT_ATOMS = st.one_of(
         lambda p, w: f"{p} startswith {_q(w)}", st.sampled_from((*SCALARY, "agent.id")), word
     ),
     st.builds(lambda w: f"lower(context.s) == {_q(w)}", word),
-    st.builds(lambda p, q: f"{p} == {q}", scalary, scalary),
     st.sampled_from(
         (
             "args.size < 2",
@@ -129,7 +147,18 @@ PUT_ATOMS = st.one_of(
         )
     ),
 )
-ATOMS = {"mail.send": SEND_ATOMS, "mail.search": SEARCH_ATOMS, "data.put": PUT_ATOMS}
+# `agents.update`, a built-in tool (deny rules match only those) with two map arguments.
+UPDATE_ATOMS = _unchecked_atoms(
+    ("args.budget.l", "args.metadata.l", "context.a", "agent.metadata.l"),
+    ("args.budget", "args.metadata", "context.m"),
+    ("args.budget.k", "args.metadata.k", "context.n"),
+)
+ATOMS = {
+    "mail.send": SEND_ATOMS,
+    "mail.search": SEARCH_ATOMS,
+    "data.put": PUT_ATOMS,
+    "agents.update": UPDATE_ATOMS,
+}
 TOOLS = ("mail.send", "mail.search", "data.put")
 
 
@@ -282,6 +311,15 @@ _THREAD = _mostly(
 def call(draw: st.DrawFn, tool: str | None = None) -> dict[str, Any]:
     tool = tool or draw(st.sampled_from(TOOLS))
     texts = TEXTS
+    if tool == "agents.update":
+        fields = {"id": TEXTS, "budget": MAPS, "metadata": MAPS}
+        return {
+            "tool": tool,
+            "args": draw(_record(fields, required=("id",))),
+            "context": draw(_PUT_CONTEXT),
+            "agent": draw(_AGENT),
+            "thread": None,
+        }
     if tool == "data.put":
         return {
             "tool": tool,

@@ -20,14 +20,12 @@ from hypothesis import strategies as st
 from engine.compile import Snapshot
 from engine.decision import Request
 from engine.fit import FitResult, fit_role, fit_workspace_profile
-from engine.fit.access import Side
 from engine.fit.encode import Encoder
-from engine.fit.model import CallBuilder, TooLarge
-from engine.fit.terms import Z3_LOCK, Unsupported
+from engine.fit.terms import Z3_LOCK
 from engine.reference import _Env, holds, validate
 from tests.fit.image import image
 from tests.fit.strategies import DENY_ROLE, Rule, call, conditions, render, rules
-from tests.fit.support import progress, roles_effect, snapshot
+from tests.fit.support import model_calls, progress, roles_effect, snapshot
 
 calls = st.lists(call(), min_size=4, max_size=12)
 
@@ -69,53 +67,6 @@ def _assert_real(
         assert snap.decide(request).effect != "allow"
 
 
-def _neighbours(value: Any) -> list[Any]:
-    """Values next to `value`: each list shortened, grown by a member it holds or by
-    "x", emptied and reversed, each map without one member, at every depth."""
-    out: list[Any] = []
-    if isinstance(value, list):
-        out += [value[:-1], [*value, value[0] if value else "x"], [], value[::-1]]
-        for index, item in enumerate(value):
-            out += [[*value[:index], n, *value[index + 1 :]] for n in _neighbours(item)]
-    elif isinstance(value, dict):
-        for key, member in value.items():
-            out.append({k: v for k, v in value.items() if k != key})
-            out += [{**value, key: n} for n in _neighbours(member)]
-    return out
-
-
-def _model_calls(ws: Any, profile: str, tool: str, models: int = 3) -> list[dict[str, Any]]:
-    """Calls the profile allows, read from the solver's models of its access to `tool`
-    (each model excluded from the next), and every call one step from them."""
-    spec = ws.tools[tool]
-    side = Side(ws, ws.profiles[profile])
-    found: list[dict[str, Any]] = []
-    with Z3_LOCK:
-        enc = Encoder(spec).prepare([r.where for r, _ in side.rules_for(tool)])
-        try:
-            allowed = side.allowed(enc)
-        except Unsupported:
-            return []
-        solver = z3.Solver()
-        solver.set("timeout", 2_000)
-        solver.add(*enc.axioms(), allowed)
-        for _ in range(models):
-            if solver.check() != z3.sat:
-                break
-            model = solver.model()
-            try:
-                found.append(CallBuilder(enc, model).call())
-            except TooLarge:
-                break
-            values = [var.value for var in enc.paths.values()]
-            solver.add(z3.Or(*(v != model.eval(v, model_completion=True) for v in values)))
-    out = list(found)
-    for c in found:
-        for part in ("args", "context", "agent", "thread"):
-            out += [{**c, part: n} for n in _neighbours(c[part]) if isinstance(n, dict)]
-    return out
-
-
 @given(rules, st.one_of(st.none(), DENY_ROLE), rules, calls)
 def test_fits_means_no_sampled_call_widens(
     caller: list[Rule], guard: str | None, cand: list[Rule], sample: list[dict[str, Any]]
@@ -127,7 +78,7 @@ def test_fits_means_no_sampled_call_widens(
     _assert_real(snap, result, "caller", "cand-p", timeouts=True)
     if result.fits:  # around the calls the candidate allows, by the solver's own models
         tools = dict.fromkeys(t for t, _ in cand)
-        sample = [*sample, *(c for t in tools for c in _model_calls(ws, "cand-p", t))]
+        sample = [*sample, *(c for t in tools for c in model_calls(ws, "cand-p", t))]
     witnesses = [c for c in sample if _allows(snap, "cand-p", c) and not _allows(snap, "caller", c)]
     if result.fits:
         assert not witnesses
