@@ -177,8 +177,8 @@ class Encoder:
         play are told apart by their items (`LIST_OF` inverts `ITEMS` on them), an empty
         map in play is the empty map (`EMPTY_MAP`); a map has
         at least as many members as the named keys it holds; a member is not equal to a
-        map it hangs from; and two maps compared are equal when they agree on the named
-        keys and hold no other."""
+        map it hangs from, nor a list searched to one of its items; and two maps compared
+        are equal when they agree on the named keys and hold no other."""
         out: list[Any] = []
         keys = self.named_keys()
         for var in self.paths.values():
@@ -200,6 +200,8 @@ class Encoder:
         maps = {var.value.get_id() for var in self.paths.values() if var.children}
         for v, w in self.facts.compared:
             out.extend(_extensional(v, w, keys, maps, seen))
+        for v in {v.get_id(): v for v in self.facts.searched}.values():
+            out.append(z3.Not(z3.Contains(items_of(v), z3.Unit(v))))  # (finite: not its own)
         for items in self.facts.boxed:
             out.append(ITEMS(LIST_OF(items)) == items)
         for s in self.hosted:

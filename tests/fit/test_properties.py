@@ -58,7 +58,9 @@ def _assert_real(
     for v in result.violations:
         if timeouts and v.kind == "timeout":
             continue
-        assert v.kind == "widens", v  # nothing in this fragment is unsupported
+        if v.kind == "unsupported" and v.tool == "data.put":
+            continue  # (sound: the over-approximations of lists and maps, docs/fit.md)
+        assert v.kind == "widens", v  # nothing else in this fragment is unsupported
         c = v.counterexample
         assert c is not None
         assert _allows(snap, candidate, c)
