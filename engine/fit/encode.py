@@ -1,7 +1,9 @@
 """Conditions to z3: one `Encoder` per (tool, question), shared by both sides.
 
-Every path becomes one z3 variable, named after the path, plus a presence flag when it
-may be absent, so the caller's and the candidate's conditions talk about the same call.
+Every argument and every root (`context`, `agent`, `thread`) becomes one z3 variable,
+named after the path, plus a presence flag when it may be absent; a map member is a term
+over its map (`MAP_GET` / `MAP_HAS` of the map's identity, see `terms`). So the caller's
+and the candidate's conditions talk about the same call.
 `condition` returns a pair (value, error) mirroring `engine.reference.holds`: the
 encoded condition is true / false / an error exactly when the evaluator's is.
 """
@@ -18,13 +20,21 @@ from engine.fit.terms import (
     FALSE,
     HOST,
     HOST_FAILS,
+    ITEMS,
+    LIST_OF,
     LOWER,
+    MAP_GET,
+    MAP_HAS,
+    MAP_SIZE,
     TRUE,
     VAL,
+    Facts,
     Term,
     Unsupported,
     all_and,
     any_or,
+    canonical,
+    items_of,
     negate,
     seq_sort,
     text_val,
@@ -47,7 +57,8 @@ MAX_GLOB_STARS = 32  # `*`s of one `like` pattern
 
 @dataclass
 class PathVar:
-    """A modelled path: its z3 value, its presence flag, and what it hangs from."""
+    """A modelled path: its z3 value, its presence, what it hangs from, and (for an
+    argument that is a list of maps or lists, a `VAL`) its declared type."""
 
     key: tuple[str, ...]
     ty: str
@@ -55,6 +66,7 @@ class PathVar:
     present: Any
     parent: tuple[str, ...] | None = None
     children: list[tuple[str, ...]] = field(default_factory=list)
+    decl: str | None = None
 
 
 class Encoder:
@@ -67,6 +79,7 @@ class Encoder:
         self.hosted: list[Any] = []  # string arguments given to `host`
         self.length_only: set[str] = set()
         self.literal_chars = 0  # of the string literals encoded so far (MAX_LITERALS)
+        self.facts = Facts()  # for the axioms and the preferences
 
     def prepare(self, conditions: list[ast.Expr | None]) -> Encoder:
         """Note the `str` arguments that every condition reads only through `len`: they
@@ -120,8 +133,8 @@ class Encoder:
             item = "real" if item == "decimal" else item
             if item in ("str", "int", "real", "bool"):
                 var = PathVar(key, "list:" + item, z3.Const(label, seq_sort(item)), present)
-            else:  # lists of maps or lists: only their length is modelled
-                var = PathVar(key, "opaque:" + ty, z3.Int(label + "#len"), present)
+            else:  # lists of maps or lists: a `VAL`, whose items are `VAL`s
+                var = PathVar(key, "any", z3.Const(label, VAL), present, decl=ty)
         self.paths[key] = var
         return var
 
@@ -146,32 +159,51 @@ class Encoder:
             key = (*var.key, part)
             child = self.paths.get(key)
             if child is None:
-                label = ".".join(key)
-                child = PathVar(key, "any", z3.Const(label, VAL), z3.Bool("has:" + label), var.key)
+                ident, name = VAL.map_id(var.value), z3.StringVal(part)
+                present = z3.And(var.present, VAL.is_vmap(var.value), MAP_HAS(ident, name))
+                child = PathVar(key, "any", MAP_GET(ident, name), present, var.key)
                 self.paths[key] = child
                 var.children.append(key)
             var = child
         return var
 
+    def named_keys(self) -> list[str]:
+        """Every map member some path names, at any depth."""
+        return list(dict.fromkeys(key[-1] for key, var in self.paths.items() if var.parent))
+
     def axioms(self) -> list[Any]:
-        """Structure every real call has: a present child hangs from a present map."""
+        """Facts of every real call (each holds of the images `terms` describes): a root
+        or `map` argument that is present is a map, a list argument a list; the lists in
+        play are told apart by their items (`LIST_OF` inverts `ITEMS` on them), an empty
+        map in play is the empty map (`EMPTY_MAP`); a map has
+        at least as many members as the named keys it holds; a member is not equal to a
+        map it hangs from, nor a list searched to one of its items; and two maps compared
+        are equal when they agree on the named keys and hold no other."""
         out: list[Any] = []
+        keys = self.named_keys()
         for var in self.paths.values():
             if var.ty == "any":
                 v = var.value
-                out.append(z3.Implies(VAL.is_vlist(v), VAL.list_len(v) >= 0))
-                fixed = [self.paths[c].present for c in var.children]
-                count = z3.Sum([z3.If(p, 1, 0) for p in fixed]) if fixed else z3.IntVal(0)
-                out.append(z3.Implies(VAL.is_vmap(v), VAL.map_len(v) >= count))
-                if var.parent is None:  # a root or a `map` argument is a map
-                    out.append(z3.Implies(var.present, VAL.is_vmap(v)))
-            if var.parent is not None:
-                parent = self.paths[var.parent]
-                out.append(
-                    z3.Implies(var.present, z3.And(parent.present, VAL.is_vmap(parent.value)))
-                )
-            if var.ty.startswith("opaque:") or var.ty == "strlen":
+                out.extend(canonical(v))
+                ident = VAL.map_id(v)
+                out.append(z3.Implies(VAL.is_vmap(v), MAP_SIZE(ident) >= _held(ident, keys)))
+                if var.parent is None:  # a root, a `map` argument or a list of composites
+                    shape = VAL.is_vlist(v) if var.decl else VAL.is_vmap(v)
+                    out.append(z3.Implies(var.present, shape))
+                up = var.parent
+                while up is not None:  # (a finite value is not equal to its own member)
+                    out.append(z3.Implies(var.present, v != self.paths[up].value))
+                    up = self.paths[up].parent
+            if var.ty == "strlen":
                 out.append(var.value >= 0)
+        seen: set[tuple[int, int]] = set()
+        maps = {var.value.get_id() for var in self.paths.values() if var.children}
+        for v, w in self.facts.compared:
+            out.extend(_extensional(v, w, keys, maps, seen))
+        for v in {v.get_id(): v for v in self.facts.searched}.values():
+            out.append(z3.Not(z3.Contains(items_of(v), z3.Unit(v))))  # (finite: not its own)
+        for items in self.facts.boxed:
+            out.append(ITEMS(LIST_OF(items)) == items)
         for s in self.hosted:
             out.append(z3.Implies(z3.Not(HOST_FAILS(s)), z3.Length(HOST(s)) > 0))
         return out
@@ -205,7 +237,7 @@ class Encoder:
             var = self.path_var(expr)
             if var.ty == "strlen":  # prepare() saw only `len` reads
                 raise Unsupported(f"`{expr}` is read other than through `len`")
-            return Term(var.ty, var.value, negate(var.present))
+            return Term(var.ty, var.value, negate(var.present), decl=var.decl)
         if isinstance(expr, ast.Call):
             return self._call(expr)
         if isinstance(expr, ast.Not):
@@ -250,17 +282,16 @@ class Encoder:
         if call.fn == "len":
             if inner.ty == "str" or inner.ty.startswith("list:"):
                 return Term("int", z3.Length(inner.expr), inner.err)
-            if inner.ty.startswith("opaque:"):
-                return Term("int", inner.expr, inner.err)
             if inner.ty == "listlit":
                 return Term("int", z3.IntVal(len(inner.items)), inner.err)
             if inner.ty == "any":
                 v = inner.expr
+                self.facts.sized.append(v)
                 ok = z3.Or(VAL.is_vstr(v), VAL.is_vlist(v), VAL.is_vmap(v))
                 size = z3.If(
                     VAL.is_vstr(v),
                     z3.Length(VAL.str_of(v)),
-                    z3.If(VAL.is_vlist(v), VAL.list_len(v), VAL.map_len(v)),
+                    z3.If(VAL.is_vlist(v), z3.Length(items_of(v)), MAP_SIZE(VAL.map_id(v))),
                 )
                 return Term("int", size, any_or(inner.err, z3.Not(ok)))
             return Term("int", z3.IntVal(0), TRUE)
@@ -277,6 +308,7 @@ class Encoder:
         if term.ty == "str":
             return term.expr, term.err
         if term.ty == "any":
+            self.facts.texts.append(term.expr)
             return VAL.str_of(term.expr), any_or(term.err, z3.Not(VAL.is_vstr(term.expr)))
         return z3.StringVal(""), TRUE
 
@@ -292,10 +324,10 @@ class Encoder:
         err = any_or(left.err, right.err)
         op = cmp.op
         if op in ("==", "!="):
-            same = equal(left, right)
+            same = equal(left, right, self.facts)
             return Term("bool", same if op == "==" else negate(same), err)
         if op in ("in", "not in"):
-            found, type_err = member(left, right)
+            found, type_err = member(left, right, self.facts)
             return Term("bool", found if op == "in" else negate(found), any_or(err, type_err))
         if op in ("<", "<=", ">", ">="):
             (a, ea), (b, eb) = self._number(left), self._number(right)
@@ -320,6 +352,41 @@ class Encoder:
                 )
             return Term("bool", glob_match(a, str(cmp.right.value)), err)
         raise Unsupported(f"operator `{op}` is outside the fit fragment")
+
+
+def _held(ident: Any, keys: list[str]) -> Any:
+    """How many of `keys` the map `ident` holds."""
+    held = [z3.If(MAP_HAS(ident, z3.StringVal(k)), 1, 0) for k in keys]
+    return z3.Sum(held) if held else z3.IntVal(0)
+
+
+def _extensional(
+    v: Any, w: Any, keys: list[str], maps: set[int], seen: set[tuple[int, int]]
+) -> list[Any]:
+    """Two maps that hold only named keys, and agree on each, are equal; so are two
+    members of theirs under one key, when a path names members of either (`maps`).
+    True of every real pair of maps."""
+    pair = (v.get_id(), w.get_id())
+    if pair in seen or v.eq(w):
+        return []
+    seen.add(pair)
+    iv, iw = VAL.map_id(v), VAL.map_id(w)
+    same = [
+        VAL.is_vmap(v),
+        VAL.is_vmap(w),
+        MAP_SIZE(iv) == _held(iv, keys),
+        MAP_SIZE(iw) == _held(iw, keys),
+    ]
+    out: list[Any] = []
+    for key in keys:
+        k = z3.StringVal(key)
+        has_v, has_w = MAP_HAS(iv, k), MAP_HAS(iw, k)
+        get_v, get_w = MAP_GET(iv, k), MAP_GET(iw, k)
+        same.append(has_v == has_w)
+        same.append(z3.Implies(has_v, get_v == get_w))
+        if get_v.get_id() in maps or get_w.get_id() in maps:
+            out.extend(_extensional(get_v, get_w, keys, maps, seen))
+    return [z3.Implies(z3.And(*same), v == w), *out]
 
 
 def _only_under_len(name: str, conditions: list[ast.Expr | None]) -> bool:

@@ -2,7 +2,9 @@
 
 `equal` and `member` follow `runtime.eq` and `in` kind by kind: values of different
 kinds are unequal (never an error); `in` on a right side that is not a list is the
-error. `glob_match` is `runtime.glob` (`*` any run of characters, the rest literal).
+error. Where a side is an unchecked value (a `VAL`), the other side is put into `VAL`
+too (`boxed`) and the two compared as `VAL`s, whose equality is `runtime.eq` (see
+`terms`). `glob_match` is `runtime.glob` (`*` any run of characters, the rest literal).
 """
 
 from __future__ import annotations
@@ -12,18 +14,34 @@ from typing import Any
 import z3
 
 from engine.fit.terms import (
-    ANY_EQ,
-    ANY_MEMBER,
     FALSE,
     TRUE,
     VAL,
+    VAL_SEQ,
+    Facts,
     Term,
     Unsupported,
     all_and,
     any_or,
+    items_of,
+    list_val,
     text_val,
     to_real,
 )
+
+# The bound variables of the functions that put a typed list's items into `VAL`.
+_ITEM = {
+    "str": z3.String("charter_item_str"),
+    "int": z3.Int("charter_item_int"),
+    "real": z3.Real("charter_item_real"),
+    "bool": z3.Bool("charter_item_bool"),
+}
+_BOX_ITEM = {
+    "str": z3.Lambda([_ITEM["str"]], VAL.vstr(_ITEM["str"])),
+    "int": z3.Lambda([_ITEM["int"]], VAL.vnum(z3.ToReal(_ITEM["int"]))),
+    "real": z3.Lambda([_ITEM["real"]], VAL.vnum(_ITEM["real"])),
+    "bool": z3.Lambda([_ITEM["bool"]], VAL.vbool(_ITEM["bool"])),
+}
 
 
 def glob_match(text: Any, pattern: str) -> Any:
@@ -61,7 +79,35 @@ def glob_regex(pattern: str) -> Any:
     return out[0] if len(out) == 1 else z3.Concat(*out)
 
 
-def _static_eq(a: Term, b: Term) -> Any:
+def boxed(term: Term, facts: Facts) -> Any:
+    """The term as a `VAL` (its value's image; errors are the term's own). A list is
+    `list_val` of its items, each boxed; the item sequences are noted in `facts`, for
+    the axiom `ITEMS(LIST_OF(items)) == items` (`Encoder.axioms`)."""
+    ty = term.ty
+    if ty == "any":
+        return term.expr
+    if ty == "str":
+        return VAL.vstr(term.expr)
+    if ty in ("int", "real"):
+        return VAL.vnum(to_real(term))
+    if ty == "bool":
+        return VAL.vbool(term.expr)
+    if ty == "null":
+        return VAL.vnull
+    if ty == "listlit":
+        units = [z3.Unit(boxed(item, facts)) for item in term.items]
+        items = (
+            z3.Empty(VAL_SEQ) if not units else units[0] if len(units) == 1 else z3.Concat(*units)
+        )
+    elif ty.startswith("list:") and ty[5:] in _BOX_ITEM:
+        items = z3.SeqMap(_BOX_ITEM[ty[5:]], term.expr)
+    else:  # (every type the encoder makes is handled above)
+        raise Unsupported(f"a value of type `{ty}`")
+    facts.boxed.append(items)
+    return list_val(items)
+
+
+def _static_eq(a: Term, b: Term, facts: Facts) -> Any:
     """`runtime.eq` for two terms whose kinds are known and equal."""
     kind = a.kind
     if kind == "null":
@@ -76,25 +122,26 @@ def _static_eq(a: Term, b: Term) -> Any:
     if a.ty == "listlit" and b.ty == "listlit":
         if len(a.items) != len(b.items):
             return FALSE
-        return all_and(*(equal(x, y) for x, y in zip(a.items, b.items, strict=True)))
+        return all_and(*(equal(x, y, facts) for x, y in zip(a.items, b.items, strict=True)))
     if a.ty == "listlit":
         a, b = b, a
     if b.ty == "listlit":
         item = a.ty[5:]
         parts = [z3.Length(a.expr) == len(b.items)]
         for index, lit in enumerate(b.items):
-            parts.append(equal(Term(item, a.expr[index]), lit))
+            parts.append(equal(Term(item, a.expr[index]), lit, facts))
         return all_and(*parts)
     if a.ty == b.ty:
         return a.expr == b.expr
-    raise Unsupported(f"comparing a `{a.ty}` list with a `{b.ty}` list")
+    return boxed(a, facts) == boxed(b, facts)  # (`list[int]` with `list[decimal]`)
 
 
-def _any_eq(a: Term, b: Term) -> Any:
+def _any_eq(a: Term, b: Term, facts: Facts) -> Any:
     """`runtime.eq` when `a` is an unchecked value."""
     v = a.expr
     kind = b.kind
     if kind == "str":
+        facts.texts.append(v)
         return z3.And(VAL.is_vstr(v), VAL.str_of(v) == b.expr)
     if kind == "number":
         return z3.And(VAL.is_vnum(v), VAL.num_of(v) == to_real(b))
@@ -102,52 +149,44 @@ def _any_eq(a: Term, b: Term) -> Any:
         return z3.And(VAL.is_vbool(v), VAL.bool_of(v) == b.expr)
     if kind == "null":
         return VAL.is_vnull(v)
-    if kind == "any":
-        w = b.expr
-        return z3.Or(
-            z3.And(VAL.is_vstr(v), VAL.is_vstr(w), VAL.str_of(v) == VAL.str_of(w)),
-            z3.And(VAL.is_vnum(v), VAL.is_vnum(w), VAL.num_of(v) == VAL.num_of(w)),
-            z3.And(VAL.is_vbool(v), VAL.is_vbool(w), VAL.bool_of(v) == VAL.bool_of(w)),
-            z3.And(VAL.is_vnull(v), VAL.is_vnull(w)),
-            z3.And(
-                z3.Or(
-                    z3.And(VAL.is_vlist(v), VAL.is_vlist(w)),
-                    z3.And(VAL.is_vmap(v), VAL.is_vmap(w)),
-                ),
-                ANY_EQ(v, w),
-            ),
-        )
-    raise Unsupported("comparing an unchecked value with a list")
-
-
-def _opaque(*terms: Term) -> None:
-    if any(t.ty.startswith("opaque:") for t in terms):
-        raise Unsupported("the items of a list of maps or lists are outside the fit fragment")
-
-
-def equal(a: Term, b: Term) -> Any:
-    """`runtime.eq`: values of different kinds are unequal, never an error."""
-    _opaque(a, b)
-    if a.ty == "any":
-        return _any_eq(a, b)
     if b.ty == "any":
-        return _any_eq(b, a)
+        facts.compared.append((v, b.expr))
+    else:
+        facts.sized.append(v)
+    return v == boxed(b, facts)  # another `VAL`, or a list
+
+
+def equal(a: Term, b: Term, facts: Facts) -> Any:
+    """`runtime.eq`: values of different kinds are unequal, never an error."""
+    if a.ty == "any":
+        return _any_eq(a, b, facts)
+    if b.ty == "any":
+        return _any_eq(b, a, facts)
     if a.kind != b.kind:
         return FALSE
-    return _static_eq(a, b)
+    return _static_eq(a, b, facts)
 
 
-def member(item: Term, items: Term) -> tuple[Any, Any]:
+def _item_kind(value: Any, decl: str | None) -> Any:
+    """Whether a `VAL` has the kind of the items of a list argument of type `decl`."""
+    if decl == "list:map":
+        return VAL.is_vmap(value)
+    if decl is not None and decl.startswith("list:list:"):
+        return VAL.is_vlist(value)
+    return TRUE
+
+
+def member(item: Term, items: Term, facts: Facts) -> tuple[Any, Any]:
     """(`item in items`, error): the right side must be a list."""
-    _opaque(item, items)
     if items.ty == "listlit":
-        return any_or(*(equal(item, i) for i in items.items)), FALSE
+        return any_or(*(equal(item, i, facts) for i in items.items)), FALSE
     if items.ty.startswith("list:"):
         elem = items.ty[5:]
         seq = items.expr
         if item.ty == "any":
             v = item.expr
             if elem == "str":
+                facts.texts.append(v)
                 return z3.And(VAL.is_vstr(v), z3.Contains(seq, z3.Unit(VAL.str_of(v)))), FALSE
             if elem == "bool":
                 return z3.And(VAL.is_vbool(v), z3.Contains(seq, z3.Unit(VAL.bool_of(v)))), FALSE
@@ -169,20 +208,10 @@ def member(item: Term, items: Term) -> tuple[Any, Any]:
         return z3.And(z3.IsInt(n), z3.Contains(seq, z3.Unit(z3.ToInt(n)))), FALSE
     if items.ty == "any":
         v = items.expr
-        return z3.And(VAL.is_vlist(v), ANY_MEMBER(v, _boxed(item))), z3.Not(VAL.is_vlist(v))
+        x = boxed(item, facts)
+        facts.searched.append(v)
+        found = z3.And(
+            VAL.is_vlist(v), _item_kind(x, items.decl), z3.Contains(items_of(v), z3.Unit(x))
+        )
+        return found, z3.Not(VAL.is_vlist(v))
     return FALSE, TRUE
-
-
-def _boxed(term: Term) -> Any:
-    """A term as a `VAL`, for the opaque-list membership function."""
-    if term.ty == "any":
-        return term.expr
-    if term.ty == "str":
-        return VAL.vstr(term.expr)
-    if term.ty in ("int", "real"):
-        return VAL.vnum(to_real(term))
-    if term.ty == "bool":
-        return VAL.vbool(term.expr)
-    if term.ty == "null":
-        return VAL.vnull
-    raise Unsupported("a list inside an unchecked list")

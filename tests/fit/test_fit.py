@@ -241,7 +241,7 @@ def test_to_json_round_trips_through_json() -> None:
     assert call["args"]["ratio"] > Decimal("0.5")
 
 
-def test_lists_of_maps_are_modelled_by_their_length() -> None:
+def test_lists_of_maps_are_modelled_by_their_items() -> None:
     toolsets = "toolset bill {\n  tool invoice(lines: list[map], total: int)\n}\n"
     snap = snapshot(
         "role c { allow bill.invoice where len(args.lines) > 0 }\nprofile caller { roles c }",
@@ -250,13 +250,18 @@ def test_lists_of_maps_are_modelled_by_their_length() -> None:
     assert fit_source(
         snap, "caller", "role r { allow bill.invoice where len(args.lines) >= 2 }"
     ).fits
+    # a member of the list: the list is not empty
+    member = "role r { allow bill.invoice where context.line in args.lines }"
+    assert fit_source(snap, "caller", member).fits
     result = fit_source(snap, "caller", "role r { allow bill.invoice where args.total > 0 }")
     call = result.violations[0].counterexample
     assert call is not None and call["args"]["lines"] == []
     assert roles_effect(snap, "caller", call) == "deny"
-    # Reading the items is outside the fragment: refused as unsupported, never "fits".
-    odd = fit_source(snap, "caller", "role r { allow bill.invoice where args.lines == [] }")
-    assert [v.kind for v in odd.violations] == ["unsupported"]
+    empty = _widens_in(snap, "role r { allow bill.invoice where args.lines == [] }")
+    assert empty["args"]["lines"] == []
+    # a list of maps holds maps only: a number in it is no member
+    odd = "role r { allow bill.invoice where context.n == 1 and context.n in args.lines }"
+    assert fit_source(snap, "caller", odd).fits
 
 
 def test_long_strings_read_only_through_len() -> None:

@@ -1,5 +1,6 @@
 """(d) listing agrees with decide: a tool listed `deny` is never allowed, one listed
-`allow` is allowed for every sampled valid call, and a residual agrees with decide."""
+`allow` is allowed for every sampled valid call, and a residual agrees with decide; on
+conditions over lists and maps (`data.put`) too, rules and deny hooks."""
 
 from __future__ import annotations
 
@@ -27,10 +28,15 @@ def _where(text: str) -> ast.Expr:
     rules,
     st.one_of(st.none(), DENY_ROLE),
     st.one_of(st.none(), conditions("mail.send")),
+    st.one_of(st.none(), conditions("data.put")),
     st.lists(call(), min_size=4, max_size=12),
 )
 def test_listing_agrees_with_decide(
-    parts: list[Rule], guard: str | None, deny_hook: str | None, sample: list[dict[str, Any]]
+    parts: list[Rule],
+    guard: str | None,
+    deny_hook: str | None,
+    put_hook: str | None,
+    sample: list[dict[str, Any]],
 ) -> None:
     progress("test_listing_agrees_with_decide")
     text = render("c0", parts) + (guard or "")
@@ -38,6 +44,9 @@ def test_listing_agrees_with_decide(
     if deny_hook:
         text += f'hook no-send on mail.send where {deny_hook} {{\n  deny "no"\n}}\n'
         hooks.append("no-send")
+    if put_hook:
+        text += f'hook no-put on data.put where {put_hook} {{\n  deny "no"\n}}\n'
+        hooks.append("no-put")
     text += 'hook look on mail.search {\n  pause "look"\n}\n'
     hooks.append("look")
     text += f"profile p {{ roles c0{', guard' if guard else ''}\n hooks {', '.join(hooks)} }}\n"
