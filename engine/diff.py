@@ -181,9 +181,7 @@ class _Question:
         return f"the rewrite hooks run in another order, from `{name}` on"
 
     def _undecided(self, v: Violation) -> Change:
-        # The fit check's questions: its deny question's violations are located at the
-        # candidate profile, its allow question's at the candidate's rule.
-        at_profile = v.location == str(self.profile(self.candidate).span)
+        at_profile = v.question == "deny"
         reason = v.message.removesuffix(_TREATED)
         what = "widened; counted as wider" if self.wider else "narrowed"
         prefix = f"`{v.tool}`: " if v.tool else ""

@@ -143,7 +143,8 @@ def widenings(
                 )
             )
             continue
-        out.extend(_widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name))
+        found = _widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name)
+        out.extend(replace(v, question="allow") for v in found)
     return out
 
 
@@ -293,7 +294,7 @@ def dropped_denies(
                     tool=tool,
                 )
             )
-    return out
+    return [replace(v, question="deny") for v in out]
 
 
 def dropped_hooks(

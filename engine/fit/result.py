@@ -18,6 +18,10 @@ class Violation:
     location: str | None = None  # "file:line:col" of the candidate's grant
     counterexample: dict[str, Any] | None = None  # confirmed by the evaluator
     tool: str | None = None  # the tool concerned, when there is one
+    # Which question found it: "allow" (the candidate's roles allow a call outside the
+    # caller's access) or "deny" (a caller deny the candidate does not keep); "" for the
+    # hook, budget and identity comparisons, which ask no solver.
+    question: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
