@@ -165,7 +165,10 @@ class _Question:
     def _deny_message(self, tool: str | None, roles: list[str]) -> str:
         names = ("roles " if len(roles) > 1 else "role ") + ", ".join(f"`{r}`" for r in roles)
         if self.wider:
-            return f"`{tool}`: calls that the deny rules of {names} refused are no longer denied"
+            return (
+                f"`{tool}`: calls that the deny rules of {names} refused are no longer "
+                "refused by a deny rule"
+            )
         return f"`{tool}`: the deny rules of {names} refuse calls that were not denied"
 
     def _hook_message(self, name: str) -> str:
