@@ -144,8 +144,15 @@ def widenings(
             )
             continue
         found = _widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name)
-        out.extend(replace(v, question="allow") for v in found)
+        hidden = _secrets(caller, candidate, spec.name)
+        out.extend(replace(v, question="allow", secrets=hidden) for v in found)
     return out
+
+
+def _secrets(caller: Side, candidate: Side, tool: str) -> frozenset[str]:
+    """The argument names either side's `tool` keeps secret (redacted when shown)."""
+    specs = (side.workspace.tools.get(tool) for side in (caller, candidate))
+    return frozenset().union(*(spec.sensitive for spec in specs if spec is not None))
 
 
 def _widenings_of_tool(
@@ -294,7 +301,9 @@ def dropped_denies(
                     tool=tool,
                 )
             )
-    return [replace(v, question="deny") for v in out]
+    return [
+        replace(v, question="deny", secrets=_secrets(caller, candidate, v.tool or "")) for v in out
+    ]
 
 
 def dropped_hooks(
