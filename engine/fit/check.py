@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -92,14 +93,23 @@ def _out_of_time(what: str, grant: str, rule: ast.Rule, tool: str) -> Violation:
     )
 
 
+def _layers(enc: Encoder) -> Iterator[list[Any]]:
+    """The preferences `find_call` tries, nicest first; each built only when the one
+    before it could not be met (most calls meet the first)."""
+    small, nice = size_bounds(enc), preferences(enc)
+    yield [*small, *nice]
+    yield small
+    capped = size_bounds(enc, MAX_SIZE)
+    yield [*capped, *nice]
+    yield capped
+
+
 def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
     """A concrete call from a satisfiable solver, preferring small, readable values;
     None when every model found is too large to build a call from."""
     models = [solver.model()]
     asserted = list(solver.assertions())
-    small, capped, nice = size_bounds(enc), size_bounds(enc, MAX_SIZE), preferences(enc)
-    layers = ([*small, *nice], small, [*capped, *nice], capped)
-    for extra in layers:
+    for extra in _layers(enc):
         # A fresh solver each time: z3 can stall on `push` after a sat sequence check.
         nicer = _solver([*asserted, *extra])
         if _check(nicer, deadline, _PREFERENCE_MS) == z3.sat:
