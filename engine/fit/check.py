@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import z3
@@ -104,23 +105,49 @@ def _layers(enc: Encoder) -> Iterator[list[Any]]:
     yield capped
 
 
-def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
-    """A concrete call from a satisfiable solver, preferring small, readable values;
-    None when every model found is too large to build a call from."""
-    models = [solver.model()]
+def find_call(
+    solver: Any, enc: Encoder, deadline: Deadline, real: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any] | None, bool]:
+    """A concrete call from a satisfiable solver that `real` confirms, preferring small,
+    readable values, and whether the solver ran out of time looking for one.
+
+    A model of the encoding need not be a real call: `lower` and `host` are uninterpreted,
+    so only the preferences (`lower` leaves the text unchanged, ...) make a model the
+    evaluator agrees with. The preferences are tried first for `_PREFERENCE_MS` each;
+    when none of those calls is real, the ones that ran out of that time are tried again
+    with the rest of the deadline, so whether a counterexample is confirmed does not
+    depend on how busy the machine is, only on the deadline."""
     asserted = list(solver.assertions())
+    retry: list[list[Any]] = []
+
+    def built(model: Any) -> dict[str, Any] | None:
+        try:
+            call = CallBuilder(enc, model).call()
+        except TooLarge:
+            return None
+        return call if real(call) else None
+
     for extra in _layers(enc):
         # A fresh solver each time: z3 can stall on `push` after a sat sequence check.
         nicer = _solver([*asserted, *extra])
-        if _check(nicer, deadline, _PREFERENCE_MS) == z3.sat:
-            models.insert(0, nicer.model())
+        answer = _check(nicer, deadline, _PREFERENCE_MS)
+        if answer == z3.sat:
+            call = built(nicer.model())
+            if call is not None:
+                return call, False
             break
-    for model in models:
-        try:
-            return CallBuilder(enc, model).call()
-        except TooLarge:
-            continue
-    return None
+        if answer == z3.unknown:
+            retry.append(extra)
+    call = built(solver.model())
+    if call is not None:
+        return call, False
+    for extra in retry:
+        nicer = _solver([*asserted, *extra])
+        if _check(nicer, deadline) == z3.sat:
+            call = built(nicer.model())
+            if call is not None:
+                return call, False
+    return None, bool(retry) and deadline.remaining_ms() <= 0
 
 
 def _location(rule: ast.Rule) -> str:
@@ -206,14 +233,25 @@ def _widenings_of_tool(
             what = f"`{tool}` for role `{role}`"
             out.append(replace(_unknown(solver, deadline, what, role, _location(rule)), tool=tool))
             continue
-        call = find_call(solver, enc, deadline)
-        out.append(_confirm_widening(caller, candidate, spec, call, rule, role, caller_name))
+        call, out_of_time = find_call(
+            solver, enc, deadline, lambda c: _widens(caller, candidate, spec, c)
+        )
+        if call is None and out_of_time:
+            out.append(_out_of_time(f"`{tool}` for role `{role}`", role, rule, tool))
+            continue
+        out.append(_widening(spec, call, rule, role, caller_name))
     return out
 
 
-def _confirm_widening(
-    caller: Side,
-    candidate: Side,
+def _widens(caller: Side, candidate: Side, spec: ToolSpec, call: dict[str, Any]) -> bool:
+    """The evaluator's word: the candidate's roles allow `call` and the caller's do not."""
+    caller_spec = caller.workspace.tools.get(spec.name)
+    return candidate.decide_roles(spec, call) == "allow" and (
+        caller_spec is None or caller.decide_roles(caller_spec, call) != "allow"
+    )
+
+
+def _widening(
     spec: ToolSpec,
     call: dict[str, Any] | None,
     rule: ast.Rule,
@@ -221,12 +259,7 @@ def _confirm_widening(
     caller_name: str,
 ) -> Violation:
     tool = spec.name
-    caller_spec = caller.workspace.tools.get(tool)
-    if (
-        call is not None
-        and candidate.decide_roles(spec, call) == "allow"
-        and (caller_spec is None or caller.decide_roles(caller_spec, call) != "allow")
-    ):
+    if call is not None:  # (find_call returns only calls the evaluator confirms)
         return Violation(
             "widens",
             f"role `{role}` allows `{tool}` calls that `{caller_name}` may not make",
@@ -282,13 +315,21 @@ def dropped_denies(
                 replace(_unknown(solver, deadline, what, candidate_name, location), tool=tool)
             )
             continue
-        call = find_call(solver, enc, deadline)
+        dropped = partial(_drops, caller, candidate, spec, same_tool)
+        call, out_of_time = find_call(solver, enc, deadline, dropped)
         roles = ", ".join(f"`{n}`" for n in dict.fromkeys(n for _, n in caller.denies(tool)))
-        if (
-            call is not None
-            and caller.deny_probe(spec, call)
-            and not (same_tool and candidate.deny_probe(spec, call))
-        ):
+        if call is None and out_of_time:
+            out.append(
+                Violation(
+                    "timeout",
+                    f"the solver ran out of time confirming a call for {what}; treated as "
+                    "not fitting",
+                    candidate_name,
+                    location,
+                    tool=tool,
+                )
+            )
+        elif call is not None:
             out.append(
                 Violation(
                     "drops-deny",
@@ -314,6 +355,11 @@ def dropped_denies(
     return [
         replace(v, question="deny", secrets=_secrets(caller, candidate, v.tool or "")) for v in out
     ]
+
+
+def _drops(caller: Side, candidate: Side, spec: ToolSpec, same_tool: bool, call: Any) -> bool:
+    """The evaluator's word: a caller deny refuses `call` and no candidate deny does."""
+    return caller.deny_probe(spec, call) and not (same_tool and candidate.deny_probe(spec, call))
 
 
 def dropped_hooks(
