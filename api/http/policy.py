@@ -205,10 +205,11 @@ async def revisions(request: Request) -> Response:
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
           "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(412, 415),
-          headers=("If-Match",)),
+          headers=("If-Match",), operation="uploadPolicy", tag="policy"),
      put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
-          None, a.Policy, query=("revision",), errors=(404,), etag=True), get_policy),
+          None, a.Policy, query=("revision",), errors=(404,), etag=True, operation="getPolicy",
+          tag="policy"), get_policy),
     (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, a.RevisionPage,
-          query=("cursor", "limit")), revisions),
+          query=("cursor", "limit"), operation="listRevisions", tag="policy"), revisions),
 ]  # fmt: skip

@@ -46,6 +46,11 @@ class Spec:
     text: bool = False  # the body may be text too (any non-JSON content type)
     etag: bool = False  # its success answer has an `ETag` (what a write's `If-Match` names)
     media: str = "application/json"  # the answer's, when `response` is None
+    # Its OpenAPI operation id, a verb phrase in camel case (`decide`, `listAgentTools`),
+    # the name a generated client gives its call, and its tag, the group it is listed in
+    # (here and in docs/http-reference.md)
+    operation: str = ""
+    tag: str = ""
 
 
 class JSONResponse(Response):
