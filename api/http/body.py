@@ -16,7 +16,8 @@ A key given twice in one object (`{"agent": "a", "agent": "b"}`, in a call's `ar
 role's body) is a 400 `duplicate-key`, in every body (`strict_json`): the parsers here keep
 the last, but parsers elsewhere keep the first, so a client, a proxy or a tool that runs
 the call could read another call than the one decided and logged. jiter finds it as it
-parses (about 0.2 µs a single decision's body, 0.15 µs a call of a batch: docs/http.md).
+parses (about 0.2 µs a single decision's body, 0.15 µs a call of a batch:
+docs/design-notes.md, "Reading a request").
 """
 
 from __future__ import annotations

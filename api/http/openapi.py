@@ -21,7 +21,7 @@ from api.http.models import MAX_ID
 from api.http.routing import Spec, Table
 
 PROBLEM_TYPE = "application/problem+json"
-# What each refusal status means here (docs/http.md, "Errors", has every code).
+# What each refusal status means here (docs/http-reference.md, "Error codes", has every code).
 WHY = {
     400: "the request is malformed: its JSON, a query parameter, a header given twice, an id in "
     "the path, or a field the operation checks (`malformed-json`, `bad-limit`, "

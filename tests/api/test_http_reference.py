@@ -5,6 +5,7 @@ its schemas, and the codes it lists for an operation agree with the statuses
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,4 +97,35 @@ def test_the_codes_of_each_operation_agree_with_its_statuses() -> None:
         for status in sorted(statuses - answers):
             if not any(status in CODES[code].statuses for code in listed):
                 problems.append(f"{op}: {status} has no code")
+    assert problems == [], "\n".join(problems)
+
+
+PAGES = ["docs/http.md", "docs/http-reference.md", "docs/operations.md"]
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lowercase, punctuation but `-` and `_` out,
+    spaces as `-`."""
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        slug = "".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_")
+        found.add(slug.replace(" ", "-"))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_http_pages_links_lead_somewhere(page: str) -> None:
+    """Every relative link of the HTTP pages names a file of the repository, and a heading
+    of it when it names one."""
+    text = (ROOT / page).read_text("utf-8")
+    problems = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (ROOT / page).parent / path if path else ROOT / page
+        if not file.exists():
+            problems.append(f"{target}: no file {file.relative_to(ROOT)}")
+        elif anchor and anchor not in _anchors(file.read_text("utf-8")):
+            problems.append(f"{target}: no heading `#{anchor}` in {file.relative_to(ROOT)}")
     assert problems == [], "\n".join(problems)
