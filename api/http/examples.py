@@ -24,40 +24,47 @@ ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello
 CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
 REASON: dict[str, Any] = {
     "kind": "allow",
-    "message": "role `mail-support` allows `mail.send`",
+    "message": "allowed by role `mail-support`",
     "role": "mail-support",
-    "location": "roles.charter:3:3",
+    "location": "roles.charter:4:3",
 }
 DECISION: dict[str, Any] = {
     "id": DECISION_ID,
     "seq": 42,
     "effect": "allow",
-    "args": ARGS,
+    "args": {**ARGS, "cc": [], "priority": 3},  # (with the signature's defaults)
     "reasons": [REASON],
     "errors": [],
     "near_misses": [],
     "revision": 3,
 }
+REFUND = {"order": "A-1001", "amount": 80, "reason": "damaged", "currency": "USD"}
 PAUSED: dict[str, Any] = {
     **DECISION,
     "effect": "pause",
+    "args": REFUND,
     "reasons": [
         {
-            "kind": "pause",
-            "message": "a human approves refunds over 50 USD",
+            "kind": "allow",
+            "message": "allowed by role `finance`",
+            "role": "finance",
+            "location": "roles.charter:50:3",
+        },
+        {
+            "kind": "hook-pause",
+            "message": "hook `approve-big-refund`: a human approves refunds over 50 USD",
             "hook": "approve-big-refund",
             "location": "hooks.charter:8:1",
-        }
+        },
     ],
-    "args": {"amount": 80, "reason": "damaged"},
     "approval_id": "0193d9a3-1111-7000-8000-000000000001",
 }
 APPROVAL: dict[str, Any] = {
     "id": "0193d9a3-1111-7000-8000-000000000001",
     "status": "pending",
-    "agent": "demo-support",
+    "agent": "refund-bot",
     "tool": "billing.refund",
-    "args": {"amount": 80, "reason": "damaged"},
+    "args": REFUND,
     "thread": None,
     "turn": None,
     "connection": None,
@@ -147,12 +154,14 @@ TOOLSET: dict[str, Any] = {
     "name": "mail",
     "file": "toolsets.charter",
     "line": 1,
-    "source": 'toolset mail {\n  url "https://tools.example.com/mail"\n  tool send(to: str, '
-    "subject: str, body: str)\n}",
+    "source": 'toolset mail {\n  url "https://tools.example.com/mail"\n  connection required\n'
+    "  tool send(to: str, subject: str, body: str, cc: list[str] = [], priority: int = 3)\n"
+    "  tool search(query: str, limit: int = 20, folder?: str)\n  tool read(id: str)\n"
+    "  tool delete(id: str)\n}",
     "revision": 3,
-    "tools": ["mail.send"],
+    "tools": ["mail.send", "mail.search", "mail.read", "mail.delete"],
     "url": "https://tools.example.com/mail",
-    "connection_required": False,
+    "connection_required": True,
     "runs_code": False,
 }
 REVISION: dict[str, Any] = {
@@ -201,7 +210,8 @@ EXAMPLES: dict[str, Example] = {
                     "seq": 43,
                     "effect": "deny",
                     "args": None,
-                    "reasons": [{"kind": "default-deny", "message": "no role allows the call"}],
+                    "reasons": [{"kind": "not-granted", "message": "no rule grants `mail.send`"}],
+                    "near_misses": [REASON],
                 },
             ]
         },
@@ -216,7 +226,7 @@ EXAMPLES: dict[str, Example] = {
                     "agent": "demo-support",
                     "profile": "support",
                     "tool": "mail.send",
-                    "final_args": ARGS,
+                    "final_args": DECISION["args"],
                     "thread": None,
                     "turn": None,
                     "expected_cost": None,
@@ -236,19 +246,21 @@ EXAMPLES: dict[str, Example] = {
                 {
                     "tool": "mail.send",
                     "status": "narrow",
-                    "condition": 'args.to endswith "@example.com"',
+                    "condition": 'args.to endswith "@example.com" and len(args.body) <= 10000',
                     "exact": True,
                     "hooks": [],
                 },
                 {
-                    "tool": "billing.refund",
-                    "status": "allow",
+                    "tool": "mail.search",
+                    "status": "narrow",
+                    "condition": "args.limit <= 50",
+                    "exact": True,
                     "hooks": [
                         {
-                            "name": "approve-big-refund",
-                            "kind": "pause",
-                            "condition": "args.amount > 50",
-                            "location": "hooks.charter:8:1",
+                            "name": "clamp-mail-search",
+                            "kind": "rewrite",
+                            "condition": "args.limit > 20",
+                            "location": "hooks.charter:4:1",
                         }
                     ],
                 },
