@@ -19,7 +19,7 @@ class Example(NamedTuple):
 
 IDENTITY = "z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
 AT = 1_764_806_400_000  # ms since the epoch
-DECISION_ID = "0193d9a2-7c4e-7b1a-9f0e-3c2d1b0a9f8e"
+DECISION_ID = "5f0c2a9e7b1d4c3a8e6f9b21"  # (24 hex digits; other ids are UUIDs)
 ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
 REASON: dict[str, Any] = {
@@ -81,7 +81,20 @@ DECIDED: dict[str, Any] = {
     "status": "approved",
     "decided_at": AT + 60_000,
     "decided_by": "token:3f9a1c0d5e7b2a46",
-    "final": {**PAUSED, "effect": "allow", "seq": 43, "approval_id": None},
+    "final": {
+        **PAUSED,
+        "id": "5f0c2a9e7b1d4c3a8e6f9b23",
+        "effect": "allow",
+        "seq": 43,
+        "approval_id": None,
+        "reasons": [
+            *PAUSED["reasons"],
+            {
+                "kind": "approved",
+                "message": "approved in approval `0193d9a3-1111-7000-8000-000000000001`",
+            },
+        ],
+    },
 }
 BUDGET: dict[str, Any] = {"amount": "25", "period": "24h"}
 AGENT: dict[str, Any] = {
@@ -206,7 +219,7 @@ EXAMPLES: dict[str, Example] = {
                 DECISION,
                 {
                     **DECISION,
-                    "id": "0193d9a2-7c4e-7b1a-9f0e-3c2d1b0a9f8f",
+                    "id": "5f0c2a9e7b1d4c3a8e6f9b22",
                     "seq": 43,
                     "effect": "deny",
                     "args": None,
