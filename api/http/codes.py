@@ -504,7 +504,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_AGENT_WRITES,
         "createConnection",
     ),
-    "secret-key-mismatch": ("approve", "reject", "getApproval", "listApprovals"),
+    "secret-key-mismatch": ("approve",),  # (the one that opens a sealed call)
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
     "unavailable": ("listAgentTools", "checkFit"),
