@@ -381,7 +381,7 @@ class FieldError(BaseModel):
 
 
 class Problem(BaseModel):
-    """application/problem+json (RFC 9457); `code` is stable (docs/http.md, "Errors").
+    """application/problem+json (RFC 9457); `code` is stable, one of the error codes.
     Some codes add fields: those below, and `fit` (`does-not-fit`), `violation`
     (`budget-looser`), `attributes` (`agent-attribute-differs`), `limit` (`bad-limit`)."""
 

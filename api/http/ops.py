@@ -59,10 +59,13 @@ async def openapi_json(request: Request) -> Response:
 
 
 ROUTES: Table = [
-    (Spec("GET", "/healthz", "Liveness", "none", None, a.Health), healthz),
+    (Spec("GET", "/healthz", "Liveness", "none", None, a.Health, operation="checkHealth",
+          tag="operations"), healthz),
     (Spec("GET", "/readyz", "Readiness: the latest policy is compiled here, ready to decide",
-          "none", None, a.Ready, others=((503, a.NotReady),)), readyz),
+          "none", None, a.Ready, others=((503, a.NotReady),), operation="checkReadiness",
+          tag="operations"), readyz),
     (Spec("GET", "/metrics", "Prometheus metrics (every worker's)", "none", errors=(503,),
-          media="text/plain"), metrics),
-    (Spec("GET", "/openapi.json", "This document (OpenAPI 3.1)", "none"), openapi_json),
+          media="text/plain", operation="readMetrics", tag="operations"), metrics),
+    (Spec("GET", "/openapi.json", "This document (OpenAPI 3.1)", "none",
+          operation="getOpenApi", tag="operations"), openapi_json),
 ]  # fmt: skip
