@@ -56,12 +56,25 @@ def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
     # context from a timer bounds the wait (an interrupted check answers `unknown`) where
     # z3 heeds it. It heeds neither while it takes in long string constants: the service
     # runs each check in a process killed at its deadline (engine.fit.isolated).
-    guard = threading.Timer(budget / 1000 + 0.5, z3.main_ctx().interrupt)
+    # The interrupt must land inside this check: one landing after it returned would
+    # cancel whatever z3 is asked next in this context (a model's `eval` raises
+    # `canceled` until the next check). So the timer interrupts only while `running`.
+    running = [True]
+    lock = threading.Lock()
+
+    def interrupt() -> None:
+        with lock:
+            if running[0]:
+                z3.main_ctx().interrupt()
+
+    guard = threading.Timer(budget / 1000 + 0.5, interrupt)
     guard.daemon = True
     guard.start()
     try:
         return solver.check()
     finally:
+        with lock:
+            running[0] = False
         guard.cancel()
 
 
@@ -120,10 +133,16 @@ def find_call(
     asserted = list(solver.assertions())
     retry: list[list[Any]] = []
 
+    canceled = False
+
     def built(model: Any) -> dict[str, Any] | None:
+        nonlocal canceled
         try:
             call = CallBuilder(enc, model).call()
         except TooLarge:
+            return None
+        except z3.Z3Exception:  # (an interrupt at the deadline that landed as it returned)
+            canceled = True
             return None
         return call if real(call) else None
 
@@ -147,7 +166,7 @@ def find_call(
             call = built(nicer.model())
             if call is not None:
                 return call, False
-    return None, bool(retry) and deadline.remaining_ms() <= 0
+    return None, canceled or (bool(retry) and deadline.remaining_ms() <= 0)
 
 
 def _location(rule: ast.Rule) -> str:
