@@ -40,6 +40,7 @@ from api.cli_serve_checks import (
     port_number,
     refuse,
     sealed_refusal,
+    store_refused,
     turn_lifetime,
     worker_count,
 )
@@ -54,6 +55,7 @@ from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
 from policy.store import StoreUnavailable
+from policy.store.refusal import StoreRefused
 
 DEMO_AGENT = "demo-support"
 DEMO_PROFILE = "support"
@@ -239,6 +241,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service = open_service(
             db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
         )
+    except StoreRefused as exc:  # (it lacks commits its mark records, say)
+        return store_refused(exc)
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
@@ -298,6 +302,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
     try:
         store = SqliteStore(db, shared=True)
+    except StoreRefused as exc:
+        return store_refused(exc)
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
