@@ -477,6 +477,16 @@ class SqliteStore:
         return self.write_failed
 
     # ---- checkpoints ----------------------------------------------------------------------
+    def fold_wal(self) -> None:
+        """Copy the whole `-wal` into the file and empty it (a first start's database, made
+        under a name of its own, is whole in its file before it is renamed into place);
+        sqlite3.OperationalError when it cannot (a full disk), or StoreUnavailable when a
+        reader held part of it back."""
+        with self._lock:
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise StoreUnavailable("the database's -wal could not be copied into it")
+
     def checkpoint_in_background(
         self, interval: float = 0.05, restart_frames: int = RESTART_FRAMES,
         wal_pages: int = 4 * RESTART_FRAMES,
