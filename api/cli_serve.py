@@ -334,7 +334,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ServiceError as exc:  # a workspace over `--max-policy-mib`
         return _workspace_refused(exc)
     except (sqlite3.Error, OSError, StoreUnavailable) as exc:  # (what the look could not see)
-        if is_disk_full(exc):
+        if is_disk_full(exc, db):
             return store_refused(disk_full(db, made=not first))
         if isinstance(exc, StoreUnavailable):
             raise
@@ -354,7 +354,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _workspace_refused(exc)
     except (StoreUnavailable, OSError) as exc:
         service.store.close()
-        if is_disk_full(exc):  # (every step rolled back: the database is as it was)
+        if is_disk_full(exc, db):  # (every step rolled back: the database is as it was)
             return store_refused(disk_full(db, made=True))
         sys.stderr.write(f"charter: {exc}\nhelp: try again\n")
         return 1

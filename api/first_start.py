@@ -39,10 +39,15 @@ from policy.store.sqlite import SqliteStore
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SQLITE_FULL = 13
+_SQLITE_IOERR = 10
+LOW_SPACE = 1 << 20  # bytes: below this, an I/O error of SQLite's is taken for a full disk
 
 
-def is_disk_full(exc: BaseException | None) -> bool:
-    """Whether `exc`, or what it was raised from, says the disk is full."""
+def is_disk_full(exc: BaseException | None, where: str | None = None) -> bool:
+    """Whether `exc`, or what it was raised from, says the disk is full. SQLite reports a
+    full disk met while it sizes its `-shm` as an I/O error (SQLITE_IOERR, its errno
+    dropped): with `where` (the database's path), such an error on a file system with
+    less than `LOW_SPACE` left is a full disk too."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -51,8 +56,18 @@ def is_disk_full(exc: BaseException | None) -> bool:
         code = getattr(exc, "sqlite_errorcode", None)
         if isinstance(code, int) and code & 0xFF == _SQLITE_FULL:
             return True
+        if isinstance(code, int) and code & 0xFF == _SQLITE_IOERR and where is not None:
+            return _space_left(where) < LOW_SPACE
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _space_left(where: str) -> int:
+    try:
+        found = os.statvfs(os.path.dirname(os.path.realpath(where)) or ".")
+    except OSError:
+        return LOW_SPACE
+    return found.f_bavail * found.f_frsize
 
 
 def disk_full(db: str, *, made: bool) -> StoreRefused:
@@ -88,7 +103,7 @@ def build(db: str, make: Callable[[Service], None], max_policy_bytes: int) -> No
     except BaseException as exc:
         if not key_given:
             key_path_for(db).unlink(missing_ok=True)
-        if is_disk_full(exc):
+        if is_disk_full(exc, target):
             raise disk_full(db, made=False) from exc
         raise
     finally:
