@@ -12,7 +12,11 @@ the store was busy: try again); 2 the command line cannot be served: an option o
 range, a database path that is empty, in memory, unopenable or not charter's, a port that
 cannot be listened on, a malformed secret key or a key file others may read, a file at
 `<db>.metrics` where `--workers N` keep their counters. Each of these
-is found before anything is created, and leaves the path as it was.
+is found before anything is created, and leaves the path as it was. Exit 2 also, with
+`error[<code>]` (policy/store/refusal.py, docs/operations.md), for a database that lacks
+commits its mark records, a missing or empty one beside the files of one that was there,
+a damaged mark, and a full disk; a first start is made whole or not at all
+(api/first_start.py).
 """
 
 from __future__ import annotations
