@@ -445,22 +445,14 @@ class SqliteStore:
             )
 
     # ---- the mark and failed writes -------------------------------------------------------
-    def committed(self) -> StoreUnavailable | None:
-        """After an outer COMMIT, under the locks: the seq and revision it gave out are
-        written to the mark, and a commit that wrote something ends a failure of writes.
-        The error to raise once the transaction is done (its after-commit actions run) if
-        the mark could not be written: none of its seqs may be told."""
+    def committed(self) -> None:
+        """After an outer COMMIT, under the locks, before anyone is told of it: the seq and
+        revision it gave out are written to the mark, and a commit that wrote something
+        ends a failure of writes."""
         if self._db.total_changes != self._changes:
             self.write_failed = None
-        if self._mark is None or (self._due_seq is None and self._due_revision is None):
-            return None
-        try:
+        if self._mark is not None and (self._due_seq is not None or self._due_revision):
             self._mark.record(self._due_seq, self._due_revision)
-        except OSError as exc:
-            why = (exc.strerror or type(exc).__name__).lower()
-            self.write_failed = f"the mark cannot be written: {why}"
-            return StoreUnavailable(f"the database's mark cannot be written ({why})")
-        return None
 
     def write_failure(self) -> str | None:
         """Why this store cannot write (its last write failed for want of space, or an I/O

@@ -100,12 +100,10 @@ class Transaction:
                         if _transient(failed):
                             raise _unavailable(failed, store) from failed
                         raise
-                    unmarked = store.committed()  # (the mark, before anyone is told)
+                    store.committed()  # (the mark, before anyone is told)
                     actions, store._after_commit = store._after_commit, []
                     for action in actions:
                         action()
-                    if unmarked is not None:
-                        raise unmarked
                 else:
                     if store._db.in_transaction:  # (SQLite may have rolled back already)
                         store._db.execute("ROLLBACK")
