@@ -6,7 +6,9 @@ cannot write."""
 
 from __future__ import annotations
 
+import io
 import sqlite3
+from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,11 @@ def test_a_database_that_lost_its_wal_is_refused_and_no_seq_is_given_twice(
         "as it is, it would give out those seqs and revisions again\n"
     )
     assert files(tmp_path) == before
+    err = io.StringIO()
+    with redirect_stderr(err):  # (`charter token` opens it the same way)
+        assert main(["token", "--db", str(db), "--scope", "admin"]) == 2
+    assert err.getvalue().startswith("charter: error[lost-commits]: ")
+    assert files(tmp_path) == before
 
 
 def test_an_empty_or_missing_database_beside_its_files_is_refused(tmp_path: Path) -> None:
@@ -85,7 +92,14 @@ def test_an_empty_or_missing_database_beside_its_files_is_refused(tmp_path: Path
     db.unlink()
     assert "`x.db` is no database, but" in refusal(db).replace(str(tmp_path) + "/", "")
     assert files(tmp_path) == {k: v for k, v in before.items() if k != "x.db"}
-    db.write_bytes(whole)
+    with sqlite3.connect(db) as partial:  # an SQLite file without a table: a partial one
+        partial.execute("PRAGMA user_version = 1")  # (SQLite empties the -wal beside it)
+    partial.close()
+    made = files(tmp_path)
+    assert "`x.db` is an empty database, but" in refusal(db).replace(str(tmp_path) + "/", "")
+    assert files(tmp_path) == made
+    for name, data in before.items():  # put back as it was, with the database
+        (tmp_path / name).write_bytes(whole if name == "x.db" else data)
     again = Served(db)
     try:
         log = httpx.get(f"{again.url}/v1/decisions", headers=again.headers).json()
