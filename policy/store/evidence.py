@@ -41,9 +41,12 @@ def evidence(db: str, more: Sequence[Path] = ()) -> list[str]:
     with contextlib.suppress(OSError):
         os.stat(mark_path(db))
         found.append(mark_path(db))
-    with contextlib.suppress(OSError):
-        if os.stat(f"{db}-wal").st_size > 0:
-            found.append(f"{db}-wal")
+    # (SQLite names the -wal after the file a symlink at `db` leads to)
+    for wal in dict.fromkeys((f"{db}-wal", f"{os.path.realpath(db)}-wal")):
+        with contextlib.suppress(OSError):
+            if os.stat(wal).st_size > 0:
+                found.append(wal)
+                break
     found += [str(path) for path in more if os.path.lexists(path)]
     return found
 
@@ -64,10 +67,10 @@ def lost_database(db: str, more: Sequence[Path] = ()) -> StoreRefused | None:
     found = evidence(db, more)
     if not found:
         return None
-    what = "no database" if not os.path.lexists(db) else "an empty database"
+    what = "no database" if not os.path.exists(db) else "an empty database"
     names = ", ".join(f"`{name}`" for name in found)
     return StoreRefused(
         LOST_DATABASE,
-        f"`{db}` is {what}, but {names} beside it belong to one that was there: it is lost",
+        f"`{db}` is {what}, but a database was there and is lost (beside it: {names})",
         f"put that database back at `{db}`; to make a new one there, move {names} away first",
     )

@@ -83,20 +83,22 @@ def test_an_empty_or_missing_database_beside_its_files_is_refused(tmp_path: Path
     assert before["x.db-wal"]  # (not empty: commits a checkpoint has not copied, or had)
     names = "`x.db.mark`, `x.db-wal`, `x.db.admin-token`"
     assert refusal(db).replace(str(tmp_path) + "/", "") == (
-        f"charter: error[lost-database]: `x.db` is an empty database, but {names} beside "
-        "it belong to one that was there: it is lost\n"
+        "charter: error[lost-database]: `x.db` is an empty database, but a database was "
+        f"there and is lost (beside it: {names})\n"
         f"help: put that database back at `x.db`; to make a new one there, move {names} "
         "away first\n"
     )
     assert files(tmp_path) == before
     db.unlink()
-    assert "`x.db` is no database, but" in refusal(db).replace(str(tmp_path) + "/", "")
+    assert "`x.db` is no database, but a database" in refusal(db).replace(str(tmp_path) + "/", "")
     assert files(tmp_path) == {k: v for k, v in before.items() if k != "x.db"}
     with sqlite3.connect(db) as partial:  # an SQLite file without a table: a partial one
         partial.execute("PRAGMA user_version = 1")  # (SQLite empties the -wal beside it)
     partial.close()
     made = files(tmp_path)
-    assert "`x.db` is an empty database, but" in refusal(db).replace(str(tmp_path) + "/", "")
+    assert "`x.db` is an empty database, but a database" in refusal(db).replace(
+        str(tmp_path) + "/", ""
+    )
     assert files(tmp_path) == made
     for name, data in before.items():  # put back as it was, with the database
         (tmp_path / name).write_bytes(whole if name == "x.db" else data)
