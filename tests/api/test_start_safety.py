@@ -221,3 +221,41 @@ def test_readyz_says_the_store_cannot_write_while_the_disk_is_full(tmp_path: Pat
             assert served.decide().json()["seq"] == last + 1
         finally:
             served.stop()
+
+
+def test_enospc_anywhere_in_a_first_start_leaves_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    never_serves: None,
+) -> None:
+    """Where no tmpfs can be mounted (not root), ENOSPC injected at the file layer: the
+    key file's write, the database's flush before its rename, the rename itself. Each is
+    `disk-full`, exit 2, and the directory is as it was."""
+    import errno
+    import os as real_os
+
+    import api.first_start
+    import policy.secrets
+
+    folder = workspace(tmp_path)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    db = disk / "x.db"
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, real_os.strerror(errno.ENOSPC))
+
+    for module, name in ((policy.secrets, "_write"), (api.first_start, "_flush"),
+                         (api.first_start, "_place")):  # fmt: skip
+        with monkeypatch.context() as patched:
+            patched.setattr(module, name, full)
+            assert _first_start(db, folder) == 2, name
+        out, err = capsys.readouterr()
+        assert (out, err.splitlines()[0]) == (
+            "",
+            f"charter: error[disk-full]: the disk is full: no database was made at `{db}`",
+        ), name
+        assert files(disk) == {}, name
+    assert _first_start(db, folder) == 0  # (and with room, it is made)
+    assert {"x.db", "x.db.key", "x.db.mark", "x.db.admin-token"} <= set(files(disk))
