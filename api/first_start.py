@@ -2,8 +2,8 @@
 
 Made in place step after step (the file, its tables, the key file, the policy, the demo
 agent, its identity and connections, each in a transaction of its own), a first start
-that failed on a full disk left a database without its demo seed, which the next start
-did not finish, or an empty key file that every later start refused.
+that fails on a full disk would leave a database without its demo seed, which no later
+start makes, or an empty key file that every later start refuses.
 
 So `charter serve` makes a new database (where there is none, or an empty one with no
 other database's files beside it: policy/store/evidence.py) under a name of its own

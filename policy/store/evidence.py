@@ -1,9 +1,9 @@
 """Whether a database path with no database at it is new, or lost.
 
-A first start makes a database where there is none, or in an empty file. That was done
-whatever lay beside the path, so a database truncated to 0 bytes (or removed) beside its
-`-wal` and key was made anew: its `-wal` overwritten, a new admin token issued, and an
-empty log served as if nothing had been there.
+A first start makes a database where there is none, or in an empty file. A database
+truncated to 0 bytes (or removed) beside its `-wal` and key is not such a place: made
+anew, its `-wal` would be overwritten, a new admin token issued, and an empty log served
+as if nothing had been there.
 
 The rule: a database was here, and one missing, empty or without tables at `<db>` is
 lost (`lost-database`), when any of these is beside it:

@@ -4,14 +4,14 @@ the database (`<db>.mark`) where losing its `-wal` cannot erase them.
 In WAL mode SQLite keeps its latest commits in `<db>-wal` until a checkpoint copies them
 into `<db>`. A `-wal` lost (deleted, left out of a copy, a disk swapped under it) takes
 those commits with it, and the log numbers its next run after the last one the file
-holds: without the mark, seqs already given out were given again, to other decisions.
+holds: without the mark, seqs already given out would be given again, to other decisions.
 
 The store writes the mark after each COMMIT that logged decisions or added a revision,
 before the caller hears of it, with the write lock still held (so the writes come in
 commit order and never go back: `--workers N` take a writer lock around their write
-transactions, policy/store/writerlock.py). So the mark is never behind a seq or revision anyone
-was told, and never ahead of what was committed: a database, read with its `-wal`, whose
-log or revisions end below its mark lacks commits, and is refused (`lost-commits`).
+transactions, policy/store/writerlock.py). So the mark is never behind a seq or revision
+anyone was told, and never ahead of what was committed: a database, read with its `-wal`,
+whose log or revisions end below its mark lacks commits, and is refused (`lost-commits`).
 
 Layout (48 bytes): `MAGIC`, then the seq at offset 16 and the revision at offset 32, each
 as 8 bytes little-endian and a check of 8 bytes, so a changed or swapped field is found
@@ -47,7 +47,7 @@ def mark_path(db: str) -> str:
 
 # Each field's check: its value XOR a constant of its own, so a changed byte, in the
 # value or in its check, and the two fields swapped, are found (a keyed BLAKE2b of the
-# value took 4.4 µs a commit on a loaded machine, this well under one).
+# value takes 4.4 µs a commit on a loaded machine, this well under one).
 _CHECKS = {b"seq": 0xA5E8_3F21_F0A1_FFFE, b"revision": 0xA5E8_3F21_F0A1_FFFD}
 _PAIR = struct.Struct("<QQ")
 
@@ -127,7 +127,7 @@ def create_mark(db: str, marked: Marked) -> None:
 class Mark:
     """An open mark, written after the commits it records (`record`): mapped into memory
     (MAP_SHARED), so a write is a store of 16 bytes, with no system call and no change
-    of the file's times (a `pwrite` took 4.8 µs a commit on a loaded machine). The kernel
+    of the file's times (a `pwrite` takes 4.8 µs a commit on a loaded machine). The kernel
     keeps what a process stored in a shared mapping when it dies, SIGKILL too, and writes
     it back as it does the `-wal`'s pages."""
 
