@@ -19,7 +19,7 @@ The admin token comes once the database is in place (api/cli_serve.py,
 `issue_admin_token`): its file is written inside the transaction that stores its hash,
 and removed if that transaction fails, so a restart after any failure issues it then.
 
-A full disk at any step (ENOSPC, EDQUOT, SQLITE_FULL) is `disk-full`, exit 2.
+A full disk at any step (ENOSPC, EDQUOT, SQLITE_FULL) is `D0104`, exit 2.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def disk_full(db: str, *, made: bool) -> StoreRefused:
 
 def build(db: str, make: Callable[[Service], None], max_policy_bytes: int) -> None:
     """Make the database at `db` (nothing there, or an empty file) with what `make` puts
-    in it, all of it or none: see the module's docstring. StoreRefused (`disk-full`) when
+    in it, all of it or none: see the module's docstring. StoreRefused (`D0104`) when
     the disk is full; what `make` raises (the workspace's errors) goes up as it is."""
     target = os.path.realpath(db)  # (through a symlink, as the store opens it)
     spare = f"{target}.{secrets.token_hex(8)}.new"

@@ -6,7 +6,7 @@ anew, its `-wal` would be overwritten, a new admin token issued, and an empty lo
 as if nothing had been there.
 
 The rule: a database was here, and one missing, empty or without tables at `<db>` is
-lost (`lost-database`), when any of these is beside it:
+lost (`D0102`), when any of these is beside it:
 
 - `<db>.mark`, which every database a charter with the mark opens has (policy/store/
   mark.py), from its first start on;

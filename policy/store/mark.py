@@ -11,11 +11,11 @@ before the caller hears of it, with the write lock still held (so the writes com
 commit order and never go back: `--workers N` take a writer lock around their write
 transactions, policy/store/writerlock.py). So the mark is never behind a seq or revision
 anyone was told, and never ahead of what was committed: a database, read with its `-wal`,
-whose log or revisions end below its mark lacks commits, and is refused (`lost-commits`).
+whose log or revisions end below its mark lacks commits, and is refused (`D0101`).
 
 Layout (48 bytes): `MAGIC`, then the seq at offset 16 and the revision at offset 32, each
 as 8 bytes little-endian and a check of 8 bytes, so a changed or swapped field is found
-(`mark-damaged`). Each field is written inside one disk sector, into a block allocated
+(`D0103`). Each field is written inside one disk sector, into a block allocated
 and flushed when the file was made: the write allocates nothing, so a full disk does not
 fail it. The file is not fsynced at each write, as the `-wal` is not at each commit
 (synchronous=NORMAL): it is as durable as the commits it follows.
@@ -73,7 +73,7 @@ def encode(marked: Marked) -> bytes:
 
 
 def read_mark(db: str) -> Marked | None:
-    """The mark beside `db`, None when there is none; StoreRefused (`mark-damaged`) when
+    """The mark beside `db`, None when there is none; StoreRefused (`D0103`) when
     the file is not a mark."""
     path = mark_path(db)
     try:
@@ -156,7 +156,7 @@ def attach(db: str, ends: Callable[[], tuple[int, int]]) -> Mark:
     read with its `-wal`), made from them when there is none (a new database, or one an
     earlier charter wrote). The mark is read first: another process's commits between
     the two reads raise the database's ends, never the mark past them. StoreRefused when
-    the database ends below its mark (`lost-commits`) or the mark is damaged."""
+    the database ends below its mark (`D0101`) or the mark is damaged."""
     marked = _settled_mark(db)
     seq, revision = ends()
     if marked is None:

@@ -8,11 +8,12 @@ with its help line and exit 2; nothing at the paths is changed.
 
 from __future__ import annotations
 
-# The codes, each with its section in docs/errors.md ("The store at start").
-LOST_COMMITS = "lost-commits"
-LOST_DATABASE = "lost-database"
-MARK_DAMAGED = "mark-damaged"
-DISK_FULL = "disk-full"
+# The codes, each with its section in docs/errors.md ("D01xx": the files beside the
+# database, at start).
+LOST_COMMITS = "D0101"  # the database ends below its mark: its `-wal` lost
+LOST_DATABASE = "D0102"  # no database, beside the files of one that was there
+MARK_DAMAGED = "D0103"  # the mark does not read as one
+DISK_FULL = "D0104"  # the disk filled up during a start
 
 
 class StoreRefused(Exception):

@@ -55,7 +55,7 @@ def test_a_database_that_lost_its_wal_is_refused_and_no_seq_is_given_twice(
         (tmp_path / name).unlink(missing_ok=True)
     before = files(tmp_path)
     assert refusal(db) == (
-        f"charter: error[lost-commits]: `{db}` lacks commits that were made: its log ends "
+        f"charter: error[D0101]: `{db}` lacks commits that were made: its log ends "
         "at seq 0, its mark records seq 4 (its `-wal` file was lost, or this is an older "
         "copy)\n"
         f"help: put back the `{db}-wal` file that was beside it, or the newer copy; served "
@@ -65,7 +65,7 @@ def test_a_database_that_lost_its_wal_is_refused_and_no_seq_is_given_twice(
     err = io.StringIO()
     with redirect_stderr(err):  # (`charter token` opens it the same way)
         assert main(["token", "--db", str(db), "--scope", "admin"]) == 2
-    assert err.getvalue().startswith("charter: error[lost-commits]: ")
+    assert err.getvalue().startswith("charter: error[D0101]: ")
     assert files(tmp_path) == before
 
 
@@ -83,7 +83,7 @@ def test_an_empty_or_missing_database_beside_its_files_is_refused(tmp_path: Path
     assert before["x.db-wal"]  # (not empty: commits a checkpoint has not copied, or had)
     names = "`x.db.mark`, `x.db-wal`, `x.db.admin-token`"
     assert refusal(db).replace(str(tmp_path) + "/", "") == (
-        "charter: error[lost-database]: `x.db` is an empty database, but a database was "
+        "charter: error[D0102]: `x.db` is an empty database, but a database was "
         f"there and is lost (beside it: {names})\n"
         f"help: put that database back at `x.db`; to make a new one there, move {names} "
         "away first\n"
@@ -144,7 +144,7 @@ def test_a_first_start_on_a_full_disk_makes_everything_or_nothing(
     with small_disk(tmp_path, 2048) as disk:
         db = disk / "x.db"
         full = (
-            f"charter: error[disk-full]: the disk is full: no database was made at `{db}`\n"
+            f"charter: error[D0104]: the disk is full: no database was made at `{db}`\n"
             f"help: free space on the file system that holds `{db}`, then start again\n"
         )
         for kib in (8, 16, 24, 48, 96, 160, 200):
@@ -231,7 +231,7 @@ def test_enospc_anywhere_in_a_first_start_leaves_nothing(
 ) -> None:
     """Where no tmpfs can be mounted (not root), ENOSPC injected at the file layer: the
     key file's write, the database's flush before its rename, the rename itself. Each is
-    `disk-full`, exit 2, and the directory is as it was."""
+    `D0104`, exit 2, and the directory is as it was."""
     import errno
     import os as real_os
 
@@ -254,7 +254,7 @@ def test_enospc_anywhere_in_a_first_start_leaves_nothing(
         out, err = capsys.readouterr()
         assert (out, err.splitlines()[0]) == (
             "",
-            f"charter: error[disk-full]: the disk is full: no database was made at `{db}`",
+            f"charter: error[D0104]: the disk is full: no database was made at `{db}`",
         ), name
         assert files(disk) == {}, name
     assert _first_start(db, folder) == 0  # (and with room, it is made)

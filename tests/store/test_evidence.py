@@ -62,3 +62,15 @@ def test_through_a_symlink_the_wal_of_the_file_it_leads_to_counts(tmp_path: Path
     link.symlink_to(target)
     refused = lost_database(str(link))
     assert refused is not None and f"`{target}-wal`" in refused.message
+
+
+def test_every_start_refusal_code_is_in_errors_md() -> None:
+    """Each code a store refusal carries has its section in docs/errors.md, and each
+    D01xx section there is a code the store raises."""
+    import re
+
+    from policy.store import refusal
+
+    codes = {v for k, v in vars(refusal).items() if k.isupper() and isinstance(v, str)}
+    text = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text("utf-8")
+    assert set(re.findall(r"^### (D01\d\d):", text, re.M)) == codes

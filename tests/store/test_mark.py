@@ -99,7 +99,7 @@ def test_a_database_opened_again_after_its_commits_opens(tmp_path: Path) -> None
 
 def test_every_changed_byte_of_a_mark_is_refused(tmp_path: Path) -> None:
     """Any one byte of the mark changed (the magic, a value, its check), or the file cut
-    or grown, is `mark-damaged`: never a seq read off a garbled file."""
+    or grown, is `D0103`: never a seq read off a garbled file."""
     db = tmp_path / "x.db"
     SqliteStore(db).close()
     mark = Path(mark_path(str(db)))
