@@ -368,6 +368,9 @@ class Ready(BaseModel):
 
 class NotReady(BaseModel):
     status: Literal["unavailable"]
+    # `store-cannot-write` while the store's writes fail (the disk full, an I/O error);
+    # absent for the other reasons
+    code: str | None = None
     # "store", "no policy yet", that the database file was removed or replaced, "compiling
     # revision N", or that revision N does not check with this version of charter
     reason: str

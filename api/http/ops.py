@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -12,13 +13,17 @@ from api.http.routing import Spec, Table, json_response
 from api.service.errors import ServiceError
 from api.service.snapshots import NotCompiled
 
+CANNOT_WRITE = "store-cannot-write"  # /readyz's code while the store's writes fail
+
 
 async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
-    """Ready when this process can decide now: the latest revision is compiled here. A
+    """Ready when this process can decide now: its store writes (policy/store/
+    transaction.py records a write that failed for want of space or an I/O error until
+    one succeeds) and the latest revision is compiled here. A
     probe that finds it not compiled starts its compile on a thread (one per revision,
     however many probes come) and answers at once; the first decisions on it would wait
     for that compile (about a second at 10,000 roles)."""
@@ -31,6 +36,11 @@ async def readyz(request: Request) -> Response:
     moved = service.store.moved()
     if moved is not None:  # commits would go where no restart finds them
         return json_response({"status": "unavailable", "reason": moved}, 503)
+    # (a write is tried while writes fail, off the event loop: it may wait for the lock)
+    failure = await run_in_threadpool(service.store.write_failure)
+    if failure is not None:  # every decision would be a 503: not ready to decide
+        body = {"status": "unavailable", "code": CANNOT_WRITE, "reason": failure}
+        return json_response(body, 503)
     if latest == 0:
         return json_response({"status": "unavailable", "reason": "no policy yet"}, 503)
     snapshots = service.snapshots
