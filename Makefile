@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := grammar policy engine api
+PACKAGES := charter grammar policy engine api
 
 .PHONY: install lint typecheck test fuzz bench serve fmt clean
 
