@@ -3,27 +3,47 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-PACKAGES := grammar policy engine api
+PACKAGES := charter grammar policy engine api
 
-.PHONY: install lint typecheck test fuzz bench serve fmt docs clean
+.PHONY: install lint typecheck quick check test fuzz bench serve fmt docs clean
+
+# $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
+# it took, in seconds; the part's exit status is make's.
+timed = @echo "== $(1)"; start=$$(date +%s%N); $(2); status=$$?; \
+	tenths=$$(( ($$(date +%s%N) - start) / 100000000 )); \
+	echo "== $(1): $$((tenths / 10)).$$((tenths % 10)) s"; exit $$status
+
+# Python writes and reuses its bytecode caches here even where the environment turns
+# them off: without them each `charter` a test starts in a subprocess compiles every
+# module of the service from source (0.25 s of CPU), and each pytest worker rewrites
+# and compiles every test module again on every run.
+unexport PYTHONDONTWRITEBYTECODE
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	$(call timed,install,$(PYTHON) -m venv $(VENV) \
+		&& $(PY) -m pip install --quiet -e '.[test]' \
+		&& touch $(STAMP))
 
 install: $(STAMP)
 
 lint: install
-	$(VENV)/bin/ruff check $(PACKAGES) tests bench
-	$(VENV)/bin/ruff format --check $(PACKAGES) tests bench
+	$(call timed,lint,$(VENV)/bin/ruff check $(PACKAGES) tests bench \
+		&& $(VENV)/bin/ruff format --check $(PACKAGES) tests bench)
 
 typecheck: install
-	$(VENV)/bin/mypy $(PACKAGES) bench tests
+	$(call timed,typecheck,$(VENV)/bin/mypy $(PACKAGES) bench tests)
+
+# The quick tests: the unit tests (tests/test_*.py) and the store's, less those marked
+# `slow` (the wheel, files of many megabytes); tests/api, tests/fit and tests/property
+# run in `make test`.
+quick: install
+	$(call timed,quick tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal \
+		-m "not slow" tests/test_*.py tests/store)
+
+check: lint typecheck quick
 
 test: lint typecheck
-	HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal
+	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal)
 
 fuzz: install
 	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py \

@@ -24,6 +24,7 @@ from api.cli_outcome import err as _err
 from api.cli_outcome import out as _out
 from api.service.encoding import dumps_text
 from api.service.redaction import hidden_for, redact
+from charter import __version__
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Decision, Request
@@ -244,6 +245,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="charter", description="Charter policy tools")
+    parser.add_argument("--version", action="version", version=f"charter {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("check", help="check a workspace for errors")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import main, write_atomically
+from charter import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = str(ROOT / "fixtures" / "workspace")
@@ -364,6 +365,7 @@ def test_a_file_that_never_ends_is_refused_for_its_size(
     assert TOO_LARGE in err and "internal error" not in err
 
 
+@pytest.mark.slow
 def test_a_large_file_costs_no_more_to_refuse_than_one_just_over_the_limit(
     tmp_path: Path,
 ) -> None:
@@ -379,6 +381,7 @@ def test_a_large_file_costs_no_more_to_refuse_than_one_just_over_the_limit(
     assert 0 < big_kib < small_kib + 10_000, (small_kib, big_kib)  # not 50 MB more
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", [["fmt", "--write"], ["fmt"], ["fmt", "--check"]])
 def test_fmt_never_writes_a_file_too_large_to_parse(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, verb: list[str]
@@ -408,3 +411,12 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
         os.close(write)
     assert done.returncode == 0
     assert done.stderr == ""
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`charter --version` (and `python -m charter --version`, tests/test_wheel.py)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"charter {__version__}\n"
+    assert __version__.count(".") == 2 and all(part.isdigit() for part in __version__.split("."))

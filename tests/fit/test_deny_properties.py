@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.fit import fit_workspace_profile
+from tests.examples import examples
 from tests.fit.strategies import call, conditions
 from tests.fit.support import model_calls, progress, roles_effect, snapshot
 
@@ -18,6 +19,7 @@ from tests.fit.support import model_calls, progress, roles_effect, snapshot
 TIMEOUT_MS = 30_000
 
 
+@settings(max_examples=examples(25))
 @given(
     conditions("agents.update"),
     conditions("agents.update"),

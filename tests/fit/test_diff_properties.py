@@ -24,13 +24,14 @@ from ast import literal_eval as ast_literal
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from engine.check import check_sources
 from engine.diff import DiffResult, diff_workspaces
 from engine.fit import FitResult, fit_role, fit_workspace_profile
 from engine.workspace import Workspace
+from tests.examples import examples
 from tests.fit.diffcheck import confirm, decide
 from tests.fit.strategies import WORDS, Rule, _q, call, conditions, num, render, rule, rules, word
 from tests.fit.support import TOOLSETS, progress
@@ -289,6 +290,7 @@ def _one_sided(result: DiffResult, ws: Workspace, widens: bool) -> None:
     assert bool(mine) == (not all(f.fits for f in fits)), (mine, fits)
 
 
+@settings(max_examples=examples(20))
 @given(revisions(), sample_calls())
 def test_diff_agrees_with_fit_and_with_the_evaluator(
     pair: tuple[Revision, Revision], sample: list[dict[str, Any]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.decision import Request
@@ -14,6 +14,7 @@ from engine.listing import list_tools
 from engine.reference import _Env, holds, validate
 from grammar.parser import parse
 from policy import ast
+from tests.examples import examples
 from tests.fit.strategies import DENY_ROLE, Rule, call, conditions, render, rules
 from tests.fit.support import progress, snapshot
 
@@ -24,6 +25,7 @@ def _where(text: str) -> ast.Expr:
     return role.rules[0].where
 
 
+@settings(max_examples=examples(30))
 @given(
     rules,
     st.one_of(st.none(), DENY_ROLE),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import z3
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from engine.compile import Snapshot
@@ -23,6 +23,7 @@ from engine.fit import FitResult, fit_role, fit_workspace_profile
 from engine.fit.encode import Encoder
 from engine.fit.terms import Z3_LOCK
 from engine.reference import _Env, holds, validate
+from tests.examples import examples
 from tests.fit.image import image
 from tests.fit.strategies import DENY_ROLE, Rule, call, conditions, render, rules
 from tests.fit.support import model_calls, progress, roles_effect, snapshot
@@ -69,6 +70,7 @@ def _assert_real(
         assert snap.decide(request).effect != "allow"
 
 
+@settings(max_examples=examples(25))
 @given(rules, st.one_of(st.none(), DENY_ROLE), rules, calls)
 def test_fits_means_no_sampled_call_widens(
     caller: list[Rule], guard: str | None, cand: list[Rule], sample: list[dict[str, Any]]
@@ -102,6 +104,7 @@ def narrowing(draw: st.DrawFn, parent: list[Rule]) -> list[Rule]:
     return out or parent[:1]
 
 
+@settings(max_examples=examples(25))
 @given(st.data(), rules, DENY_ROLE, calls)
 def test_a_chain_of_delegations_only_shrinks(
     data: st.DataObject, root: list[Rule], guard: str, sample: list[dict[str, Any]]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.workspace import match_tools
 from policy import ast
+from tests.examples import examples
 from tests.property.requests import requests
 from tests.property.strategies import GenWorkspace, conditions, rules, workspaces
 from tests.property.support import decide, same_outcome, with_extra_role, with_rule
@@ -16,6 +17,7 @@ def _goes_ahead(effect: str) -> bool:
     return effect in ("allow", "pause")
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_adding_a_grant_never_removes_an_allowed_call(
     gw: GenWorkspace, data: st.DataObject
@@ -31,6 +33,7 @@ def test_adding_a_grant_never_removes_an_allowed_call(
             assert same_outcome(before, after), (request, before, after)
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_adding_a_role_never_removes_an_allowed_call(gw: GenWorkspace, data: st.DataObject) -> None:
     """A profile that selects one more role of grants keeps every call it allowed."""

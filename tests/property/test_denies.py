@@ -3,11 +3,12 @@ an allow (nor into a pause)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.workspace import match_tools
 from policy import ast
+from tests.examples import examples
 from tests.property.requests import calls, requests
 from tests.property.strategies import GenWorkspace, rules, workspaces
 from tests.property.support import decide, holds, same_outcome, with_extra_role, with_rule
@@ -32,6 +33,7 @@ def test_a_satisfied_deny_denies(gw: GenWorkspace, data: st.DataObject) -> None:
             assert decision.effect == "deny", (request, verdict, decision)
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_adding_a_deny_never_turns_a_deny_into_an_allow(
     gw: GenWorkspace, data: st.DataObject

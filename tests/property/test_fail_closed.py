@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.workspace import match_tools
 from policy import ast
 from policy.catalogue import ToolSpec
+from tests.examples import examples
 from tests.property.requests import calls
 from tests.property.strategies import (
     GenWorkspace,
@@ -71,6 +72,7 @@ def _with_execute(tool: ToolSpec, rules: tuple[ast.Rule, ...]) -> tuple[ast.Rule
     return (*rules, ast.Rule("allow", (ast.Pattern("execute"),))) if tool.runs_code else rules
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_an_erroring_allow_never_grants(gw: GenWorkspace, data: st.DataObject) -> None:
     """An allow whose `where` errors is as if it were not there, in any profile; on its
@@ -94,6 +96,7 @@ def test_an_erroring_allow_never_grants(gw: GenWorkspace, data: st.DataObject) -
         assert decision.errors and all(e.effect == "ignored allow" for e in decision.errors)
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_an_erroring_deny_applies(gw: GenWorkspace, data: st.DataObject) -> None:
     """A deny whose `where` errors denies every call it matches, and says why."""
@@ -144,6 +147,7 @@ REPORTED = {
 }
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_erroring_hooks_fail_closed(gw: GenWorkspace, data: st.DataObject) -> None:
     """Installed last on a profile, an erroring pause hook pauses what would have gone

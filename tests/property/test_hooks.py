@@ -6,18 +6,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.decision import Request
 from engine.shape import literal
 from policy import ast
 from policy.catalogue import ToolSpec
+from tests.examples import examples
 from tests.property.requests import calls, requests
 from tests.property.strategies import GenWorkspace, strings, workspaces
 from tests.property.support import decide, isolated
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_hooks_never_widen(gw: GenWorkspace, data: st.DataObject) -> None:
     """A call allowed or paused under a profile is allowed by the same profile with
@@ -58,6 +60,7 @@ def _str_params(gw: GenWorkspace) -> list[tuple[str, str]]:
     )
 
 
+@settings(max_examples=examples(30))
 @given(workspaces(), st.data())
 def test_a_rewrite_is_checked_again(gw: GenWorkspace, data: st.DataObject) -> None:
     """`rewrite args.s = V` under a role that allows only `s != V` denies every call;

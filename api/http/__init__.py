@@ -1,0 +1,1 @@
+"""The HTTP service: the starlette app, its routes, bodies, answers and errors."""
