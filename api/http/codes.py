@@ -349,6 +349,11 @@ CODES: dict[str, Code] = {
         "a stored secret (an approval's sealed call, an identity's seed) does not open with the "
         "server's key: a worker serves with another key than the one that sealed it",
     ),
+    "store-damaged": Code(
+        (503,),
+        "a stored row the request reads (`damaged` names it: an agent, a revision, a token ...)"
+        " fails its checksum or does not decode; nothing was changed (docs/operations.md)",
+    ),
     "fit-unavailable": Code(
         (503,),
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"
