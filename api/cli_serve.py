@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from api.cli_args import UTF8_HELP, not_utf8
+from api.cli_db import damaged_row, start_refusal, too_new
 from api.cli_serve_checks import (
     bound_port,
     database_path,
@@ -53,7 +54,7 @@ from api.service.tokens import Principal
 from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
-from policy.store import StoreUnavailable
+from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
 
 DEMO_AGENT = "demo-support"
 DEMO_PROFILE = "support"
@@ -218,7 +219,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     db = str(args.db)
-    refused = database_refusal(db, serving=True)
+    refused = start_refusal(db) or database_refusal(db, serving=True)
     if refused is not None:
         return refuse(*refused)
     bad_key = key_refusal(db)
@@ -239,15 +240,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service = open_service(
             db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
         )
+    except StoreTooNew as exc:  # (a newer charter migrated it since the look above)
+        return refuse(*too_new(db, exc))
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
-    wrong_key = sealed_refusal(service.store, service.sealer)
-    if wrong_key is not None:
-        service.store.close()
-        return refuse(*wrong_key)
     try:
+        wrong_key = sealed_refusal(service.store, service.sealer)
+        if wrong_key is not None:
+            service.store.close()
+            return refuse(*wrong_key)
         prepare(service, db, args.workspace)
+    except StoreDamaged as exc:  # (a row read at start)
+        service.store.close()
+        return refuse(*damaged_row(db, exc))
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
@@ -292,12 +298,16 @@ def cmd_token(args: argparse.Namespace) -> int:
             "no token was issued"
         )
     refused = database_refusal(db, serving=False)  # a mistyped path would get a token
-    if refused is not None:  # nobody serves
+    if refused is None:  # nobody serves
+        refused = start_refusal(db)
+    if refused is not None:
         return refuse(*refused)
     # Shared: beside `--workers N` processes it takes their writer lock as they do, and
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
     try:
         store = SqliteStore(db, shared=True)
+    except StoreTooNew as exc:
+        return refuse(*too_new(db, exc))
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
@@ -309,6 +319,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     except StoreUnavailable as exc:
         sys.stderr.write(f"charter: {exc}; no token was issued\nhelp: try again\n")
         return 1
+    except StoreDamaged as exc:
+        return refuse(*damaged_row(db, exc))
     except sqlite3.Error as exc:  # a file it may read but not write, say
         return refuse(f"cannot write to database `{db}`: {str(exc).lower()}; no token was issued")
     finally:
