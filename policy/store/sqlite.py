@@ -107,6 +107,24 @@ def _meta(key: str, blob: bytes, stored: Any) -> Any:
         raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
 
 
+# SQLite's result codes for a file it finds damaged: CORRUPT ("database disk image is
+# malformed") and NOTADB.
+_CORRUPT = frozenset({11, 26})
+
+
+@contextlib.contextmanager
+def _unreadable(what: str) -> Iterator[None]:
+    """A read that meets damaged pages, or a column garbled into text that is not UTF-8
+    (which Python's sqlite3 cannot hand over), raises StoreDamaged naming `what`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc):
+            raise StoreDamaged(what, "its pages or columns do not read") from None
+        raise
+
+
 def _summed(table: str, what: str, stored: Any, *columns: Any) -> None:
     """StoreDamaged unless `stored` is the checksum of the row's `columns`."""
     if stored != row_digest(table, columns):
@@ -228,7 +246,7 @@ class SqliteStore:
             return number
 
     def get_revision(self, number: int) -> Doc | None:
-        with self._lock:
+        with self._lock, _unreadable(f"revision {number}"):
             state = self._replay(number)
             if state is None:
                 return None
@@ -281,7 +299,7 @@ class SqliteStore:
 
     def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
         state = revisions.Replay()
-        with self._lock:
+        with self._lock, _unreadable(f"the revisions after {after}"):
             rows = [(int(n), _revision(n, blob, stored)) for n, blob, stored in self._db.execute(
                 "SELECT n, body, sum FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
             )]  # fmt: skip
@@ -321,7 +339,7 @@ class SqliteStore:
         return cursor.rowcount == 1
 
     def get(self, kind: str, id: str) -> Doc | None:
-        with self._lock:
+        with self._lock, _unreadable(f"document {kind}/{id}"):
             row = self._db.execute(
                 "SELECT tag, body, sum FROM documents WHERE kind = ? AND id = ?", (kind, id)
             ).fetchone()
@@ -333,7 +351,7 @@ class SqliteStore:
         return cursor.rowcount == 1
 
     def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]:
-        with self._lock:
+        with self._lock, _unreadable(f"the documents {kind} after position {after_pos}"):
             if tag is None:
                 rows = self._db.execute(
                     "SELECT pos, id, tag, body, sum FROM documents WHERE kind = ? AND pos > ? "
@@ -506,21 +524,21 @@ class SqliteStore:
     # Each row keeps its subject's running total: a sum is two look-ups of the index, not a
     # read of every row in the window (policy/store/ledger.py).
     def spent(self, subject: str, since_ms: int) -> int:
-        with self._lock:
+        with self._lock, _unreadable(f"the ledger rows of `{subject}`"):
             return ledger.spent(self._cursor, subject, since_ms)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
-        with self.atomic():
+        with self.atomic(), _unreadable("the ledger"):
             ledger.charge(self._cursor, subjects, micros, at_ms)
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
-        with self._lock:
+        with self._lock, _unreadable(f"the stored value `{key}`"):
             row = self._db.execute("SELECT body, sum FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else _meta(key, *row)
 
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
-        with self._lock:
+        with self._lock, _unreadable(f"the stored value `{key}`"):
             latest, body, stored = self._cursor.execute(
                 "SELECT (SELECT coalesce(max(n), 0) FROM revisions), "
                 "(SELECT body FROM meta WHERE key = ?1), (SELECT sum FROM meta WHERE key = ?1)",
