@@ -22,7 +22,11 @@ keyed by (kind, id), so a PostgreSQL implementation needs six tables and no join
   keeps its subject's running total through it (`cum`, exact past 64 bits: a `numeric`),
   so a sum is the difference of two rows found by an index on (subject, at), never a
   read of the window (policy/store/ledger.py).
-- meta: a few named values (the demo seed flag, schema version).
+- meta: a few named values (the demo seed flag, the cache epoch).
+
+Every row of the SQLite store carries a checksum (`sum`, policy/store/rowsum.py), checked
+on every read; the decision log's runs chain. The schema's version is SQLite's
+`user_version`, and the migrations applied at open are in policy/store/schema.py.
 """
 
 from __future__ import annotations
