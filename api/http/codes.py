@@ -354,6 +354,11 @@ CODES: dict[str, Code] = {
         "a stored row the request reads (`damaged` names it: an agent, a revision, a token ...)"
         " fails its checksum or does not decode; nothing was changed (docs/operations.md)",
     ),
+    "store-too-new": Code(
+        (503,),
+        "a newer charter migrated the database (its schema version) while this server served it;"
+        " nothing was changed",
+    ),
     "fit-unavailable": Code(
         (503,),
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"

@@ -11,6 +11,7 @@ from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
 from api.service.errors import ServiceError
 from api.service.snapshots import NotCompiled
+from policy.store import StoreTooNew
 
 
 async def healthz(request: Request) -> Response:
@@ -26,6 +27,8 @@ async def readyz(request: Request) -> Response:
     try:
         service.sync()
         latest = service.store.latest_revision()
+    except StoreTooNew as exc:
+        return json_response({"status": "unavailable", "reason": str(exc)}, 503)
     except Exception:
         return json_response({"status": "unavailable", "reason": "store"}, 503)
     moved = service.store.moved()

@@ -207,7 +207,8 @@ class Store(Protocol):
     def get_meta(self, key: str) -> Any: ...
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
         """`latest_revision()` and `get_meta(key)` in one read (what a process looks at
-        when another one committed)."""
+        when another one committed); StoreTooNew once a newer charter has migrated the
+        database since this store opened it."""
         ...
 
     def set_meta(self, key: str, value: Any) -> None: ...

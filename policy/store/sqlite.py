@@ -22,7 +22,17 @@ from typing import Any
 
 import cbor2
 
-from policy.store import Damaged, Doc, Row, StoreDamaged, ledger, revisions, schema, texts
+from policy.store import (
+    Damaged,
+    Doc,
+    Row,
+    StoreDamaged,
+    StoreTooNew,
+    ledger,
+    revisions,
+    schema,
+    texts,
+)
 from policy.store.checkpoints import Checkpointer
 from policy.store.logcheck import Chain, extent, packed
 from policy.store.rowsum import GENESIS, log_digest, log_hasher, row_digest
@@ -539,11 +549,14 @@ class SqliteStore:
 
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
         with self._lock, _unreadable(f"the stored value `{key}`"):
-            latest, body, stored = self._cursor.execute(
+            latest, body, stored, version = self._cursor.execute(
                 "SELECT (SELECT coalesce(max(n), 0) FROM revisions), "
-                "(SELECT body FROM meta WHERE key = ?1), (SELECT sum FROM meta WHERE key = ?1)",
+                "(SELECT body FROM meta WHERE key = ?1), (SELECT sum FROM meta WHERE key = ?1), "
+                "(SELECT user_version FROM pragma_user_version)",
                 (key,),
             ).fetchone()
+        if version > schema.VERSION:  # (a newer charter migrated the file since it was opened)
+            raise StoreTooNew(version, schema.VERSION)
         return int(latest), None if body is None else _meta(key, body, stored)
 
     def set_meta(self, key: str, value: Any) -> None:

@@ -253,3 +253,22 @@ def test_cut_garbled_and_newer_files_are_refused_at_start(
 def test_db_check_usage(tmp_path: Path, capsys: Any) -> None:
     assert main(["db", "check", "--db", str(tmp_path / "none.db")]) == 2
     assert "no database file at" in capsys.readouterr().err
+
+
+def test_a_newer_charter_migrating_the_file_stops_the_server_answering(
+    live: httpx.Client, harness: Harness
+) -> None:
+    """The file's schema version moved past this charter's while it served (a newer
+    charter opened it): requests are 503 `store-too-new`, `/readyz` says why."""
+    assert live.get("/v1/agents/a1", headers=harness.auth()).status_code == 200
+    with sqlite3.connect(harness.db) as newer:
+        newer.execute(f"PRAGMA user_version = {schema.VERSION + 1}")
+    newer.close()
+    refused = live.get("/v1/agents/a1", headers=harness.auth())
+    assert code_of(refused) == (503, "store-too-new"), refused.text
+    decided = live.post("/v1/decisions", headers=harness.auth(),
+                        json={"agent": "a1", "tool": "mail.send", "args": {**MAIL, "body": "x"}})  # fmt: skip
+    assert code_of(decided) == (503, "store-too-new")
+    ready = live.get("/readyz")
+    assert ready.status_code == 503 and "newer than this charter" in ready.json()["reason"]
+    assert harness.service.store.last_seq() == 0  # (nothing was logged)
