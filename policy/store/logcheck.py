@@ -46,9 +46,9 @@ class Chain:
 
     __slots__ = ("chained_to", "end")
 
-    def __init__(self, end: int = 1, chained_to: bytes = GENESIS) -> None:
+    def __init__(self, end: int = 1, chained_to: object = GENESIS) -> None:
         self.end = end
-        self.chained_to = chained_to
+        self.chained_to = chained_to if isinstance(chained_to, bytes) else b""
 
     def missing(self, seq: int) -> Damaged | None:
         """The seqs missing before a run that starts at `seq`, or None."""

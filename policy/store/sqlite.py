@@ -445,7 +445,8 @@ class SqliteStore:
                     start = max(wanted, seq)
                     stop = min(last + 1, start + limit - len(found))
                     if start >= stop:  # (the first run ended at or before `after_seq`)
-                        chain.end, chain.chained_to = last + 1, stored
+                        chain.end = last + 1
+                        chain.chained_to = stored if isinstance(stored, bytes) else b""
                         current = following
                         continue
                     # `_run_rows` keeps to the bytes left (but for a page's first row)

@@ -225,6 +225,15 @@ def test_a_row_without_its_checksum_is_damaged(tmp_path: Path) -> None:
         store.get_meta("admin_token_issued")
     assert _log(store)[0] == (1, rows[1]) and isinstance(_log(store)[1][1], Damaged)
     store.close()
+    # A page that starts in a gap after a run without its sum: the gap, then on.
+    other = SqliteStore(tmp_path / "t.db")
+    _filled(other, [1, 1, 1, 1])
+    other._db.execute("UPDATE decisions SET sum = NULL WHERE seq = 1")
+    other._db.execute("DELETE FROM decisions WHERE seq = 2")
+    assert [(seq, getattr(row, "why", None)) for seq, row in other.read_decisions(1, 10)] == [
+        (2, "missing"), (3, "chain-broken"), (4, None)
+    ]  # fmt: skip
+    other.close()
 
 
 # ---- schema versions ------------------------------------------------------------------------
