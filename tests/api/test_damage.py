@@ -272,3 +272,48 @@ def test_a_newer_charter_migrating_the_file_stops_the_server_answering(
     ready = live.get("/readyz")
     assert ready.status_code == 503 and "newer than this charter" in ready.json()["reason"]
     assert harness.service.store.last_seq() == 0  # (nothing was logged)
+
+
+WRITER = """
+import sys
+from policy.store.sqlite import SqliteStore
+store = SqliteStore(sys.argv[1])
+for i in range(2000):
+    store.append_decisions([b'{"id": "x", "effect": "allow"}'] * 10)
+print("written", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_database_left_by_kill_9_is_not_taken_for_damaged(tmp_path: Path) -> None:
+    """A writer killed with its commits still in the `-wal` (not copied back): the look
+    at start finds nothing wrong, changes neither the file nor its `-wal`, and the store
+    reads every commit."""
+    from api.cli_db import start_refusal
+    from policy.store.sqlite import SqliteStore
+
+    db = tmp_path / "k.db"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], cwd=ROOT, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+    writer.kill()
+    writer.wait(timeout=20)
+    writer.stdout.close()
+    assert writer.stdin is not None
+    writer.stdin.close()
+    wal = Path(f"{db}-wal")
+    assert wal.stat().st_size > 0
+
+    def files() -> dict[str, bytes]:  # (not the `-shm`: SQLite's index of the WAL, rebuilt)
+        return {
+            path.name: path.read_bytes() for path in tmp_path.iterdir() if "shm" not in path.name
+        }
+
+    before = files()
+    assert start_refusal(str(db)) is None
+    assert files() == before and set(before) == {"k.db", "k.db-wal"}
+    store = SqliteStore(db)
+    assert store.last_seq() == 20_000 and len(store.read_decisions(19_990, 100)) == 10
+    store.close()
