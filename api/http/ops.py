@@ -11,7 +11,7 @@ from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
 from api.service.errors import ServiceError
 from api.service.snapshots import NotCompiled
-from policy.store import StoreTooNew
+from policy.store import StoreDamaged, StoreTooNew
 
 
 async def healthz(request: Request) -> Response:
@@ -27,7 +27,7 @@ async def readyz(request: Request) -> Response:
     try:
         service.sync()
         latest = service.store.latest_revision()
-    except StoreTooNew as exc:
+    except (StoreTooNew, StoreDamaged) as exc:  # (what a restart on the file would refuse)
         return json_response({"status": "unavailable", "reason": str(exc)}, 503)
     except Exception:
         return json_response({"status": "unavailable", "reason": "store"}, 503)

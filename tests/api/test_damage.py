@@ -171,6 +171,14 @@ def test_damaged_documents_and_revisions_are_503_store_damaged(
         code_of(revision) == (503, "store-damaged") and revision.json()["damaged"] == "revision 1"
     )
     assert live.get("/v1/identities", headers=harness.auth()).status_code == 200
+    with sqlite3.connect(harness.db) as other:  # (the value every process reads on a commit)
+        other.execute("INSERT INTO meta (key, body, sum) VALUES ('cache_epoch', x'01', x'00')")
+    other.close()
+    ready = live.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["reason"] == (
+        "the stored value `cache_epoch` is damaged: it does not match its checksum"
+    )
     assert harness.service.metrics.rejected[(503, "store-damaged")] >= 3
 
 
