@@ -3,8 +3,8 @@ SQLite's own `PRAGMA quick_check`.
 
 A file cut short (a copy that stopped, a full disk) or garbled in the middle opens in
 SQLite as if whole: the pages it lacks or cannot read fail only the statements that
-reach them, so a server started on it answered `/readyz` 200 and logged decisions while
-reading the log failed. So `charter serve` looks first, without writing anything:
+reach them, so a server on it would be ready and log decisions while the reads that reach
+those pages fail. So `charter serve` looks first, changing neither the file nor its WAL:
 
 - the header: SQLite's 16-byte magic string, a page size that is a power of two from 512
   to 65536, a file a whole number of those pages, and no fewer pages than the header

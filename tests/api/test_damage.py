@@ -126,7 +126,7 @@ def test_a_byte_flipped_in_a_logged_row_is_marked_and_the_rest_served(
 
 
 def test_a_deleted_and_an_undecodable_log_row_over_http(
-    live: httpx.Client, harness: Harness
+    live: httpx.Client, harness: Harness, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for i in range(4):
         call = {"agent": "a1", "tool": "mail.send", "args": {**MAIL, "body": str(i)}}
@@ -140,6 +140,15 @@ def test_a_deleted_and_an_undecodable_log_row_over_http(
         (1, None), (2, "missing"), (3, "chain-broken"), (4, None), (5, "undecodable"),
     ]  # fmt: skip
     assert page["next_after_seq"] == 5
+    harness.service.store.close()  # (stopped: its WAL copied back)
+    assert _checked(harness.db, capsys) == (1, "".join(
+        f"{harness.db}: {line}\n" for line in (
+            "decisions 2: missing: decision 2 is not in the log (removed)",
+            "decisions 3: chain-broken: rows before it are missing, so it cannot be checked",
+            "decisions 5: undecodable: it does not decode (CBORDecodeError)",
+            "3 damaged",
+        )
+    ))  # fmt: skip
 
 
 def test_damaged_documents_and_revisions_are_503_store_damaged(
