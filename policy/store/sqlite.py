@@ -129,10 +129,16 @@ def _unreadable(what: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        code = getattr(exc, "sqlite_errorcode", None)
-        if (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc):
+        if _damage(exc):
             raise StoreDamaged(what, "its pages or columns do not read") from None
         raise
+
+
+def _damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite (or its Python module) failed for damage in the file, not for a
+    condition that passes (a busy lock, a full disk: StoreUnavailable's)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc)
 
 
 def _summed(table: str, what: str, stored: Any, *columns: Any) -> None:
@@ -466,6 +472,8 @@ class SqliteStore:
                         break  # (full by its bytes)
                     current = following
             except sqlite3.DatabaseError as exc:
+                if not _damage(exc):
+                    raise
                 raise StoreDamaged(
                     f"the decision log after seq {found[-1][0] if found else after_seq}",
                     f"its pages do not read ({str(exc).lower()})",

@@ -303,3 +303,23 @@ def test_every_damage_names_a_row_that_does_not_decode(tmp_path: Path) -> None:
     found: list[Any] = list(every_damage(store._db, decode_row))
     assert [(f.where, f.why) for f in found] == [("decisions 2", "undecodable")]
     store.close()
+
+
+def test_log_pages_that_do_not_read_are_store_damaged(tmp_path: Path) -> None:
+    """A page of the log's table zeroed in the file (SQLite: "malformed"): the read that
+    reaches it is StoreDamaged naming where, never SQLite's own error."""
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    for i in range(1, 3001):
+        store.append_decisions([_row(i) + b" " * 150])
+    store.close()
+    data = bytearray(path.read_bytes())
+    middle = (len(data) // 2) // 4096 * 4096
+    data[middle : middle + 4096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    store = SqliteStore(path)
+    with pytest.raises(StoreDamaged) as info:
+        store.read_decisions(0, 10_000)
+    assert info.value.what.startswith("the decision log after seq ")
+    assert info.value.why.startswith("its pages do not read (")
+    store.close()
