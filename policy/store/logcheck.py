@@ -71,7 +71,10 @@ class Chain:
         damaged: Damaged | None = None
         if digest is None or stored != digest:
             if after_gap:
-                why, detail = "chain-broken", "rows before it are missing, so it cannot be checked"
+                why, detail = (
+                    "chain-broken",
+                    "rows before it are missing or do not read, so its link cannot be checked",
+                )
             else:
                 why, detail = "checksum-mismatch", "it does not match its checksum"
             damaged = Damaged(seq, last, why, detail)

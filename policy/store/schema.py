@@ -75,12 +75,25 @@ def _tables(db: sqlite3.Connection) -> None:
     ledger.fill_running_totals(db)
 
 
-def _rows(db: sqlite3.Connection, statement: str) -> Iterator[list[tuple[Any, ...]]]:
+def after_key(
+    db: sqlite3.Connection, table: str, key: str, columns: str, after: Any, limit: int
+) -> list[tuple[Any, ...]]:
+    """`key` and `columns` of the rows of `table` after the key `after` (None: from the
+    first), at most `limit`, in key order: a seek in the key's index for each batch, never
+    a scan from the first row (which `?1 IS NULL OR key > ?1` is)."""
+    where, params = ("", (limit,)) if after is None else (f" WHERE {key} > ?", (after, limit))
+    statement = f"SELECT {key}, {columns} FROM {table}{where} ORDER BY {key} LIMIT ?"
+    return db.execute(statement, params).fetchall()
+
+
+def _rows(
+    db: sqlite3.Connection, table: str, key: str, columns: str
+) -> Iterator[list[tuple[Any, ...]]]:
     """A table's rows a thousand at a time, in key order, each batch read whole before
-    the caller writes (the statement takes the last key read and the batch's size)."""
+    the caller writes."""
     last: Any = None
     while True:
-        rows = db.execute(statement, (last, _AT_ONCE)).fetchall()
+        rows = after_key(db, table, key, columns, last, _AT_ONCE)
         if not rows:
             return
         yield rows
@@ -97,22 +110,14 @@ def _add_sum(db: sqlite3.Connection, table: str) -> None:
 def _checksums(db: sqlite3.Connection) -> None:
     for table, (key,) in KEYS.items():
         _add_sum(db, table)
-        covered = ", ".join(COVERED[table])
-        statement = (
-            f"SELECT {key}, {covered} FROM {table} WHERE ?1 IS NULL OR {key} > ?1 "
-            f"ORDER BY {key} LIMIT ?2"
-        )
-        for rows in _rows(db, statement):
+        for rows in _rows(db, table, key, ", ".join(COVERED[table])):
             db.executemany(
                 f"UPDATE {table} SET sum = ? WHERE {key} = ?",
                 [(row_digest(table, row[1:]), row[0]) for row in rows],
             )
     _add_sum(db, "decisions")
     chained_to = GENESIS
-    statement = (
-        "SELECT seq, count, body FROM decisions WHERE ?1 IS NULL OR seq > ?1 ORDER BY seq LIMIT ?2"
-    )
-    for rows in _rows(db, statement):
+    for rows in _rows(db, "decisions", "seq", "count, body"):
         sums = []
         for seq, count, body in rows:
             chained_to = log_digest(chained_to, int(seq), int(count), bytes(body))

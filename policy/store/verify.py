@@ -23,6 +23,7 @@ from policy.store.logcheck import Chain, extent, packed
 from policy.store.rowsum import log_digest, row_digest
 
 _AT_ONCE = 1000
+_MOST = (1 << 63) - 1  # SQLite's largest integer
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +79,10 @@ def _decodes(table: str, row: tuple[Any, ...]) -> bool:
 def _rows(db: sqlite3.Connection, table: str) -> Iterator[tuple[Any, ...]]:
     """(key, *covered columns, sum) of every row of `table`, in key order, in batches."""
     (key,) = schema.KEYS[table]
-    columns = ", ".join(schema.COVERED[table])
-    statement = (
-        f"SELECT {key}, {columns}, sum FROM {table} WHERE ?1 IS NULL OR {key} > ?1 "
-        f"ORDER BY {key} LIMIT ?2"
-    )
+    columns = ", ".join(schema.COVERED[table]) + ", sum"
     last: Any = None
     while True:
-        batch = db.execute(statement, (last, _AT_ONCE)).fetchall()
+        batch = schema.after_key(db, table, key, columns, last, _AT_ONCE)
         yield from batch
         if len(batch) < _AT_ONCE:
             return
@@ -106,41 +103,126 @@ def _table(db: sqlite3.Connection, table: str) -> Iterator[Finding]:
         yield Finding(where, "unreadable", f"its pages do not read ({str(exc).lower()})")
 
 
-def _log(db: sqlite3.Connection, decode_row: Callable[[bytes], object]) -> Iterator[Finding]:
-    chain = Chain()
-    statement = (
-        "SELECT seq, count, body, sum FROM decisions WHERE ?1 IS NULL OR seq > ?1 "
-        "ORDER BY seq LIMIT ?2"
-    )
-    last_seq: Any = None
-    try:
-        while True:
-            batch = db.execute(statement, (last_seq, _AT_ONCE)).fetchall()
-            for i, (seq, count, body, stored) in enumerate(batch):
-                following = batch[i + 1][0] if i + 1 < len(batch) else _next_run(db, seq)
-                last = extent(seq, count, following)
-                gap = chain.missing(seq)
-                if gap is not None:
-                    yield _finding(gap.seq, gap.last_seq, gap.why, gap.detail)
-                whole = isinstance(body, bytes) and isinstance(count, int)
-                digest = log_digest(chain.chained_to, seq, count, body) if whole else None
-                unpacks = whole and packed(count, body)
-                damaged = chain.check(seq, last, stored, digest, unpacks)
-                if damaged is not None:
-                    yield _finding(damaged.seq, damaged.last_seq, damaged.why, damaged.detail)
-                    continue
-                yield from _undecodable(seq, count, body, decode_row)
+def _log_runs(db: sqlite3.Connection, after: int | None, limit: int) -> list[tuple[Any, ...]]:
+    return schema.after_key(db, "decisions", "seq", "count, body, sum", after, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """Runs after `after` (None: from the start) that do not read, up to `resume` (the
+    first that reads again; None: none does)."""
+
+    after: int | None
+    resume: int | None
+    message: str
+
+
+def _runs(db: sqlite3.Connection) -> Iterator[tuple[Any, ...] | _Unreadable]:
+    """Every run of the log in seq order, a thousand at a time; where pages do not read,
+    a run at a time up to them, then an `_Unreadable` for what is skipped."""
+    last: int | None = None
+    while True:
+        try:
+            batch = _log_runs(db, last, _AT_ONCE)
+        except sqlite3.DatabaseError:
+            batch = None
+        if batch is not None:
+            yield from batch
             if len(batch) < _AT_ONCE:
                 return
-            last_seq = batch[-1][0]
-    except sqlite3.DatabaseError as exc:
-        after = "" if last_seq is None else f" after seq {chain.end - 1}"
-        yield Finding(f"decisions{after}", "unreadable", f"its pages do not read ({exc})")
+            last = int(batch[-1][0])
+            continue
+        for _ in range(_AT_ONCE):  # (up to the damage, a run at a time)
+            try:
+                rows = _log_runs(db, last, 1)
+            except sqlite3.DatabaseError as exc:
+                resume = _resume(db, 0 if last is None else last)
+                yield _Unreadable(last, resume, str(exc).lower())
+                if resume is None:
+                    return
+                last = resume - 1
+                break
+            if not rows:
+                return
+            yield rows[0]
+            last = int(rows[0][0])
 
 
-def _next_run(db: sqlite3.Connection, seq: int) -> int | None:
-    found = db.execute("SELECT min(seq) FROM decisions WHERE seq > ?", (seq,)).fetchone()
-    return None if found is None or found[0] is None else int(found[0])
+def _readable_after(db: sqlite3.Connection, bound: int) -> int | bool | None:
+    """The first run after `bound` if it reads (None: there is none), False if not."""
+    try:
+        rows = _log_runs(db, bound, 1)
+    except sqlite3.DatabaseError:
+        return False
+    return int(rows[0][0]) if rows else None
+
+
+def _resume(db: sqlite3.Connection, last: int) -> int | None:
+    """The first run past the damage after seq `last` that reads: bounds `last + 1`,
+    `last + 2`, `last + 4` ... until one reads, then halved back to the nearest."""
+    failed, step = last, 1
+    while True:
+        found = _readable_after(db, last + step)
+        if found is not False:
+            break
+        failed = last + step
+        if last + 2 * step > _MOST:  # (nothing past the damage reads, to the last seq there can be)
+            return None
+        step *= 2
+    lo, hi = failed, last + step  # (after `lo` does not read; after `hi` does)
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        there = _readable_after(db, middle)
+        if there is False:
+            lo = middle
+        else:
+            hi, found = middle, there
+    return None if found is None or found is False else int(found)
+
+
+def _log(db: sqlite3.Connection, decode_row: Callable[[bytes], object]) -> Iterator[Finding]:
+    chain = Chain()
+    before: tuple[Any, ...] | _Unreadable | None = None  # (the run read, waiting for the next)
+    after_unreadable = False
+    for item in _runs(db):
+        if before is not None:
+            yield from _one(chain, before, item, decode_row, after_unreadable)
+            after_unreadable = isinstance(before, _Unreadable)
+        before = item
+    if before is not None:
+        yield from _one(chain, before, None, decode_row, after_unreadable)
+
+
+def _one(
+    chain: Chain, item: tuple[Any, ...] | _Unreadable,
+    following: tuple[Any, ...] | _Unreadable | None, decode_row: Callable[[bytes], object],
+    after_unreadable: bool,
+) -> Iterator[Finding]:  # fmt: skip
+    """The findings of one run (or stretch that does not read), `following` the next."""
+    if isinstance(item, _Unreadable):
+        first = (0 if item.after is None else item.after) + 1
+        detail = f"its pages do not read ({item.message})"
+        if item.resume is None:
+            yield Finding(f"decisions from {first} on", "unreadable", detail)
+            return
+        yield _finding(first, item.resume - 1, "unreadable", detail)
+        chain.end, chain.chained_to = first, b""  # (the next run's link cannot be checked)
+        return
+    seq, count, body, stored = item
+    next_seq = following[0] if isinstance(following, tuple) else None
+    if isinstance(following, _Unreadable):
+        next_seq = None if following.after is None else following.after + 1
+    last = extent(seq, count, next_seq)
+    gap = None if after_unreadable else chain.missing(seq)
+    if gap is not None:
+        yield _finding(gap.seq, gap.last_seq, gap.why, gap.detail)
+    whole = isinstance(body, bytes) and isinstance(count, int)
+    digest = log_digest(chain.chained_to, seq, count, body) if whole else None
+    damaged = chain.check(seq, last, stored, digest, whole and packed(count, body))
+    if damaged is not None:
+        yield _finding(damaged.seq, damaged.last_seq, damaged.why, damaged.detail)
+        return
+    yield from _undecodable(seq, count, body, decode_row)
 
 
 def _undecodable(

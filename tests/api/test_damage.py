@@ -144,7 +144,7 @@ def test_a_deleted_and_an_undecodable_log_row_over_http(
     assert _checked(harness.db, capsys) == (1, "".join(
         f"{harness.db}: {line}\n" for line in (
             "decisions 2: missing: decision 2 is not in the log (removed)",
-            "decisions 3: chain-broken: rows before it are missing, so it cannot be checked",
+            "decisions 3: chain-broken: rows before it are missing or do not read, so its link cannot be checked",
             "decisions 5: undecodable: it does not decode (CBORDecodeError)",
             "3 damaged",
         )

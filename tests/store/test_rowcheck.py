@@ -159,7 +159,15 @@ def test_a_removed_log_run_is_missing_and_breaks_the_chain(tmp_path: Path) -> No
     assert log == [
         (1, rows[1]),
         (2, Damaged(2, 3, "missing", "decisions 2 to 3 are not in the log (removed)")),
-        (4, Damaged(4, 4, "chain-broken", "rows before it are missing, so it cannot be checked")),
+        (
+            4,
+            Damaged(
+                4,
+                4,
+                "chain-broken",
+                "rows before it are missing or do not read, so its link cannot be checked",
+            ),
+        ),
         (5, rows[5]),
     ]
     # Paged one at a time, the pages meet the same stretches, and `after_seq` inside one.
@@ -323,3 +331,28 @@ def test_log_pages_that_do_not_read_are_store_damaged(tmp_path: Path) -> None:
     assert info.value.what.startswith("the decision log after seq ")
     assert info.value.why.startswith("its pages do not read (")
     store.close()
+
+
+def test_every_damage_reads_past_log_pages_that_do_not_read(tmp_path: Path) -> None:
+    """A page of the log's table zeroed in the file, and a row changed after it: the check
+    names the stretch that does not read, the run after it (its link cannot be checked),
+    and goes on to find the changed row."""
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    for i in range(1, 3001):
+        store.append_decisions([_row(i) + b" " * 150])
+    store._db.execute("UPDATE decisions SET body = ? WHERE seq = 2900", (_row(2900, "pause"),))
+    store.close()
+    data = bytearray(path.read_bytes())
+    middle = (len(data) // 2) // 4096 * 4096
+    data[middle : middle + 4096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    db = sqlite3.connect(path)
+    found = [(f.where, f.why) for f in every_damage(db, decode_row)]
+    db.close()
+    assert len(found) == 3, found
+    (unreadable, why), (after, broken), changed = found
+    first, last = map(int, unreadable.removeprefix("decisions ").split(" to "))
+    assert why == "unreadable" and 1 < first < last < 2900
+    assert (after, broken) == (f"decisions {last + 1}", "chain-broken")
+    assert changed == ("decisions 2900", "checksum-mismatch")
