@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := grammar policy engine api
 
-.PHONY: install lint typecheck test fuzz bench serve fmt clean
+.PHONY: install lint typecheck test fuzz bench serve fmt docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench: $(VENV)/.bench-stamp
 fmt: install
 	$(VENV)/bin/ruff format $(PACKAGES) tests bench
 	$(VENV)/bin/ruff check --fix $(PACKAGES) tests bench
+
+# docs/http-reference.md is generated from the route table and the models (a test fails
+# when it is stale).
+docs: install
+	$(PY) -m api.http.docgen > docs/http-reference.md
 
 serve: install
 	$(VENV)/bin/charter serve --db charter.db --workspace fixtures/workspace --host 127.0.0.1 --port 8080

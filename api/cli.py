@@ -302,6 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except CharterError as exc:  # pragma: no cover - each verb renders its own
         return cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
+    except BrokenPipeError:
+        # The reader went away (`charter tools ... | head`): nothing more is wanted. Point
+        # stdout at /dev/null so the interpreter's flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         if os.environ.get("CHARTER_DEBUG") == "1":
             raise

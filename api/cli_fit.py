@@ -61,7 +61,7 @@ def print_fit(result: FitResult) -> None:
     _out(f"does not fit: {count} violation{'s' if count != 1 else ''}")
     for v in result.violations:
         _out(f"{v.kind}: {v.message}")
-        _print_where(v.location, v.counterexample)
+        _print_where(v.location, v.shown_counterexample())
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -127,7 +127,7 @@ def print_diff(result: DiffResult) -> None:
         return
     for change in result.changes:
         _out(f"{change.direction}: profile `{change.profile}`: {change.message}")
-        _print_where(change.location, change.counterexample)
+        _print_where(change.location, change.shown_counterexample())
     count = {d: sum(c.direction == d for c in result.changes) for d in DIRECTIONS}
     _out(f"{count['wider']} wider, {count['narrower']} narrower, {count['unknown']} undecided")
 

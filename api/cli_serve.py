@@ -12,7 +12,11 @@ the store was busy: try again); 2 the command line cannot be served: an option o
 range, a database path that is empty, in memory, unopenable or not charter's, a port that
 cannot be listened on, a malformed secret key or a key file others may read, a file at
 `<db>.metrics` where `--workers N` keep their counters. Each of these
-is found before anything is created, and leaves the path as it was.
+is found before anything is created, and leaves the path as it was. Exit 2 also, with
+`error[<code>]` (policy/store/refusal.py, docs/operations.md), for a database that lacks
+commits its mark records, a missing or empty one beside the files of one that was there,
+a damaged mark, and a full disk; a first start is made whole or not at all
+(api/first_start.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import secrets
 import socket
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +46,11 @@ from api.cli_serve_checks import (
     port_number,
     refuse,
     sealed_refusal,
+    store_refused,
     turn_lifetime,
     worker_count,
 )
+from api.first_start import build, disk_full, is_disk_full
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
@@ -55,6 +62,8 @@ from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
 from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
+from policy.store.evidence import is_new, lost_database
+from policy.store.refusal import StoreRefused
 
 DEMO_AGENT = "demo-support"
 DEMO_PROFILE = "support"
@@ -86,6 +95,17 @@ def _write_secret_file(path: Path, text: str) -> None:
         spare.unlink(missing_ok=True)
 
 
+def _token_left(db: str) -> list[Path]:
+    """`<db>.admin-token` when it holds a token, which a first start writes once its
+    database is in place (policy/store/evidence.py): an empty file or a directory there
+    says nothing of a database, and is replaced (or left) by the first start."""
+    path = token_path(db)
+    with contextlib.suppress(OSError), path.open("rb") as handle:
+        if handle.read(len(tokens.PREFIX)) == tokens.PREFIX.encode():
+            return [path]
+    return []
+
+
 def workspace_files(workspace: str) -> list[tuple[str, str]]:
     """The directory's `*.charter` files, named relative to it (`mail.charter:7:3` in a
     reason, as an upload names them): where the server keeps its files is nobody's
@@ -96,27 +116,50 @@ def workspace_files(workspace: str) -> list[tuple[str, str]]:
     return [(Path(name).relative_to(root).as_posix(), text) for name, text in read_sources([root])]
 
 
-def prepare(service: Service, db: str, workspace: str | None) -> None:
-    """Everything a first start needs, done once in the parent before any worker starts."""
+def prepare(
+    service: Service, db: str, workspace: str | None, say: Callable[[str], None] = _say
+) -> None:
+    """What a start needs, done once in the parent before any worker starts: the
+    workspace loaded, the demo seeded into a database that had no policy, the admin
+    token issued on its first start. A first start runs the first two on the database it
+    makes (api/first_start.py), the token once it is in place."""
     store = service.store
     empty = store.latest_revision() == 0
     if workspace is not None:
-        files = workspace_files(workspace)
-        _, current = service.files(store.latest_revision() or None)
-        if not any(path.startswith(ROLES_DIR) for path, _ in files):
-            # The roles made through the API (`api/roles/`) are the server's, as its agents
-            # are, not the directory's: every restart of `make serve` deleted them (or
-            # failed, when a profile named one). A directory with an `api/roles/` of its
-            # own gives them all.
-            files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
-        if files != current:
-            with store.atomic():
-                snapshot = service.upload(files, "charter serve", f"loaded {workspace}")
-            _say(f"policy: revision {snapshot.revision} from {workspace}")
-        else:
-            _say(f"policy: revision {store.latest_revision()} is already {workspace}")
-    seed_demo = empty and store.latest_revision() and store.get("agents", DEMO_AGENT) is None
-    if seed_demo and DEMO_PROFILE in service.current().workspace.profiles:
+        load_workspace(service, workspace, say)
+    if empty:
+        seed_demo(service, say)
+    issue_admin_token(service, db, say)
+
+
+def load_workspace(service: Service, workspace: str, say: Callable[[str], None]) -> None:
+    store = service.store
+    files = workspace_files(workspace)
+    _, current = service.files(store.latest_revision() or None)
+    if not any(path.startswith(ROLES_DIR) for path, _ in files):
+        # The roles made through the API (`api/roles/`) are the server's, as its agents
+        # are, not the directory's: every restart of `make serve` deleted them (or
+        # failed, when a profile named one). A directory with an `api/roles/` of its
+        # own gives them all.
+        files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
+    if files != current:
+        with store.atomic():
+            snapshot = service.upload(files, "charter serve", f"loaded {workspace}")
+        say(f"policy: revision {snapshot.revision} from {workspace}")
+    else:
+        say(f"policy: revision {store.latest_revision()} is already {workspace}")
+
+
+def seed_demo(service: Service, say: Callable[[str], None]) -> None:
+    """The demo agent on profile `support` (a fresh identity) and a placeholder connection
+    for each toolset that requires one, in one transaction: all of them or none."""
+    store = service.store
+    if not store.latest_revision() or store.get("agents", DEMO_AGENT) is not None:
+        return
+    if DEMO_PROFILE not in service.current().workspace.profiles:
+        return
+    lines = []
+    with store.atomic():
         view, _ = identities.create(store, service.sealer, "Demo support agent")
         admin = Principal("serve", "admin")
         create_agent(
@@ -124,24 +167,47 @@ def prepare(service: Service, db: str, workspace: str | None) -> None:
             {"id": DEMO_AGENT, "name": "Demo support agent", "profile": DEMO_PROFILE,
              "identity": view["id"]},
         )  # fmt: skip
-        _say(f"demo agent: {DEMO_AGENT} (profile {DEMO_PROFILE}, identity {view['id']})")
+        lines.append(f"demo agent: {DEMO_AGENT} (profile {DEMO_PROFILE}, identity {view['id']})")
         for name, toolset in sorted(service.current().workspace.toolsets.items()):
             if toolset.connection_required:  # a placeholder so the demo's calls can run
                 create_connection(
                     service, {"name": f"demo-{name}", "toolset": name,
                               "credential": "demo-placeholder"}, None,
                 )  # fmt: skip
-                _say(f"demo connection: demo-{name} (workspace-owned, toolset {name})")
-    if not store.get_meta("admin_token_issued"):
-        token, _ = tokens.issue(store, "admin", name="first start")
-        store.set_meta("admin_token_issued", True)
-        path = token_path(db)
-        try:
-            _write_secret_file(path, token)
-        except OSError as exc:  # (a directory at the path): printed all the same
-            _say(f"admin token (shown once; not written to {path}: {os_reason(exc)}):\n  {token}")
-        else:
-            _say(f"admin token (shown once; also in {path}, mode 0600):\n  {token}")
+                lines.append(f"demo connection: demo-{name} (workspace-owned, toolset {name})")
+    for line in lines:
+        say(line)
+
+
+def issue_admin_token(service: Service, db: str, say: Callable[[str], None]) -> None:
+    """The first admin token, once per database: its file is written inside the
+    transaction that stores its hash (and removed when that transaction fails), so a
+    start that failed anywhere issues it again, and a token is never stored unprinted."""
+    store = service.store
+    if store.get_meta("admin_token_issued"):
+        return
+    path = token_path(db)
+    written = False
+    unwritten: str | None = None
+    try:
+        with store.atomic():
+            token, _ = tokens.issue(store, "admin", name="first start")
+            store.set_meta("admin_token_issued", True)
+            try:
+                _write_secret_file(path, token)
+                written = True
+            except OSError as exc:  # (a directory at the path): printed all the same
+                if is_disk_full(exc):
+                    raise
+                unwritten = os_reason(exc)
+    except BaseException:
+        if written:
+            path.unlink(missing_ok=True)
+        raise
+    if unwritten is not None:
+        say(f"admin token (shown once; not written to {path}: {unwritten}):\n  {token}")
+    else:
+        say(f"admin token (shown once; also in {path}, mode 0600):\n  {token}")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -209,6 +275,19 @@ def run_uvicorn(app: Any, host: str, port: int, workers: int = 1, **options: Any
         Multiprocess(config, sockets=[listening_socket(host, port)]).run()
 
 
+def prepare_new(service: Service, workspace: str | None, say: Callable[[str], None]) -> None:
+    """What a first start puts in the database it makes: the workspace and the demo."""
+    if workspace is not None:
+        load_workspace(service, workspace, say)
+    seed_demo(service, say)
+
+
+def _workspace_refused(exc: ServiceError) -> int:
+    hint = exc.extra.get("help")
+    sys.stderr.write(f"charter: {exc.message}\n" + (f"help: {hint}\n" if hint else ""))
+    return 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import (
         MAX_POLICY_ENV,
@@ -222,6 +301,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     refused = start_refusal(db) or database_refusal(db, serving=True)
     if refused is not None:
         return refuse(*refused)
+    lost = lost_database(db, _token_left(db))  # (an empty file beside a database's files)
+    if lost is not None:
+        return store_refused(lost)
     bad_key = key_refusal(db)
     if bad_key is not None:
         return refuse(*bad_key)
@@ -236,13 +318,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port = bound_port(args.host, args.port)
     except OSError as exc:
         return refuse(*listen_refusal(args.host, args.port, exc))
+    first = is_new(db)
+    workspace = args.workspace
     try:
+        if first:  # made whole under a name of its own, or not at all
+            lines: list[str] = []
+            build(db, lambda made: prepare_new(made, workspace, lines.append),
+                  args.max_policy_mib << 20)  # fmt: skip
+            for line in lines:
+                _say(line)
+            workspace = None  # (loaded)
         service = open_service(
             db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
         )
     except StoreTooNew as exc:  # (a newer charter migrated it since the look above)
         return refuse(*too_new(db, exc))
-    except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
+    except StoreDamaged as exc:  # (a row a first start reads back)
+        return refuse(*damaged_row(db, exc))
+    except StoreRefused as exc:  # (it lacks commits its mark records, the disk is full)
+        return store_refused(exc)
+    except CharterError as exc:
+        sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
+        return 1
+    except ServiceError as exc:  # a workspace over `--max-policy-mib`
+        return _workspace_refused(exc)
+    except (sqlite3.Error, OSError, StoreUnavailable) as exc:  # (what the look could not see)
+        if is_disk_full(exc, db):
+            return store_refused(disk_full(db, made=not first))
+        if isinstance(exc, StoreUnavailable):
+            raise
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
     try:
@@ -250,7 +354,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if wrong_key is not None:
             service.store.close()
             return refuse(*wrong_key)
-        prepare(service, db, args.workspace)
+        prepare(service, db, workspace)
     except StoreDamaged as exc:  # (a row read at start)
         service.store.close()
         return refuse(*damaged_row(db, exc))
@@ -258,9 +362,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
     except ServiceError as exc:  # a workspace over `--max-policy-mib`
-        hint = exc.extra.get("help")
-        sys.stderr.write(f"charter: {exc.message}\n" + (f"help: {hint}\n" if hint else ""))
         service.store.close()
+        return _workspace_refused(exc)
+    except (StoreUnavailable, OSError) as exc:
+        service.store.close()
+        if is_disk_full(exc, db):  # (every step rolled back: the database is as it was)
+            return store_refused(disk_full(db, made=True))
+        sys.stderr.write(f"charter: {exc}\nhelp: try again\n")
         return 1
     _say(f"serving {db} on http://{args.host}:{port} ({args.workers} worker(s))")
     stack: dict[str, Any] = {"loop": args.loop, "http": args.http}
@@ -308,6 +416,8 @@ def cmd_token(args: argparse.Namespace) -> int:
         store = SqliteStore(db, shared=True)
     except StoreTooNew as exc:
         return refuse(*too_new(db, exc))
+    except StoreRefused as exc:
+        return store_refused(exc)
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")

@@ -24,11 +24,19 @@ from policy import identities
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, key_path_for, load_key
 from policy.store import Store
 from policy.store.probe import SQLITE_NOTADB, probe
+from policy.store.refusal import StoreRefused
 
 
 def refuse(message: str, hint: str | None = None) -> int:
     """What the command line asked for cannot be done: say why (and what to do), exit 2."""
     sys.stderr.write(f"charter: {message}\n" + (f"help: {hint}\n" if hint else ""))
+    return 2
+
+
+def store_refused(exc: StoreRefused) -> int:
+    """The store will not open the database (policy/store/refusal.py): its stable code,
+    why and what to do, exit 2."""
+    sys.stderr.write(f"charter: error[{exc.code}]: {exc.message}\nhelp: {exc.help}\n")
     return 2
 
 

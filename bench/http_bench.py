@@ -4,7 +4,8 @@ Servers: `charter serve` on a fresh database with fixtures/workspace (1 and 2 wo
 and, on the same uvicorn + starlette stack, a minimal endpoint returning constant JSON
 (the ceiling). The load generator is a small asyncio HTTP/1.1 keep-alive client (one
 connection per concurrent client), running on the same machine; it writes a table to
-stdout and the figures into docs/http.md between the BENCH markers.
+stdout and the figures into docs/benchmarks.md ("The HTTP service") between the BENCH
+markers.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from api.http.parts import LaneApp
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "http.md"
+DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- BENCH:START -->", "<!-- BENCH:END -->"
 CALL = {"agent": "demo-support", "tool": "mail.send",
         "args": {"to": "bob@example.com", "subject": "hi", "body": "hello"}}  # fmt: skip

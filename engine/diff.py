@@ -20,11 +20,12 @@ timeout, a construct outside the fragment, a changed signature) is `unknown`; in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.fit import Violation, fit_workspace_profile
 from engine.fit.access import Side
+from engine.redaction import redact_call
 from engine.workspace import Workspace
 from policy import ast
 
@@ -65,6 +66,12 @@ class Change:
     widens: bool = True  # counts as widening: wider, or undecided whether it is
     hook: str | None = None
     budget: BudgetChange | None = None
+    # The tool's secret argument names: redacted wherever the counterexample is shown.
+    secrets: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    def shown_counterexample(self) -> dict[str, Any] | None:
+        """The counterexample as shown to anyone: its secret arguments redacted."""
+        return redact_call(self.secrets, self.counterexample)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,7 +81,7 @@ class Change:
             "message": self.message,
             "role": self.role,
             "location": self.location,
-            "counterexample": self.counterexample,  # (a Decimal as it is: fit/result.py)
+            "counterexample": self.shown_counterexample(),  # (a Decimal as it is)
             "kind": self.kind,
             "widens": self.widens,
             "hook": self.hook,
@@ -133,6 +140,7 @@ class _Question:
             # profile or budget: where the change is made
             location=v.location if kind == "allow" else str(self.profile(self.new).span),
             counterexample=v.counterexample,
+            secrets=v.secrets,
             kind=kind,
             widens=self.wider,
         )
@@ -165,7 +173,10 @@ class _Question:
     def _deny_message(self, tool: str | None, roles: list[str]) -> str:
         names = ("roles " if len(roles) > 1 else "role ") + ", ".join(f"`{r}`" for r in roles)
         if self.wider:
-            return f"`{tool}`: calls that the deny rules of {names} refused are no longer denied"
+            return (
+                f"`{tool}`: calls that the deny rules of {names} refused are no longer "
+                "refused by a deny rule"
+            )
         return f"`{tool}`: the deny rules of {names} refuse calls that were not denied"
 
     def _hook_message(self, name: str) -> str:
@@ -181,9 +192,7 @@ class _Question:
         return f"the rewrite hooks run in another order, from `{name}` on"
 
     def _undecided(self, v: Violation) -> Change:
-        # The fit check's questions: its deny question's violations are located at the
-        # candidate profile, its allow question's at the candidate's rule.
-        at_profile = v.location == str(self.profile(self.candidate).span)
+        at_profile = v.question == "deny"
         reason = v.message.removesuffix(_TREATED)
         what = "widened; counted as wider" if self.wider else "narrowed"
         prefix = f"`{v.tool}`: " if v.tool else ""

@@ -19,6 +19,8 @@ tool's signature, then the hooks.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -111,34 +113,59 @@ def _source(kind: str, slot: int, sig: Signature) -> str:
     return "\n".join([head, *lines]) + _BODIES[kind]
 
 
+# Generated functions depend on the signature only, so snapshots share them: a new
+# revision compiles code only for signatures no recent snapshot had (a compile of the
+# built-in tools' functions costs ~90 ms, about as much as the rest of a small compile).
+# Bounded: the least recently used signatures are dropped past `CACHE_SIGNATURES`.
+CACHE_SIGNATURES = 2048
+_cache: OrderedDict[Signature, dict[str, RunFn]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _generate(sigs: list[Signature]) -> list[dict[str, RunFn]]:
+    """The run functions of each signature, built with a single `exec`."""
+    namespace: dict[str, Any] = {
+        **HELPERS,
+        "Decision": Decision,
+        "_missing": _missing,
+        "_shape_denied": shape_denied,
+        "_denied_by_error": _denied_by_error,
+        "_ignored": _ignored,
+    }
+    sources: list[str] = []
+    for slot, sig in enumerate(sigs):
+        namespace[f"kn{slot}"] = known_names(sig)
+        sources.extend(_source(kind, slot, sig) for kind in KINDS)
+    exec(compile("\n".join(sources), "<charter run functions>", "exec"), namespace)
+    return [{kind: namespace[f"{kind}{slot}"] for kind in KINDS} for slot in range(len(sigs))]
+
+
+def functions_of(sigs: Iterable[Signature]) -> dict[Signature, dict[str, RunFn]]:
+    """The run functions of each signature, from the cache or generated (once, together)."""
+    wanted = list(dict.fromkeys(sigs))
+    with _cache_lock:
+        found = {sig: _cache[sig] for sig in wanted if sig in _cache}
+        for sig in found:
+            _cache.move_to_end(sig)
+    missing = [sig for sig in wanted if sig not in found]
+    if missing:
+        made = dict(zip(missing, _generate(missing), strict=True))
+        with _cache_lock:
+            for sig, fns in made.items():
+                _cache[sig] = fns
+            while len(_cache) > CACHE_SIGNATURES:
+                _cache.popitem(last=False)
+        found.update(made)
+    return found
+
+
 class RunFunctions:
-    """Tool name -> its run function of each kind, built with a single `exec`."""
+    """Tool name -> its run function of each kind."""
 
     def __init__(self, tools: Iterable[ToolSpec]) -> None:
-        slots: dict[Signature, int] = {}
-        self._slot_of: dict[str, int] = {}
-        sources: list[str] = []
-        namespace: dict[str, Any] = {
-            **HELPERS,
-            "Decision": Decision,
-            "_missing": _missing,
-            "_shape_denied": shape_denied,
-            "_denied_by_error": _denied_by_error,
-            "_ignored": _ignored,
-        }
-        for tool in tools:
-            sig = signature(tool)
-            slot = slots.get(sig)
-            if slot is None:
-                slot = slots[sig] = len(slots)
-                namespace[f"kn{slot}"] = known_names(sig)
-                sources.extend(_source(kind, slot, sig) for kind in KINDS)
-            self._slot_of[tool.name] = slot
-        if sources:
-            exec(compile("\n".join(sources), "<charter run functions>", "exec"), namespace)
-        self._functions: list[dict[str, RunFn]] = [
-            {kind: namespace[f"{kind}{slot}"] for kind in KINDS} for slot in range(len(slots))
-        ]
+        sig_of = {tool.name: signature(tool) for tool in tools}
+        by_sig = functions_of(sig_of.values())
+        self._functions = {name: by_sig[sig] for name, sig in sig_of.items()}
 
     def get(self, tool: str, kind: str) -> RunFn:
-        return self._functions[self._slot_of[tool]][kind]
+        return self._functions[tool][kind]

@@ -76,10 +76,17 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
 
 
 def _write(path: Path, key: bytes) -> None:
-    # O_EXCL: two workers starting at once must not both write a key.
+    # O_EXCL: two workers starting at once must not both write a key. Flushed to the disk
+    # before it is linked into place: a key file is never there without its key.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key.hex().encode())
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key.hex().encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _new_key_file(path: Path) -> bytes | None:
@@ -89,15 +96,16 @@ def _new_key_file(path: Path) -> bytes | None:
     key = nacl.utils.random(KEY_BYTES)
     spare = path.with_name(f"{path.name}.{nacl.utils.random(8).hex()}.new")
     try:
-        _write(spare, key)
-        os.link(spare, path)  # (never replaces: FileExistsError when there is one)
-    except FileExistsError:
-        return None
-    except OSError:  # a file system without hard links: made, then written, as before
+        _write(spare, key)  # (a full disk fails here, before anything is at `path`)
         try:
-            _write(path, key)
+            os.link(spare, path)  # (never replaces: FileExistsError when there is one)
         except FileExistsError:
             return None
+        except OSError:  # a file system without hard links: made, then written
+            try:
+                _write(path, key)
+            except FileExistsError:
+                return None
     finally:
         spare.unlink(missing_ok=True)
     return key

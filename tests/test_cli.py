@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -391,3 +392,19 @@ def test_fmt_never_writes_a_file_too_large_to_parse(
     code, out, err = run(capsys, *verb, str(path))
     assert code == 1 and "error[E0014]" in err and "formatted" in err
     assert out == "" and path.read_text(encoding="utf-8") == text
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`charter tools ... | head -1`: the pipe closes before the listing is written."""
+    read, write = os.pipe()
+    os.close(read)  # (the reader is gone before the first byte)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "api.cli", "tools", "--workspace", "fixtures/workspace",
+             "--profile", "support", "--all"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 0
+    assert done.stderr == ""

@@ -380,6 +380,9 @@ class Ready(BaseModel):
 
 class NotReady(BaseModel):
     status: Literal["unavailable"]
+    # `store-cannot-write` while the store's writes fail (the disk full, an I/O error);
+    # absent for the other reasons
+    code: str | None = None
     # "store", "no policy yet", that the database file was removed or replaced, "compiling
     # revision N", or that revision N does not check with this version of charter
     reason: str
@@ -393,7 +396,7 @@ class FieldError(BaseModel):
 
 
 class Problem(BaseModel):
-    """application/problem+json (RFC 9457); `code` is stable (docs/http.md, "Errors").
+    """application/problem+json (RFC 9457); `code` is stable, one of the error codes.
     Some codes add fields: those below, and `fit` (`does-not-fit`), `violation`
     (`budget-looser`), `attributes` (`agent-attribute-differs`), `limit` (`bad-limit`)."""
 

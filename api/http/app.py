@@ -97,7 +97,7 @@ def open_service(
         except OSError as exc:
             # (a full disk, say: its blocks are allocated up front) A worker that cannot
             # keep its counter file serves all the same, and its /metrics shows its own
-            # counts alone: failing, it was started again by uvicorn, and failed again.
+            # counts alone: failing would only have uvicorn start it again, to fail again.
             why = (exc.strerror or type(exc).__name__).lower()
             sys.stderr.write(
                 f"charter: worker {os.getpid()} counts alone: cannot keep its counter file "

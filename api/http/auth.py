@@ -18,9 +18,10 @@ from api.service.tokens import Principal, TokenCache, act_for
 def bearer(scope: Scope) -> str:
     """The token of `Authorization: Bearer <token>` (the scheme in any case), given once
     (else 400 `repeated-header`). Only HTTP's own white space (spaces, tabs) is taken off
-    around the token: `str.strip()` took off any Unicode space too, and a header is read
-    as Latin-1, so `Bearer \\xa0<token>` or `<token>\\x85` (a no-break space, a next-line)
-    was that token here, and another token to a proxy or a log reading the header."""
+    around the token, not `str.strip()`'s every Unicode space: a header is read as
+    Latin-1, and `Bearer \\xa0<token>` or `<token>\\x85` (a no-break space, a next-line)
+    must not be that token here while it is another token to a proxy or a log reading
+    the header."""
     scheme, _, token = (single_header(scope, b"authorization") or "").partition(" ")
     token = token.strip(" \t")
     if scheme.lower() != "bearer" or not token:

@@ -4,8 +4,8 @@ its numbers exact.
 Every JSON body goes through `body` (or `parse`), but for the decisions' (api.http.calls,
 a fast path of its own that keeps these rules). The models read a number with a fraction
 or an exponent as a float (a `Decimal` field as the Decimal of that float), and a float
-is not exact: an agent's `metadata.limit` of `100.000000000000000000000001` was kept as
-100.0, which a condition `agent.metadata.limit <= 100.00` lets through. So the body is
+is not exact: an agent's `metadata.limit` of `100.000000000000000000000001` would be kept
+as 100.0, which a condition `agent.metadata.limit <= 100.00` lets through. So the body is
 parsed a second time by jiter keeping such numbers' text (`float_mode="lossless-float"`);
 when it has any, each gets its exact value (`api.service.encoding.exact_number`: the
 float when that is exactly the number its text says, else the Decimal of the text, and
@@ -16,7 +16,8 @@ A key given twice in one object (`{"agent": "a", "agent": "b"}`, in a call's `ar
 role's body) is a 400 `duplicate-key`, in every body (`strict_json`): the parsers here keep
 the last, but parsers elsewhere keep the first, so a client, a proxy or a tool that runs
 the call could read another call than the one decided and logged. jiter finds it as it
-parses (about 0.2 µs a single decision's body, 0.15 µs a call of a batch: docs/http.md).
+parses (about 0.2 µs a single decision's body, 0.15 µs a call of a batch:
+docs/design-notes.md, "Reading a request").
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from api.service.encoding import LOSSLESS, check_depth, digits_out_of_range, exa
 from api.service.errors import ServiceError
 
 MAX_BODY = 1 << 20
-# JSON's white space: a body of nothing else is empty. (bytes.strip() also strips \v and
-# \f, which are not JSON: such a body was taken as `{}`, and created an identity.)
+# JSON's white space: a body of nothing else is empty. (Not bytes.strip(), which also
+# strips \v and \f: they are not JSON, and such a body must not read as `{}`.)
 JSON_SPACE = b" \t\n\r"
 M = TypeVar("M", bound=BaseModel)
 
@@ -52,9 +53,9 @@ def single_header(scope: Scope, name: bytes) -> str | None:
     """A header that HTTP allows once (`name` in lower case): its value, None when it is
     not sent, and 400 `repeated-header` when it is sent more than once. Readers differ on
     which of two they take (starlette and `scope_header` the first, others the last), so
-    a proxy that checks one could pass the request on to be read by the other: two
-    `Authorization` headers, an agent's token and an admin's, were authorized here as
-    whichever came first."""
+    a proxy that checks one could pass the request on to be read by the other: of two
+    `Authorization` headers, an agent's token and an admin's, the proxy could check the
+    agent's while the admin's is acted on here."""
     found = None
     for key, value in scope["headers"]:
         if key == name:

@@ -1,8 +1,8 @@
 """Reading decision requests: a fast path for well-formed bodies, the models for the rest.
 
 The pydantic models (api.http.models) define what a decision request is and say what is
-wrong with a bad one. Building a model per call, then a Call from it, was a sixth of a
-batch's cost, so a body is first parsed by the same JSON parser (jiter, pydantic-core's
+wrong with a bad one. Building a model per call, then a Call from it, costs a sixth of
+a batch, so a body is first parsed by the same JSON parser (jiter, pydantic-core's
 own, so big integers stay integers) and checked by hand against a strict subset of what
 the models accept; anything outside that subset (a missing or extra field, a wrong type,
 a string `expected_cost`, malformed JSON) goes through the models, which accept it or

@@ -1,11 +1,11 @@
 """Every stable `code` a problem+json answer of the HTTP service can carry, with its
-status and when it is given: the catalogue docs/http.md's "Errors" table shows.
+status and when it is given: the catalogue docs/http-reference.md's "Error codes" shows.
 
 Nothing reads this at run time, on purpose: a refused request is answered from its own
 ServiceError (or the handler's own code), so a code missing here can never turn a 4xx
 into a 500. tests/api/test_error_codes.py keeps the three in step: every code the
 source of `api/` raises is here with its status, every entry here is raised somewhere,
-and docs/http.md's table has each row as written here.
+and docs/http-reference.md (generated: api.http.docgen) has each row as written here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class Code(NamedTuple):
     when: str
 
 
-# Grouped as docs/http.md's table is.
+# Grouped as docs/http-reference.md's tables are (GROUPS, below).
 CODES: dict[str, Code] = {
     # ---- the request: its headers, body and query ----------------------------------------
     "bad-content-length": Code((400,), "the `Content-Length` header is not a number"),
@@ -61,15 +61,15 @@ CODES: dict[str, Code] = {
         "a header that HTTP allows once is given more than once: `Authorization` (any endpoint "
         "that takes a token; checked before the token), or `Content-Type` (`PUT /v1/policy`)",
     ),
-    "bad-cursor": Code((400,), "a `cursor` this list did not return (see Pagination)"),
+    "bad-cursor": Code(
+        (400,), "a `cursor` this list did not return ([pagination](http.md#pagination))"
+    ),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
     "bad-if-match": Code(
         (400,),
-        "`If-Match` is not `*` or one strong entity tag in double quotes: of a `PUT /v1/policy`, "
-        'a revision\'s (`"7"`, the `ETag` of `GET /v1/policy`); of a `PATCH` or `DELETE` of an '
-        "identity, agent, thread, connection or role, any (its `ETag` is one); a weak (`W/`) "
-        "tag or a list (in one `If-Match` header, or in two) is refused too",
+        '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
+        "for `PUT /v1/policy`); a weak (`W/`) tag or a list of tags is refused too",
     ),
     "bad-revision": Code(
         (400,),
@@ -103,16 +103,10 @@ CODES: dict[str, Code] = {
     ),
     "bad-path": Code(
         (400,),
-        "a `PUT /v1/policy` JSON upload names a file by a path that no policy directory holds:"
-        " not relative, a backslash or a control character in it, an empty, `.` or `..` part,"
-        " not ending in `<name>.charter`, differing only in case from another file's"
-        " (`A.charter` and `a.charter`: one file on a case-insensitive file system), another"
-        " file's directory (`x.charter` and `x.charter/y.charter`, also but for case), spelling"
-        " a directory otherwise than another path does (`Roles/a.charter`, `roles/b.charter`),"
-        " or with a part that Windows takes for a device (`con.charter`, `aux/x.charter`:"
-        " `CON`, `PRN`, `AUX`, `NUL`, `CONIN$`, `CONOUT$`, `COM1`–`COM9`, `LPT1`–`LPT9`, any"
-        " case, any extension), that ends in a dot or a space, or that holds a character no Windows name holds (`<`, `>`, `:`,"
-        ' `"`, `|`, `?`, `*`: `a:b.charter`)',
+        "a `PUT /v1/policy` JSON upload names a file by a path that a directory cannot hold on "
+        "every file system (a relative `<name>.charter` path, unique but for case, no Windows "
+        "device name or character: [policy paths](http.md#policy-paths)); the message names "
+        "the part or both paths",
     ),
     "fit-needs-candidate": Code(
         (400,),
@@ -304,11 +298,9 @@ CODES: dict[str, Code] = {
     ),
     "resource-moved": Code(
         (412,),
-        "a `PATCH` or `DELETE` of an identity, agent, thread, connection or role whose "
-        "`If-Match` is not the resource's `ETag` as stored (a role's: of its own file): it "
-        "changed since that was read, and nothing was written (see Lost updates); or the "
-        "approval of an agent's such request, paused, whose resource changed while it waited "
-        "(the approval stays pending)",
+        "a `PATCH` or `DELETE` whose `If-Match` is no longer the resource's `ETag`, or the "
+        "approval of such a paused request whose resource changed meanwhile (it stays "
+        "pending): nothing written ([lost updates](http.md#lost-updates))",
     ),
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(
@@ -323,10 +315,9 @@ CODES: dict[str, Code] = {
     ),
     "policy-too-large": Code(
         (413,),
-        "a new revision (`PUT /v1/policy`, a role's `POST` or `PATCH`, an approved one, "
-        "`charter serve --workspace`) would hold more text than `charter serve "
-        "--max-policy-mib` (16 MiB by default; every file's UTF-8 bytes together) and more "
-        "than the latest revision; `bytes` and `max_bytes` say how much",
+        "a new revision (an upload, a role's `POST` or `PATCH`, an approved one) would hold "
+        "more text than `charter serve --max-policy-mib` and more than the latest revision; "
+        "`bytes` and `max_bytes` say how much",
     ),
     "revision-does-not-check": Code(
         (409,),
@@ -366,9 +357,8 @@ CODES: dict[str, Code] = {
     ),
     "solver-busy": Code(
         (503,),
-        "with `Retry-After: 2`: a fit check (`POST /v1/fit`, an agent's `agents.create`, "
-        "`agents.update`, `roles.create`, `roles.update`) could not start: 4 of its token's "
-        "are waiting already, or 16 in all, or none started within 6 s (see Fit checks)",
+        "with `Retry-After: 2`: a fit check could not start: 4 of its token's are waiting "
+        "already, or 16 in all, or none started within 6 s ([fit checks](operations.md#fit-checks))",
     ),
     "unavailable": Code(
         (503,),
@@ -380,4 +370,155 @@ CODES: dict[str, Code] = {
         "an error starlette raises on its own, with its status (none of Charter's routes leads to"
         " one today: its router raises only the 404 and 405 above)",
     ),
+}
+
+# The catalogue's groups, by the code each starts with, and what each groups: the headings
+# of docs/http-reference.md's "Error codes".
+GROUPS: dict[str, str] = {
+    "bad-content-length": "The request: its headers, path, body and query string",
+    "unauthorized": "Who may: the token; for an agent's token, also its policy and the agents "
+    "it acts on",
+    "invalid-name": "A resource's fields: `POST` and `PATCH` bodies, and the `/v1/approvals` "
+    "filter",
+    "route-not-found": "Not there: the path, or what it or the body names",
+    "no-policy": "Conflicts with what is stored",
+    "policy-invalid": "The policy",
+    "internal-error": "The server",
+}
+
+# The operations (by operation id) that give each code beyond those every operation of its
+# shape gives (api.http.docgen, `by_shape`: a token's, a body's, a query's, a path's, an
+# `If-Match`'s); a code of neither kind can come from any request (`ANYWHERE`).
+# tests/api/test_http_reference.py checks each against the operation's statuses in
+# `/openapi.json`, both ways.
+_DECIDING = ("decide", "decideBatch")
+_AGENT_WRITES = ("createAgent", "updateAgent", "approve")
+_ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
+_VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
+               for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
+ANYWHERE = frozenset({"route-not-found", "method-not-allowed", "internal-error", "http-error"})
+WHERE: dict[str, tuple[str, ...]] = {
+    "batch-too-large": ("decideBatch",),
+    "empty-policy": ("uploadPolicy",),
+    "not-utf8": ("uploadPolicy",),
+    "unsupported-charset": ("uploadPolicy",),
+    "duplicate-path": ("uploadPolicy",),
+    "bad-path": ("uploadPolicy",),
+    "fit-needs-candidate": ("checkFit",),
+    "does-not-fit": (*_AGENT_WRITES, *_ROLE_WRITES),
+    "budget-looser": _AGENT_WRITES,
+    "agent-attribute-differs": _AGENT_WRITES,
+    "identity-not-inherited": ("createAgent", "approve"),
+    "not-managed-agent": (
+        "updateAgent",
+        "deleteAgent",
+        "listThreads",
+        "getThread",
+        "updateThread",
+        "deleteThread",
+        "approve",
+    ),
+    "not-own-agent": ("createThread", "approve"),
+    "not-own-identity": (
+        "getIdentity",
+        "updateIdentity",
+        "deleteIdentity",
+        "createConnection",
+        "updateConnection",
+        "deleteConnection",
+        "approve",
+    ),
+    "self-approval": ("approve", "reject"),
+    "invalid-name": ("createAgent", "updateAgent"),
+    "identity-required": ("createAgent",),
+    "identity-immutable": ("updateAgent",),
+    "invalid-seed": ("importIdentity",),
+    "unknown-profile": _AGENT_WRITES,
+    "invalid-budget": ("createAgent", "updateAgent"),
+    "invalid-max-cost": ("createThread",),
+    "invalid-status": ("updateAgent", "updateThread", "listApprovals"),
+    "agent-required": ("issueToken", "createThread"),
+    "agent-not-allowed": ("issueToken",),
+    "unknown-toolset": ("createConnection",),
+    "credential-required": ("createConnection",),
+    "metadata-too-large": ("createAgent", "updateAgent", "updateIdentity"),
+    "role-source-mismatch": ("createRole", "updateRole"),
+    "agent-not-found": (
+        *_DECIDING,
+        "listAgentTools",
+        "checkFit",
+        "admitTurn",
+        "getAgent",
+        "updateAgent",
+        "deleteAgent",
+        "createThread",
+        "issueToken",
+    ),
+    "turn-not-found": _DECIDING,
+    "thread-not-found": (*_DECIDING, "admitTurn", "getThread", "updateThread", "deleteThread"),
+    "approval-not-found": ("getApproval", "approve", "reject"),
+    "connection-not-found": ("getConnection", "updateConnection", "deleteConnection"),
+    "identity-not-found": (
+        "getIdentity",
+        "updateIdentity",
+        "deleteIdentity",
+        "createIdentity",
+        "createAgent",
+        "createConnection",
+    ),
+    "token-not-found": ("revokeToken",),
+    "revision-not-found": ("getPolicy",),
+    "role-not-found": ("getRole", "updateRole", "deleteRole"),
+    "profile-not-found": (
+        "getProfile",
+        "checkFit",
+        "listAgentTools",
+        *_AGENT_WRITES,
+        *_ROLE_WRITES,
+    ),
+    "hook-not-found": ("getHook",),
+    "toolset-not-found": ("getToolset",),
+    "no-policy": (
+        *_DECIDING,
+        "listAgentTools",
+        "checkFit",
+        "admitTurn",
+        *_VIEWS,
+        *_ROLE_WRITES,
+        *_AGENT_WRITES,
+        "createConnection",
+    ),
+    "agent-exists": ("createAgent",),
+    "agent-too-deep": ("createAgent",),
+    "agent-has-children": ("deleteAgent",),
+    "identity-exists": ("importIdentity",),
+    "identity-has-connections": ("deleteIdentity",),
+    "request-id-reused": ("createIdentity",),
+    "role-exists": ("createRole",),
+    "role-not-api-managed": ("updateRole", "deleteRole"),
+    "approval-not-pending": ("approve", "reject"),
+    "turn-ended": _DECIDING,
+    "turn-agent-mismatch": _DECIDING,
+    "turn-thread-mismatch": _DECIDING,
+    "thread-agent-mismatch": (*_DECIDING, "admitTurn"),
+    "resource-moved": ("approve",),
+    "policy-invalid": ("uploadPolicy", "checkFit", *_ROLE_WRITES, "approve"),
+    "revision-moved": ("uploadPolicy",),
+    "policy-too-large": ("uploadPolicy", "createRole", "updateRole", "approve"),
+    "revision-does-not-check": (
+        *_DECIDING,
+        "listAgentTools",
+        "checkFit",
+        "admitTurn",
+        *_VIEWS,
+        *_AGENT_WRITES,
+        "createConnection",
+    ),
+    "secret-key-mismatch": ("approve",),  # (the one that opens a sealed call)
+    "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
+    "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
+    "unavailable": ("listAgentTools", "checkFit"),
+    "store-unavailable": ("readMetrics",),
+    "store-damaged": ("readMetrics",),
+    "store-too-new": ("readMetrics",),
 }

@@ -61,7 +61,7 @@ LONE_TURNS = 8
 PROBE_GAP = 16
 MAX_PROBE_GAP = 256
 # Compiles on a worker thread before a group gives up and compiles on the event loop
-# (each found yet another upload by the time it was done).
+# (when each finds yet another upload by the time it is done).
 MAX_COMPILES = 3
 
 

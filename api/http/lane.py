@@ -2,8 +2,8 @@
 
 A decision request is the one request a service sends by the thousand, and starlette's
 layers around an endpoint (its two middlewares, CatchAll, the router trying routes, the
-wrapper that turns exceptions into responses, the Request object) were about a quarter
-of what one cost. So the app hands these two paths to their lane before any of that
+wrapper that turns exceptions into responses, the Request object) cost about a quarter
+of what one costs in all. So the app hands these two paths to their lane before any of that
 (`LaneApp.__call__`, api.http.parts); the router lists them too, for a request under a
 `root_path`, for a 405 on another method, and for `/openapi.json`. A lane answers as
 the app would: an expected error through the app's own exception handlers

@@ -32,8 +32,9 @@ def _exact(value: Any) -> Any:
     # the readers (api.http.body, api.http.calls) keep a number a float only when the
     # float is exactly what its text says, so a `max_cost` of
     # 0.1000000000000000055511151231257827021181583404541015625 (the double nearest 0.1)
-    # became 0.1 and met `args.max_cost > 0.1` as false. A string is taken only when it
-    # is written as a JSON number is (pydantic's Decimal read `٥` as 5, `1_0` as 10).
+    # must not become 0.1 and meet `args.max_cost > 0.1` as false. A string is taken only
+    # when it is written as a JSON number is (pydantic's Decimal reads `٥` as 5, `1_0` as
+    # 10).
     if type(value) is str:
         return amount_text(value)
     return Decimal(value) if type(value) is float else value

@@ -10,6 +10,7 @@ live server's answers read as their schemas say.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,7 +21,7 @@ from api.http.models import MAX_ID
 from api.http.routing import Spec, Table
 
 PROBLEM_TYPE = "application/problem+json"
-# What each refusal status means here (docs/http.md, "Errors", has every code).
+# What each refusal status means here (docs/http-reference.md, "Error codes", has every code).
 WHY = {
     400: "the request is malformed: its JSON, a query parameter, a header given twice, an id in "
     "the path, or a field the operation checks (`malformed-json`, `bad-limit`, "
@@ -49,6 +50,25 @@ _HEADERS = {
     401: {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
     503: {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
 }
+# The tags, in the order the document and docs/http-reference.md list them, with what each
+# groups.
+TAGS = {
+    "decisions": "Decide calls, read the decision log, list an agent's tools, check a fit, "
+    "admit a turn",
+    "approvals": "The pending approvals that `pause` decisions open, and their approval or "
+    "rejection",
+    "policy": "Upload and read the policy, and its revisions",
+    "agents": "The agents that decisions are made for",
+    "identities": "Signing identities (Ed25519): created, imported, renamed, deleted",
+    "threads": "Threads of an agent's work, with their spending caps",
+    "connections": "Credentials held for a toolset (sealed; never shown)",
+    "roles": "The roles of the latest revision, and the roles made through the API",
+    "profiles": "The profiles of the latest revision",
+    "hooks": "The hooks of the latest revision",
+    "toolsets": "The toolsets of the latest revision",
+    "tokens": "Bearer tokens: issued and revoked by an admin",
+    "operations": "Health, readiness, metrics and this document: no token",
+}
 _INTEGERS = frozenset({"limit", "after_seq", "revision"})
 _ETAG = {
     "ETag": {
@@ -56,6 +76,21 @@ _ETAG = {
         "description": "the state answered with, strong: a later write's `If-Match`",
     }
 }
+
+
+def package_version() -> str:
+    """The installed charter's version (its package metadata): `info.version`."""
+    try:
+        return version("charter")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "0+unknown"
+
+
+def operation_id(spec: Spec) -> str:
+    """`spec.operation`, or, for a route that names none, one made of its method and path."""
+    if spec.operation:
+        return spec.operation
+    return f"{spec.method.lower()}{spec.path}".replace("/", "_").replace("{", "").replace("}", "")
 
 
 def _ref(model: type[BaseModel]) -> dict[str, Any]:
@@ -128,8 +163,8 @@ def _operation(spec: Spec) -> dict[str, Any]:
     path_params = [p.strip("{}") for p in spec.path.split("/") if p.startswith("{")]
     op: dict[str, Any] = {
         "summary": spec.summary,
-        "operationId": f"{spec.method.lower()}{spec.path}".replace("/", "_")
-        .replace("{", "").replace("}", ""),
+        "operationId": operation_id(spec),
+        "tags": [spec.tag or "operations"],
         "security": [] if spec.auth == "none" else [{"bearer": []}],
         "x-charter-auth": spec.auth,
         "parameters": [
@@ -171,7 +206,8 @@ def openapi(table: Table) -> dict[str, Any]:
         paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Charter decision service", "version": "1"},
+        "info": {"title": "Charter decision service", "version": package_version()},
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": paths,
         "components": {
             "schemas": schema.get("$defs", {}),

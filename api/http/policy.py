@@ -35,10 +35,10 @@ def path_problem(path: str) -> str | None:
     """Why `path` cannot name a policy file, or None. A file's path is what `charter
     serve --workspace DIR` names one (relative, parts between `/`, `.charter`), so that a
     revision's files (`GET /v1/policy`) can be written into a directory and read back
-    as the same policy: `../x` and `/etc/passwd` led a client writing them out of that
-    directory, `a/../p.charter` and `./p.charter` were two files that are one there,
-    `x.txt` one that `charter check` skips, and `<default hooks>` took the name that
-    reasons give the default approval hooks' location. Nor may it name what a Windows
+    as the same policy: `../x` and `/etc/passwd` would lead a client writing them out of
+    that directory, `a/../p.charter` and `./p.charter` would be two files that are one
+    there, `x.txt` one that `charter check` skips, and `<default hooks>` would take the
+    name that reasons give the default approval hooks' location. Nor may it name what a Windows
     directory cannot hold (`grammar.paths`): `con.charter` is a device there."""
     control = _CONTROL.search(path)
     if control:
@@ -77,8 +77,8 @@ async def put_policy(request: Request) -> Response:
             ) from None  # fmt: skip
         note = ""
         if not files[0][1].strip():
-            # An upload replaces every file: a bare `curl -X PUT` (no body, no type) was
-            # read as an empty text, and the policy lost every declaration.
+            # An upload replaces every file: a bare `curl -X PUT` (no body, no type) must
+            # not empty the policy of every declaration.
             raise ServiceError(
                 400, "empty-policy", "the policy text is empty",
                 help="send the policy's DSL text; to empty the policy on purpose, send a "
@@ -205,10 +205,11 @@ async def revisions(request: Request) -> Response:
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
           "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(412, 415),
-          headers=("If-Match",)),
+          headers=("If-Match",), operation="uploadPolicy", tag="policy"),
      put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
-          None, a.Policy, query=("revision",), errors=(404,), etag=True), get_policy),
+          None, a.Policy, query=("revision",), errors=(404,), etag=True, operation="getPolicy",
+          tag="policy"), get_policy),
     (Spec("GET", "/v1/revisions", "Every revision, oldest first", "admin", None, a.RevisionPage,
-          query=("cursor", "limit")), revisions),
+          query=("cursor", "limit"), operation="listRevisions", tag="policy"), revisions),
 ]  # fmt: skip

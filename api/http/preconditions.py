@@ -28,8 +28,8 @@ def if_match(request: Request, shape: re.Pattern[str], what: str, source: str) -
     if not sent:
         return None
     value = sent[0].strip()
-    # Sent twice, it is a list (RFC 9110: field lines of one name are one list): it was
-    # read as its first tag alone, where the same list in one line was refused.
+    # Sent twice, it is a list (RFC 9110: field lines of one name are one list), refused
+    # as the same list in one line is, not read as its first tag alone.
     if len(sent) > 1 or (value != "*" and shape.fullmatch(value) is None):
         raise ServiceError(
             400, "bad-if-match", f"`If-Match` is {what}, or `*`",

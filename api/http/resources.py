@@ -62,13 +62,19 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
     return spec, endpoint
 
 
+def _a(one: str) -> str:
+    """`Agent` as `an agent`, `Role` as `a role`: a kind's one item, in a summary."""
+    return ("an " if one[0] in "AEIOU" else "a ") + one.lower()
+
+
 def _crud(
-    kind: str, key: str, page: type[BaseModel], out: type[BaseModel],
+    kind: str, one: str, key: str, page: type[BaseModel], out: type[BaseModel],
     create: type[BaseModel] | None = None, update: type[BaseModel] | None = None,
     extra_query: tuple[str, ...] = (), errors: Mapping[str, tuple[int, ...]] | None = None,
     created: tuple[int, ...] = (201,), tagged: bool = False,
 ) -> Table:  # fmt: skip
-    """A kind's list and get, and its create, update and delete when it has them;
+    """A kind's list and get, and its create, update and delete when it has them (their
+    operation ids `listAgents`, `getAgent`, ...: `one` is the kind's singular, `Agent`);
     `errors`: each action's problem statuses beyond those of its shape (api.http.openapi);
     `created`: a create's statuses (the first the usual one); `tagged`: a kind of stored
     documents (or roles, files of the policy: api.service.views), whose get, create and
@@ -82,26 +88,26 @@ def _crud(
     table: Table = [
         managed(Spec("GET", base, f"List {kind}", "manage", None, page,
                      query=(*PAGE, *extra_query), tool=f"{kind}.list",
-                     errors=more.get("list", ()))),
-        managed(Spec("GET", item, f"Get one of {kind}", "manage", None, out, tool=f"{kind}.get",
-                     errors=more.get("get", ()), etag=tagged)),
+                     errors=more.get("list", ()), operation=f"list{kind.title()}", tag=kind)),
+        managed(Spec("GET", item, f"Get {_a(one)}", "manage", None, out, tool=f"{kind}.get",
+                     errors=more.get("get", ()), etag=tagged, operation=f"get{one}", tag=kind)),
     ]  # fmt: skip
     if create is not None:
         table.append(
-            managed(Spec("POST", base, f"Create one of {kind}", "manage", create, out,
+            managed(Spec("POST", base, f"Create {_a(one)}", "manage", create, out,
                          created[0], tool=f"{kind}.create", errors=more.get("create", ()),
-                         also=created[1:], etag=tagged))
+                         also=created[1:], etag=tagged, operation=f"create{one}", tag=kind))
         )  # fmt: skip
     if update is not None:
         table.append(
-            managed(Spec("PATCH", item, f"Update one of {kind}", "manage", update, out,
+            managed(Spec("PATCH", item, f"Update {_a(one)}", "manage", update, out,
                          tool=f"{kind}.update", errors=(*more.get("update", ()), *moved),
-                         etag=tagged, headers=guard))
+                         etag=tagged, headers=guard, operation=f"update{one}", tag=kind))
         )  # fmt: skip
         table.append(
-            managed(Spec("DELETE", item, f"Delete one of {kind}", "manage", status=204,
+            managed(Spec("DELETE", item, f"Delete {_a(one)}", "manage", status=204,
                          tool=f"{kind}.delete", errors=(*more.get("delete", ()), *moved),
-                         headers=guard))
+                         headers=guard, operation=f"delete{one}", tag=kind))
         )  # fmt: skip
     return table
 
@@ -127,34 +133,40 @@ _POLICY_VIEW = {"list": (409,), "get": (409,)}
 ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
-    *_crud("identities", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
+    *_crud("identities", "Identity", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
            errors={"create": (404, 409), "delete": (409,)}, created=(201, 200), tagged=True),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
                  m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,),
-                 etag=True)),
-    *_crud("agents", "id", a.AgentPage, a.Agent, m.AgentCreate, m.AgentUpdate,
-           errors={"create": (409,), "update": (409,), "delete": (409,)}, tagged=True),
-    *_crud("threads", "id", a.ThreadPage, a.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
+                 etag=True, operation="importIdentity", tag="identities")),
+    # (an agent's token whose own profile the latest revision lacks: 404 on a create)
+    *_crud("agents", "Agent", "id", a.AgentPage, a.Agent, m.AgentCreate, m.AgentUpdate,
+           errors={"create": (404, 409), "update": (409,), "delete": (409,)}, tagged=True),
+    *_crud("threads", "Thread", "id", a.ThreadPage, a.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
            errors={"create": (404,)}, tagged=True),
-    *_crud("connections", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
+    *_crud("connections", "Connection", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
            m.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
-    *_crud("roles", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
-           errors={**_POLICY_VIEW, "create": (409,), "update": (409,), "delete": (409, 422)},
+    *_crud("roles", "Role", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
+           errors={**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)},
            tagged=True),
-    *_crud("profiles", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
-    *_crud("hooks", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
-    *_crud("toolsets", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),
+    *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
+    *_crud("hooks", "Hook", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
+    *_crud("toolsets", "Toolset", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),
     managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
-                 query=(*PAGE, "status"), tool="approvals.list")),
+                 query=(*PAGE, "status"), tool="approvals.list", operation="listApprovals",
+                 tag="approvals")),
     managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage", None, a.Approval,
-                 tool="approvals.get")),
+                 tool="approvals.get", operation="getApproval", tag="approvals")),
     # Approving runs an approved management request: its refusals are the approval's.
     managed(Spec("POST", "/v1/approvals/{id}/approve",
                  "Approve: re-check and return the final decision", "manage", None, a.Approved,
-                 tool="approvals.approve", errors=(400, 409, 412, 413, 422))),
+                 tool="approvals.approve", errors=(400, 409, 412, 413, 422),
+                 operation="approve", tag="approvals")),
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
-                 m.Reject, a.Rejected, tool="approvals.reject", errors=(409,))),
+                 m.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
+                 operation="reject", tag="approvals")),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
-          a.TokenIssued, status=201, errors=(404,)), create_token),
-    (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204), delete_token),
+          a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),
+     create_token),
+    (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204,
+          operation="revokeToken", tag="tokens"), delete_token),
 ]  # fmt: skip

@@ -46,6 +46,11 @@ class Spec:
     text: bool = False  # the body may be text too (any non-JSON content type)
     etag: bool = False  # its success answer has an `ETag` (what a write's `If-Match` names)
     media: str = "application/json"  # the answer's, when `response` is None
+    # Its OpenAPI operation id, a verb phrase in camel case (`decide`, `listAgentTools`),
+    # the name a generated client gives its call, and its tag, the group it is listed in
+    # (here and in docs/http-reference.md)
+    operation: str = ""
+    tag: str = ""
 
 
 class JSONResponse(Response):
@@ -77,8 +82,8 @@ SHOWN = 32  # characters of an id too long that its refusal shows
 def bounded_id(value: str, where: str) -> str:
     """An id or a name a request gives outside its body (`where`: its path's `{id}`, a
     query's `agent`), if it is at most MAX_ID characters, as ids in a body are
-    (api.http.models); else 400 `id-too-long`, showing only its first SHOWN characters:
-    a 60 KB id was looked up and echoed whole in its 404 (or an agent's 403)."""
+    (api.http.models); else 400 `id-too-long`, showing only its first SHOWN characters,
+    so a 60 KB id is never looked up, nor echoed whole in a 404 (or an agent's 403)."""
     if len(value) <= MAX_ID:
         return value
     raise ServiceError(

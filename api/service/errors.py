@@ -7,7 +7,7 @@ from typing import Any
 
 class ServiceError(Exception):
     """A refused request. `code` is stable: api/http/codes.py lists every one (and
-    docs/http.md its table); `extra` is JSON; `retry_after`, when set, is sent as the `Retry-After`
+    docs/http-reference.md its table); `extra` is JSON; `retry_after`, when set, is sent as the `Retry-After`
     header (seconds: a condition that passes)."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:

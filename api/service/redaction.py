@@ -15,36 +15,11 @@ most often another tool's meant (`Identities.import`, `identities.create` given 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from engine.compile import Snapshot
 from engine.decision import Decision
+from engine.redaction import REDACTED, redact
 
-REDACTED = "[redacted]"
-
-
-def redact(hidden: frozenset[str], args: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """`args` with each argument named in `hidden` (casefolded) `[redacted]`, at any depth."""
-    if args is None:
-        return None
-    if not hidden:
-        return args if type(args) is dict else dict(args)
-    return {k: REDACTED if k.casefold() in hidden else _hide(hidden, v) for k, v in args.items()}
-
-
-def _hide(hidden: frozenset[str], value: Any) -> Any:
-    """`value` with every key named like a secret argument redacted, in any case and at any
-    depth: a call that misnames one (`Seed`, `{label: {seed: ...}}`) is denied for its
-    shape, but its arguments are logged as sent, where the secret was kept in clear."""
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED if isinstance(k, str) and k.casefold() in hidden else _hide(hidden, v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_hide(hidden, v) for v in value]
-    return value
+__all__ = ["REDACTED", "every_secret", "hidden_for", "redact", "secret_names", "shape_denied"]
 
 
 def secret_names(snapshot: Snapshot, tool: str) -> frozenset[str]:

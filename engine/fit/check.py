@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import z3
@@ -54,12 +56,25 @@ def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
     # context from a timer bounds the wait (an interrupted check answers `unknown`) where
     # z3 heeds it. It heeds neither while it takes in long string constants: the service
     # runs each check in a process killed at its deadline (engine.fit.isolated).
-    guard = threading.Timer(budget / 1000 + 0.5, z3.main_ctx().interrupt)
+    # The interrupt must land inside this check: one landing after it returned would
+    # cancel whatever z3 is asked next in this context (a model's `eval` raises
+    # `canceled` until the next check). So the timer interrupts only while `running`.
+    running = [True]
+    lock = threading.Lock()
+
+    def interrupt() -> None:
+        with lock:
+            if running[0]:
+                z3.main_ctx().interrupt()
+
+    guard = threading.Timer(budget / 1000 + 0.5, interrupt)
     guard.daemon = True
     guard.start()
     try:
         return solver.check()
     finally:
+        with lock:
+            running[0] = False
         guard.cancel()
 
 
@@ -92,25 +107,66 @@ def _out_of_time(what: str, grant: str, rule: ast.Rule, tool: str) -> Violation:
     )
 
 
-def find_call(solver: Any, enc: Encoder, deadline: Deadline) -> dict[str, Any] | None:
-    """A concrete call from a satisfiable solver, preferring small, readable values;
-    None when every model found is too large to build a call from."""
-    models = [solver.model()]
+def _layers(enc: Encoder) -> Iterator[list[Any]]:
+    """The preferences `find_call` tries, nicest first; each built only when the one
+    before it could not be met (most calls meet the first)."""
+    small, nice = size_bounds(enc), preferences(enc)
+    yield [*small, *nice]
+    yield small
+    capped = size_bounds(enc, MAX_SIZE)
+    yield [*capped, *nice]
+    yield capped
+
+
+def find_call(
+    solver: Any, enc: Encoder, deadline: Deadline, real: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any] | None, bool]:
+    """A concrete call from a satisfiable solver that `real` confirms, preferring small,
+    readable values, and whether the solver ran out of time looking for one.
+
+    A model of the encoding need not be a real call: `lower` and `host` are uninterpreted,
+    so only the preferences (`lower` leaves the text unchanged, ...) make a model the
+    evaluator agrees with. The preferences are tried first for `_PREFERENCE_MS` each;
+    when none of those calls is real, the ones that ran out of that time are tried again
+    with the rest of the deadline, so whether a counterexample is confirmed does not
+    depend on how busy the machine is, only on the deadline."""
     asserted = list(solver.assertions())
-    small, capped, nice = size_bounds(enc), size_bounds(enc, MAX_SIZE), preferences(enc)
-    layers = ([*small, *nice], small, [*capped, *nice], capped)
-    for extra in layers:
+    retry: list[list[Any]] = []
+
+    canceled = False
+
+    def built(model: Any) -> dict[str, Any] | None:
+        nonlocal canceled
+        try:
+            call = CallBuilder(enc, model).call()
+        except TooLarge:
+            return None
+        except z3.Z3Exception:  # (an interrupt at the deadline that landed as it returned)
+            canceled = True
+            return None
+        return call if real(call) else None
+
+    for extra in _layers(enc):
         # A fresh solver each time: z3 can stall on `push` after a sat sequence check.
         nicer = _solver([*asserted, *extra])
-        if _check(nicer, deadline, _PREFERENCE_MS) == z3.sat:
-            models.insert(0, nicer.model())
+        answer = _check(nicer, deadline, _PREFERENCE_MS)
+        if answer == z3.sat:
+            call = built(nicer.model())
+            if call is not None:
+                return call, False
             break
-    for model in models:
-        try:
-            return CallBuilder(enc, model).call()
-        except TooLarge:
-            continue
-    return None
+        if answer == z3.unknown:
+            retry.append(extra)
+    call = built(solver.model())
+    if call is not None:
+        return call, False
+    for extra in retry:
+        nicer = _solver([*asserted, *extra])
+        if _check(nicer, deadline) == z3.sat:
+            call = built(nicer.model())
+            if call is not None:
+                return call, False
+    return None, canceled or (bool(retry) and deadline.remaining_ms() <= 0)
 
 
 def _location(rule: ast.Rule) -> str:
@@ -143,8 +199,16 @@ def widenings(
                 )
             )
             continue
-        out.extend(_widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name))
+        found = _widenings_of_tool(caller, candidate, spec, same_tool, deadline, caller_name)
+        hidden = _secrets(caller, candidate, spec.name)
+        out.extend(replace(v, question="allow", secrets=hidden) for v in found)
     return out
+
+
+def _secrets(caller: Side, candidate: Side, tool: str) -> frozenset[str]:
+    """The argument names either side's `tool` keeps secret (redacted when shown)."""
+    specs = (side.workspace.tools.get(tool) for side in (caller, candidate))
+    return frozenset().union(*(spec.sensitive for spec in specs if spec is not None))
 
 
 def _widenings_of_tool(
@@ -188,14 +252,25 @@ def _widenings_of_tool(
             what = f"`{tool}` for role `{role}`"
             out.append(replace(_unknown(solver, deadline, what, role, _location(rule)), tool=tool))
             continue
-        call = find_call(solver, enc, deadline)
-        out.append(_confirm_widening(caller, candidate, spec, call, rule, role, caller_name))
+        call, out_of_time = find_call(
+            solver, enc, deadline, lambda c: _widens(caller, candidate, spec, c)
+        )
+        if call is None and out_of_time:
+            out.append(_out_of_time(f"`{tool}` for role `{role}`", role, rule, tool))
+            continue
+        out.append(_widening(spec, call, rule, role, caller_name))
     return out
 
 
-def _confirm_widening(
-    caller: Side,
-    candidate: Side,
+def _widens(caller: Side, candidate: Side, spec: ToolSpec, call: dict[str, Any]) -> bool:
+    """The evaluator's word: the candidate's roles allow `call` and the caller's do not."""
+    caller_spec = caller.workspace.tools.get(spec.name)
+    return candidate.decide_roles(spec, call) == "allow" and (
+        caller_spec is None or caller.decide_roles(caller_spec, call) != "allow"
+    )
+
+
+def _widening(
     spec: ToolSpec,
     call: dict[str, Any] | None,
     rule: ast.Rule,
@@ -203,12 +278,7 @@ def _confirm_widening(
     caller_name: str,
 ) -> Violation:
     tool = spec.name
-    caller_spec = caller.workspace.tools.get(tool)
-    if (
-        call is not None
-        and candidate.decide_roles(spec, call) == "allow"
-        and (caller_spec is None or caller.decide_roles(caller_spec, call) != "allow")
-    ):
+    if call is not None:  # (find_call returns only calls the evaluator confirms)
         return Violation(
             "widens",
             f"role `{role}` allows `{tool}` calls that `{caller_name}` may not make",
@@ -264,13 +334,21 @@ def dropped_denies(
                 replace(_unknown(solver, deadline, what, candidate_name, location), tool=tool)
             )
             continue
-        call = find_call(solver, enc, deadline)
+        dropped = partial(_drops, caller, candidate, spec, same_tool)
+        call, out_of_time = find_call(solver, enc, deadline, dropped)
         roles = ", ".join(f"`{n}`" for n in dict.fromkeys(n for _, n in caller.denies(tool)))
-        if (
-            call is not None
-            and caller.deny_probe(spec, call)
-            and not (same_tool and candidate.deny_probe(spec, call))
-        ):
+        if call is None and out_of_time:
+            out.append(
+                Violation(
+                    "timeout",
+                    f"the solver ran out of time confirming a call for {what}; treated as "
+                    "not fitting",
+                    candidate_name,
+                    location,
+                    tool=tool,
+                )
+            )
+        elif call is not None:
             out.append(
                 Violation(
                     "drops-deny",
@@ -293,7 +371,14 @@ def dropped_denies(
                     tool=tool,
                 )
             )
-    return out
+    return [
+        replace(v, question="deny", secrets=_secrets(caller, candidate, v.tool or "")) for v in out
+    ]
+
+
+def _drops(caller: Side, candidate: Side, spec: ToolSpec, same_tool: bool, call: Any) -> bool:
+    """The evaluator's word: a caller deny refuses `call` and no candidate deny does."""
+    return caller.deny_probe(spec, call) and not (same_tool and candidate.deny_probe(spec, call))
 
 
 def dropped_hooks(

@@ -18,6 +18,10 @@ made. The child runs only the check: it closes every inherited descriptor but it
 (a client's socket, the database), never runs the parent's exit handlers (`os._exit`),
 and keeps the collector off (it lives for one check; collecting would copy the parent's
 pages for nothing).
+
+The child may grow by at most MEMORY_MB over the address space it was forked with (an
+`RLIMIT_AS` set in the child, and z3's own `memory_max_size`): a question that makes z3
+grow past it ends as `unsupported` ("does not fit", sound), never the machine's memory.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import contextlib
 import gc
 import os
 import pickle
+import resource
 import select
 import signal
 import threading
@@ -33,6 +38,8 @@ import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+import z3
 
 from engine.fit.result import FitResult, Violation
 from engine.fit.terms import Z3_LOCK
@@ -42,6 +49,8 @@ from policy.diagnostics import CharterError
 # violations found by the deadline, and to read them.
 MARGIN_MS = 250
 _CHUNK = 1 << 16
+# How much a check's process may grow beyond what it was forked with.
+MEMORY_MB = 1024
 # Python 3.12 on warns that forking a process that has threads may deadlock the child on a
 # lock another thread held: the child here runs the check alone, no thread inside z3.
 warnings.filterwarnings("ignore", r"This process \(pid=\d+\) is multi-threaded", DeprecationWarning)
@@ -119,7 +128,10 @@ def _child(
         os.closerange(write + 1, _max_fd())
         outcome: tuple[str, Any]
         try:
+            _cap_memory(MEMORY_MB)
             outcome = ("ok", fn(*args, timeout_ms=timeout_ms, **kwargs))
+        except MemoryError:
+            outcome = ("ok", out_of_memory())
         except CharterError as exc:
             outcome = ("charter", list(exc.diagnostics))
         except BaseException as exc:  # (only its type: its message may quote the text)
@@ -131,6 +143,32 @@ def _child(
         status = 0
     finally:
         os._exit(status)
+
+
+def out_of_memory() -> FitResult:
+    """The answer of a check that needed more than MEMORY_MB."""
+    return FitResult.of(
+        [
+            Violation(
+                "unsupported",
+                f"the solver needed more than {MEMORY_MB} MB; treated as not fitting",
+            )
+        ]
+    )
+
+
+def _cap_memory(megabytes: int) -> None:  # pragma: no cover (runs in the child)
+    """Let this process grow by at most `megabytes` of address space, z3 included."""
+    z3.set_param("memory_max_size", megabytes)
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # (no /proc: z3's own cap alone)
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = size + (megabytes << 20)
+    if hard == resource.RLIM_INFINITY or limit < hard:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _max_fd() -> int:

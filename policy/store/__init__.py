@@ -140,6 +140,12 @@ class Store(Protocol):
         removed or replaced), or None: what /readyz reports."""
         ...
 
+    def write_failure(self) -> str | None:
+        """Why the store cannot write now (its last write failed for want of space or an
+        I/O error, and none succeeded since: a write is tried here while it fails), or
+        None: what /readyz reports."""
+        ...
+
     def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
         """Revisions after `after`, at most `limit`, in order: each body with `files` its
         paths alone (what the history shows), read without the texts."""

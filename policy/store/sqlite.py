@@ -14,6 +14,7 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import accumulate
@@ -28,6 +29,7 @@ from policy.store import (
     Row,
     StoreDamaged,
     StoreTooNew,
+    StoreUnavailable,
     ledger,
     revisions,
     schema,
@@ -35,6 +37,7 @@ from policy.store import (
 )
 from policy.store.checkpoints import Checkpointer
 from policy.store.logcheck import Chain, extent, packed
+from policy.store.mark import Mark, attach
 from policy.store.rowsum import GENESIS, log_digest, log_hasher, row_digest
 from policy.store.schema import SCHEMA as SCHEMA
 from policy.store.schema import TEXTS as TEXTS
@@ -173,8 +176,9 @@ class SqliteStore:
     `timeout`: how long a transaction waits for another writer before StoreUnavailable."""
 
     def __init__(
-        self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0
-    ) -> None:
+        self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0,
+        mark: bool = True,
+    ) -> None:  # fmt: skip
         self.path = str(path)
         if self.path not in ("", ":memory:"):
             _create_private(self.path)
@@ -201,6 +205,19 @@ class SqliteStore:
         # cursor per statement cost more than the statement's own Python.
         self._cursor = self._db.cursor()
         self._file = _file_identity(self.path)  # (what `moved` compares the path with)
+        # The last seq and revision this transaction gave out (written to the mark after
+        # its COMMIT), and why the last write failed when none succeeded since.
+        self._due_seq: int | None = None
+        self._due_revision: int | None = None
+        self._changes = 0  # the connection's total_changes at the outer BEGIN
+        self.write_failed: str | None = None
+        self._mark: Mark | None = None
+        if mark and self._file is not None:
+            try:
+                self._mark = attach(self.path, lambda: (self.last_seq(), self.latest_revision()))
+            except BaseException:
+                self._db.close()
+                raise
         self._checkpointer: Checkpointer | None = None
         self._writers: WriterLock | None = None
         if shared and self.path != ":memory:":
@@ -259,6 +276,7 @@ class SqliteStore:
                 "INSERT INTO revisions (n, body, sum) VALUES (?, ?, ?)",
                 (number, row, row_digest("revisions", (number, row))),
             )
+            self._due_revision = number
             return number
 
     def get_revision(self, number: int) -> Doc | None:
@@ -409,6 +427,7 @@ class SqliteStore:
                 chained_to = b""
             digest = log_digest(chained_to, first, len(rows), body)
             self._cursor.execute(_APPEND_RUN, (first, len(rows), body, digest))
+            self._due_seq = first + len(rows) - 1
         return list(range(first, first + len(rows)))
 
     def log_head(self) -> tuple[int, bytes]:
@@ -577,7 +596,42 @@ class SqliteStore:
                 (key, body, row_digest("meta", (key, body))),
             )
 
+    # ---- the mark and failed writes -------------------------------------------------------
+    def committed(self) -> None:
+        """After an outer COMMIT, under the locks, before anyone is told of it: the seq and
+        revision it gave out are written to the mark, and a commit that wrote something
+        ends a failure of writes."""
+        if self._db.total_changes != self._changes:
+            self.write_failed = None
+        if self._mark is not None and (self._due_seq is not None or self._due_revision):
+            self._mark.record(self._due_seq, self._due_revision)
+
+    def write_failure(self) -> str | None:
+        """Why this store cannot write (its last write failed for want of space, or an I/O
+        error), or None. While it fails, a write is tried here (a meta value), so a disk
+        with room again is found without a request's write."""
+        if self.write_failed is None:
+            return None
+        with contextlib.suppress(StoreUnavailable), self.atomic():
+            body = cbor2.dumps(time.time_ns())
+            self._db.execute(
+                "INSERT INTO meta (key, body, sum) VALUES ('write_probe', ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET body = excluded.body, sum = excluded.sum",
+                (body, row_digest("meta", ("write_probe", body))),
+            )
+        return self.write_failed
+
     # ---- checkpoints ----------------------------------------------------------------------
+    def fold_wal(self) -> None:
+        """Copy the whole `-wal` into the file and empty it (a first start's database, made
+        under a name of its own, is whole in its file before it is renamed into place);
+        sqlite3.OperationalError when it cannot (a full disk), or StoreUnavailable when a
+        reader held part of it back."""
+        with self._lock:
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise StoreUnavailable("the database's -wal could not be copied into it")
+
     def checkpoint_in_background(
         self, interval: float = 0.05, restart_frames: int = RESTART_FRAMES,
         wal_pages: int = 4 * RESTART_FRAMES,
@@ -604,3 +658,6 @@ class SqliteStore:
             self._db.close()
             if self._writers is not None:
                 self._writers.close()
+            if self._mark is not None:
+                self._mark.close()
+                self._mark = None

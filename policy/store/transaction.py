@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 # SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
 # LOCKED (another writer past the timeout), IOERR, FULL, CANTOPEN.
 TRANSIENT = frozenset({5, 6, 10, 13, 14})
+# Those that say the store cannot write (the disk, not another writer): /readyz reports
+# them until a write succeeds (`SqliteStore.write_failure`).
+CANNOT_WRITE = {10: "an I/O error", 13: "the disk is full", 14: "a file cannot be opened"}
 
 
 def _transient(exc: BaseException) -> bool:
@@ -27,8 +30,11 @@ def _transient(exc: BaseException) -> bool:
     )
 
 
-def _unavailable(exc: BaseException) -> StoreUnavailable:
+def _unavailable(exc: BaseException, store: SqliteStore) -> StoreUnavailable:
     name = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
+    why = CANNOT_WRITE.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF)
+    if why is not None:
+        store.write_failed = f"the last write failed: {why} ({name})"
     return StoreUnavailable(f"the database is unavailable ({name})")
 
 
@@ -60,12 +66,13 @@ class Transaction:
                 if writers is not None:
                     writers.release()
                 if _transient(exc):
-                    raise _unavailable(exc) from exc
+                    raise _unavailable(exc, store) from exc
                 raise
         except BaseException:
             store._lock.release()
             raise
         store._depth = 1
+        store._changes = store._db.total_changes
         self._outer = True
         check = store._on_begin
         if check is not None:
@@ -91,8 +98,9 @@ class Transaction:
                         if store._db.in_transaction:
                             store._db.execute("ROLLBACK")
                         if _transient(failed):
-                            raise _unavailable(failed) from failed
+                            raise _unavailable(failed, store) from failed
                         raise
+                    store.committed()  # (the mark, before anyone is told)
                     actions, store._after_commit = store._after_commit, []
                     for action in actions:
                         action()
@@ -100,10 +108,11 @@ class Transaction:
                     if store._db.in_transaction:  # (SQLite may have rolled back already)
                         store._db.execute("ROLLBACK")
                     if exc is not None and _transient(exc):  # a full disk mid-way, say
-                        raise _unavailable(exc) from exc
+                        raise _unavailable(exc, store) from exc
             finally:
                 store._depth = 0
                 store._after_commit = []
+                store._due_seq = store._due_revision = None
                 if store._writers is not None:
                     store._writers.release()
         finally:

@@ -379,9 +379,10 @@ def check(
         assert status in code.statuses, where
         assert problem["status"] == status, where
         if status == 403 and problem["code"] == "denied-by-policy" and agent:
-            # The deny is logged (by design, docs/http.md "Auth"), and nothing else; and
+            # The deny is logged (by design, docs/http.md "Errors"), and nothing else; and
             # never for the request's shape: the body passed its schema to be decided,
-            # and each built-in tool takes what its endpoint passes (docs/http.md, "Auth").
+            # and each built-in tool takes what its endpoint passes (docs/http.md, "Agents'
+            # own requests").
             # (An agent whose profile an upload took away is denied every call, as such.)
             assert "decisions" in changed <= LOGGED and logged == 1, (changed, where)
             assert problem["decision"]["effect"] == "deny", where

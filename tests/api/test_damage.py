@@ -330,7 +330,7 @@ def test_a_database_left_by_kill_9_is_not_taken_for_damaged(tmp_path: Path) -> N
 
     before = files()
     assert start_refusal(str(db)) is None
-    assert files() == before and set(before) == {"k.db", "k.db-wal"}
+    assert files() == before and set(before) == {"k.db", "k.db-wal", "k.db.mark"}
     store = SqliteStore(db)
     assert store.last_seq() == 20_000 and len(store.read_decisions(19_990, 100)) == 10
     store.close()

@@ -286,9 +286,10 @@ def test_a_deleted_agents_turns_do_not_decide_for_an_agent_made_under_its_id(
     client: Any, harness: Harness
 ) -> None:
     """An agent made later under a deleted agent's id is another agent (its tokens are
-    revoked with it: docs/http.md, Auth), and so are its turns: a turn admitted for the
-    old one pinned the old one's profile, and a call naming it was decided for the new
-    agent on that profile (its roles, hooks and budget) until the turn ended."""
+    revoked with it: docs/http.md, "Agents, threads and identities"), and so are its
+    turns: a turn admitted for the old one pinned the old one's profile, and a call naming
+    it was decided for the new agent on that profile (its roles, hooks and budget) until
+    the turn ended."""
     admin = harness.auth()
     harness.add_agent("old", "wide")
     turn = client.post("/v1/turns", json={"agent": "old"}, headers=admin).json()

@@ -98,7 +98,10 @@ def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> Non
     source = (root / "api" / "http" / "policy.py").read_text(encoding="utf-8")
     codes = set(re.findall(r'ServiceError\(\s*\d{3},\s*"([a-z0-9-]+)"', source))
     assert {"not-utf8", "duplicate-path"} <= codes
-    documented = (root / "docs" / "http.md").read_text(encoding="utf-8")
+    # (each listed among `PUT /v1/policy`'s codes in the reference, up to the next operation)
+    reference = (root / "docs" / "http-reference.md").read_text(encoding="utf-8")
+    start = reference.index("### `uploadPolicy`: `PUT /v1/policy`")
+    documented = reference[start : reference.index("\n### ", start + 1)]
     assert sorted(c for c in codes if f"`{c}`" not in documented) == []
 
 

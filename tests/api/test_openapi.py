@@ -7,7 +7,9 @@ they come with is one the operation lists."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -86,6 +88,28 @@ def test_every_route_has_an_operation_with_its_answers(
         assert "$ref" in answer[status]["content"]["application/json"]["schema"], (method, path)
     for ref in _resolve(spec, spec):
         assert ref.rsplit("/", 1)[1] in spec["components"]["schemas"], ref
+
+
+VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
+         "admit", "upload", "approve", "reject", "issue", "revoke")  # fmt: skip
+
+
+def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
+    """What a client generator names and groups its calls by: each operation's id, a verb
+    phrase in camel case, once in the document; each its one tag, a declared one; the
+    document's version the package's."""
+    ops = [op for path in spec["paths"].values() for op in path.values()]
+    ids = [op["operationId"] for op in ops]
+    assert len(set(ids)) == len(ids) == len(TABLE)
+    assert all(re.fullmatch(r"[a-z]+([A-Z][a-z]+)*", i) and i.startswith(VERBS) for i in ids)
+    assert {"decide", "decideBatch", "listAgentTools", "listAgents", "getAgent", "approve"} <= set(
+        ids
+    )
+    declared = [tag["name"] for tag in spec["tags"]]
+    assert all(tag["description"] for tag in spec["tags"])
+    assert all(len(op["tags"]) == 1 and op["tags"][0] in declared for op in ops)
+    assert {op["tags"][0] for op in ops} == set(declared)  # (no tag left empty)
+    assert spec["info"]["version"] == version("charter") != ""
 
 
 def test_a_policy_upload_may_be_text(spec: dict[str, Any]) -> None:

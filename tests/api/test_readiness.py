@@ -6,13 +6,16 @@ started in the background, once) or does not check with this version of charter.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
+from typing import Any
 
 import httpx
 
 from api.http.app import create_app
 from api.service.core import Service
+from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, LiveServer, opened_again
 
 CALL = {"agent": "a1", "tool": "mail.send",
@@ -128,3 +131,57 @@ def test_a_serving_process_compiles_the_latest_revision_as_its_app_is_built(
         with LiveServer(app) as url, httpx.Client(base_url=url, timeout=30) as live:
             answer = ready_after(live, "compiling revision 1")
             assert answer.json() == {"status": "ready", "revision": 1}
+
+
+class _Disk:
+    """The store's cursor, but every COMMIT fails as SQLite's does on a full disk while
+    `full` (its transaction rolled back), or as on another writer's lock while `busy`."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+        self.full = self.busy = False
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and (self.full or self.busy):
+            name, code = ("SQLITE_FULL", 13) if self.full else ("SQLITE_BUSY", 5)
+            failed = sqlite3.OperationalError(name)
+            failed.sqlite_errorcode = code
+            failed.sqlite_errorname = name
+            raise failed
+        return self.cursor.execute(sql, *args)
+
+
+def test_readyz_says_the_store_cannot_write_until_a_write_succeeds(
+    client: Any, harness: Harness
+) -> None:
+    """Without a disk to fill (tests/api/test_start_safety.py fills a real tmpfs): commits
+    that fail as on a full disk make /readyz 503 `store-cannot-write`, and its own write
+    fails too while they do; once commits succeed, the next probe's write succeeds and it
+    is 200, no decision needed. A busy lock is not a store that cannot write."""
+    store = harness.service.store
+    assert isinstance(store, SqliteStore)  # (the harness opens one; its cursor is wrapped)
+    disk = _Disk(store._cursor)
+    store._cursor = disk  # type: ignore[assignment]
+    try:
+        assert client.get("/readyz").status_code == 200
+        disk.busy = True
+        busy = client.post("/v1/decisions", json=CALL, headers=harness.auth())
+        assert (busy.status_code, busy.json()["code"]) == (503, "store-unavailable")
+        assert client.get("/readyz").status_code == 200
+        disk.busy, disk.full = False, True
+        full = client.post("/v1/decisions", json=CALL, headers=harness.auth())
+        assert (full.status_code, full.json()["code"]) == (503, "store-unavailable")
+        for _ in range(2):  # (the probe's own write fails as well)
+            answer = client.get("/readyz")
+            assert (answer.status_code, answer.json()) == (503, {
+                "status": "unavailable", "code": "store-cannot-write",
+                "reason": "the last write failed: the disk is full (SQLITE_FULL)",
+            })  # fmt: skip
+        seq = store.last_seq()
+        disk.full = False
+        assert client.get("/readyz").json() == {"status": "ready", "revision": 1}
+        assert store.last_seq() == seq  # (its write is no decision)
+        decided = client.post("/v1/decisions", json=CALL, headers=harness.auth())
+        assert (decided.status_code, decided.json()["seq"]) == (200, seq + 1)
+    finally:
+        store._cursor = disk.cursor

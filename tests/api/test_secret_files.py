@@ -121,7 +121,7 @@ def test_a_new_database_and_its_files_are_made_0600(
     try:
         identities.create(service.store, service.sealer, "me")  # (something in the WAL)
         made = sorted(p.name for p in tmp_path.iterdir())
-        assert made == ["x.db", "x.db-shm", "x.db-wal", "x.db.key"]
+        assert made == ["x.db", "x.db-shm", "x.db-wal", "x.db.key", "x.db.mark"]
         assert {name: mode(tmp_path / name) for name in made} == dict.fromkeys(made, 0o600)
     finally:
         service.store.close()

@@ -272,7 +272,7 @@ def test_cli_a_dropped_deny_hook_budget_is_exit_1(
         "`5 usd per total`" in out  # fmt: skip
     deny = out.index(
         "wider: profile `p`: `agents.delete`: calls that the deny rules of role `guard` "
-        "refused are no longer denied"
+        "refused are no longer refused by a deny rule"
     )
     assert out[deny + 1].startswith(f"  at {new_dir}/p.charter:")
     assert out[deny + 2].startswith('  counterexample: agents.delete {"id":"root')

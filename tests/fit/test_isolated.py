@@ -108,3 +108,17 @@ def test_checks_run_side_by_side() -> None:
     stuck.join(10)
     assert answers["quick"][0].fits and answers["quick"][1] < 2.0
     assert [v.kind for v in answers["stuck"][0].violations] == ["timeout"]
+
+
+def _greedy(*args: object, timeout_ms: int) -> FitResult:
+    hoard = [bytearray(16 << 20) for _ in range(256)]  # 4 GB, past any cap
+    return FitResult(len(hoard) == 0)
+
+
+def test_a_check_that_grows_past_its_memory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolated, "MEMORY_MB", 64)
+    assert isolated.run(_greedy, timeout_ms=5000) == isolated.out_of_memory()
+    snap = snapshot(CALLER)  # and a real check fits in the same cap
+    source = 'role r { allow mail.send where args.to endswith ".org" }'
+    there = isolated.run(engine.fit.fit_source, snap, "caller", source, timeout_ms=5000)
+    assert there == engine.fit.fit_source(snap, "caller", source)

@@ -1,0 +1,418 @@
+"""An example request and answer for each operation, by its operation id: what
+docs/http-reference.md shows (api.http.docgen). tests/api/test_http_reference.py reads
+each through the models the operation's Spec names (a request through its request model,
+an answer through its answer model, with no field the model lacks), so an example that
+no longer fits its schema fails there."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Example(NamedTuple):
+    body: Any = None  # the request's JSON body (None: no body)
+    answer: Any = None  # the success answer's JSON (None: no body, a 204)
+    query: str = ""  # the query string, without its `?`
+    path: dict[str, str] = {}  # noqa: RUF012 (the path's parameters; never mutated)
+    text: str = ""  # a text answer (`/metrics`)
+
+
+IDENTITY = "z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
+AT = 1_764_806_400_000  # ms since the epoch
+DECISION_ID = "5f0c2a9e7b1d4c3a8e6f9b21"  # (24 hex digits; other ids are UUIDs)
+ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
+REASON: dict[str, Any] = {
+    "kind": "allow",
+    "message": "allowed by role `mail-support`",
+    "role": "mail-support",
+    "location": "roles.charter:4:3",
+}
+DECISION: dict[str, Any] = {
+    "id": DECISION_ID,
+    "seq": 42,
+    "effect": "allow",
+    "args": {**ARGS, "cc": [], "priority": 3},  # (with the signature's defaults)
+    "reasons": [REASON],
+    "errors": [],
+    "near_misses": [],
+    "revision": 3,
+}
+REFUND = {"order": "A-1001", "amount": 80, "reason": "damaged", "currency": "USD"}
+PAUSED: dict[str, Any] = {
+    **DECISION,
+    "effect": "pause",
+    "args": REFUND,
+    "reasons": [
+        {
+            "kind": "allow",
+            "message": "allowed by role `finance`",
+            "role": "finance",
+            "location": "roles.charter:50:3",
+        },
+        {
+            "kind": "hook-pause",
+            "message": "hook `approve-big-refund`: a human approves refunds over 50 USD",
+            "hook": "approve-big-refund",
+            "location": "hooks.charter:8:1",
+        },
+    ],
+    "approval_id": "0193d9a3-1111-7000-8000-000000000001",
+}
+APPROVAL: dict[str, Any] = {
+    "id": "0193d9a3-1111-7000-8000-000000000001",
+    "status": "pending",
+    "agent": "refund-bot",
+    "tool": "billing.refund",
+    "args": REFUND,
+    "thread": None,
+    "turn": None,
+    "connection": None,
+    "revision": 3,
+    "reasons": PAUSED["reasons"],
+    "management": False,
+    "created_at": AT,
+    "decided_at": None,
+    "decided_by": None,
+    "final": None,
+}
+DECIDED: dict[str, Any] = {
+    **APPROVAL,
+    "status": "approved",
+    "decided_at": AT + 60_000,
+    "decided_by": "token:3f9a1c0d5e7b2a46",
+    "final": {
+        **PAUSED,
+        "id": "5f0c2a9e7b1d4c3a8e6f9b23",
+        "effect": "allow",
+        "seq": 43,
+        "approval_id": None,
+        "reasons": [
+            *PAUSED["reasons"],
+            {
+                "kind": "approved",
+                "message": "approved in approval `0193d9a3-1111-7000-8000-000000000001`",
+            },
+        ],
+    },
+}
+BUDGET: dict[str, Any] = {"amount": "25", "period": "24h"}
+AGENT: dict[str, Any] = {
+    "id": "triage-bot",
+    "name": "Triage bot",
+    "identity": IDENTITY,
+    "profile": "support",
+    "budget": BUDGET,
+    "metadata": {"tier": "gold"},
+    "parent": None,
+    "status": "idle",
+    "created_at": AT,
+    "updated_at": AT,
+}
+IDENTITY_VIEW: dict[str, Any] = {
+    "id": IDENTITY,
+    "account_id": IDENTITY,
+    "secret_name": "hm-account-z6MkhaXgBZDvotDk",
+    "name": "support",
+    "label": "support",
+    "metadata": {"kind": "hm-account-key", "accountId": IDENTITY, "label": "support"},
+    "created_at": AT,
+    "updated_at": AT,
+}
+THREAD: dict[str, Any] = {
+    "id": "0193d9a4-2222-7000-8000-000000000002",
+    "agent": "triage-bot",
+    "prompt": "sort today's tickets",
+    "max_cost": "5",
+    "depth": 0,
+    "status": "open",
+    "created_at": AT,
+    "updated_at": AT,
+}
+CONNECTION: dict[str, Any] = {
+    "id": "0193d9a5-3333-7000-8000-000000000003",
+    "name": "gmail-support",
+    "toolset": "gmail",
+    "owner": None,
+    "created_at": AT,
+    "updated_at": AT,
+}
+ROLE_SOURCE = 'role mail-triage {\n  allow mail.send where args.to endswith "@example.com"\n}\n'
+ROLE: dict[str, Any] = {
+    "name": "mail-triage",
+    "file": "api/roles/mail-triage.charter",
+    "line": 1,
+    "source": ROLE_SOURCE.rstrip("\n"),
+    "revision": 4,
+}
+PROFILE: dict[str, Any] = {
+    "name": "support",
+    "file": "profiles.charter",
+    "line": 3,
+    "source": "profile support {\n  roles mail-support\n  budget 10 usd per 24h\n}",
+    "revision": 3,
+    "roles": ["mail-support"],
+    "hooks": ["approve-big-refund"],
+    "budget": {"amount": "10", "period": "24h"},
+}
+HOOK: dict[str, Any] = {
+    "name": "approve-big-refund",
+    "file": "hooks.charter",
+    "line": 8,
+    "source": 'hook approve-big-refund on billing.refund where args.amount > 50 {\n  pause "a '
+    'human approves refunds over 50 USD"\n}',
+    "revision": 3,
+}
+TOOLSET: dict[str, Any] = {
+    "name": "mail",
+    "file": "toolsets.charter",
+    "line": 1,
+    "source": 'toolset mail {\n  url "https://tools.example.com/mail"\n  connection required\n'
+    "  tool send(to: str, subject: str, body: str, cc: list[str] = [], priority: int = 3)\n"
+    "  tool search(query: str, limit: int = 20, folder?: str)\n  tool read(id: str)\n"
+    "  tool delete(id: str)\n}",
+    "revision": 3,
+    "tools": ["mail.send", "mail.search", "mail.read", "mail.delete"],
+    "url": "https://tools.example.com/mail",
+    "connection_required": True,
+    "runs_code": False,
+}
+REVISION: dict[str, Any] = {
+    "revision": 3,
+    "author": "token:3f9a1c0d5e7b2a46",
+    "note": "refunds over 50 need a human",
+    "created_at": AT,
+    "summary": {"toolsets": [], "roles": [], "hooks": ["approve-big-refund"], "profiles": [],
+                "tests": 0},
+    "files": ["hooks.charter", "profiles.charter", "roles.charter", "toolsets.charter"],
+}  # fmt: skip
+POLICY_FILES = [{"path": "roles.charter", "text": "role mail-support {\n  allow mail.send\n}\n"}]
+ID: dict[str, Any] = {"id": "triage-bot"}
+
+
+def _page(item: dict[str, Any]) -> dict[str, Any]:
+    return {"items": [item], "next_cursor": None}
+
+
+def _crud(
+    one: str, plural: str, item: dict[str, Any], key: dict[str, str],
+    create: dict[str, Any] | None = None, update: dict[str, Any] | None = None,
+) -> dict[str, Example]:  # fmt: skip
+    found = {
+        f"list{plural}": Example(answer=_page(item), query="limit=50"),
+        f"get{one}": Example(answer=item, path=key),
+    }
+    if create is not None:
+        found[f"create{one}"] = Example(body=create, answer=item)
+    if update is not None:
+        found[f"update{one}"] = Example(body=update, answer={**item, **update}, path=key)
+        found[f"delete{one}"] = Example(path=key)
+    return found
+
+
+EXAMPLES: dict[str, Example] = {
+    "decide": Example(body=CALL, answer=DECISION),
+    "decideBatch": Example(
+        body={"calls": [CALL, {**CALL, "args": {**ARGS, "to": "eve@elsewhere.net"}}]},
+        answer={
+            "decisions": [
+                DECISION,
+                {
+                    **DECISION,
+                    "id": "5f0c2a9e7b1d4c3a8e6f9b22",
+                    "seq": 43,
+                    "effect": "deny",
+                    "args": None,
+                    "reasons": [{"kind": "not-granted", "message": "no rule grants `mail.send`"}],
+                    "near_misses": [REASON],
+                },
+            ]
+        },
+    ),
+    "readDecisionLog": Example(
+        query="after_seq=41&limit=1",
+        answer={
+            "decisions": [
+                {
+                    **{k: v for k, v in DECISION.items() if k != "approval_id"},
+                    "at": AT,
+                    "agent": "demo-support",
+                    "profile": "support",
+                    "tool": "mail.send",
+                    "final_args": DECISION["args"],
+                    "thread": None,
+                    "turn": None,
+                    "expected_cost": None,
+                    "approval": None,
+                }
+            ],
+            "next_after_seq": 42,
+        },
+    ),
+    "listAgentTools": Example(
+        path={"id": "demo-support"},
+        answer={
+            "agent": "demo-support",
+            "profile": "support",
+            "revision": 3,
+            "tools": [
+                {
+                    "tool": "mail.send",
+                    "status": "narrow",
+                    "condition": 'args.to endswith "@example.com" and len(args.body) <= 10000',
+                    "exact": True,
+                    "hooks": [],
+                },
+                {
+                    "tool": "mail.search",
+                    "status": "narrow",
+                    "condition": "args.limit <= 50",
+                    "exact": True,
+                    "hooks": [
+                        {
+                            "name": "clamp-mail-search",
+                            "kind": "rewrite",
+                            "condition": "args.limit > 20",
+                            "location": "hooks.charter:4:1",
+                        }
+                    ],
+                },
+            ],
+        },
+    ),
+    "checkFit": Example(
+        body={"agent": "demo-support", "kind": "role", "source": "role r {\n  allow mail.send\n}"},
+        answer={
+            "revision": 3,
+            "fits": False,
+            "violations": [
+                {
+                    "tool": "mail.send",
+                    "kind": "widens",
+                    "message": "role `r` allows `mail.send` calls that the agent may not make",
+                    "grant": "allow mail.send",
+                    "location": "<source>:2:3",
+                    "counterexample": {"to": "eve@elsewhere.net", "subject": "", "body": ""},
+                }
+            ],
+        },
+    ),
+    "admitTurn": Example(
+        body={"agent": "demo-support"},
+        answer={
+            "id": "0193d9a6-4444-7000-8000-000000000004",
+            "agent": "demo-support",
+            "thread": None,
+            "revision": 3,
+            "profile": "support",
+            "created_at": AT,
+            "ends_at": AT + 3_600_000,
+        },
+    ),
+    "checkHealth": Example(answer={"status": "ok"}),
+    "checkReadiness": Example(answer={"status": "ready", "revision": 3}),
+    "readMetrics": Example(
+        text='# TYPE charter_decisions_total counter\ncharter_decisions_total{effect="allow"} 42'
+    ),
+    "getOpenApi": Example(
+        answer={"openapi": "3.1.0", "info": {"title": "Charter decision service"}, "paths": {}}
+    ),
+    "uploadPolicy": Example(
+        body={"files": POLICY_FILES, "note": "refunds over 50 need a human"},
+        answer={"revision": 4, "warnings": []},
+    ),
+    "getPolicy": Example(query="revision=4", answer={"revision": 4, "files": POLICY_FILES}),
+    "listRevisions": Example(query="limit=50", answer=_page(REVISION)),
+    **_crud(
+        "Identity",
+        "Identities",
+        IDENTITY_VIEW,
+        {"id": IDENTITY},
+        {"label": "support", "request_id": "setup-1"},
+        {"label": "support desk"},
+    ),
+    "importIdentity": Example(
+        body={
+            "seed": "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+            "label": "support",
+        },
+        answer=IDENTITY_VIEW,
+    ),
+    **_crud(
+        "Agent",
+        "Agents",
+        AGENT,
+        ID,
+        {
+            "name": "Triage bot",
+            "profile": "support",
+            "identity": IDENTITY,
+            "budget": BUDGET,
+            "metadata": {"tier": "gold"},
+        },
+        {"status": "running"},
+    ),
+    **_crud(
+        "Thread",
+        "Threads",
+        THREAD,
+        {"id": THREAD["id"]},
+        {"agent": "triage-bot", "prompt": "sort today's tickets", "max_cost": "5"},
+        {"status": "done"},
+    ),
+    **_crud(
+        "Connection",
+        "Connections",
+        CONNECTION,
+        {"id": CONNECTION["id"]},
+        {"name": "gmail-support", "toolset": "gmail", "credential": "…"},
+        {"name": "gmail-support-2"},
+    ),
+    **_crud(
+        "Role",
+        "Roles",
+        ROLE,
+        {"name": "mail-triage"},
+        {"name": "mail-triage", "source": ROLE_SOURCE},
+        None,
+    ),
+    "updateRole": Example(
+        body={"source": ROLE_SOURCE.replace("send", "search")},
+        answer={**ROLE, "source": ROLE["source"].replace("send", "search"), "revision": 5},
+        path={"name": "mail-triage"},
+    ),
+    "deleteRole": Example(path={"name": "mail-triage"}),
+    **_crud("Profile", "Profiles", PROFILE, {"name": "support"}),
+    **_crud("Hook", "Hooks", HOOK, {"name": "approve-big-refund"}),
+    **_crud("Toolset", "Toolsets", TOOLSET, {"name": "mail"}),
+    "listApprovals": Example(query="status=pending", answer=_page(APPROVAL)),
+    "getApproval": Example(answer=APPROVAL, path={"id": APPROVAL["id"]}),
+    "approve": Example(
+        answer={"approval": DECIDED, "decision": DECIDED["final"]}, path={"id": APPROVAL["id"]}
+    ),
+    "reject": Example(
+        body={"reason": "not for this customer"},
+        answer={
+            "approval": {
+                **APPROVAL,
+                "status": "rejected",
+                "decided_at": AT + 60_000,
+                "decided_by": "token:3f9a1c0d5e7b2a46",
+                "reason": "not for this customer",
+            }
+        },
+        path={"id": APPROVAL["id"]},
+    ),
+    "issueToken": Example(
+        body={"scope": "agent", "agent": "triage-bot", "name": "triage"},
+        answer={
+            "id": "8c1e4f2a9b3d7e60",
+            "scope": "agent",
+            "agent": "triage-bot",
+            "name": "triage",
+            "created_at": AT,
+            "token": "chr_…",
+        },
+    ),
+    "revokeToken": Example(path={"id": "8c1e4f2a9b3d7e60"}),
+}
