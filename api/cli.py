@@ -285,7 +285,7 @@ def _extend(sub: Any) -> None:
     """Verbs that live in their own modules register here (fit, tools, diff, serve)."""
     import importlib
 
-    for module in ("api.cli_fit", "api.cli_serve"):
+    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

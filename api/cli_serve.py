@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from api.cli_args import UTF8_HELP, not_utf8
+from api.cli_db import damaged_row, start_refusal, too_new
 from api.cli_serve_checks import (
     bound_port,
     database_path,
@@ -60,7 +61,7 @@ from api.service.tokens import Principal
 from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
-from policy.store import StoreUnavailable
+from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
 from policy.store.evidence import is_new, lost_database
 from policy.store.refusal import StoreRefused
 
@@ -297,7 +298,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     db = str(args.db)
-    refused = database_refusal(db, serving=True)
+    refused = start_refusal(db) or database_refusal(db, serving=True)
     if refused is not None:
         return refuse(*refused)
     lost = lost_database(db, _token_left(db))  # (an empty file beside a database's files)
@@ -330,6 +331,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service = open_service(
             db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
         )
+    except StoreTooNew as exc:  # (a newer charter migrated it since the look above)
+        return refuse(*too_new(db, exc))
+    except StoreDamaged as exc:  # (a row a first start reads back)
+        return refuse(*damaged_row(db, exc))
     except StoreRefused as exc:  # (it lacks commits its mark records, the disk is full)
         return store_refused(exc)
     except CharterError as exc:
@@ -344,12 +349,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
-    wrong_key = sealed_refusal(service.store, service.sealer)
-    if wrong_key is not None:
-        service.store.close()
-        return refuse(*wrong_key)
     try:
+        wrong_key = sealed_refusal(service.store, service.sealer)
+        if wrong_key is not None:
+            service.store.close()
+            return refuse(*wrong_key)
         prepare(service, db, workspace)
+    except StoreDamaged as exc:  # (a row read at start)
+        service.store.close()
+        return refuse(*damaged_row(db, exc))
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
@@ -398,12 +406,16 @@ def cmd_token(args: argparse.Namespace) -> int:
             "no token was issued"
         )
     refused = database_refusal(db, serving=False)  # a mistyped path would get a token
-    if refused is not None:  # nobody serves
+    if refused is None:  # nobody serves
+        refused = start_refusal(db)
+    if refused is not None:
         return refuse(*refused)
     # Shared: beside `--workers N` processes it takes their writer lock as they do, and
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
     try:
         store = SqliteStore(db, shared=True)
+    except StoreTooNew as exc:
+        return refuse(*too_new(db, exc))
     except StoreRefused as exc:
         return store_refused(exc)
     except (sqlite3.Error, OSError) as exc:  # (what the look at the path could not see)
@@ -417,6 +429,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     except StoreUnavailable as exc:
         sys.stderr.write(f"charter: {exc}; no token was issued\nhelp: try again\n")
         return 1
+    except StoreDamaged as exc:
+        return refuse(*damaged_row(db, exc))
     except sqlite3.Error as exc:  # a file it may read but not write, say
         return refuse(f"cannot write to database `{db}`: {str(exc).lower()}; no token was issued")
     finally:

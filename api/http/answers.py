@@ -73,8 +73,20 @@ class LoggedDecision(BaseModel):
     approval: str | None
 
 
+class DamagedDecisions(BaseModel):
+    """Decisions `seq` to `last_seq` that the log holds damaged (or has lost): never
+    served as data (docs/operations.md, "Damaged rows")."""
+
+    seq: int
+    last_seq: int
+    damaged: Literal[
+        "checksum-mismatch", "chain-broken", "missing", "undecodable", "reasons-damaged"
+    ]
+    detail: str
+
+
 class LogPage(BaseModel):
-    decisions: list[LoggedDecision]
+    decisions: list[LoggedDecision | DamagedDecisions]
     next_after_seq: int
 
 

@@ -340,6 +340,16 @@ CODES: dict[str, Code] = {
         "a stored secret (an approval's sealed call, an identity's seed) does not open with the "
         "server's key: a worker serves with another key than the one that sealed it",
     ),
+    "store-damaged": Code(
+        (503,),
+        "a stored row the request reads (`damaged` names it: an agent, a revision, a token ...)"
+        " fails its checksum or does not decode; nothing was changed (docs/operations.md)",
+    ),
+    "store-too-new": Code(
+        (503,),
+        "a newer charter migrated the database (its schema version) while this server served it;"
+        " nothing was changed",
+    ),
     "fit-unavailable": Code(
         (503,),
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"
@@ -509,4 +519,6 @@ WHERE: dict[str, tuple[str, ...]] = {
     "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
     "unavailable": ("listAgentTools", "checkFit"),
     "store-unavailable": ("readMetrics",),
+    "store-damaged": ("readMetrics",),
+    "store-too-new": ("readMetrics",),
 }

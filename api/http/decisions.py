@@ -32,6 +32,7 @@ from api.service.snapshots import NotCompiled
 from api.service.solver import check_async, key_of
 from engine.compile import Snapshot
 from policy.diagnostics import CharterError
+from policy.store import Damaged, StoreDamaged
 
 MAX_LOG_PAGE = 1000
 # A page's decisions stop before the one that would take their JSON past this many bytes,
@@ -83,13 +84,31 @@ def _log_page(service: Service, after: int, limit: int) -> bytes:
     size = 0
     last = after
     for seq, row in rows:
-        part = dumps(log_view(seq, row, resolve))
+        part = dumps(_entry(seq, row, resolve))
         if parts and size + len(part) > budget:
             break
         parts.append(part)
         size += len(part) + 1
-        last = seq
+        last = row.last_seq if isinstance(row, Damaged) else seq
     return b'{"decisions":[%s],"next_after_seq":%d}' % (b",".join(parts), last)
+
+
+def _entry(seq: int, row: bytes | Damaged, resolve: Callable[[str], Any]) -> dict[str, Any]:
+    """A decision of the page, or in its place what is damaged there: a row that fails
+    its checksum, is missing, or does not decode is never served as a decision."""
+    if isinstance(row, Damaged):
+        return _damaged(row)
+    try:
+        return log_view(seq, row, resolve)
+    except StoreDamaged as exc:  # (its reasons' record)
+        return _damaged(Damaged(seq, seq, "reasons-damaged", f"{exc.what}: {exc.why}"))
+    except Exception as exc:  # a row that matches its checksum and still does not decode
+        detail = f"it does not decode ({type(exc).__name__})"
+        return _damaged(Damaged(seq, seq, "undecodable", detail))
+
+
+def _damaged(row: Damaged) -> dict[str, Any]:
+    return {"seq": row.seq, "last_seq": row.last_seq, "damaged": row.why, "detail": row.detail}
 
 
 async def _current(service: Service) -> Snapshot:

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
 from policy.secrets import SecretKeyError
-from policy.store import StoreUnavailable
+from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
 
 log = logging.getLogger("charter.http")
 PROBLEM = "application/problem+json"
@@ -106,6 +106,34 @@ async def secret_key_mismatch(request: Request, exc: Exception) -> Response:
     )  # fmt: skip
 
 
+async def store_damaged(request: Request, exc: Exception) -> Response:
+    """A stored row the request needs fails its checksum or does not decode
+    (policy/store/rowsum.py): its data is never served. 503 without Retry-After: a retry
+    reads the same row; `charter db check` lists what is damaged. `damaged` names the
+    row (`document agents/a1`, `revision 3`); the request changed nothing."""
+    assert isinstance(exc, StoreDamaged)
+    log.error("damaged row in %s %s: %s", request.method, request.url.path, exc.what)
+    _count(request.scope, 503, "store-damaged")
+    return problem(
+        503, "store-damaged", f"{exc.what} is damaged: {exc.why}; nothing was changed",
+        damaged=exc.what, help="stop the server and run `charter db check --db FILE`",
+    )  # fmt: skip
+
+
+async def store_too_new(request: Request, exc: Exception) -> Response:
+    """A newer charter migrated the database while this process served it: this one's
+    reads and writes could misread or mix with rows of a form it does not know, so it
+    answers nothing from it. No retry mends it."""
+    assert isinstance(exc, StoreTooNew)
+    log.error("the database was migrated by a newer charter (schema version %d)", exc.found)
+    _count(request.scope, 503, "store-too-new")
+    return problem(
+        503, "store-too-new",
+        f"{exc}: this server no longer reads or writes it; nothing was changed",
+        help="serve the database with the newer charter",
+    )  # fmt: skip
+
+
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 # The app's exception handlers: what each expected error becomes (api.http.app gives them
 # to starlette; the decision lane, which starlette does not wrap, looks them up here).
@@ -114,6 +142,8 @@ HANDLERS: dict[type[Exception], Handler] = {
     HTTPException: http_error,
     StoreUnavailable: store_unavailable,
     SecretKeyError: secret_key_mismatch,
+    StoreDamaged: store_damaged,
+    StoreTooNew: store_too_new,
 }
 
 

@@ -42,8 +42,9 @@ WHY = {
     "a double cannot hold (`number-out-of-range`), or a policy source does not check "
     "(`policy-invalid`, with `diagnostics`)",
     503: "the store is busy or unavailable (`store-unavailable`, with `Retry-After`), the fit "
-    "checker is (`solver-busy`, with `Retry-After`: an operation that runs a fit check), or a "
-    "module the operation needs cannot be loaded",
+    "checker is (`solver-busy`, with `Retry-After`: an operation that runs a fit check), a "
+    "stored row it reads is damaged (`store-damaged`), or a module the operation needs cannot "
+    "be loaded",
 }
 _HEADERS = {
     401: {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},

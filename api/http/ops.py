@@ -12,6 +12,7 @@ from api.http.parts import parts_of, service_of
 from api.http.routing import Spec, Table, json_response
 from api.service.errors import ServiceError
 from api.service.snapshots import NotCompiled
+from policy.store import StoreDamaged, StoreTooNew
 
 CANNOT_WRITE = "store-cannot-write"  # /readyz's code while the store's writes fail
 
@@ -31,6 +32,8 @@ async def readyz(request: Request) -> Response:
     try:
         service.sync()
         latest = service.store.latest_revision()
+    except (StoreTooNew, StoreDamaged) as exc:  # (what a restart on the file would refuse)
+        return json_response({"status": "unavailable", "reason": str(exc)}, 503)
     except Exception:
         return json_response({"status": "unavailable", "reason": "store"}, 503)
     moved = service.store.moved()

@@ -22,7 +22,11 @@ keyed by (kind, id), so a PostgreSQL implementation needs six tables and no join
   keeps its subject's running total through it (`cum`, exact past 64 bits: a `numeric`),
   so a sum is the difference of two rows found by an index on (subject, at), never a
   read of the window (policy/store/ledger.py).
-- meta: a few named values (the demo seed flag, schema version).
+- meta: a few named values (the demo seed flag, the cache epoch).
+
+Every row of the SQLite store carries a checksum (`sum`, policy/store/rowsum.py), checked
+on every read; the decision log's runs chain. The schema's version is SQLite's
+`user_version`, and the migrations applied at open are in policy/store/schema.py.
 """
 
 from __future__ import annotations
@@ -43,6 +47,42 @@ class StoreUnavailable(Exception):
     is full, or an I/O error. The transaction was rolled back, so nothing was written,
     and the same request may succeed later (the HTTP API answers 503 with Retry-After).
     An implementation raises this for such conditions only, never for a bug."""
+
+
+class StoreDamaged(Exception):
+    """A stored row that fails its checksum or does not decode (policy/store/rowsum.py):
+    the file was changed behind the store's back, or the disk garbled it. Its data is
+    never served; `what` names the row (`document agents/a1`, `revision 3`, ...). Reads
+    of other rows go on; `charter db check` lists every damaged row."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what} is damaged: {why}")
+        self.what = what
+        self.why = why
+
+
+class StoreTooNew(Exception):
+    """The database was written by a newer charter (its schema version is past the
+    newest this one knows): opening it could misread what that charter wrote."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"the database's schema version is {found}, newer than this charter's ({known})"
+        )
+        self.found = found
+        self.known = known
+
+
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """What the decision log holds in place of rows it cannot serve: decisions `seq` to
+    `last_seq` are damaged (`why`: `checksum-mismatch`, `undecodable`, `chain-broken`
+    or `missing`) and `detail` says how."""
+
+    seq: int
+    last_seq: int
+    why: str
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +182,17 @@ class Store(Protocol):
 
     def read_decisions(
         self, after_seq: int, limit: int, max_bytes: int | None = None
-    ) -> list[tuple[int, bytes]]:
+    ) -> list[tuple[int, bytes | Damaged]]:
         """Rows from `after_seq + 1` on, at most `limit`; with `max_bytes`, stopping before
         the row that would take their bytes past it, but never before the first (a reader
-        paging on from its last row always moves)."""
+        paging on from its last row always moves). Rows that fail their checksum, do not
+        decode, break the log's chain or are missing come as one `Damaged` per stretch
+        (at its first seq), counted as one row: the rows after them read on."""
+        ...
+
+    def log_head(self) -> tuple[int, bytes]:
+        """The last seq logged and the digest of the log's chain through it
+        (policy/store/rowsum.py): what vouches for every row up to it."""
         ...
 
     def last_seq(self) -> int: ...
@@ -166,7 +213,8 @@ class Store(Protocol):
     def get_meta(self, key: str) -> Any: ...
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
         """`latest_revision()` and `get_meta(key)` in one read (what a process looks at
-        when another one committed)."""
+        when another one committed); StoreTooNew once a newer charter has migrated the
+        database since this store opened it."""
         ...
 
     def set_meta(self, key: str, value: Any) -> None: ...

@@ -16,53 +16,54 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import cbor2
 
-from policy.store import Doc, Row, StoreUnavailable, ledger, revisions, texts
+from policy.store import (
+    Damaged,
+    Doc,
+    Row,
+    StoreDamaged,
+    StoreTooNew,
+    StoreUnavailable,
+    ledger,
+    revisions,
+    schema,
+    texts,
+)
 from policy.store.checkpoints import Checkpointer
+from policy.store.logcheck import Chain, extent, packed
 from policy.store.mark import Mark, attach
+from policy.store.rowsum import GENESIS, log_digest, log_hasher, row_digest
+from policy.store.schema import SCHEMA as SCHEMA
+from policy.store.schema import TEXTS as TEXTS
 from policy.store.transaction import Transaction
 from policy.store.writerlock import WriterLock
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS revisions (n INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-  pos INTEGER PRIMARY KEY AUTOINCREMENT,
-  kind TEXT NOT NULL, id TEXT NOT NULL, tag TEXT, body BLOB NOT NULL,
-  UNIQUE (kind, id)
-);
-CREATE INDEX IF NOT EXISTS documents_tag ON documents (kind, tag, pos);
-CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, body BLOB NOT NULL,
-  count INTEGER NOT NULL DEFAULT 1);
-CREATE TABLE IF NOT EXISTS ledger (subject TEXT NOT NULL, at INTEGER NOT NULL,
-  micros INTEGER NOT NULL, cum NOT NULL);
-CREATE INDEX IF NOT EXISTS ledger_subject ON ledger (subject, at);
-"""
-# The revisions' file texts, each once under its SHA-256 (policy/store/texts.py). Not in
-# SCHEMA, whose tables are what makes a file a charter database (policy/store/probe.py):
-# one made before this table was lacks it until this version opens it.
-TEXTS = "CREATE TABLE IF NOT EXISTS texts (digest BLOB PRIMARY KEY, body BLOB NOT NULL);"
 _TEXTS_AT_ONCE = 500  # digests a statement looks up (SQLite's variables: 32766 at most)
 
 
 # The log is kept in runs: a row of `decisions` holds the `count` rows a transaction
 # logged together, numbered `seq` to `seq + count - 1`. A run of one is the row itself; a
-# longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows.
+# longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows. Each
+# run's `sum` chains it to the run before (policy/store/rowsum.py).
 _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
-_APPEND_RUN = f"INSERT INTO decisions (seq, count, body) VALUES (coalesce(({_NEXT_SEQ}), 1), ?, ?)"
+_LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
+_APPEND_RUN = "INSERT INTO decisions (seq, count, body, sum) VALUES (?, ?, ?, ?)"
+_RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < ? ORDER BY seq DESC LIMIT 1"
 # A run's length, not its bytes (SQLite's length() of a column reads the record's header,
 # and `count`, stored after `body`, is reached through its overflow pages without copying
 # them; `body` beside length(), even in a CASE that skips it, is loaded whole): the rows a
 # page takes are read from the blob (`SqliteStore._run_rows`).
 _READ_RUNS = (
-    "SELECT seq, count, length(body) FROM decisions WHERE seq >= "
+    "SELECT seq, count, length(body), sum FROM decisions WHERE seq >= "
     "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= ?) ORDER BY seq"
 )
+_PIECE = 1 << 16  # what a long run is hashed by, a piece at a time
 _NO_BUDGET = (1 << 63) - 1
 
 # Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
@@ -87,10 +88,66 @@ def _enc(body: Mapping[str, Any]) -> bytes:
     return bytes(cbor2.dumps(dict(body)))
 
 
-def _dec(blob: bytes) -> Doc:
-    value = cbor2.loads(blob)
-    assert isinstance(value, dict)
+def _dec(blob: bytes, what: str) -> Doc:
+    """A stored body, decoded; StoreDamaged (naming `what`) if it does not decode."""
+    try:
+        value = cbor2.loads(blob)
+    except Exception as exc:  # (cbor2 raises several kinds, and more on garbled bytes)
+        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
+    if not isinstance(value, dict):
+        raise StoreDamaged(what, "it does not decode to a map")
     return value
+
+
+def _revision(n: Any, blob: bytes, stored: Any) -> Doc:
+    what = f"revision {n}"
+    _summed("revisions", what, stored, n, blob)
+    return _dec(blob, what)
+
+
+def _document(kind: str, id: str, tag: Any, blob: bytes, stored: Any) -> Doc:
+    what = f"document {kind}/{id}"
+    _summed("documents", what, stored, kind, id, tag, blob)
+    return _dec(blob, what)
+
+
+def _meta(key: str, blob: bytes, stored: Any) -> Any:
+    what = f"the stored value `{key}`"
+    _summed("meta", what, stored, key, blob)
+    try:
+        return cbor2.loads(blob)
+    except Exception as exc:
+        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
+
+
+# SQLite's result codes for a file it finds damaged: CORRUPT ("database disk image is
+# malformed") and NOTADB.
+_CORRUPT = frozenset({11, 26})
+
+
+@contextlib.contextmanager
+def _unreadable(what: str) -> Iterator[None]:
+    """A read that meets damaged pages, or a column garbled into text that is not UTF-8
+    (which Python's sqlite3 cannot hand over), raises StoreDamaged naming `what`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if _damage(exc):
+            raise StoreDamaged(what, "its pages or columns do not read") from None
+        raise
+
+
+def _damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite (or its Python module) failed for damage in the file, not for a
+    condition that passes (a busy lock, a full disk: StoreUnavailable's)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc)
+
+
+def _summed(table: str, what: str, stored: Any, *columns: Any) -> None:
+    """StoreDamaged unless `stored` is the checksum of the row's `columns`."""
+    if stored != row_digest(table, columns):
+        raise StoreDamaged(what, "it does not match its checksum")
 
 
 def _create_private(path: str) -> None:
@@ -138,13 +195,11 @@ class SqliteStore:
                 self._db.execute("PRAGMA journal_mode = WAL")
             # NORMAL in WAL: a power cut may lose the last commits, never corrupt the file.
             self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.executescript(SCHEMA + TEXTS)
-            columns = [c[1] for c in self._db.execute("PRAGMA table_info(decisions)")]
-            if "count" not in columns:  # a log written a row per decision: runs of one
-                self._db.execute(
-                    "ALTER TABLE decisions ADD COLUMN count INTEGER NOT NULL DEFAULT 1"
-                )
-            ledger.add_running_totals(self._db)  # a ledger without running totals: they are added
+            try:
+                schema.migrate(self._db)  # (StoreTooNew: a newer charter's file)
+            except BaseException:
+                self._db.close()
+                raise
         # One cursor for the statements of every decision request (BEGIN, COMMIT, the data
         # version, the log's INSERT), each run and read to its end under the lock: a new
         # cursor per statement cost more than the statement's own Python.
@@ -207,20 +262,25 @@ class SqliteStore:
         with self.atomic():
             # A text already kept (by an earlier revision, or twice in this one) is not
             # written again: the conflict on its digest is found in the key's index.
-            self._db.executemany("INSERT OR IGNORE INTO texts (digest, body) VALUES (?, ?)",
-                                 new.items())  # fmt: skip
+            self._db.executemany(
+                "INSERT OR IGNORE INTO texts (digest, body, sum) VALUES (?, ?, ?)",
+                [(key, text, row_digest("texts", (key, text))) for key, text in new.items()],
+            )
             (last,) = self._db.execute("SELECT coalesce(max(n), 0) FROM revisions").fetchone()
             number = int(last) + 1
             # Its row holds what changed since the latest, read here, in this transaction:
             # another process may have added one since this one last looked.
             tip = self._replay(number - 1) if number > 1 else None
             row = _enc(revisions.row(body, refs, tip, number))
-            self._db.execute("INSERT INTO revisions (n, body) VALUES (?, ?)", (number, row))
+            self._db.execute(
+                "INSERT INTO revisions (n, body, sum) VALUES (?, ?, ?)",
+                (number, row, row_digest("revisions", (number, row))),
+            )
             self._due_revision = number
             return number
 
     def get_revision(self, number: int) -> Doc | None:
-        with self._lock:
+        with self._lock, _unreadable(f"revision {number}"):
             state = self._replay(number)
             if state is None:
                 return None
@@ -235,17 +295,19 @@ class SqliteStore:
         deltas after it (policy/store/revisions.py), `revisions.EVERY` rows at most.
         Under the lock; the rows of a committed revision never change, so the chain's
         are the same whichever statement reads them."""
-        found = self._db.execute("SELECT body FROM revisions WHERE n = ?", (number,)).fetchone()
+        found = self._db.execute(
+            "SELECT n, body, sum FROM revisions WHERE n = ?", (number,)
+        ).fetchone()
         if found is None:
             return None
-        last = _dec(found[0])
+        last = _revision(*found)
         state = revisions.Replay()
         if revisions.is_delta(last):
-            for n, blob in self._db.execute(
-                "SELECT n, body FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
+            for n, blob, stored in self._db.execute(
+                "SELECT n, body, sum FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
                 (revisions.chain_start(number, last), number),
             ):
-                state.apply(int(n), _dec(blob))
+                state.apply(int(n), _revision(n, blob, stored))
         state.apply(number, last)
         return state
 
@@ -255,9 +317,13 @@ class SqliteStore:
         for start in range(0, len(wanted), _TEXTS_AT_ONCE):
             chunk = wanted[start : start + _TEXTS_AT_ONCE]
             marks = ", ".join("?" * len(chunk))
-            found.update(
-                self._db.execute(f"SELECT digest, body FROM texts WHERE digest IN ({marks})", chunk)
-            )
+            for digest, body, stored in self._db.execute(
+                f"SELECT digest, body, sum FROM texts WHERE digest IN ({marks})", chunk
+            ):
+                _summed(
+                    "texts", f"the policy text {bytes(digest).hex()[:16]}", stored, digest, body
+                )
+                found[digest] = body
         return found
 
     def latest_revision(self) -> int:
@@ -267,17 +333,17 @@ class SqliteStore:
 
     def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
         state = revisions.Replay()
-        with self._lock:
-            rows = [(int(n), _dec(blob)) for n, blob in self._db.execute(
-                "SELECT n, body FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
+        with self._lock, _unreadable(f"the revisions after {after}"):
+            rows = [(int(n), _revision(n, blob, stored)) for n, blob, stored in self._db.execute(
+                "SELECT n, body, sum FROM revisions WHERE n > ? ORDER BY n LIMIT ?", (after, limit)
             )]  # fmt: skip
             if rows and revisions.is_delta(rows[0][1]):  # (the rows before it in its chain)
                 first, row = rows[0]
-                for n, blob in self._db.execute(
-                    "SELECT n, body FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
+                for n, blob, stored in self._db.execute(
+                    "SELECT n, body, sum FROM revisions WHERE n >= ? AND n < ? ORDER BY n",
                     (revisions.chain_start(first, row), first),
                 ):
-                    state.apply(int(n), _dec(blob))
+                    state.apply(int(n), _revision(n, blob, stored))
         listed = []
         for n, row in rows:
             state.apply(n, row)
@@ -290,26 +356,28 @@ class SqliteStore:
     # full database is StoreUnavailable there too.
     def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         with self.atomic():
+            blob = _enc(body)
             cursor = self._db.execute(
-                "INSERT OR IGNORE INTO documents (kind, id, tag, body) VALUES (?, ?, ?, ?)",
-                (kind, id, tag, _enc(body)),
+                "INSERT OR IGNORE INTO documents (kind, id, tag, body, sum) VALUES (?, ?, ?, ?, ?)",
+                (kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))),
             )
         return cursor.rowcount == 1
 
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         with self.atomic():
+            blob = _enc(body)
             cursor = self._db.execute(
-                "UPDATE documents SET body = ?, tag = ? WHERE kind = ? AND id = ?",
-                (_enc(body), tag, kind, id),
+                "UPDATE documents SET body = ?, tag = ?, sum = ? WHERE kind = ? AND id = ?",
+                (blob, tag, row_digest("documents", (kind, id, tag, blob)), kind, id),
             )
         return cursor.rowcount == 1
 
     def get(self, kind: str, id: str) -> Doc | None:
-        with self._lock:
+        with self._lock, _unreadable(f"document {kind}/{id}"):
             row = self._db.execute(
-                "SELECT body FROM documents WHERE kind = ? AND id = ?", (kind, id)
+                "SELECT tag, body, sum FROM documents WHERE kind = ? AND id = ?", (kind, id)
             ).fetchone()
-        return None if row is None else _dec(row[0])
+        return None if row is None else _document(kind, id, *row)
 
     def delete(self, kind: str, id: str) -> bool:
         with self.atomic():
@@ -317,20 +385,23 @@ class SqliteStore:
         return cursor.rowcount == 1
 
     def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]:
-        with self._lock:
+        with self._lock, _unreadable(f"the documents {kind} after position {after_pos}"):
             if tag is None:
                 rows = self._db.execute(
-                    "SELECT pos, id, body FROM documents WHERE kind = ? AND pos > ? "
+                    "SELECT pos, id, tag, body, sum FROM documents WHERE kind = ? AND pos > ? "
                     "ORDER BY pos LIMIT ?",
                     (kind, after_pos, limit),
                 ).fetchall()
             else:
                 rows = self._db.execute(
-                    "SELECT pos, id, body FROM documents WHERE kind = ? AND tag = ? AND pos > ? "
-                    "ORDER BY pos LIMIT ?",
+                    "SELECT pos, id, tag, body, sum FROM documents "
+                    "WHERE kind = ? AND tag = ? AND pos > ? ORDER BY pos LIMIT ?",
                     (kind, tag, after_pos, limit),
                 ).fetchall()
-        return [Row(int(pos), str(id), _dec(body)) for pos, id, body in rows]
+        return [
+            Row(int(pos), str(name), _document(kind, name, tag, blob, stored))
+            for pos, name, tag, blob, stored in rows
+        ]
 
     def scan(self, kind: str, tag: str | None = None) -> Iterator[Row]:
         after = 0
@@ -345,65 +416,142 @@ class SqliteStore:
     def append_decisions(self, rows: Sequence[bytes]) -> list[int]:
         if not rows:
             return []
+        body = _pack(rows)
         with self.atomic():
             # One INSERT for the whole run, numbered after the last run inside the write
-            # lock: a row per decision cost twice the SQLite time of a run per group.
-            cursor = self._cursor.execute(_APPEND_RUN, (len(rows), _pack(rows)))
-            first = cursor.lastrowid
-            assert first is not None
+            # lock (a row per decision cost twice the SQLite time of a run per group), and
+            # chained to it (policy/store/rowsum.py).
+            last = self._cursor.execute(_LAST_RUN).fetchone()
+            first, chained_to = (1, GENESIS) if last is None else (int(last[0]), last[1])
+            if not isinstance(chained_to, bytes):  # (the sum of the last run is damaged)
+                chained_to = b""
+            digest = log_digest(chained_to, first, len(rows), body)
+            self._cursor.execute(_APPEND_RUN, (first, len(rows), body, digest))
             self._due_seq = first + len(rows) - 1
         return list(range(first, first + len(rows)))
 
+    def log_head(self) -> tuple[int, bytes]:
+        with self._lock:
+            last = self._db.execute(_LAST_RUN).fetchone()
+        if last is None:
+            return 0, GENESIS
+        return int(last[0]) - 1, bytes(last[1] or b"")
+
     def read_decisions(
         self, after_seq: int, limit: int, max_bytes: int | None = None
-    ) -> list[tuple[int, bytes]]:
+    ) -> list[tuple[int, bytes | Damaged]]:
         """Rows from `after_seq + 1` on, at most `limit`; with `max_bytes`, stopping before
-        the row that would take their bytes past it, but never before the first."""
-        found: list[tuple[int, bytes]] = []
+        the row that would take their bytes past it, but never before the first. Every run
+        a row is taken from is checked whole, its link to the run before too
+        (policy/store/logcheck.py); a damaged stretch is one `Damaged`."""
+        found: list[tuple[int, bytes | Damaged]] = []
         budget = _NO_BUDGET if max_bytes is None else max_bytes
         size = 0
+        wanted = after_seq + 1
         with self._lock:
             # From the run that holds `after_seq + 1` (the last one starting at or before
             # it) on, in one statement: one snapshot, so a run another process commits
             # meanwhile is either wholly there or wholly not, never skipped (a blob opened
             # while the statement runs reads in its snapshot, and runs never change).
-            cursor = self._db.execute(_READ_RUNS, (after_seq + 1,))
-            for seq, count, length in cursor:
-                start = max(0, after_seq + 1 - seq)  # inside the first run, or 0
-                stop = min(count, start + limit - len(found))
-                if start >= stop:
-                    continue  # (the first run ended at or before `after_seq`)
-                # `_run_rows` keeps to the bytes left (but for a page's first row): taken whole
-                rows = self._run_rows(seq, count, length, start, stop, budget - size, not found)
-                found.extend(enumerate(rows, seq + start))
-                size += sum(map(len, rows))
-                if len(rows) < stop - start or len(found) >= limit:
-                    break  # (full: by its bytes, or by `limit`)
-            cursor.close()
-        return found
+            cursor = self._db.execute(_READ_RUNS, (wanted,))
+            try:
+                runs = iter(cursor)
+                current = next(runs, None)
+                chain: Chain | None = None
+                while current is not None and len(found) < limit:
+                    following = next(runs, None)
+                    seq, count, length, stored = current
+                    if chain is None:  # (the run before the first one read)
+                        chain = self._chain_before(seq)
+                    last = extent(seq, count, None if following is None else following[0])
+                    gap = chain.missing(seq)
+                    if gap is not None and gap.last_seq >= wanted:
+                        found.append((max(gap.seq, wanted), replace(gap, seq=max(gap.seq, wanted))))
+                    start = max(wanted, seq)
+                    stop = min(last + 1, start + limit - len(found))
+                    if start >= stop:  # (the first run ended at or before `after_seq`)
+                        chain.end = last + 1
+                        chain.chained_to = stored if isinstance(stored, bytes) else b""
+                        current = following
+                        continue
+                    # `_run_rows` keeps to the bytes left (but for a page's first row)
+                    rows, damaged = self._run_rows(
+                        chain, seq, last, count, length, stored, start - seq, stop - seq,
+                        budget - size, not found,
+                    )  # fmt: skip
+                    if damaged is not None:
+                        found.append((start, replace(damaged, seq=start)))
+                        current = following
+                        continue
+                    if rows is None:
+                        break  # (the run does not fit in the page's bytes)
+                    found.extend(enumerate(rows, start))
+                    size += sum(map(len, rows))
+                    if len(rows) < stop - start:
+                        break  # (full by its bytes)
+                    current = following
+            except sqlite3.DatabaseError as exc:
+                if not _damage(exc):
+                    raise
+                raise StoreDamaged(
+                    f"the decision log after seq {found[-1][0] if found else after_seq}",
+                    f"its pages do not read ({str(exc).lower()})",
+                ) from None
+            finally:
+                cursor.close()
+        return found[:limit]
+
+    def _chain_before(self, seq: int) -> Chain:
+        before = self._db.execute(_RUN_BEFORE, (seq,)).fetchone()
+        return Chain() if before is None else Chain(int(before[0]), before[1])
 
     def _run_rows(
-        self, seq: int, count: int, length: int, start: int, stop: int, room: int, first: bool
-    ) -> list[bytes]:
+        self, chain: Chain, seq: int, last: int, count: Any, length: Any, stored: Any,
+        start: int, stop: int, room: int, first: bool,
+    ) -> tuple[list[bytes] | None, Damaged | None]:  # fmt: skip
         """Rows `start` to `stop - 1` of the run `seq` (`length` bytes), as many of them as
-        fit in `room` bytes together (and the `first` row of a page whatever its size):
-        the whole run read when it fits, else a row at a time, so a page of a long run
-        never copies all of it."""
-        with self._db.blobopen("decisions", "body", seq, readonly=True) as blob:
-            if length <= room:
-                return _unpack(count, blob.read(), start, stop)
-            if count == 1:
-                return [blob.read()] if first else []
-            sizes = struct.unpack(f"<{count}I", blob.read(4 * count))
-            ends = list(accumulate(sizes, initial=4 * count))
-            rows: list[bytes] = []
-            for i in range(start, stop):
-                if sizes[i] > room and (rows or not first):
-                    break
-                blob.seek(ends[i])
-                rows.append(blob.read(sizes[i]))
-                room -= sizes[i]
-            return rows
+        fit in `room` bytes together (and the `first` row of a page whatever its size;
+        None when not even one), once the run is found sound (else what is damaged): the
+        whole run read when it fits, else hashed a piece at a time and then read a row at
+        a time, so a page of a long run never copies all of it. Moves `chain` past it."""
+        if not isinstance(count, int) or not isinstance(length, int):
+            return None, chain.check(seq, last, stored, None, False)
+        if length > room and count == 1 and not first:
+            return None, None  # (not read: the next page starts with it)
+        try:
+            with self._db.blobopen("decisions", "body", seq, readonly=True) as blob:
+                if length <= room:
+                    body = blob.read()
+                    digest = log_digest(chain.chained_to, seq, count, body)
+                    damaged = chain.check(seq, last, stored, digest, packed(count, body))
+                    return (None, damaged) if damaged else (_unpack(count, body, start, stop), None)
+                hasher = log_hasher(chain.chained_to, seq, count, length)
+                sizes: tuple[int, ...] = ()
+                if count > 1:
+                    head = blob.read(4 * count)
+                    hasher.update(head)
+                    if len(head) == 4 * count:
+                        sizes = struct.unpack(f"<{count}I", head)
+                while piece := blob.read(_PIECE):
+                    hasher.update(piece)
+                whole = count == 1 or (len(sizes) == count and 4 * count + sum(sizes) == length)
+                damaged = chain.check(seq, last, stored, hasher.digest(), whole)
+                if damaged is not None:
+                    return None, damaged
+                if count == 1:
+                    blob.seek(0)
+                    return [blob.read()], None
+                ends = list(accumulate(sizes, initial=4 * count))
+                rows: list[bytes] = []
+                for i in range(start, stop):
+                    if sizes[i] > room and (rows or not first):
+                        break
+                    blob.seek(ends[i])
+                    rows.append(blob.read(sizes[i]))
+                    room -= sizes[i]
+                return rows or None, None
+        except sqlite3.Error:  # (a body that is not a blob: garbled)
+            return None, chain.check(seq, last, stored, None, False)
 
     def last_seq(self) -> int:
         with self._lock:
@@ -414,34 +562,38 @@ class SqliteStore:
     # Each row keeps its subject's running total: a sum is two look-ups of the index, not a
     # read of every row in the window (policy/store/ledger.py).
     def spent(self, subject: str, since_ms: int) -> int:
-        with self._lock:
+        with self._lock, _unreadable(f"the ledger rows of `{subject}`"):
             return ledger.spent(self._cursor, subject, since_ms)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
-        with self.atomic():
+        with self.atomic(), _unreadable("the ledger"):
             ledger.charge(self._cursor, subjects, micros, at_ms)
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
-        with self._lock:
-            row = self._db.execute("SELECT body FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else cbor2.loads(row[0])
+        with self._lock, _unreadable(f"the stored value `{key}`"):
+            row = self._db.execute("SELECT body, sum FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else _meta(key, *row)
 
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
-        with self._lock:
-            latest, body = self._cursor.execute(
+        with self._lock, _unreadable(f"the stored value `{key}`"):
+            latest, body, stored, version = self._cursor.execute(
                 "SELECT (SELECT coalesce(max(n), 0) FROM revisions), "
-                "(SELECT body FROM meta WHERE key = ?)",
+                "(SELECT body FROM meta WHERE key = ?1), (SELECT sum FROM meta WHERE key = ?1), "
+                "(SELECT user_version FROM pragma_user_version)",
                 (key,),
             ).fetchone()
-        return int(latest), None if body is None else cbor2.loads(body)
+        if version > schema.VERSION:  # (a newer charter migrated the file since it was opened)
+            raise StoreTooNew(version, schema.VERSION)
+        return int(latest), None if body is None else _meta(key, body, stored)
 
     def set_meta(self, key: str, value: Any) -> None:
         with self.atomic():
+            body = cbor2.dumps(value)
             self._db.execute(
-                "INSERT INTO meta (key, body) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET body = excluded.body",
-                (key, cbor2.dumps(value)),
+                "INSERT INTO meta (key, body, sum) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET body = excluded.body, sum = excluded.sum",
+                (key, body, row_digest("meta", (key, body))),
             )
 
     # ---- the mark and failed writes -------------------------------------------------------
@@ -461,10 +613,11 @@ class SqliteStore:
         if self.write_failed is None:
             return None
         with contextlib.suppress(StoreUnavailable), self.atomic():
+            body = cbor2.dumps(time.time_ns())
             self._db.execute(
-                "INSERT INTO meta (key, body) VALUES ('write_probe', ?) "
-                "ON CONFLICT (key) DO UPDATE SET body = excluded.body",
-                (cbor2.dumps(time.time_ns()),),
+                "INSERT INTO meta (key, body, sum) VALUES ('write_probe', ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET body = excluded.body, sum = excluded.sum",
+                (body, row_digest("meta", ("write_probe", body))),
             )
         return self.write_failed
 

@@ -9,6 +9,7 @@ import httpx
 
 from api.service.logrows import expand
 from tests.api.conftest import POLICY, Harness
+from tests.store.tables import sound
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -38,7 +39,7 @@ def test_approval_flow(client: Any, harness: Harness) -> None:
     third = client.post("/v1/decisions", json={**big, "tool": "mail.send", "args": MAIL},
                         headers=auth)  # fmt: skip
     assert third.json()["effect"] == "allow"
-    log = [expand(e) for _, e in harness.service.store.read_decisions(0, 100)]
+    log = [expand(e) for _, e in sound(harness.service.store.read_decisions(0, 100))]
     assert [e.get("approval") for e in log][:2] == [approval, approval]
 
 
@@ -139,7 +140,7 @@ def test_eight_clients_with_policy_uploads(live: Any, harness: Harness) -> None:
         thread.join()
     assert errors == []
     assert uploads >= 2
-    log = [(seq, expand(e)) for seq, e in harness.service.store.read_decisions(0, 10_000)]
+    log = [(seq, expand(e)) for seq, e in sound(harness.service.store.read_decisions(0, 10_000))]
     assert [seq for seq, _ in log] == list(range(1, 8 * per_client + 1))
     assert len({e["id"] for _, e in log}) == 8 * per_client
     assert len({e["revision"] for _, e in log}) >= 2

@@ -17,6 +17,7 @@ from api.service.decide import Call
 from api.service.errors import ServiceError
 from api.service.logrows import expand
 from tests.api.conftest import Harness, counting_transactions, depth_spy, slow_compiles
+from tests.store.tables import sound
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -47,7 +48,7 @@ def test_concurrent_requests_share_one_transaction(harness: Harness, loop: str) 
     assert [r["seq"] for r in results[2]] == [2]
     assert isinstance(results[3], ServiceError) and results[3].code == "turn-not-found"
     assert [r["seq"] for r in results[4]] == [3, 4, 5]
-    log = harness.service.store.read_decisions(0, 100)
+    log = sound(harness.service.store.read_decisions(0, 100))
     assert [seq for seq, _ in log] == [1, 2, 3, 4, 5]  # the refused requests wrote nothing
 
 
@@ -121,7 +122,8 @@ def test_http_requests_in_one_loop(harness: Harness) -> None:
     bodies = [r.json() for r in responses if r.status_code == 200]
     assert sorted(b["seq"] for b in bodies) == list(range(1, 37))
     log = {
-        expand(e)["id"]: (seq, expand(e)) for seq, e in harness.service.store.read_decisions(0, 100)
+        expand(e)["id"]: (seq, expand(e))
+        for seq, e in sound(harness.service.store.read_decisions(0, 100))
     }
     assert len(log) == 36
     for body in bodies:
@@ -162,7 +164,7 @@ def test_log_rows_name_their_reasons_and_the_log_shows_them(client: Any, harness
     log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
     assert [d["reasons"] for d in log] == [d["reasons"] for d in [*answered, single]]
     assert all(d["reasons"] for d in log)
-    rows = [e for _, e in harness.service.store.read_decisions(0, 100)]
+    rows = [e for _, e in sound(harness.service.store.read_decisions(0, 100))]
     assert all("reasons_ref" in json.loads(r) for r in rows)
     refs = {row.id for row in harness.service.store.scan("reasons")}
     assert len(refs) == 2  # one document per distinct list of reasons
@@ -185,10 +187,12 @@ def test_calls_are_drafted_before_the_transaction_unless_a_budget_is_read(
     drafted = draft(service, prepare(service, calls, {}))
     assert drafted is not None
     assert [b["effect"] for b in drafted.bodies] == ["allow", "deny"]
-    assert service.store.read_decisions(0, 10) == [] and not service.reason_refs  # nothing yet
+    assert (
+        sound(service.store.read_decisions(0, 10)) == [] and not service.reason_refs
+    )  # nothing yet
     with service.store.atomic():
         bodies, _ = drafted.log(service)
-    logged = service.store.read_decisions(0, 10)
+    logged = sound(service.store.read_decisions(0, 10))
     assert [b["seq"] for b in bodies] == [seq for seq, _ in logged] == [1, 2]
     assert [expand(row)["id"] for _, row in logged] == [b["id"] for b in bodies]
     assert service.reason_refs == {row.id for row in service.store.scan("reasons")}
@@ -233,7 +237,7 @@ def test_log_rows_keep_only_the_defaults_a_call_gained(client: Any, harness: Har
     answered = client.post("/v1/decisions", json=refund, headers=auth).json()
     assert answered["args"] == {"amount": 5, "reason": ""}
     denied = client.post("/v1/decisions", json={**refund, "args": {"amount": "x"}}, headers=auth)
-    (_, row), (_, row2) = harness.service.store.read_decisions(0, 10)
+    (_, row), (_, row2) = sound(harness.service.store.read_decisions(0, 10))
     assert json.loads(row)["final_added"] == {"reason": ""}
     log = client.get("/v1/decisions?after_seq=0", headers=auth).json()["decisions"]
     assert log[0]["final_args"] == answered["args"] and log[0]["args"] == {"amount": 5}
@@ -307,7 +311,7 @@ def test_a_group_sees_what_another_process_committed_just_before(
     second = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
     assert second["revision"] == first["revision"] + 1
     assert second["seq"] == 3
-    (_, row), *_ = harness.service.store.read_decisions(2, 1)
+    (_, row), *_ = sound(harness.service.store.read_decisions(2, 1))
     assert expand(row)["profile"] == "narrow"
 
 
@@ -332,7 +336,7 @@ def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     assert (answer["revision"], 0) in depths
     assert all(depth == 0 for revision, depth in depths if revision == answer["revision"])
     assert transactions[0] == 2  # the one that found the upload wrote nothing
-    assert [seq for seq, _ in service.store.read_decisions(0, 10)] == [1, 2]
+    assert [seq for seq, _ in sound(service.store.read_decisions(0, 10))] == [1, 2]
 
 
 def _upload_elsewhere(other: Service) -> int:
@@ -370,7 +374,7 @@ def test_another_process_upload_compiles_off_the_event_loop(
     assert ticks >= 15  # the loop kept turning meanwhile
     assert [first[0]["revision"], later[0]["revision"]] == [revision, revision]
     assert sorted([first[0]["seq"], later[0]["seq"]]) == [2, 3]
-    assert [seq for seq, _ in harness.service.store.read_decisions(0, 10)] == [1, 2, 3]
+    assert [seq for seq, _ in sound(harness.service.store.read_decisions(0, 10))] == [1, 2, 3]
 
 
 def test_a_leader_cancelled_while_its_revision_compiles_leaves_its_group_answered(
@@ -394,4 +398,4 @@ def test_a_leader_cancelled_while_its_revision_compiles_leaves_its_group_answere
     slow_compiles(monkeypatch, 0.3)
     answers = asyncio.run(run())
     assert [(a["seq"], a["revision"]) for a in answers] == [(2, revision), (3, revision)]
-    assert [seq for seq, _ in harness.service.store.read_decisions(0, 10)] == [1, 2, 3]
+    assert [seq for seq, _ in sound(harness.service.store.read_decisions(0, 10))] == [1, 2, 3]

@@ -17,6 +17,7 @@ from api.service.decide import Call
 from api.service.errors import ServiceError
 from api.service.logrows import expand
 from tests.api.conftest import Harness
+from tests.store.tables import sound
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 # a1's profile has a budget (its calls are drafted inside the transaction), `plain`'s none
@@ -81,7 +82,7 @@ def test_every_answered_call_is_logged_once_in_order_and_refusals_write_nothing(
             assert isinstance(result, list), result
             assert len(result) == len(request)
             answered += result
-        logged = store.read_decisions(before, 10_000)
+        logged = sound(store.read_decisions(before, 10_000))
         assert [seq for seq, _ in logged] == list(range(before + 1, before + 1 + len(answered)))
         by_seq = {seq: expand(row) for seq, row in logged}
         assert sorted(body["seq"] for body in answered) == sorted(by_seq)  # each once

@@ -14,6 +14,7 @@ import pytest
 from api.cli import main
 from api.http.app import MAX_POLICY_ENV, app_from_env
 from api.service.core import MAX_POLICY_BYTES, policy_bytes
+from policy.store.rowsum import row_digest
 from tests.api.conftest import POLICY, Harness, expect, opened_again
 from tests.store.tables import table_size
 
@@ -83,7 +84,9 @@ def test_a_revision_in_the_old_form_is_served(live: Any, harness: Harness) -> No
     old = {**body, "files": [*body["files"], ["api/roles/old-one.charter", OLD_ROLE]],
            "note": "written by an older charter"}  # fmt: skip
     with sqlite3.connect(harness.db) as other:
-        other.execute("INSERT INTO revisions (n, body) VALUES (2, ?)", (cbor2.dumps(old),))
+        row = cbor2.dumps(old)  # (with its checksum: the form of its body is the old one)
+        other.execute("INSERT INTO revisions (n, body, sum) VALUES (2, ?, ?)",
+                      (row, row_digest("revisions", (2, row))))  # fmt: skip
     other.close()
     with opened_again(harness.db) as service:
         assert service.store.get_revision(2) == old

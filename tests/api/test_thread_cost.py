@@ -22,6 +22,7 @@ from api.service.logrows import expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, LiveServer, counting_transactions
+from tests.store.tables import sound
 
 SHOP = """
 toolset shop {
@@ -79,7 +80,7 @@ def spent(service: Service, thread: str) -> int:
 
 def logged(service: Service) -> list[tuple[int, str, str]]:
     """(seq, decision id, effect) of every row of the log."""
-    rows = service.store.read_decisions(0, 1000)
+    rows = sound(service.store.read_decisions(0, 1000))
     return [(seq, expand(row)["id"], expand(row)["effect"]) for seq, row in rows]
 
 

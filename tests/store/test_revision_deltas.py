@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from policy.store import revisions, texts
 from policy.store.sqlite import SqliteStore
-from tests.store.tables import table_size
+from tests.store.tables import as_an_older_charter_left_it, table_size
 
 
 def _summary(files: dict[str, str]) -> dict[str, Any]:
@@ -141,6 +141,7 @@ def _write_the_old_way(db: Path, bodies: list[dict[str, Any]]) -> None:
             made.execute("INSERT INTO revisions (n, body) VALUES (?, ?)",
                          (n, cbor2.dumps({**body, "files": refs})))  # fmt: skip
     made.close()
+    as_an_older_charter_left_it(db)
 
 
 @pytest.mark.parametrize("form", ["digests", "texts"])
@@ -162,6 +163,7 @@ def test_old_full_rows_read_as_they_did(tmp_path: Path, form: str) -> None:
             made.executemany("INSERT INTO revisions (n, body) VALUES (?, ?)",
                              [(n, cbor2.dumps(b)) for n, b in enumerate(bodies, 1)])  # fmt: skip
         made.close()
+        as_an_older_charter_left_it(db)
     store = SqliteStore(db)
     for n, body in enumerate(bodies, 1):
         assert store.get_revision(n) == body
