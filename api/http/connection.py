@@ -1,0 +1,356 @@
+"""One HTTP/1.1 connection of `charter serve`, with bounds on what a client can make a
+worker hold: uvicorn's httptools protocol, with back-pressure, timeouts and caps.
+
+uvicorn's protocol feeds the parser everything a read brings and resumes reading after
+every response (and whenever the running request reads its body), so a client that
+pipelines requests without reading the answers has every one of them parsed and queued:
+one connection sending 100,000 requests took a worker from 105 to 358 MB. Here:
+
+- The parser is fed `FEED` bytes at a time, and no more once `max_pipeline` requests wait
+  behind the running one or the answers already written wait unsent past the transport's
+  high-water mark (64 KiB): the rest of that read is kept (one read, at most 256 KiB) and
+  the transport stops reading, until the queue drains and the client takes its answers.
+  A connection thus holds at most `max_pipeline` requests, plus what one slice of `FEED`
+  bytes holds.
+- A request's head (request line and headers) is at most `MAX_HEAD` bytes (431
+  `headers-too-large`); its head must arrive within `header_timeout` seconds of its
+  first byte, and its body within `body_timeout` of its head (408 `request-timeout`);
+  a connection on which nothing moves for `idle_timeout` seconds (no byte of a next
+  request, or answers the client does not take) is closed.
+- A worker serves `max_connections` connections; a request on one more is answered 503
+  `too-many-connections` and its connection closed.
+
+The limits reach the workers of `--workers N` (spawned processes, which import this
+module afresh) through the environment (`LIMITS_ENV`), as the other options of `charter
+serve` do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+import httptools
+from starlette.types import Receive, Scope, Send
+from uvicorn._types import ASGI3Application
+from uvicorn.config import Config
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.server import ServerState
+
+from api.http.errors import problem
+
+LIMITS_ENV = "CHARTER_CONNECTION_LIMITS"
+FEED = 1024  # bytes given the parser at a time: what a read past the bounds can add
+MAX_HEAD = 64 * 1024  # a request's line and headers, together
+LINGER = 2  # seconds a refused client's bytes are read and dropped, after its answer
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one connection of a worker may hold, and for how long (seconds)."""
+
+    idle_timeout: int = 5
+    header_timeout: int = 10
+    body_timeout: int = 30
+    max_connections: int = 1000
+    max_pipeline: int = 8
+
+    def to_env(self) -> str:
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+    @classmethod
+    def from_env(cls, text: str | None) -> Limits:
+        """What `to_env` wrote (the defaults when there is nothing)."""
+        if not text:
+            return cls()
+        values = dict(part.split("=", 1) for part in text.split(","))
+        return cls(**{f.name: int(values[f.name]) for f in fields(cls) if f.name in values})
+
+
+_limits: Limits | None = None
+
+
+def process_limits() -> Limits:
+    """This process's limits, read from the environment once."""
+    global _limits
+    if _limits is None:
+        _limits = Limits.from_env(os.environ.get(LIMITS_ENV))
+    return _limits
+
+
+class HeldFlow(FlowControl):
+    """uvicorn's flow control, but reading resumes only when the connection lets it."""
+
+    def __init__(self, transport: asyncio.Transport, connection: GuardedHttpTools) -> None:
+        super().__init__(transport)
+        self._connection = connection
+
+    def resume_reading(self) -> None:
+        if not self._connection.holding():
+            super().resume_reading()
+
+
+async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
+    response = problem(
+        503, "too-many-connections",
+        "this worker serves as many connections as it may; try again",
+    )  # fmt: skip
+    response.headers["Connection"] = "close"
+    response.headers["Retry-After"] = "1"
+    await response(scope, receive, send)
+
+
+class GuardedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol, bounded as the module says."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.limits = process_limits()
+        self.limit_concurrency = None  # (the cap is `max_connections`, answered here)
+        # A read not all parsed, kept while the connection is held, and where its rest
+        # starts (an offset, not a copy of the rest: one per request held was 256 KiB).
+        self._unparsed = b""
+        self._unparsed_at = 0
+        self._in_head = True  # the parser is between requests or in a request's head
+        self._head_bytes = 0
+        self._in_message = False  # a request has begun and is not all read
+        self._timer: asyncio.TimerHandle | None = None  # idle, or the request's head or body
+        self._stall: asyncio.TimerHandle | None = None  # answers the client does not take
+        self._running: RequestResponseCycle | None = None  # the request being answered
+        self._lingering = False  # refused, and its answer written: what comes is dropped
+
+    # ---- holding: no more reading while requests or answers wait ---------------------
+
+    def holding(self) -> bool:
+        return len(self.pipeline) >= self.limits.max_pipeline or self.flow.write_paused
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.flow = HeldFlow(transport, self)
+        self._arm(self.limits.idle_timeout, self._idle)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:  # (refused: dropped)
+            return
+        if self._unparsed:  # (a read the transport had under way when it was paused)
+            self._unparsed = self._unparsed[self._unparsed_at :] + data
+            self._unparsed_at = 0
+            self.flow.pause_reading()
+            return
+        self._feed(data, 0)
+
+    def _feed(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while offset < len(data):
+            if self.holding():
+                self._unparsed, self._unparsed_at = data, offset
+                self.flow.pause_reading()
+                self._disarm()  # (the client waits on the server now, not the reverse)
+                return
+            piece = view[offset : offset + FEED]
+            offset += len(piece)
+            if self._in_head:
+                self._head_bytes += len(piece)
+            self._parse(piece)
+            if self.transport.is_closing():
+                return
+            if self._in_head and self._head_bytes > MAX_HEAD + FEED:
+                self._refuse(
+                    431, "headers-too-large",
+                    f"a request's line and headers are at most {MAX_HEAD // 1024} KiB",
+                )  # fmt: skip
+                return
+
+    def _parse(self, data: memoryview) -> None:
+        """uvicorn's `data_received` for one piece (an invalid request: its plain 400)."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+
+    def _release(self) -> None:
+        """The queue drained or the client took its answers: parse what was kept, then
+        read again, as far as the bounds let."""
+        if self.transport.is_closing() or self.holding():
+            return
+        kept, at = self._unparsed, self._unparsed_at
+        self._unparsed, self._unparsed_at = b"", 0
+        if self._in_message and self._timer is None:  # its time counts afresh
+            self._arm_request()
+        if kept:
+            self._feed(kept, at)
+        if not self._unparsed and not self.transport.is_closing():
+            self.flow.resume_reading()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # (uvicorn's keep-alive: ours instead)
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+            if not self._in_message:  # (else its head's or body's time runs)
+                self._arm(self.limits.idle_timeout, self._idle)
+        self._release()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.flow.pause_reading()
+        if self._stall is None:
+            self._stall = self.loop.call_later(self.limits.idle_timeout, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        self._release()
+
+    # ---- the parser's callbacks: the timers and the caps ------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_message = True
+        self._arm_request()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._arm_request()
+        if len(self.connections) > self.limits.max_connections:
+            app, self.app = self.app, _too_many_connections
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        else:
+            super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._in_message = False
+        self._disarm()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        running = self._running
+        if running is not None and not running.response_complete:
+            # uvicorn tells the request it parsed last that the client went, which is not
+            # the running one when others wait behind it: that one wrote on (an error).
+            running.disconnected = True
+            running.message_event.set()
+        self._disarm()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        super().connection_lost(exc)
+        # What waits is dropped now: in reference cycles (a queued request's callback is
+        # this protocol's), it stayed until the collector's oldest generation ran.
+        self.pipeline.clear()
+        self._unparsed = b""
+
+    # ---- timeouts -----------------------------------------------------------------
+
+    def _arm(self, seconds: float, then: Any) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(seconds, then)
+
+    def _arm_request(self) -> None:
+        """The time the request being read has left: for its head, or for its body."""
+        if self._in_head:
+            self._arm(self.limits.header_timeout, self._head_late)
+        else:
+            self._arm(self.limits.body_timeout, self._body_late)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _idle(self) -> None:
+        self._timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _stalled(self) -> None:
+        """The client took none of its answers for `idle_timeout`: dropped unsent."""
+        self._stall = None
+        self.transport.abort()
+
+    def _head_late(self) -> None:
+        self._timer = None
+        self._refuse(
+            408, "request-timeout",
+            f"the request's headers did not arrive within {self.limits.header_timeout} s",
+        )  # fmt: skip
+
+    def _body_late(self) -> None:
+        self._timer = None
+        cycle = self.cycle
+        detail = f"the request's body did not arrive within {self.limits.body_timeout} s"
+        if cycle is self._running and not cycle.response_started and not self.pipeline:
+            cycle.disconnected = True  # the app reading it is told the client went
+            cycle.message_event.set()
+            self._answer(408, "request-timeout", detail)
+        else:  # answered already (without reading it all), or behind another request
+            self.transport.close()
+
+    def _refuse(self, status: int, code: str, detail: str) -> None:
+        """The request being read is refused: answered with a problem, and the connection
+        closed. When an answer to an earlier request is under way, closed only: an answer
+        written now would be taken for that one's."""
+        running = self._running is not None and not self._running.response_complete
+        if running or self.pipeline:
+            self.transport.close()
+        else:
+            self._answer(status, code, detail)
+
+    def _answer(self, status: int, code: str, detail: str) -> None:
+        """Write the problem and close this side; what the client goes on sending is read
+        and dropped for `LINGER` seconds, until it closes its side: closed at once with
+        its bytes unread, the connection was reset, and a client still sending (a head
+        too large) could lose the answer."""
+        if self.transport.is_closing():
+            return
+        self.transport.write(_problem_bytes(self.server_state, status, code, detail))
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._lingering = True
+        self._unparsed = b""
+        self.pipeline.clear()
+        self.flow.read_paused = False
+        self.transport.resume_reading()
+        self._arm(LINGER, self._idle)
+
+
+def _problem_bytes(state: ServerState, status: int, code: str, detail: str) -> bytes:
+    response = problem(status, code, detail)
+    head = [STATUS_LINE[status]]
+    for name, value in [*state.default_headers, *response.raw_headers]:
+        head += [name, b": ", value, b"\r\n"]
+    return b"".join([*head, b"connection: close\r\n\r\n", response.body])
