@@ -24,6 +24,16 @@ class Code(NamedTuple):
 CODES: dict[str, Code] = {
     # ---- the request: its headers, body and query ----------------------------------------
     "bad-content-length": Code((400,), "the `Content-Length` header is not a number"),
+    "headers-too-large": Code(
+        (431,),
+        "the request line and headers are over 64 KiB together (the connection is closed)",
+    ),
+    "request-timeout": Code(
+        (408,),
+        "the request's headers did not arrive within `charter serve --header-timeout` of its "
+        "first byte, or its body within `--body-timeout` of its headers (the connection is "
+        "closed)",
+    ),
     "body-too-large": Code(
         (413,),
         "the body is over 1 MiB, whether or not `Content-Length` said so",
@@ -349,6 +359,11 @@ CODES: dict[str, Code] = {
         (503,),
         "with `Retry-After: 2`: a fit check could not start: 4 of its token's are waiting "
         "already, or 16 in all, or none started within 6 s ([fit checks](operations.md#fit-checks))",
+    ),
+    "too-many-connections": Code(
+        (503,),
+        "with `Retry-After: 1`: a request on a connection over the worker's "
+        "`charter serve --max-connections` (the connection is closed)",
     ),
     "unavailable": Code(
         (503,),

@@ -3,10 +3,10 @@ worker hold: uvicorn's httptools protocol, with back-pressure, timeouts and caps
 
 uvicorn's protocol feeds the parser everything a read brings and resumes reading after
 every response (and whenever the running request reads its body), so a client that
-pipelines requests without reading the answers has every one of them parsed and queued:
-one connection sending 100,000 requests took a worker from 105 to 358 MB. Here:
+pipelines requests without reading the answers has every one of them parsed and queued,
+about 1 KB of memory a request, for as long as the connection lasts. Here:
 
-- The parser is fed `FEED` bytes at a time, and no more once `max_pipeline` requests wait
+- The parser is fed `FEED` bytes at a time (a body of known length at once), and no more once `max_pipeline` requests wait
   behind the running one or the answers already written wait unsent past the transport's
   high-water mark (64 KiB): the rest of that read is kept (one read, at most 256 KiB) and
   the transport stops reading, until the queue drains and the client takes its answers.
@@ -86,15 +86,15 @@ def process_limits() -> Limits:
 
 
 class HeldFlow(FlowControl):
-    """uvicorn's flow control, but reading resumes only when the connection lets it."""
+    """uvicorn's flow control, but reading resumes only as the connection lets it (what
+    it kept of a read is parsed first)."""
 
     def __init__(self, transport: asyncio.Transport, connection: GuardedHttpTools) -> None:
         super().__init__(transport)
         self._connection = connection
 
     def resume_reading(self) -> None:
-        if not self._connection.holding():
-            super().resume_reading()
+        self._connection.release()
 
 
 async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
@@ -121,12 +121,13 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.limits = process_limits()
         self.limit_concurrency = None  # (the cap is `max_connections`, answered here)
         # A read not all parsed, kept while the connection is held, and where its rest
-        # starts (an offset, not a copy of the rest: one per request held was 256 KiB).
+        # starts (an offset: a copy of the rest per request held would be up to 256 KiB).
         self._unparsed = b""
         self._unparsed_at = 0
         self._in_head = True  # the parser is between requests or in a request's head
         self._head_bytes = 0
         self._in_message = False  # a request has begun and is not all read
+        self._body_left = 0  # what its `Content-Length` says is still to come of its body
         self._timer: asyncio.TimerHandle | None = None  # idle, or the request's head or body
         self._stall: asyncio.TimerHandle | None = None  # answers the client does not take
         self._running: RequestResponseCycle | None = None  # the request being answered
@@ -160,7 +161,9 @@ class GuardedHttpTools(HttpToolsProtocol):
                 self.flow.pause_reading()
                 self._disarm()  # (the client waits on the server now, not the reverse)
                 return
-            piece = view[offset : offset + FEED]
+            # A body of known length is fed whole: it cannot hold another request.
+            size = FEED if self._in_head or self._body_left < FEED else self._body_left
+            piece = view[offset : offset + size]
             offset += len(piece)
             if self._in_head:
                 self._head_bytes += len(piece)
@@ -168,7 +171,7 @@ class GuardedHttpTools(HttpToolsProtocol):
             if self.transport.is_closing():
                 return
             if self._in_head and self._head_bytes > MAX_HEAD + FEED:
-                self._refuse(
+                self._refuse_request(
                     431, "headers-too-large",
                     f"a request's line and headers are at most {MAX_HEAD // 1024} KiB",
                 )  # fmt: skip
@@ -189,9 +192,9 @@ class GuardedHttpTools(HttpToolsProtocol):
             else:
                 self._unsupported_upgrade_warning()
 
-    def _release(self) -> None:
-        """The queue drained or the client took its answers: parse what was kept, then
-        read again, as far as the bounds let."""
+    def release(self) -> None:
+        """The queue drained, the client took its answers, or the running request reads
+        its body: parse what was kept, then read again, as far as the bounds let."""
         if self.transport.is_closing() or self.holding():
             return
         kept, at = self._unparsed, self._unparsed_at
@@ -201,7 +204,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         if kept:
             self._feed(kept, at)
         if not self._unparsed and not self.transport.is_closing():
-            self.flow.resume_reading()
+            FlowControl.resume_reading(self.flow)  # (the transport's, not HeldFlow's)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -210,7 +213,7 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.timeout_keep_alive_task = None
             if not self._in_message:  # (else its head's or body's time runs)
                 self._arm(self.limits.idle_timeout, self._idle)
-        self._release()
+        self.release()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -223,7 +226,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         if self._stall is not None:
             self._stall.cancel()
             self._stall = None
-        self._release()
+        self.release()
 
     # ---- the parser's callbacks: the timers and the caps ------------------------------
 
@@ -235,6 +238,8 @@ class GuardedHttpTools(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
+        length = next((v for k, v in self.headers if k == b"content-length"), b"")
+        self._body_left = int(length) if length.isdigit() else 0  # (checked by the parser)
         self._arm_request()
         if len(self.connections) > self.limits.max_connections:
             app, self.app = self.app, _too_many_connections
@@ -245,8 +250,13 @@ class GuardedHttpTools(HttpToolsProtocol):
         else:
             super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        super().on_body(body)
+        self._body_left -= len(body)
+
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._body_left = 0
         self._in_head = True
         self._in_message = False
         self._disarm()
@@ -258,8 +268,8 @@ class GuardedHttpTools(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         running = self._running
         if running is not None and not running.response_complete:
-            # uvicorn tells the request it parsed last that the client went, which is not
-            # the running one when others wait behind it: that one wrote on (an error).
+            # uvicorn tells only the request it parsed last that the client went, and that
+            # is not the running one when others wait behind it, which would write on.
             running.disconnected = True
             running.message_event.set()
         self._disarm()
@@ -267,8 +277,8 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._stall.cancel()
             self._stall = None
         super().connection_lost(exc)
-        # What waits is dropped now: in reference cycles (a queued request's callback is
-        # this protocol's), it stayed until the collector's oldest generation ran.
+        # What waits is dropped now: it is in reference cycles (a queued request's
+        # callback is this protocol's), which only the collector's oldest generation frees.
         self.pipeline.clear()
         self._unparsed = b""
 
@@ -302,7 +312,7 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def _head_late(self) -> None:
         self._timer = None
-        self._refuse(
+        self._refuse_request(
             408, "request-timeout",
             f"the request's headers did not arrive within {self.limits.header_timeout} s",
         )  # fmt: skip
@@ -318,7 +328,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         else:  # answered already (without reading it all), or behind another request
             self.transport.close()
 
-    def _refuse(self, status: int, code: str, detail: str) -> None:
+    def _refuse_request(self, status: int, code: str, detail: str) -> None:
         """The request being read is refused: answered with a problem, and the connection
         closed. When an answer to an earlier request is under way, closed only: an answer
         written now would be taken for that one's."""

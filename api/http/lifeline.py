@@ -1,8 +1,8 @@
 """A worker of `charter serve --workers N` ends when its supervisor does.
 
 uvicorn's workers are processes of their own: when the supervisor is killed (SIGKILL, an
-OOM kill), nothing tells them, and they went on serving, orphaned, holding the port, so
-that a new `charter serve` could not bind it. So a worker asks the kernel for SIGTERM
+OOM kill), nothing tells them, and they would serve on, orphaned, holding the port, so
+that a new `charter serve` cannot bind it. So a worker asks the kernel for SIGTERM
 when its parent ends (`prctl(PR_SET_PDEATHSIG)`, Linux), which uvicorn takes as a stop:
 the worker stops listening at once and closes its connections as they finish. The
 supervisor may have ended before the request was made, so the worker then looks at its
