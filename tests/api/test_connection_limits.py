@@ -107,9 +107,9 @@ def serve(tmp_path: Path, *flags: str, port: int = 0, db: Path | None = None) ->
         if process.poll() is None:
             process.terminate()
         process.wait(timeout=30)
-        if drain.is_alive():
-            drain.join(10)
-        process.stdout.close()
+        drain.join(10)
+        if not drain.is_alive():  # (else a process it started holds the pipe open)
+            process.stdout.close()
 
 
 def decision_request(token: str) -> bytes:
