@@ -110,6 +110,8 @@ async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> N
 class GuardedHttpTools(HttpToolsProtocol):
     """uvicorn's httptools protocol, bounded as the module says."""
 
+    LIMITS: Limits | None = None  # (None: this process's, from the environment)
+
     def __init__(
         self,
         config: Config,
@@ -118,7 +120,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self.limits = process_limits()
+        self.limits = self.LIMITS or process_limits()
         self.limit_concurrency = None  # (the cap is `max_connections`, answered here)
         # A read not all parsed, kept while the connection is held, and where its rest
         # starts (an offset: a copy of the rest per request held would be up to 256 KiB).
@@ -211,7 +213,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         if self.timeout_keep_alive_task is not None:  # (uvicorn's keep-alive: ours instead)
             self.timeout_keep_alive_task.cancel()
             self.timeout_keep_alive_task = None
-            if not self._in_message:  # (else its head's or body's time runs)
+            if not self._in_message and not self._answering():  # (else their time runs)
                 self._arm(self.limits.idle_timeout, self._idle)
         self.release()
 
@@ -300,9 +302,12 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._timer.cancel()
             self._timer = None
 
+    def _answering(self) -> bool:
+        return self._running is not None and not self._running.response_complete
+
     def _idle(self) -> None:
         self._timer = None
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and not self._answering():
             self.transport.close()
 
     def _stalled(self) -> None:
@@ -332,8 +337,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         """The request being read is refused: answered with a problem, and the connection
         closed. When an answer to an earlier request is under way, closed only: an answer
         written now would be taken for that one's."""
-        running = self._running is not None and not self._running.response_complete
-        if running or self.pipeline:
+        if self._answering() or self.pipeline:
             self.transport.close()
         else:
             self._answer(status, code, detail)
@@ -355,7 +359,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.pipeline.clear()
         self.flow.read_paused = False
         self.transport.resume_reading()
-        self._arm(LINGER, self._idle)
+        self._arm(LINGER, self.transport.close)
 
 
 def _problem_bytes(state: ServerState, status: int, code: str, detail: str) -> bytes:

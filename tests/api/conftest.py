@@ -152,11 +152,11 @@ class LiveServer:
     """uvicorn on a free loopback port, in a thread of this process, with the HTTP
     protocol `charter serve` runs (api/http/connection.py) at its default limits."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, http: Any = GUARDED_HTTP) -> None:
         self.port = free_port()
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
-            ws="none", access_log=False, http=GUARDED_HTTP,
+            ws="none", access_log=False, http=http,
         )  # fmt: skip
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
