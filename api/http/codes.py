@@ -401,7 +401,10 @@ _AGENT_WRITES = ("createAgent", "updateAgent", "approve")
 _ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
-ANYWHERE = frozenset({"route-not-found", "method-not-allowed", "internal-error", "http-error"})
+ANYWHERE = frozenset({
+    "route-not-found", "method-not-allowed", "internal-error", "http-error",
+    "headers-too-large", "request-timeout", "too-many-connections",  # (the connection's)
+})  # fmt: skip
 WHERE: dict[str, tuple[str, ...]] = {
     "batch-too-large": ("decideBatch",),
     "empty-policy": ("uploadPolicy",),
