@@ -131,6 +131,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._in_message = False  # a request has begun and is not all read
         self._body_left = 0  # what its `Content-Length` says is still to come of its body
         self._timer: asyncio.TimerHandle | None = None  # idle, or the request's head or body
+        self._timing: Any = None  # what `_timer` calls
         self._stall: asyncio.TimerHandle | None = None  # answers the client does not take
         self._running: RequestResponseCycle | None = None  # the request being answered
         self._lingering = False  # refused, and its answer written: what comes is dropped
@@ -172,6 +173,8 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._parse(piece)
             if self.transport.is_closing():
                 return
+            if self._in_message:  # a request not all read: its head's or body's time runs
+                self._arm_request()
             if self._in_head and self._head_bytes > MAX_HEAD + FEED:
                 self._refuse_request(
                     431, "headers-too-large",
@@ -235,14 +238,13 @@ class GuardedHttpTools(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_message = True
-        self._arm_request()
+        self._disarm()  # (idle no more; its head's time is set once the piece is parsed)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
         length = next((v for k, v in self.headers if k == b"content-length"), b"")
         self._body_left = int(length) if length.isdigit() else 0  # (checked by the parser)
-        self._arm_request()
         if len(self.connections) > self.limits.max_connections:
             app, self.app = self.app, _too_many_connections
             try:
@@ -289,24 +291,29 @@ class GuardedHttpTools(HttpToolsProtocol):
     def _arm(self, seconds: float, then: Any) -> None:
         self._disarm()
         self._timer = self.loop.call_later(seconds, then)
+        self._timing = then
 
     def _arm_request(self) -> None:
-        """The time the request being read has left: for its head, or for its body."""
-        if self._in_head:
-            self._arm(self.limits.header_timeout, self._head_late)
-        else:
-            self._arm(self.limits.body_timeout, self._body_late)
+        """The time the request being read has left, for its head or for its body, from
+        when the parser first saw that part (a timer already set for it runs on). Set
+        after each piece is parsed, not in the parser's callbacks: a request read whole
+        in one piece costs no timer."""
+        then = self._head_late if self._in_head else self._body_late
+        if self._timer is None or self._timing != then:
+            seconds = self.limits.header_timeout if self._in_head else self.limits.body_timeout
+            self._arm(seconds, then)
 
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._timing = None
 
     def _answering(self) -> bool:
         return self._running is not None and not self._running.response_complete
 
     def _idle(self) -> None:
-        self._timer = None
+        self._timer = self._timing = None
         if not self.transport.is_closing() and not self._answering():
             self.transport.close()
 
@@ -316,14 +323,14 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.transport.abort()
 
     def _head_late(self) -> None:
-        self._timer = None
+        self._timer = self._timing = None
         self._refuse_request(
             408, "request-timeout",
             f"the request's headers did not arrive within {self.limits.header_timeout} s",
         )  # fmt: skip
 
     def _body_late(self) -> None:
-        self._timer = None
+        self._timer = self._timing = None
         cycle = self.cycle
         detail = f"the request's body did not arrive within {self.limits.body_timeout} s"
         if cycle is self._running and not cycle.response_started and not self.pipeline:
