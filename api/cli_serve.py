@@ -298,8 +298,9 @@ GUARDED_HTTP = "api.http.connection:GuardedHttpTools"
 def connection_options(args: argparse.Namespace) -> dict[str, Any]:
     """uvicorn's options for the connections: the parser and the loop, and the bounds
     (`api.http.connection`) that reach every worker through the environment. `--http
-    h11` is uvicorn's h11 protocol, which has its own bounds on the idle time, the
-    head's size and the connections, but no timeout for a request's head or body."""
+    h11` is uvicorn's h11 protocol, which has its own bounds on the idle time after an
+    answer, the head's size and the connections, but no timeout for a request's head or
+    body, or for a connection that never sends."""
     limits = Limits(
         idle_timeout=args.idle_timeout, header_timeout=args.header_timeout,
         body_timeout=args.body_timeout, max_connections=args.max_connections,

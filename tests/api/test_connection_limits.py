@@ -342,11 +342,15 @@ def _gone(pid: int) -> bool:
 
 
 def test_killing_the_supervisor_ends_its_workers_and_frees_the_port(tmp_path: Path) -> None:
-    """kill -9 of `charter serve --workers 2`: both workers end (they served on,
-    orphaned, holding the port), and a new `charter serve` binds the same port."""
-    with serve(tmp_path, "--workers", "2") as served:
+    """kill -9 of `charter serve --workers 2`: both workers end (orphaned, they would
+    serve on, holding the port), and a new `charter serve` binds the same port. (The
+    workers have the connection limits too: a silent connection is closed at
+    `--idle-timeout 1`.)"""
+    with serve(tmp_path, "--workers", "2", "--idle-timeout", "1") as served:
         workers = served.workers()
         assert len(workers) == 2
+        took, got = _silent(served.port)
+        assert got == b"" and 0.9 <= took < 3
         os.kill(served.process.pid, signal.SIGKILL)
         served.process.wait(10)
         deadline = time.monotonic() + 10
