@@ -28,7 +28,9 @@ serve` do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -45,6 +47,14 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.server import ServerState
 
 from api.http.errors import problem
+
+try:  # (the bytes a socket's kernel buffer holds unsent: POSIX)
+    import fcntl
+    import termios
+
+    _TIOCOUTQ: int | None = termios.TIOCOUTQ
+except (ImportError, AttributeError):  # pragma: no cover
+    _TIOCOUTQ = None
 
 LIMITS_ENV = "CHARTER_CONNECTION_LIMITS"
 FEED = 1024  # bytes given the parser at a time: what a read past the bounds can add
@@ -133,6 +143,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._timer: asyncio.TimerHandle | None = None  # idle, or the request's head or body
         self._timing: Any = None  # what `_timer` calls
         self._stall: asyncio.TimerHandle | None = None  # answers the client does not take
+        self._unsent = 0  # the bytes unsent when `_stall` was set
         self._running: RequestResponseCycle | None = None  # the request being answered
         self._lingering = False  # refused, and its answer written: what comes is dropped
 
@@ -224,7 +235,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         super().pause_writing()
         self.flow.pause_reading()
         if self._stall is None:
-            self._stall = self.loop.call_later(self.limits.idle_timeout, self._stalled)
+            self._watch_unsent()
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -317,10 +328,30 @@ class GuardedHttpTools(HttpToolsProtocol):
         if not self.transport.is_closing() and not self._answering():
             self.transport.close()
 
+    def _watch_unsent(self) -> None:
+        self._unsent = self._unsent_bytes()
+        self._stall = self.loop.call_later(self.limits.idle_timeout, self._stalled)
+
+    def _unsent_bytes(self) -> int:
+        """What the client has yet to take: the transport's buffer, and the kernel's
+        for the socket (which the transport refills only once a third of it is free,
+        so the transport's alone can stand still while a slow client reads)."""
+        size = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if _TIOCOUTQ is not None and sock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                queued = fcntl.ioctl(sock.fileno(), _TIOCOUTQ, b"\0\0\0\0")
+                size += int.from_bytes(queued, sys.byteorder, signed=True)
+        return size
+
     def _stalled(self) -> None:
-        """The client took none of its answers for `idle_timeout`: dropped unsent."""
+        """The client took none of its answers for `idle_timeout`: dropped unsent. One
+        that took some (a large answer to a slow reader) is watched for as long again."""
         self._stall = None
-        self.transport.abort()
+        if self._unsent_bytes() < self._unsent:
+            self._watch_unsent()
+        else:
+            self.transport.abort()
 
     def _head_late(self) -> None:
         self._timer = self._timing = None

@@ -292,6 +292,35 @@ def test_slow_and_silent_clients_are_cut_off_at_the_timeouts(short: Served) -> N
     assert httpx.get(f"{short.url}/readyz").status_code == 200
 
 
+def test_a_slow_reader_of_large_answers_is_not_cut_off(short: Served) -> None:
+    """A client that takes its answers slowly (a 4 KiB window read every 5 ms, slower
+    than the worker writes 200 answers of /openapi.json's ~150 KiB) keeps its connection
+    past `--idle-timeout 1`: it is cut off only when it takes nothing for that long."""
+    with socket.create_connection(("127.0.0.1", short.port), timeout=20) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(rawhttp.request("GET", "/openapi.json") * 200)
+        start, got = time.monotonic(), 0
+        while time.monotonic() - start < 3.5:
+            chunk = sock.recv(8192)  # (a reset raises: the test fails)
+            assert chunk, f"closed after {got} bytes"
+            got += len(chunk)
+            time.sleep(0.005)
+        assert got > 100_000
+        # The server's side is open still: closed, it would be in FIN_WAIT1 while the
+        # kernel sends what it holds (MBs, so the client would not see the end yet).
+        assert _tcp_state(short.port, sock.getsockname()[1]) == "01"  # ESTABLISHED
+
+
+def _tcp_state(local_port: int, remote_port: int) -> str:
+    """The state (hex, as /proc/net/tcp gives it) of the loopback socket on `local_port`
+    connected to `remote_port`."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state = line.split()[1:4]
+        if local == f"0100007F:{local_port:04X}" and remote == f"0100007F:{remote_port:04X}":
+            return state
+    raise AssertionError("no such socket")
+
+
 def test_a_head_over_64_kib_is_refused(short: Served) -> None:
     """Headers are parsed as they come, so one request's could grow without end (20 MB
     were taken): over 64 KiB of request line and headers is a 431 `headers-too-large`,
