@@ -36,21 +36,26 @@ from api.cli_args import UTF8_HELP, not_utf8
 from api.cli_db import damaged_row, start_refusal, too_new
 from api.cli_serve_checks import (
     bound_port,
+    connection_cap,
     database_path,
     database_refusal,
     host_name,
     key_refusal,
     listen_refusal,
     os_reason,
+    pipeline_depth,
     policy_mib,
     port_number,
     refuse,
     sealed_refusal,
     store_refused,
+    timeout_seconds,
     turn_lifetime,
     worker_count,
 )
 from api.first_start import build, disk_full, is_disk_full
+from api.http.connection import LIMITS_ENV, MAX_HEAD, Limits
+from api.http.lifeline import SUPERVISOR_ENV
 from api.service import metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
@@ -288,6 +293,34 @@ def _workspace_refused(exc: ServiceError) -> int:
     return 1
 
 
+GUARDED_HTTP = "api.http.connection:GuardedHttpTools"
+
+
+def connection_options(args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's options for the connections: the parser and the loop, and the bounds
+    (`api.http.connection`) that reach every worker through the environment. `--http
+    h11` is uvicorn's h11 protocol, which has its own bounds on the idle time after an
+    answer, the head's size and the connections, but no timeout for a request's head or
+    body, or for a connection that never sends."""
+    limits = Limits(
+        idle_timeout=args.idle_timeout, header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout, max_connections=args.max_connections,
+        max_pipeline=args.max_pipeline,
+    )  # fmt: skip
+    os.environ[LIMITS_ENV] = limits.to_env()
+    options: dict[str, Any] = {
+        "loop": args.loop, "ws": "none", "timeout_keep_alive": args.idle_timeout,
+        "http": "h11" if args.http == "h11" else GUARDED_HTTP,
+    }  # fmt: skip
+    if args.http == "h11":
+        options.update(
+            limit_concurrency=args.max_connections, h11_max_incomplete_event_size=MAX_HEAD
+        )
+    if args.access_log:  # uvicorn's access log (off by default: a line per request costs)
+        options.update(access_log=True, log_level="info")
+    return options
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import (
         MAX_POLICY_ENV,
@@ -371,13 +404,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.write(f"charter: {exc}\nhelp: try again\n")
         return 1
     _say(f"serving {db} on http://{args.host}:{port} ({args.workers} worker(s))")
-    stack: dict[str, Any] = {"loop": args.loop, "http": args.http}
-    if args.access_log:  # uvicorn's access log (off by default: a line per request costs)
-        stack.update(access_log=True, log_level="info")
+    stack = connection_options(args)
     if args.workers > 1:
         service.store.close()
         metricsshare.reset(db)  # the workers' counter files, made afresh
         os.environ["CHARTER_DB"] = db
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
         run_uvicorn(
@@ -459,6 +491,22 @@ def register(sub: Any) -> None:
                    help="log a line per request (method, path, status; never a header)")  # fmt: skip
     p.add_argument("--http", choices=["auto", "h11", "httptools"], default="auto",
                    help="the HTTP/1.1 parser (auto: httptools when installed)")  # fmt: skip
+    limits = Limits()
+    p.add_argument("--idle-timeout", type=timeout_seconds, default=limits.idle_timeout,
+                   help="seconds a connection may stay idle, or leave its answers untaken "
+                   f"(default: {limits.idle_timeout})")  # fmt: skip
+    p.add_argument("--header-timeout", type=timeout_seconds, default=limits.header_timeout,
+                   help="seconds a request's headers may take to arrive "
+                   f"(default: {limits.header_timeout})")  # fmt: skip
+    p.add_argument("--body-timeout", type=timeout_seconds, default=limits.body_timeout,
+                   help="seconds a request's body may take to arrive after its headers "
+                   f"(default: {limits.body_timeout})")  # fmt: skip
+    p.add_argument("--max-connections", type=connection_cap, default=limits.max_connections,
+                   help="connections each worker serves at once; a request on one more "
+                   f"is a 503 (default: {limits.max_connections})")  # fmt: skip
+    p.add_argument("--max-pipeline", type=pipeline_depth, default=limits.max_pipeline,
+                   help="requests a connection may have waiting before it is no longer "
+                   f"read (default: {limits.max_pipeline})")  # fmt: skip
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="issue an API token (printed once)")

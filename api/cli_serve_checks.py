@@ -91,6 +91,34 @@ def policy_mib(text: str) -> int:
     return mib
 
 
+def timeout_seconds(text: str) -> int:
+    """Seconds, 1 to 3600: how long a connection may keep a worker waiting on it."""
+    seconds = _digits(text, 4)
+    if not seconds or seconds > 3600:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a timeout: give seconds, from 1 to 3600")
+    return seconds
+
+
+def connection_cap(text: str) -> int:
+    """Connections, 1 to 1,000,000: how many one worker serves at once."""
+    connections = _digits(text, 7)
+    if not connections or connections > 1_000_000:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a number of connections: give 1 to 1000000"
+        )
+    return connections
+
+
+def pipeline_depth(text: str) -> int:
+    """Requests, 1 to 1024: how many one connection may have waiting to be served."""
+    depth = _digits(text, 4)
+    if not depth or depth > 1024:
+        raise argparse.ArgumentTypeError(
+            f"`{text}` is not a number of waiting requests: give 1 to 1024"
+        )
+    return depth
+
+
 def host_name(text: str) -> str:
     """An address to listen on: an IP address or a host name, in ASCII (a name in another
     script as its `xn--` form). `--host ""` listened on every interface, where an unset

@@ -16,6 +16,7 @@ from api.http import decisions, ops, policy, resources
 from api.http.commit import GroupCommit
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
+from api.http.lifeline import end_with_supervisor
 from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
@@ -108,6 +109,7 @@ def open_service(
 
 def app_from_env() -> Starlette:
     """For `uvicorn --factory api.http.app:app_from_env` (what `charter serve` runs)."""
+    end_with_supervisor()
     lifetime = os.environ.get(TURN_LIFETIME_ENV)
     cap = os.environ.get(MAX_POLICY_ENV)
     db = os.environ.get("CHARTER_DB", "charter.db")

@@ -24,6 +24,16 @@ class Code(NamedTuple):
 CODES: dict[str, Code] = {
     # ---- the request: its headers, body and query ----------------------------------------
     "bad-content-length": Code((400,), "the `Content-Length` header is not a number"),
+    "headers-too-large": Code(
+        (431,),
+        "the request line and headers are over 64 KiB together (the connection is closed)",
+    ),
+    "request-timeout": Code(
+        (408,),
+        "the request's headers did not arrive within `charter serve --header-timeout` of its "
+        "first byte, or its body within `--body-timeout` of its headers (the connection is "
+        "closed)",
+    ),
     "body-too-large": Code(
         (413,),
         "the body is over 1 MiB, whether or not `Content-Length` said so",
@@ -360,6 +370,11 @@ CODES: dict[str, Code] = {
         "with `Retry-After: 2`: a fit check could not start: 4 of its token's are waiting "
         "already, or 16 in all, or none started within 6 s ([fit checks](operations.md#fit-checks))",
     ),
+    "too-many-connections": Code(
+        (503,),
+        "with `Retry-After: 1`: a request on a connection over the worker's "
+        "`charter serve --max-connections` (the connection is closed)",
+    ),
     "unavailable": Code(
         (503,),
         "`GET /v1/agents/{id}/tools` or `POST /v1/fit`: the module it needs (`engine.listing`, "
@@ -396,7 +411,10 @@ _AGENT_WRITES = ("createAgent", "updateAgent", "approve")
 _ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
-ANYWHERE = frozenset({"route-not-found", "method-not-allowed", "internal-error", "http-error"})
+ANYWHERE = frozenset({
+    "route-not-found", "method-not-allowed", "internal-error", "http-error",
+    "headers-too-large", "request-timeout", "too-many-connections",  # (the connection's)
+})  # fmt: skip
 WHERE: dict[str, tuple[str, ...]] = {
     "batch-too-large": ("decideBatch",),
     "empty-policy": ("uploadPolicy",),

@@ -22,9 +22,10 @@ log = logging.getLogger("charter.http")
 PROBLEM = "application/problem+json"
 TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
-    415: "Unsupported Media Type", 422: "Unprocessable Content", 500: "Internal Server Error",
-    503: "Service Unavailable",
+    405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+    412: "Precondition Failed", 413: "Content Too Large", 415: "Unsupported Media Type",
+    422: "Unprocessable Content", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 503: "Service Unavailable",
 }  # fmt: skip
 
 

@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
+from api.cli_serve import GUARDED_HTTP
 from api.http.app import create_app, open_service
 from api.service import tokens
 from api.service.core import Service
@@ -148,13 +149,14 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn on a free loopback port, in a thread of this process."""
+    """uvicorn on a free loopback port, in a thread of this process, with the HTTP
+    protocol `charter serve` runs (api/http/connection.py) at its default limits."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, http: Any = GUARDED_HTTP) -> None:
         self.port = free_port()
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
-            ws="none", access_log=False,
+            ws="none", access_log=False, http=http,
         )  # fmt: skip
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -83,6 +83,13 @@ REFUSED_VALUES = [
       for t in ("0", "-1", "31622401", "1.5", "an hour")),
     *(("--max-policy-mib", m, "a policy's cap: give MiB, from 1 to 1024")
       for m in ("0", "-1", "1025", "1.5", "16M", "")),
+    *((flag, t, "a timeout: give seconds, from 1 to 3600")
+      for flag in ("--idle-timeout", "--header-timeout", "--body-timeout")
+      for t in ("0", "-1", "3601", "0.5", "5s", "")),
+    *(("--max-connections", c, "a number of connections: give 1 to 1000000")
+      for c in ("0", "-1", "1000001", "1e3", "")),
+    *(("--max-pipeline", d, "a number of waiting requests: give 1 to 1024")
+      for d in ("0", "-1", "1025", "8.0", "")),
 ]  # fmt: skip
 
 
