@@ -3,7 +3,7 @@
 Per profile, an index from tool name to a plan (see `engine.plan`): that tool's deny
 rules, allow rules and hooks with their conditions already compiled to Python. A
 decision is two dict look-ups and one call; its cost follows the profile's own rules for
-that tool, never the size of the workspace (DESIGN.md section 5).
+that tool, never the size of the workspace (docs/design.md section 5).
 
 Compile order: bucket every profile's rules by pattern kind, queue every condition the
 eager plans need, compile all conditions with one `exec`, then build the plans. Rule and
@@ -269,7 +269,7 @@ class Snapshot:
 
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
-        """DESIGN.md section 2, steps 2-5 and 7. The hot path: two dict subscripts and the
+        """docs/design.md section 2, steps 2-5 and 7. The hot path: two dict subscripts and the
         plan's run function; everything else (lazy plans, unknown names) is `_decide_slow`."""
         try:
             plan = self._index[request.profile][request.tool]
@@ -313,7 +313,7 @@ _NO_PROFILE = "unknown profile"
 
 
 def decide(snapshot: Snapshot, request: Request) -> Decision:
-    """DESIGN.md section 2, steps 2-5 and 7, on a compiled snapshot."""
+    """docs/design.md section 2, steps 2-5 and 7, on a compiled snapshot."""
     return snapshot.decide(request)
 
 

@@ -1,4 +1,4 @@
-"""Delegation (DESIGN.md section 3): what an agent creates can only narrow what it has.
+"""Delegation (docs/design.md section 3): what an agent creates can only narrow what it has.
 
 A `Principal` is an agent's current authority: its identity, its profile in a policy
 snapshot, and its own budget cap (on top of its profile's). Creating a role, a profile

@@ -1,4 +1,4 @@
-"""Tool listing ("narrow", DESIGN.md section 2): what a profile may call, tool by tool.
+"""Tool listing ("narrow", docs/design.md section 2): what a profile may call, tool by tool.
 
 Each tool is `allow` (every valid call is allowed), `deny` (none is) or `narrow`: allowed
 only where a residual condition holds. The residual keeps the decision's error rules:

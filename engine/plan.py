@@ -5,7 +5,7 @@ by what the plan needs from a few generated per signature (`engine.runfns`: a co
 answer after the shape check, a straight allow, allows only, denies then allows), or
 `run_hooks` (the roles, then the profile's hooks).
 
-Every plan runs DESIGN.md section 2 in order: shape (validate and apply defaults), denies
+Every plan runs docs/design.md section 2 in order: shape (validate and apply defaults), denies
 win, allows add up, then the profile's hooks (deny, rewrites re-checked against the
 roles, pause). Every failure path denies; nothing here can fail open.
 """
@@ -223,7 +223,7 @@ def make_plan(
     the one reported). The entries must stay alive as long as `parts` (it keys by id).
 
     A tool that runs code the profile may not run is denied unless a deny applies first
-    (DESIGN.md section 2: denies win, then the `execute` grant), so its allows are
+    (docs/design.md section 2: denies win, then the `execute` grant), so its allows are
     dropped and its default answer is the `execute` one."""
     if execute_missing:
         allows = ()

@@ -1,4 +1,4 @@
-"""A plain tree-walking interpreter of DESIGN.md section 2: the executable specification.
+"""A plain tree-walking interpreter of docs/design.md section 2: the executable specification.
 
 Slow on purpose and written for clarity: it walks the AST for every request, with no
 index, no code generation and no caching. The property tests check that the compiled

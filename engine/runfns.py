@@ -7,7 +7,7 @@ signature, not per plan: 5,000 tools have a few dozen signatures, so decisions r
 hundred small code objects that stay hot in the CPU caches (one generated function per
 profile x tool was tried and ran ~3x slower over 20,000 varied requests).
 
-The kinds, each DESIGN.md section 2 in order (shape, denies win, allows add up, default
+The kinds, each docs/design.md section 2 in order (shape, denies win, allows add up, default
 deny; nothing here can fail open):
 - `constant`: no deny and no allow can apply; after the shape check the answer is fixed.
 - `allow`: no deny, no hook, an unconditional allow first: shape, then allow.

@@ -1,4 +1,4 @@
-"""Deciding for a Seed `AgentDefinition` with Seed's own grant rules (DESIGN.md section 7).
+"""Deciding for a Seed `AgentDefinition` with Seed's own grant rules (docs/design.md section 7).
 
 `definition.tools` is the whole permission model: it narrows the callable set and carries
 the publish grant. The verbs are always on and never grants; memory writes are never

@@ -1,4 +1,4 @@
-"""Argument validation against a tool's signature (DESIGN.md section 2, step 2).
+"""Argument validation against a tool's signature (docs/design.md section 2, step 2).
 
 Validation is generated as Python source per distinct signature and inlined into the
 plans' run functions (`engine.runfns`): it checks every argument's type, reports missing

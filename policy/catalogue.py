@@ -3,7 +3,7 @@
 Both are written in the Charter DSL itself, as data; `engine.builtins` parses them once
 (policy sits below grammar in the layering), so the built-in schemas obey exactly the
 same typing rules as a toolset an author writes. Every API
-resource is also a tool namespace (DESIGN.md section 1); the Seed callables `search`,
+resource is also a tool namespace (docs/design.md section 1); the Seed callables `search`,
 `web_search`, `navigate`, `execute` and the pseudo-tool `publish` have no namespace.
 
 A tool that an HTTP endpoint runs takes exactly the arguments that endpoint passes (its

@@ -1,4 +1,4 @@
-"""Ed25519 signing identities, stored as encrypted secrets (seed-facts.md, "Signing identities").
+"""Ed25519 signing identities, stored as encrypted secrets (docs/design.md section 7).
 
 The account id is the public key as a multibase string: `z` + base58btc of the multicodec
 ed25519-pub prefix (0xed 0x01) followed by the 32 key bytes, so every id starts `z6Mk`

@@ -1,7 +1,7 @@
 """The caps on the metadata an identity or an agent keeps (PATCH merges keys into it).
 
 At most 16 KiB as the store encodes it (CBOR), Seed's cap on an agent definition's
-metadata (DESIGN.md section 7), and at most 32 levels deep, as a JSON body is
+metadata (docs/design.md section 7), and at most 32 levels deep, as a JSON body is
 (api.http.body, 400 `too-deep`, so an HTTP request never meets that one): cbor2's C
 encoder recurses on the C stack, and crashed the process at ~20,000 levels. An agent's
 metadata is also what its conditions read (`agent.metadata.*`), held by every decision.

@@ -1,6 +1,6 @@
 """The Seed Hypermedia `AgentDefinition`: normalization with Seed's own limits and messages.
 
-DESIGN.md section 7 and `shared/seeds/seed-facts.md` fix the rules and the wording;
+docs/design.md section 7 fixes the rules and the wording;
 the messages here are part of the contract, so they are kept verbatim (capitalized, as
 Seed writes them), and each failure is a `SeedError` with the HTTP status Seed answers
 with.
@@ -228,7 +228,7 @@ def normalize(raw: Any, signing_key_exists: Callable[[str], bool] | None = None)
     )
 
 
-# ---- reasoning levels per model (seed-facts.md, "Reasoning levels per model") ------------
+# ---- reasoning levels per model (docs/design.md section 7, "Reasoning levels per model") ---
 
 _O_SERIES = re.compile(r"^o[134](-|$)")
 _GPT = re.compile(r"^gpt-(\d+)(?:\.(\d+))?")

@@ -36,7 +36,7 @@ def identity_errors(fn: Callable[P, T]) -> Callable[P, T]:
 
 
 # ---- identities ---------------------------------------------------------------------------
-# An agent acts as one identity (DESIGN.md section 1), its own: with an agent's token these
+# An agent acts as one identity (docs/design.md section 1), its own: with an agent's token these
 # reach that one only. Creating or importing a key is decided by its policy as before; the
 # key made is not the agent's own, so the response is all it ever sees of it.
 def require_own_identity(
@@ -146,7 +146,7 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
         return _identity_answer(service, 200, args["id"])
 
 
-# Deleting an identity removes its secret only (DESIGN.md section 7): the agents that act
+# Deleting an identity removes its secret only (docs/design.md section 7): the agents that act
 # as it keep their rows and their account id (an agent's token may delete its own). Its
 # connections are refused instead: each is a credential held for that identity, which a
 # delete left owned by one no longer there (and no `connections.create` would make).

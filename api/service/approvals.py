@@ -132,7 +132,7 @@ def _decided(service: Service, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> None:
-    """A pause asks a human (DESIGN.md section 1). An agent's token may decide only an
+    """A pause asks a human (docs/design.md section 1). An agent's token may decide only an
     approval raised outside its own tree (itself, its ancestors, its descendants, any
     agent under the same root: a parent controls all its children) and its identity, and
     one that decides only such approvals: else it would approve its own pause through

@@ -1,4 +1,4 @@
-"""DESIGN.md section 2 step 6: budgets. Every cap in the chain must hold.
+"""docs/design.md section 2 step 6: budgets. Every cap in the chain must hold.
 
 The chain is the agent, then its parent agent, and so on: each contributes its profile's
 budget (read from the revision deciding the call, else, for an ancestor's profile that

@@ -1,4 +1,4 @@
-"""Deciding calls for agents: DESIGN.md section 2 around the engine's compiled plans.
+"""Deciding calls for agents: docs/design.md section 2 around the engine's compiled plans.
 
 The engine decides steps 2-5 and 7 on a snapshot; here: step 1 (the revision a turn
 pinned, else the latest). Step 6 (budgets and connections), the pending approval for a

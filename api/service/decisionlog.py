@@ -110,14 +110,14 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     spec = p.snapshot.tools.get(p.call.tool)
     problem = None
     # A named connection is the one the call will use: it must be eligible whether or not
-    # the toolset needs one (DESIGN.md section 1), else the allow handed an agent another
+    # the toolset needs one (docs/design.md section 1), else the allow handed an agent another
     # identity's credential, another toolset's, or one that is not there.
     named = p.call.connection is not None
     if spec is not None and spec.toolset is not None and (spec.connection_required or named):
         problem = _connection_problem(batch, p, spec.toolset)
     elif spec is not None and named:
         # A built-in tool (`agents.*`, `search`, ...) has no toolset, so no connection is
-        # for it (DESIGN.md section 1: a connection is a toolset's credential): one named
+        # for it (docs/design.md section 1: a connection is a toolset's credential): one named
         # was logged with the allow unchecked (another identity's, or none at all), for
         # whoever runs the call to use. (An unknown tool is denied for its shape.)
         problem = (
@@ -138,7 +138,7 @@ def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
     (what other processes committed before it included), plus what the calls before this
     one in the transaction were charged (the ledger keeps its sums up to date). So the
     calls of a batch or of a group commit are decided as if they had come one at a time,
-    in log order, as their budget caps are (DESIGN.md section 2)."""
+    in log order, as their budget caps are (docs/design.md section 2)."""
     r = p.request
     assert p.thread is not None and r.thread is not None
     spent = batch.ledger.spent(f"thread:{p.thread['id']}", 0)

@@ -1,4 +1,4 @@
-"""What an agent creates must fit inside its own access (DESIGN.md section 3).
+"""What an agent creates must fit inside its own access (docs/design.md section 3).
 
 Thin glue over `engine.fit`: a refusal is a 403 with the violations; a check that cannot
 run (solver timeout, unsupported construct) is the engine's "does not fit", never a pass.
@@ -100,7 +100,7 @@ def require_role_change_narrows(
 ) -> None:
     """An agent's change of role `role` to `source`, `files` the policy after it: every
     profile that names the role grants nothing it did not, and
-    keeps every deny and hook it held (DESIGN.md section 3). A role is fit-checked against
+    keeps every deny and hook it held (docs/design.md section 3). A role is fit-checked against
     its writer's access, but the profiles that name it hold its denies: rewriting a role
     that denies `agents.delete` into one that allows `agents.get` fits, and would lift
     the deny from every profile naming it, the writer's own and its children's included.

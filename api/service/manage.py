@@ -4,7 +4,7 @@ An admin's request runs the operation. An agent's request is first decided as th
 call under the agent's profile (and logged): deny is a 403 with the reasons, pause a 202
 with the approval id (approving it later re-checks and then runs the operation), allow
 runs it, in the transaction that logs the decision, so a refused operation logs nothing;
-anything the agent creates must also pass the fit check (DESIGN.md section 3). A read
+anything the agent creates must also pass the fit check (docs/design.md section 3). A read
 whose refusals all come before its decision (READ_AFTER) runs once that is committed.
 Either way, a request's token is read again as its write transaction begins, as every
 request's is (api.service.tokens.check_writes): revoked meanwhile, a 401, nothing written.

@@ -169,7 +169,7 @@ def require_managed(
     **extra: Any,
 ) -> Doc | None:
     """With an agent's token, `target` (an agent's doc, or an id, found or not) must be the
-    agent itself or one of its descendants (DESIGN.md section 3: agents can only narrow; a
+    agent itself or one of its descendants (docs/design.md section 3: agents can only narrow; a
     parent manages its children), else 403 `not-managed-agent`, whose message starts with
     `subject` (default "agent `<id>` is") and carries `extra` (a `help`); returns the
     calling agent (None for an admin)."""

@@ -1,7 +1,7 @@
 """Threads: list, get, create, update, delete.
 
 With an agent's token a thread operation reaches only the threads of the agent itself and
-of its descendants (a parent manages its children, as for `agents.update`; DESIGN.md
+of its descendants (a parent manages its children, as for `agents.update`; docs/design.md
 section 3), else 403 `not-managed-agent`, and an agent opens threads for itself only (403
 `not-own-agent`). The `check_*` functions refuse such a request before it is decided
 (api.service.manage), so it is neither logged nor paused; the operations refuse it again,

@@ -1,4 +1,4 @@
-"""The fit check (DESIGN.md section 3): agents can only narrow.
+"""The fit check (docs/design.md section 3): agents can only narrow.
 
 A candidate (a role, a profile, a child agent's profile and budget) *fits* a caller when
 every call it allows is in Access(caller); a profile must also keep every deny and hook

@@ -1,6 +1,6 @@
 """One party of a fit question (caller or candidate) and its access to one tool, in z3.
 
-Access(A) for a tool t and a valid call c (DESIGN.md section 3, with the run-time rules
+Access(A) for a tool t and a valid call c (docs/design.md section 3, with the run-time rules
 of section 2): no deny rule matching t holds *or errors*, the `execute` grant is there
 when t's toolset runs code, and some allow rule matching t holds (an erroring allow does
 not grant). Hooks play no part: they act on work the roles already allow.

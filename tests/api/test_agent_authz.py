@@ -1,4 +1,4 @@
-"""What an agent's own token may manage: never more than its caller could (DESIGN.md
+"""What an agent's own token may manage: never more than its caller could (docs/design.md
 section 3), never another identity's credential, never its own pause."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 def test_a_running_turn_keeps_the_profile_it_was_admitted_with(
     client: Any, harness: Harness
 ) -> None:
-    """DESIGN.md section 1: a change of profile applies from the agent's next admitted
+    """docs/design.md section 1: a change of profile applies from the agent's next admitted
     turn; a turn already running keeps its snapshot (roles, hooks and budget caps), in
     a single decision and in a batch."""
     admin = harness.auth()
@@ -183,7 +183,7 @@ def test_an_agent_cannot_lift_a_deny_by_rewriting_a_role(live: Any, harness: Har
     """The new role fits its writer's access (it only allows `agents.get`), but the
     profiles that name the role held its deny: its own (agents.delete went from deny to
     allow) and its child's (which then could do what its parent may not). Every profile
-    naming a role an agent changes must narrow at most (DESIGN.md section 3)."""
+    naming a role an agent changes must narrow at most (docs/design.md section 3)."""
     files = [{"path": path, "text": text} for path, text in GUARDED.items()]
     put = live.put("/v1/policy", json={"files": files}, headers=harness.auth())
     assert put.status_code == 201, put.text

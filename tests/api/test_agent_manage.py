@@ -1,5 +1,5 @@
 """An agent's token manages only itself and its descendants, and only to narrow
-(DESIGN.md section 3): a child, or an agent it changes, can do nothing the caller could
+(docs/design.md section 3): a child, or an agent it changes, can do nothing the caller could
 not, decided with its own attributes (`agent.name`, `agent.metadata`, ...)."""
 
 from __future__ import annotations

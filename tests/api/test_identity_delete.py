@@ -1,4 +1,4 @@
-"""Deleting an identity removes its secret only (DESIGN.md section 7): the agents that act
+"""Deleting an identity removes its secret only (docs/design.md section 7): the agents that act
 as it keep their rows. One that owns connections is refused (409 `identity-has-connections`,
 nothing written): the delete left them owned by an identity no longer there, which no
 connection's create may name. Counted inside the delete's transaction, and a create looks

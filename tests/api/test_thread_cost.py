@@ -1,4 +1,4 @@
-"""A condition over `thread.cost` sees the running figure (DESIGN.md section 2): the calls
+"""A condition over `thread.cost` sees the running figure (docs/design.md section 2): the calls
 of a batch or of one group commit, and the charges another process committed before the
 transaction, count as they would had every call come alone, in log order."""
 

@@ -1,4 +1,4 @@
-"""Signing identities per seed-facts.md, and sealing at rest."""
+"""Signing identities per docs/design.md section 7, and sealing at rest."""
 
 from __future__ import annotations
 
