@@ -136,8 +136,11 @@ class RunFunctions:
             self._slot_of[tool.name] = slot
         if sources:
             exec(compile("\n".join(sources), "<charter run functions>", "exec"), namespace)
+        # Taken out of the namespace, which each of them keeps as its globals (no run
+        # function calls another): left in, they and it would make a reference cycle,
+        # kept until the collector's next full collection (rare in a serving process).
         self._functions: list[dict[str, RunFn]] = [
-            {kind: namespace[f"{kind}{slot}"] for kind in KINDS} for slot in range(len(slots))
+            {kind: namespace.pop(f"{kind}{slot}") for kind in KINDS} for slot in range(len(slots))
         ]
 
     def get(self, tool: str, kind: str) -> RunFn:
