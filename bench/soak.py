@@ -104,10 +104,11 @@ def _put_policy(token: str, revision: int) -> bytes:
 
 @dataclass
 class Load:
-    """What the mixed load did: per kind, how many answers and the latencies of singles."""
+    """What the mixed load did: per kind, how many answers and their latencies."""
 
     counts: dict[str, int] = field(default_factory=dict)
-    singles: list[tuple[float, float]] = field(default_factory=list)  # (when, seconds)
+    # kind -> (when it was sent, seconds it took), for every answer
+    times: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 
 
@@ -146,8 +147,8 @@ async def _client(port: int, token: str, stop: float, load: Load, seed: int) -> 
                 load.failures.append(f"{kind}: {status} {body[:200]!r}")
                 continue
             load.counts[kind] = load.counts.get(kind, 0) + 1
+            load.times.setdefault(kind, []).append((started, took))
             if kind == "single":
-                load.singles.append((started, took))
                 after = max(0, json.loads(body)["seq"] - rng.randrange(1, 5000))
     finally:
         connection.close()
@@ -251,11 +252,13 @@ class Soak:
     uploads: list[Upload]
     samples: list[Sample]
     began: float
-    window: float
+    span: float  # seconds of the first and the last window
 
-    def window_singles(self, last: bool) -> list[float]:
-        edge = self.began + (self.seconds - self.window if last else self.window)
-        return [t for at, t in self.load.singles if (at >= edge if last else at < edge)]
+    def window(self, kind: str, last: bool) -> list[float]:
+        """The latencies of `kind` in the first or the last `span` seconds of load."""
+        edge = self.began + (self.seconds - self.span if last else self.span)
+        times = self.load.times.get(kind, [])
+        return [t for at, t in times if (at >= edge if last else at < edge)]
 
 
 def run(seconds: float, workers: int, clients: int, every: float, probe: float) -> Soak:
@@ -288,7 +291,7 @@ def run(seconds: float, workers: int, clients: int, every: float, probe: float) 
 
 def report(soak: Soak, command: str) -> str:
     load = soak.load
-    first, last = soak.window_singles(False), soak.window_singles(True)
+    first, last = soak.window("single", False), soak.window("single", True)
     answered = sum(load.counts.values())
     mix = ", ".join(f"{kind} {load.counts.get(kind, 0):,}" for kind, _ in MIX)
     upload_times = [u.seconds for u in soak.uploads]
@@ -308,7 +311,7 @@ def report(soak: Soak, command: str) -> str:
         "| end / start (p50) |",
         "| --- | --- | --- | --- | --- | --- |",
         _latency_row("quiet probe, 1 connection", soak.probe_start, soak.probe_end),
-        _latency_row(f"under load, first / last {soak.window:g} s", first, last),
+        _latency_row(f"under load, first / last {soak.span:g} s", first, last),
         "",
         "| RSS MiB | start | after 1st upload | end | growth over the uploads |",
         "| --- | --- | --- | --- | --- |",
@@ -319,6 +322,11 @@ def report(soak: Soak, command: str) -> str:
         f"{s.at:.0f}s {s.rss_mib:.0f}" for s in soak.samples[:: max(1, len(soak.samples) // 12)]
     )
     lines += [f"RSS over the load (MiB): {series}", ""]
+    kinds = ", ".join(
+        f"{kind} {_pct(soak.window(kind, False), 0.5):.2f} -> {_pct(soak.window(kind, True), 0.5):.2f}"
+        for kind, _ in MIX
+    )
+    lines += [f"p50 ms under load, first -> last {soak.span:g} s: {kinds}", ""]
     if load.failures:
         lines += ["Failures (first 5):", *(f"- `{f}`" for f in load.failures[:5]), ""]
     return "\n".join(lines)
