@@ -61,6 +61,7 @@ _READ_RUNS = (
     "SELECT seq, count, length(body) FROM decisions WHERE seq >= "
     "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= ?) ORDER BY seq"
 )
+_RUN_BYTES = "SELECT substr(body, ?, ?) FROM decisions WHERE seq = ?"
 _NO_BUDGET = (1 << 63) - 1
 
 # Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
@@ -369,23 +370,32 @@ class SqliteStore:
     ) -> list[bytes]:
         """Rows `start` to `stop - 1` of the run `seq` (`length` bytes), as many of them as
         fit in `room` bytes together (and the `first` row of a page whatever its size):
-        the whole run read when it fits, else a row at a time, so a page of a long run
-        never copies all of it."""
-        with self._db.blobopen("decisions", "body", seq, readonly=True) as blob:
-            if length <= room:
-                return _unpack(count, blob.read(), start, stop)
-            if count == 1:
-                return [blob.read()] if first else []
-            sizes = struct.unpack(f"<{count}I", blob.read(4 * count))
-            ends = list(accumulate(sizes, initial=4 * count))
-            rows: list[bytes] = []
-            for i in range(start, stop):
-                if sizes[i] > room and (rows or not first):
-                    break
-                blob.seek(ends[i])
-                rows.append(blob.read(sizes[i]))
-                room -= sizes[i]
-            return rows
+        the whole run read when it fits, else its sizes and then the bytes of the rows
+        taken, so a page of a long run never holds all of it.
+
+        Read with SQL, not `blobopen`: CPython 3.11's sqlite3 keeps a weak reference to
+        every blob a connection opened until the connection closes (89 bytes each), so a
+        serving process grew with every page of the log it served."""
+        if length <= room:
+            return _unpack(count, self._run_bytes(seq, 1, length), start, stop)
+        if count == 1:
+            return [self._run_bytes(seq, 1, length)] if first else []
+        sizes = struct.unpack(f"<{count}I", self._run_bytes(seq, 1, 4 * count))
+        ends = list(accumulate(sizes, initial=4 * count))
+        taken = start
+        while taken < stop and (sizes[taken] <= room or (taken == start and first)):
+            room -= sizes[taken]
+            taken += 1
+        if taken == start:
+            return []
+        chunk = self._run_bytes(seq, ends[start] + 1, ends[taken] - ends[start])
+        base = ends[start]
+        return [chunk[ends[i] - base : ends[i + 1] - base] for i in range(start, taken)]
+
+    def _run_bytes(self, seq: int, offset: int, size: int) -> bytes:
+        """`size` bytes of run `seq` from `offset` (1 is its first byte)."""
+        (found,) = self._db.execute(_RUN_BYTES, (offset, size, seq)).fetchone()
+        return b"" if found is None else bytes(found)  # (SQLite's substr of no bytes: NULL)
 
     def last_seq(self) -> int:
         with self._lock:
