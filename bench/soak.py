@@ -253,6 +253,7 @@ class Soak:
     samples: list[Sample]
     began: float
     span: float  # seconds of the first and the last window
+    loads: tuple[str, str]  # the machine's load averages before and after
 
     def window(self, kind: str, last: bool) -> list[float]:
         """The latencies of `kind` in the first or the last `span` seconds of load."""
@@ -261,7 +262,15 @@ class Soak:
         return [t for at, t in times if (at >= edge if last else at < edge)]
 
 
+def _load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def run(seconds: float, workers: int, clients: int, every: float, probe: float) -> Soak:
+    before = _load_average()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "soak.db"
         port = _free_port()
@@ -286,7 +295,7 @@ def run(seconds: float, workers: int, clients: int, every: float, probe: float) 
             process.wait(20)
     window = min(60.0, seconds / 4)
     return Soak(seconds, workers, clients, every, rss_start, rss_end, probe_start, probe_end,
-                load, uploads, samples, began, window)  # fmt: skip
+                load, uploads, samples, began, window, (before, _load_average()))  # fmt: skip
 
 
 def report(soak: Soak, command: str) -> str:
@@ -301,6 +310,7 @@ def report(soak: Soak, command: str) -> str:
         f"- machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs (shared by "
         f"the server and the load generator), CPython {platform.python_version()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- load average (1/5/15 min) before / after: {soak.loads[0]} / {soak.loads[1]}",
         f"- load: {soak.seconds:g} s, {soak.workers} worker(s), {soak.clients} connections; "
         f"{answered:,} answers ({answered / soak.seconds:,.0f}/s): {mix}; "
         f"{len(load.failures)} failures",
