@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.http_bench import _free_port, _process_tree, _request, _wait
+from bench.http_bench import _cpu_seconds, _free_port, _process_tree, _request, _wait
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -176,6 +176,8 @@ async def _probe(port: int, token: str, seconds: float) -> list[float]:
 class Sample:
     at: float  # seconds into the load
     rss_mib: float
+    cpu: float  # CPU seconds the server's processes have used so far
+    answers: int  # answers of the mixed load so far
 
 
 @dataclass
@@ -210,10 +212,13 @@ async def _uploads(
                            time.perf_counter() - started, _rss_mib(pid)))  # fmt: skip
 
 
-async def _sample(pid: int, stop: float, began: float, every: float, found: list[Sample]) -> None:
-    """The server's RSS every `every` seconds of the load."""
+async def _sample(
+    pid: int, stop: float, began: float, every: float, load: Load, found: list[Sample]
+) -> None:
+    """The server's RSS and CPU time every `every` seconds of the load."""
     while time.perf_counter() < stop:
-        found.append(Sample(time.perf_counter() - began, _rss_mib(pid)))
+        answers = sum(load.counts.values())
+        found.append(Sample(time.perf_counter() - began, _rss_mib(pid), _cpu_seconds(pid), answers))
         await asyncio.sleep(min(every, max(0.0, stop - time.perf_counter())))
 
 
@@ -227,7 +232,7 @@ async def _run_load(
     stop = began + seconds
     await asyncio.gather(
         _uploads(port, token, pid, stop, every, began, uploads),
-        _sample(pid, stop, began, max(1.0, seconds / 60), samples),
+        _sample(pid, stop, began, max(1.0, seconds / 60), load, samples),
         *(_client(port, token, stop, load, seed) for seed in range(clients)),
     )
     return load, uploads, samples, began
@@ -332,6 +337,10 @@ def report(soak: Soak, command: str) -> str:
         f"{s.at:.0f}s {s.rss_mib:.0f}" for s in soak.samples[:: max(1, len(soak.samples) // 12)]
     )
     lines += [f"RSS over the load (MiB): {series}", ""]
+    lines += [
+        f"server CPU µs per answer, first -> last {soak.span:g} s: {_cpu_per_answer(soak)}",
+        "",
+    ]
     kinds = ", ".join(
         f"{kind} {_pct(soak.window(kind, False), 0.5):.2f} -> {_pct(soak.window(kind, True), 0.5):.2f}"
         for kind, _ in MIX
@@ -340,6 +349,21 @@ def report(soak: Soak, command: str) -> str:
     if load.failures:
         lines += ["Failures (first 5):", *(f"- `{f}`" for f in load.failures[:5]), ""]
     return "\n".join(lines)
+
+
+def _cpu_per_answer(soak: Soak) -> str:
+    """What an answer cost the server in CPU, whatever share of the machine it got: a
+    server that does more per request shows here, a busier machine does not."""
+    samples = soak.samples
+    if len(samples) < 3:
+        return "?"
+
+    def between(a: Sample, b: Sample) -> float:
+        return (b.cpu - a.cpu) / max(1, b.answers - a.answers) * 1e6
+
+    first = next((s for s in samples if s.at >= soak.span), samples[1])
+    last = next((s for s in samples if s.at >= soak.seconds - soak.span), samples[-2])
+    return f"{between(samples[0], first):.0f} -> {between(last, samples[-1]):.0f}"
 
 
 def _latency_row(name: str, start: list[float], end: list[float]) -> str:
