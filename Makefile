@@ -46,7 +46,8 @@ test: lint typecheck
 	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal)
 
 fuzz: install
-	HYPOTHESIS_PROFILE=long $(VENV)/bin/pytest tests/property tests/fit tests/api/test_log_properties.py \
+	HYPOTHESIS_PROFILE=long CHARTER_TEST_UPLOADS=500 $(VENV)/bin/pytest tests/property tests/fit \
+		tests/api/test_log_properties.py tests/api/test_upload_memory.py \
 		tests/api/test_api_fuzz.py tests/api/test_solver_gate.py \
 		"tests/store/test_sqlite.py::test_reading_the_log_anywhere_in_its_runs" \
 		"tests/store/test_revision_deltas.py::test_any_sequence_of_changes_reads_back" -q
@@ -60,6 +61,7 @@ bench: $(VENV)/.bench-stamp
 	$(PY) -m bench.run
 	$(PY) -m bench.http_bench
 	$(PY) -m bench.fit_bench
+	$(PY) -m bench.soak
 
 fmt: install
 	$(VENV)/bin/ruff format $(PACKAGES) tests bench

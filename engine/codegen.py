@@ -226,7 +226,10 @@ class ConditionCompiler:
         if self._sources:
             code = compile("\n".join(self._sources), "<charter conditions>", "exec")
             exec(code, namespace)
-        factories = [namespace[f"f{i}"] for i in range(len(self._sources))]
+        # Taken out of the namespace, which every condition keeps as its globals: left in,
+        # each factory and its namespace would make a reference cycle, kept until the
+        # collector's next full collection (rare in a serving process) with the snapshot.
+        factories = [namespace.pop(f"f{i}") for i in range(len(self._sources))]
         # String literals are fresh copies (see fresh_copy): a condition reads its literal
         # on every call, and the parser's copy would cost a cache miss each time.
         fresh: dict[str, str] = {}

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.codegen import ConditionCompiler, fresh_copy
+from engine.codegen import ConditionCompiler, ConditionFn, fresh_copy
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
     CompiledPlan,
@@ -64,16 +64,48 @@ class _ProfileRules:
         return out + self.star
 
 
+class _RuleEntries:
+    """What a plan built on first use needs of its snapshot: the tools, the plan parts
+    and each rule's prepared entry (built once, shared by every plan it reaches).
+
+    Profiles hold this, never their snapshot: a snapshot's profiles pointing back at it
+    would make every snapshot a reference cycle, which reference counting never frees; a
+    serving process, whose collector runs a full collection rarely (see
+    `api.http.app.tune_gc`), then kept every revision it had compiled (about 0.75 MB a
+    revision of the example workspace)."""
+
+    __slots__ = ("entries", "functions", "parts", "slots", "tools")
+
+    def __init__(self, tools: Mapping[str, ToolSpec], parts: PlanParts) -> None:
+        self.tools = tools
+        self.parts = parts
+        self.slots: dict[int, int | None] = {}  # id(rule) -> its condition's slot
+        self.functions: list[ConditionFn] = []  # the compiled conditions, by slot
+        self.entries: dict[int, RuleEntry] = {}
+
+    def rule_entry(self, rule: ast.Rule, role: str) -> RuleEntry:
+        entry = self.entries.get(id(rule))
+        if entry is None:
+            slot = self.slots[id(rule)]
+            verb = "allowed" if rule.effect == "allow" else "denied"
+            reason = Reason(
+                rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
+            )
+            entry = rule_entry(reason, None if slot is None else self.functions[slot])
+            self.entries[id(rule)] = entry
+        return entry
+
+
 class ProfilePlan:
     """One profile's index from tool name to plan. Plans for tools reached only through
     `*` (or by no rule at all) are built on first use and cached: building all of them up
     front would cost tools x profiles plans for nothing. Unknown tool names are never
     cached (a caller could otherwise grow the index without bound)."""
 
-    __slots__ = ("_snapshot", "has_execute", "hooks", "name", "plans", "rules")
+    __slots__ = ("_entries", "has_execute", "hooks", "name", "plans", "rules")
 
-    def __init__(self, snapshot: Snapshot, name: str, rules: _ProfileRules) -> None:
-        self._snapshot = snapshot
+    def __init__(self, entries: _RuleEntries, name: str, rules: _ProfileRules) -> None:
+        self._entries = entries
         self.name = name
         self.rules = rules
         self.hooks: list[tuple[HookEntry, ast.Hook]] = []
@@ -81,10 +113,10 @@ class ProfilePlan:
         self.plans: dict[str, CompiledPlan] = {}
 
     def build(self, tool: str) -> CompiledPlan | None:
-        spec = self._snapshot.tools.get(tool)
+        snap = self._entries
+        spec = snap.tools.get(tool)
         if spec is None:
             return None
-        snap = self._snapshot
         matched = self.rules.for_tool(spec)
         denies = [snap.rule_entry(r, role) for r, role in matched if r.effect == "deny"]
         allows = [snap.rule_entry(r, role) for r, role in matched if r.effect == "allow"]
@@ -137,8 +169,8 @@ class Snapshot:
         names = {name: fresh_copy(name) for name in sorted(workspace.tools)}
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
-        self._rule_slots: dict[int, int | None] = {}
-        self._rules: dict[int, RuleEntry] = {}
+        self._entries = _RuleEntries(self.tools, self.parts)
+        self._rule_slots = self._entries.slots
         self._hook_slots: dict[int, tuple[int | None, tuple[tuple[str, int], ...]]] = {}
         self.profiles: dict[str, ProfilePlan] = {}
         # Per profile, the tools of its rules and hooks whose conditions read the
@@ -148,7 +180,7 @@ class Snapshot:
         eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
             self.profiles[profile.name], eager[profile.name] = self._prepare(profile)
-        self._functions = self._conditions.build()
+        self._functions = self._entries.functions = self._conditions.build()
         hook_entries: dict[int, HookEntry] = {}
         for profile in workspace.profiles.values():
             plans = self.profiles[profile.name]
@@ -206,7 +238,7 @@ class Snapshot:
                     eager.add(pattern.text)
                 elif pattern.kind == "namespace":
                     eager.update(self._namespace_tools(pattern.namespace))
-        return ProfilePlan(self, profile.name, rules), eager
+        return ProfilePlan(self._entries, profile.name, rules), eager
 
     def _reads_cost(self, node: ast.Rule | ast.Hook, condition: object) -> bool:
         found = self._cost_reads.get(id(node))
@@ -237,16 +269,7 @@ class Snapshot:
 
     def rule_entry(self, rule: ast.Rule, role: str) -> RuleEntry:
         """The prepared entry of a rule (built once, shared by every plan it reaches)."""
-        entry = self._rules.get(id(rule))
-        if entry is None:
-            slot = self._rule_slots[id(rule)]
-            verb = "allowed" if rule.effect == "allow" else "denied"
-            reason = Reason(
-                rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
-            )
-            entry = rule_entry(reason, None if slot is None else self._functions[slot])
-            self._rules[id(rule)] = entry
-        return entry
+        return self._entries.rule_entry(rule, role)
 
     def _hook_entry(self, hook: ast.Hook) -> HookEntry:
         slot, rewrites = self._hook_slots[id(hook)]

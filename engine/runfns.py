@@ -137,7 +137,11 @@ def _generate(sigs: list[Signature]) -> list[dict[str, RunFn]]:
         namespace[f"kn{slot}"] = known_names(sig)
         sources.extend(_source(kind, slot, sig) for kind in KINDS)
     exec(compile("\n".join(sources), "<charter run functions>", "exec"), namespace)
-    return [{kind: namespace[f"{kind}{slot}"] for kind in KINDS} for slot in range(len(sigs))]
+    # Taken out of the namespace, which each of them keeps as its globals (no run
+    # function calls another): left in, they and it would make a reference cycle, kept
+    # past their eviction from the cache until the collector's next full collection
+    # (rare in a serving process).
+    return [{kind: namespace.pop(f"{kind}{slot}") for kind in KINDS} for slot in range(len(sigs))]
 
 
 def functions_of(sigs: Iterable[Signature]) -> dict[Signature, dict[str, RunFn]]:

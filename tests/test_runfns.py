@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import OrderedDict
 
 import pytest
@@ -52,3 +54,22 @@ def test_the_cache_keeps_the_most_recent_signatures(monkeypatch: pytest.MonkeyPa
         args = {f"f{i}": "v" for i in range(n + 1)}
         assert snap.decide(Request("p", "t.x", args)).effect == "allow"
         assert len(runfns._cache) <= 3
+
+
+def test_an_evicted_signature_is_freed_without_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Generated functions hold no cycle with their namespace: dropped from the cache,
+    reference counting frees them at once (a serving process rarely runs a full
+    collection)."""
+    monkeypatch.setattr(runfns, "CACHE_SIGNATURES", 1)
+    monkeypatch.setattr(runfns, "_cache", OrderedDict())
+    first = _snapshot(POLICY)
+    watched = [weakref.ref(first.parts.runs.get("mail.send", kind)) for kind in runfns.KINDS]
+    del first
+    gc.disable()
+    try:
+        _snapshot(POLICY.replace("to: str, body: str", 'to: str, body: str, cc: str = ""'))
+        assert all(ref() is None for ref in watched)
+    finally:
+        gc.enable()

@@ -20,6 +20,7 @@ from api.http.lifeline import end_with_supervisor
 from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
+from api.service import memory
 from api.service.core import Service
 from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
@@ -81,6 +82,7 @@ def open_service(
     """`shared`: one of several processes serving `db` (`charter serve --workers N`);
     `turn_lifetime`: seconds an admitted turn runs (default: an hour); `max_policy_mib`:
     the most text a new revision may hold, in MiB (default: 16)."""
+    memory.limit_arenas()  # before the store's and the compiles' threads start
     store = SqliteStore(db, shared=shared)
     store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
     service = Service(store, Sealer(load_key(db)))

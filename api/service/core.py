@@ -104,6 +104,7 @@ class Service:
         # dropped with the agent and connection caches it derives from:
         # (id(agent), tool, connection) -> (snapshot, agent, parts); see decisionlog._static.
         self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
+        self._static_revision = 0  # the revision of the snapshot in every entry
         # agent id -> (the cached agent document it was built from, the agent's context
         # for conditions); the agent cache hands out the same document until it changes,
         # so identity is the check (see decide._agent_context).
@@ -218,8 +219,13 @@ class Service:
             if self.moves != moves:
                 return
             parts = self.static_parts
-            if len(parts) >= 4096:
+            # Every entry is of one revision's snapshot: an entry of a call never made again
+            # would otherwise keep its snapshot past the snapshot cache, one old revision
+            # for each such entry.
+            revision = entry[0].revision
+            if len(parts) >= 4096 or revision != self._static_revision:
                 parts.clear()
+                self._static_revision = revision
             parts[key] = entry
 
     def find_agent(self, agent_id: str) -> Doc | None:

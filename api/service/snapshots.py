@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
+from api.service import memory
 from api.service.errors import ServiceError, no_policy
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
@@ -137,11 +138,17 @@ class Snapshots:
             self._background.discard(revision)
 
     def put(self, snapshot: Snapshot) -> None:
+        dropped: list[Snapshot] = []
         with self._lock:
             self._cache[snapshot.revision] = snapshot
             self._cache.move_to_end(snapshot.revision)
             while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+                dropped.append(self._cache.popitem(last=False)[1])
+        if dropped:
+            # Freed here, outside the lock, when nothing else holds them (a request on an
+            # old revision frees its snapshot when it ends), and their pages handed back.
+            del dropped
+            memory.release_freed()
 
     def current(self, compile: bool = True) -> Snapshot:
         if self.latest == 0:
