@@ -45,14 +45,14 @@ def test_the_readme_walk_through(
 ) -> None:
     policy, diagnostic = _blocks("README.md")[:2]
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "policy").mkdir()
-    path = tmp_path / "policy" / "mail.charter"
+    (tmp_path / "rules").mkdir()
+    path = tmp_path / "rules" / "mail.charter"
     path.write_text(policy, encoding="utf-8")
-    assert _run(["check", "policy/"], capsys)[0] == 0
-    assert _run(["test", "policy/"], capsys) == (0, "2 passed, 0 failed\n")
-    assert _run(["fmt", "--check", "policy/"], capsys)[0] == 0
+    assert _run(["check", "rules/"], capsys)[0] == 0
+    assert _run(["test", "rules/"], capsys) == (0, "2 passed, 0 failed\n")
+    assert _run(["fmt", "--check", "rules/"], capsys)[0] == 0
     path.write_text(policy.replace("args.to endswith", "args.too endswith"), encoding="utf-8")
-    code, out = _run(["check", "policy/"], capsys)
+    code, out = _run(["check", "rules/"], capsys)
     assert code == 1 and out == diagnostic + "\n1 error\n"
 
 
@@ -62,19 +62,19 @@ def test_the_dsl_guide_walk_through(
     """docs/dsl.md, "Write your first role": steps 1 to 3 and the failing expectation."""
     mistakes, diagnostics, fixed_role, tests, failure = _blocks("docs/dsl.md")[:5]
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "policy").mkdir()
-    path = tmp_path / "policy" / "mail.charter"
+    (tmp_path / "rules").mkdir()
+    path = tmp_path / "rules" / "mail.charter"
     path.write_text(mistakes, encoding="utf-8")
-    assert _run(["check", "policy/"], capsys) == (1, diagnostics)
+    assert _run(["check", "rules/"], capsys) == (1, diagnostics)
     fixed = re.sub(r"role mail-helper \{.*?\n\}\n", fixed_role, mistakes, flags=re.S)
     path.write_text(fixed, encoding="utf-8")
     ok = "ok: 1 file, 1 toolset, 1 role, 6 hooks, 1 profile, 0 tests\n"
-    assert _run(["check", "policy/"], capsys) == (0, ok)
+    assert _run(["check", "rules/"], capsys) == (0, ok)
     path.write_text(fixed + "\n" + tests, encoding="utf-8")
-    assert _run(["test", "policy/"], capsys) == (0, "3 passed, 0 failed\n")
+    assert _run(["test", "rules/"], capsys) == (0, "3 passed, 0 failed\n")
     # The failure shown is a fourth expectation, on line 18, that the role does not meet.
     expect = failure.splitlines()[0].split(": ")[-1]
     wrong = f'  {expect} {{ to: "eve@elsewhere.net", subject: "hi", body: "hello" }}\n}}\n'
     path.write_text(fixed + "\n" + tests.removesuffix("}\n") + wrong, encoding="utf-8")
     assert path.read_text(encoding="utf-8").splitlines()[17].startswith(f"  {expect} ")
-    assert _run(["test", "policy/"], capsys) == (1, failure)
+    assert _run(["test", "rules/"], capsys) == (1, failure)
