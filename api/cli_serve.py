@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import json
 import os
 import secrets
 import socket
@@ -137,9 +139,27 @@ def prepare(
     issue_admin_token(service, db, say)
 
 
+# The directory `--workspace` last loaded, and a digest of its files then: a restart
+# loads it again only when it changed, so a policy uploaded through the API since is kept.
+WORKSPACE_KEY = "workspace"
+
+
+def _loaded(workspace: str, files: list[tuple[str, str]]) -> dict[str, str]:
+    digest = hashlib.sha256(json.dumps(sorted(files)).encode("utf-8")).hexdigest()
+    return {"path": os.path.realpath(workspace), "digest": digest}
+
+
 def load_workspace(service: Service, workspace: str, say: Callable[[str], None]) -> None:
+    """`--workspace` into the database: into an empty one, and afterwards only when the
+    directory changed since it was last loaded (an API upload is never reverted by a
+    restart). One line says which."""
     store = service.store
     files = workspace_files(workspace)
+    loaded = _loaded(workspace, files)
+    latest = store.latest_revision()
+    if latest and store.get_meta(WORKSPACE_KEY) == loaded:
+        say(f"policy: revision {latest} kept ({workspace} has not changed since it was loaded)")
+        return
     _, current = service.files(store.latest_revision() or None)
     if not any(path.startswith(ROLES_DIR) for path, _ in files):
         # The roles made through the API (`api/roles/`) are the server's, as its agents
@@ -150,8 +170,10 @@ def load_workspace(service: Service, workspace: str, say: Callable[[str], None])
     if files != current:
         with store.atomic():
             snapshot = service.upload(files, "charter serve", f"loaded {workspace}")
+            store.set_meta(WORKSPACE_KEY, loaded)
         say(f"policy: revision {snapshot.revision} from {workspace}")
     else:
+        store.set_meta(WORKSPACE_KEY, loaded)
         say(f"policy: revision {store.latest_revision()} is already {workspace}")
 
 
