@@ -43,7 +43,7 @@ quick: install
 check: lint typecheck quick
 
 test: lint typecheck
-	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal)
+	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal --durations=20)
 
 fuzz: install
 	HYPOTHESIS_PROFILE=long CHARTER_TEST_UPLOADS=500 $(VENV)/bin/pytest tests/property tests/fit \

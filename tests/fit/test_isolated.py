@@ -107,7 +107,12 @@ def test_checks_run_side_by_side() -> None:
     check("quick", 'role r { allow mail.send where args.to == "bob@example.com" }', 3000)
     stuck.join(10)
     assert answers["quick"][0].fits and answers["quick"][1] < 2.0
-    assert [v.kind for v in answers["stuck"][0].violations] == ["timeout"]
+    # Stopped at its deadline, or by its memory cap first (z3 passes 1,024 MB on it within
+    # about 2 s on a quiet machine): either way, does not fit.
+    [stopped] = answers["stuck"][0].violations
+    assert stopped.kind == "timeout" or (
+        stopped.kind == "unsupported" and "out of memory" in stopped.message
+    ), stopped
 
 
 def _greedy(*args: object, timeout_ms: int) -> FitResult:

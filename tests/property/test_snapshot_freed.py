@@ -61,7 +61,7 @@ def test_a_dropped_snapshot_is_freed_without_the_collector(
             for tool in list(snapshot.tools)[:3]:
                 snapshot.plan(profile, tool)
         watched = _watched(snapshot)
-        assert len(watched) > 1
+        assert watched[0]() is not None
         del snapshot
         alive = [ref() for ref in watched if ref() is not None]
         assert not alive, f"{len(alive)} of {len(watched)} still alive: {alive[:3]}"
