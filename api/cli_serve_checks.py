@@ -18,6 +18,7 @@ import socket
 import sqlite3
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from policy import identities
@@ -62,61 +63,34 @@ def port_number(text: str) -> int:
     return port
 
 
-def worker_count(text: str) -> int:
-    workers = _digits(text, 18)
-    if not workers:
-        raise argparse.ArgumentTypeError(
-            f"`{text}` is not a number of worker processes: give 1 or more"
-        )
-    return workers
+def _count(least: int, most: int, refusal: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `least` to `most`, given in ASCII digits,
+    else `` `<text>` is not <refusal>``."""
+    digits = len(str(most))
+
+    def parse(text: str) -> int:
+        value = _digits(text, digits)
+        if value is None or not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"`{text}` is not {refusal}")
+        return value
+
+    return parse
 
 
-def turn_lifetime(text: str) -> int:
-    """Seconds, 1 to a year: how long an admitted turn decides on its revision."""
-    seconds = _digits(text, 8)
-    if not seconds or seconds > 366 * 86_400:
-        raise argparse.ArgumentTypeError(
-            f"`{text}` is not a turn's lifetime: give seconds, from 1 to 31622400 (a year)"
-        )
-    return seconds
-
-
-def policy_mib(text: str) -> int:
-    """MiB, 1 to 1024: the most text (every file's together) a new revision may hold."""
-    mib = _digits(text, 4)
-    if not mib or mib > 1024:
-        raise argparse.ArgumentTypeError(
-            f"`{text}` is not a policy's cap: give MiB, from 1 to 1024"
-        )
-    return mib
-
-
-def timeout_seconds(text: str) -> int:
-    """Seconds, 1 to 3600: how long a connection may keep a worker waiting on it."""
-    seconds = _digits(text, 4)
-    if not seconds or seconds > 3600:
-        raise argparse.ArgumentTypeError(f"`{text}` is not a timeout: give seconds, from 1 to 3600")
-    return seconds
-
-
-def connection_cap(text: str) -> int:
-    """Connections, 1 to 1,000,000: how many one worker serves at once."""
-    connections = _digits(text, 7)
-    if not connections or connections > 1_000_000:
-        raise argparse.ArgumentTypeError(
-            f"`{text}` is not a number of connections: give 1 to 1000000"
-        )
-    return connections
-
-
-def pipeline_depth(text: str) -> int:
-    """Requests, 1 to 1024: how many one connection may have waiting to be served."""
-    depth = _digits(text, 4)
-    if not depth or depth > 1024:
-        raise argparse.ArgumentTypeError(
-            f"`{text}` is not a number of waiting requests: give 1 to 1024"
-        )
-    return depth
+# (`--workers 10**18` is refused by its length, before a number that large is made)
+worker_count = _count(1, 10**18 - 1, "a number of worker processes: give 1 or more")
+# Seconds, 1 to a year: how long an admitted turn decides on its revision.
+turn_lifetime = _count(
+    1, 366 * 86_400, "a turn's lifetime: give seconds, from 1 to 31622400 (a year)"
+)
+# MiB, 1 to 1024: the most text (every file's together) a new revision may hold.
+policy_mib = _count(1, 1024, "a policy's cap: give MiB, from 1 to 1024")
+# Seconds, 1 to 3600: how long a connection may keep a worker waiting on it.
+timeout_seconds = _count(1, 3600, "a timeout: give seconds, from 1 to 3600")
+# Connections, 1 to 1,000,000: how many one worker serves at once.
+connection_cap = _count(1, 1_000_000, "a number of connections: give 1 to 1000000")
+# Requests, 1 to 1024: how many one connection may have waiting to be served.
+pipeline_depth = _count(1, 1024, "a number of waiting requests: give 1 to 1024")
 
 
 def host_name(text: str) -> str:
