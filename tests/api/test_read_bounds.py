@@ -5,7 +5,8 @@ decision log or the revision history would slow every other one as the service a
 (`bench/soak.py`). Each request of the soak's mix is counted here in SQLite
 virtual-machine steps (the store's one connection serves the in-process server, so its
 progress handler sees every statement a request runs) on a database, then again once the
-log holds ten times the decisions and the history ten times the revisions: the same
+log holds ten times the decisions, the history ten times the revisions and the service
+ten times the agents: the same
 requests take about the same steps. A seek that became a scan, an OFFSET, a COUNT or a
 read of every revision would take ten times as many.
 """
@@ -28,6 +29,7 @@ MAIL = {
 }
 DECISIONS = 2_000  # the log at first; then ten times as many
 REVISIONS = 60  # the history at first (more than a page of 50); then ten times as many
+AGENTS = 100  # the agents at first; then ten times as many
 # A deeper B-tree takes a few more steps per seek: about 20 a level, a level per ~100x.
 SLACK = 60
 
@@ -59,15 +61,22 @@ def _steps(harness: Harness, request: Callable[[], httpx.Response]) -> int:
     return count
 
 
-def _grow(harness: Harness, runs: list[list[bytes]], decisions: int, revisions: int) -> None:
-    """The log and the history grown to these sizes, written by another connection (as
-    another worker writes them): the log by copies of `runs`, the history by uploads of
-    the first revision's files with one file changed each time."""
+def _grow(
+    harness: Harness, runs: list[list[bytes]], decisions: int, revisions: int, agents: int
+) -> None:
+    """The log, the history and the agents grown to these sizes, written by another
+    connection (as another worker writes them): the log by copies of `runs`, the history
+    by uploads of the first revision's files with one file changed each time, the agents
+    by copies of `a1` under other names."""
     other = SqliteStore(harness.db)
     try:
         first = other.get_revision(1)
-        assert first is not None
+        agent = other.get("agents", "a1")
+        assert first is not None and agent is not None
+        (tag,) = other._db.execute("SELECT tag FROM documents WHERE id = 'a1'").fetchone()
         with other.atomic():
+            for n in range(sum(1 for _ in other.scan("agents")), agents):
+                other.insert("agents", f"copy-{n}", {**agent, "id": f"copy-{n}"}, tag=tag)
             at = 0
             while other.last_seq() < decisions:
                 other.append_decisions(runs[at % len(runs)])
@@ -102,7 +111,7 @@ def _requests(live: httpx.Client, harness: Harness) -> dict[str, Callable[[], ht
     }
 
 
-def test_no_request_reads_more_as_the_log_and_history_grow(
+def test_no_request_reads_more_as_the_log_history_and_agents_grow(
     live: httpx.Client, harness: Harness
 ) -> None:
     admin = harness.auth()
@@ -118,9 +127,9 @@ def test_no_request_reads_more_as_the_log_and_history_grow(
     assert [len(run) for run in runs] == [1] * 5 + [20]
     assert all(loads(row)["effect"] == "allow" for run in runs for row in run)
 
-    _grow(harness, runs, DECISIONS, REVISIONS)
+    _grow(harness, runs, DECISIONS, REVISIONS, AGENTS)
     before = {name: _steps(harness, request) for name, request in _requests(live, harness).items()}
-    _grow(harness, runs, 10 * DECISIONS, 10 * REVISIONS)
+    _grow(harness, runs, 10 * DECISIONS, 10 * REVISIONS, 10 * AGENTS)
     after = {name: _steps(harness, request) for name, request in _requests(live, harness).items()}
 
     assert store.last_seq() >= 10 * DECISIONS and store.latest_revision() == 10 * REVISIONS
