@@ -118,7 +118,7 @@ def _findings(db: str) -> tuple[list[Finding], list[str]] | int:
         version = schema.version(connection)
         if version > schema.VERSION:
             return refuse(*too_new(db, StoreTooNew(version, schema.VERSION)))
-        if version < schema.VERSION:
+        if version < schema.CHECKSUMS:
             notes.append(
                 f"its schema version is {version}: its rows carry no checksums until this "
                 "charter next opens it (`charter serve` adds them)"

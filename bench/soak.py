@@ -173,6 +173,49 @@ async def _probe(port: int, token: str, seconds: float) -> list[float]:
 
 
 @dataclass
+class KindProbe:
+    """One kind of request sent back to back on one connection, nothing else going."""
+
+    latencies: list[float]
+    cpu_us: float  # the server's CPU time per request
+
+
+async def _probe_kinds(port: int, token: str, pid: int, seconds: float) -> dict[str, KindProbe]:
+    """Every kind of the mix in turn, `seconds` each, on one connection with the load
+    paused: what a request of each kind costs the server, whatever the machine's other
+    work does to the latencies under load."""
+    made = _requests(token)
+    rng = random.Random(0)
+    connection = await Connection.open(port)
+    found: dict[str, KindProbe] = {}
+    try:
+        status, body = await connection.send(made["single"])
+        last = json.loads(body)["seq"]
+        for kind, _ in MIX:
+            latencies: list[float] = []
+            for warm in (True, False):
+                cpu = _cpu_seconds(pid)
+                stop = time.perf_counter() + (seconds / 10 if warm else seconds)
+                while time.perf_counter() < stop:
+                    raw = (
+                        _get(f"/v1/decisions?after_seq={max(0, last - rng.randrange(1, 5000))}"
+                             "&limit=100", token)
+                        if kind == "log" else made[kind]
+                    )  # fmt: skip
+                    started = time.perf_counter()
+                    status, body = await connection.send(raw)
+                    if status != 200:
+                        raise RuntimeError(f"probe {kind}: {status} {body[:200]!r}")
+                    if not warm:
+                        latencies.append(time.perf_counter() - started)
+            spent = (_cpu_seconds(pid) - cpu) * 1e6 / max(1, len(latencies))
+            found[kind] = KindProbe(latencies, spent)
+    finally:
+        connection.close()
+    return found
+
+
+@dataclass
 class Sample:
     at: float  # seconds into the load
     rss_mib: float
@@ -253,6 +296,8 @@ class Soak:
     rss_end: float
     probe_start: list[float]
     probe_end: list[float]
+    kinds_start: dict[str, KindProbe]
+    kinds_end: dict[str, KindProbe]
     load: Load
     uploads: list[Upload]
     samples: list[Sample]
@@ -274,7 +319,9 @@ def _load_average() -> str:
         return "?"
 
 
-def run(seconds: float, workers: int, clients: int, every: float, probe: float) -> Soak:
+def run(
+    seconds: float, workers: int, clients: int, every: float, probe: float, kind_probe: float
+) -> Soak:
     before = _load_average()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "soak.db"
@@ -290,17 +337,20 @@ def run(seconds: float, workers: int, clients: int, every: float, probe: float) 
             asyncio.run(_probe(port, token, 2.0))  # warm up: the first decisions, the caches
             rss_start = _rss_mib(process.pid)
             probe_start = asyncio.run(_probe(port, token, probe))
+            kinds_start = asyncio.run(_probe_kinds(port, token, process.pid, kind_probe))
             load, uploads, samples, began = asyncio.run(
                 _run_load(port, token, process.pid, seconds, clients, every)
             )
             probe_end = asyncio.run(_probe(port, token, probe))
+            kinds_end = asyncio.run(_probe_kinds(port, token, process.pid, kind_probe))
             rss_end = _rss_mib(process.pid)
         finally:
             process.terminate()
             process.wait(20)
     window = min(60.0, seconds / 4)
     return Soak(seconds, workers, clients, every, rss_start, rss_end, probe_start, probe_end,
-                load, uploads, samples, began, window, (before, _load_average()))  # fmt: skip
+                kinds_start, kinds_end, load, uploads, samples, began, window,
+                (before, _load_average()))  # fmt: skip
 
 
 def report(soak: Soak, command: str) -> str:
@@ -346,6 +396,13 @@ def report(soak: Soak, command: str) -> str:
         for kind, _ in MIX
     )
     lines += [f"p50 ms under load, first -> last {soak.span:g} s: {kinds}", ""]
+    lines += [
+        "| each kind alone, 1 connection (start / end) | p50 ms (start) | p50 ms (end) "
+        "| server CPU µs (start) | server CPU µs (end) | end / start (CPU) |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(_kind_row(kind, soak.kinds_start[kind], soak.kinds_end[kind]) for kind, _ in MIX),
+        "",
+    ]
     if load.failures:
         lines += ["Failures (first 5):", *(f"- `{f}`" for f in load.failures[:5]), ""]
     return "\n".join(lines)
@@ -371,6 +428,13 @@ def _latency_row(name: str, start: list[float], end: list[float]) -> str:
     return (f"| {name} ({len(start):,} / {len(end):,}) | {_pct(start, 0.5):.2f} | "
             f"{_pct(start, 0.99):.2f} | {_pct(end, 0.5):.2f} | {_pct(end, 0.99):.2f} | "
             f"{ratio:.2f} |")  # fmt: skip
+
+
+def _kind_row(kind: str, start: KindProbe, end: KindProbe) -> str:
+    ratio = end.cpu_us / start.cpu_us if start.cpu_us else float("nan")
+    return (f"| {kind} ({len(start.latencies):,} / {len(end.latencies):,}) | "
+            f"{_pct(start.latencies, 0.5):.2f} | {_pct(end.latencies, 0.5):.2f} | "
+            f"{start.cpu_us:.0f} | {end.cpu_us:.0f} | {ratio:.2f} |")  # fmt: skip
 
 
 def _rss_row(soak: Soak) -> str:
@@ -399,9 +463,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="connections of mixed load")
     parser.add_argument("--upload-every", type=float, default=30.0, help="seconds")
     parser.add_argument("--probe-seconds", type=float, default=10.0)
+    parser.add_argument("--kind-seconds", type=float, default=2.0,
+                        help="seconds of each kind alone at start and end")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="do not rewrite the docs")
     args = parser.parse_args(argv)
-    soak = run(args.seconds, args.workers, args.clients, args.upload_every, args.probe_seconds)
+    soak = run(args.seconds, args.workers, args.clients, args.upload_every, args.probe_seconds,
+               args.kind_seconds)  # fmt: skip
     given = argv if argv is not None else sys.argv[1:]
     text = report(soak, " ".join(["python -m bench.soak", *given]))
     print(text)
