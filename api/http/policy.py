@@ -18,7 +18,9 @@ from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
 from api.service import inuse, pages
+from api.service.core import Service
 from api.service.errors import ServiceError
+from engine.compile import Snapshot
 from grammar import paths
 from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError, error_count
@@ -110,7 +112,7 @@ async def put_policy(request: Request) -> Response:
         # Checked and compiled first, in a thread and outside the write transaction:
         # seconds for a large policy, while the event loop serves on and other
         # writers and workers are not held off. The upload then takes what it made.
-        prepared = await run_in_threadpool(service.compile, files)
+        prepared = await run_in_threadpool(_compile, service, files)
         with service.store.atomic():
             if based_on is not None:
                 _still_latest(service.store.latest_revision(), based_on)
@@ -128,6 +130,14 @@ async def put_policy(request: Request) -> Response:
          "removed_in_use": inuse.listing(removed)},
         201,
     )  # fmt: skip
+
+
+def _compile(service: Service, files: list[tuple[str, str]]) -> Snapshot:
+    """`files` compiled, and the latest revision too if this process has not yet (another
+    worker uploaded it): what is in use is read against it inside the transaction, where
+    a compile would hold off every other writer."""
+    inuse.latest_workspace(service)
+    return service.compile(files)
 
 
 REMOVE_IN_USE = "remove_in_use"
