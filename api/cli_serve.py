@@ -7,12 +7,14 @@ when they differ), keeping the roles made through the API unless it has `api/rol
 When it loads a workspace into an empty database that has a profile `support`, it also
 seeds the demo agent `demo-support` on it with a fresh identity.
 
-Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors (or
-the store was busy: try again); 2 the command line cannot be served: an option out of its
-range, a database path that is empty, in memory, unopenable or not charter's, a port that
-cannot be listened on, a malformed secret key or a key file others may read, a file at
-`<db>.metrics` where `--workers N` keep their counters. Each of these
-is found before anything is created, and leaves the path as it was. Exit 2 also, with
+Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has errors, is
+over `--max-policy-mib`, or removes a profile, toolset or API-made role still in use
+(without `--remove-in-use`), or the store was busy (try again); 2 the command line cannot
+be served: an option out of its range, a database path that is empty, in memory,
+unopenable or not charter's, a port that cannot be listened on, a malformed secret key or
+a key file others may read, a file at `<db>.metrics` where `--workers N` keep their
+counters. Each of these is found before anything is created, and leaves the path as it
+was. Exit 2 also, with
 `error[<code>]` (policy/store/refusal.py, docs/operations.md), for a database that lacks
 commits its mark records, a missing or empty one beside the files of one that was there,
 a damaged mark, and a full disk; a first start is made whole or not at all
@@ -58,7 +60,7 @@ from api.cli_serve_checks import (
 from api.first_start import build, disk_full, is_disk_full
 from api.http.connection import LIMITS_ENV, MAX_HEAD, Limits
 from api.http.lifeline import SUPERVISOR_ENV
-from api.service import metricsshare, tokens
+from api.service import inuse, metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
@@ -124,7 +126,11 @@ def workspace_files(workspace: str) -> list[tuple[str, str]]:
 
 
 def prepare(
-    service: Service, db: str, workspace: str | None, say: Callable[[str], None] = _say
+    service: Service,
+    db: str,
+    workspace: str | None,
+    say: Callable[[str], None] = _say,
+    remove_in_use: bool = False,
 ) -> None:
     """What a start needs, done once in the parent before any worker starts: the
     workspace loaded, the demo seeded into a database that had no policy, the admin
@@ -133,7 +139,7 @@ def prepare(
     store = service.store
     empty = store.latest_revision() == 0
     if workspace is not None:
-        load_workspace(service, workspace, say)
+        load_workspace(service, workspace, say, remove_in_use)
     if empty:
         seed_demo(service, say)
     issue_admin_token(service, db, say)
@@ -149,10 +155,18 @@ def _loaded(workspace: str, files: list[tuple[str, str]]) -> dict[str, str]:
     return {"path": os.path.realpath(workspace), "digest": digest}
 
 
-def load_workspace(service: Service, workspace: str, say: Callable[[str], None]) -> None:
+# How the operator says a changed directory is to remove what is still in use.
+REMOVE_FLAG = "--remove-in-use"
+
+
+def load_workspace(
+    service: Service, workspace: str, say: Callable[[str], None], remove_in_use: bool = False
+) -> None:
     """`--workspace` into the database: into an empty one, and afterwards only when the
     directory changed since it was last loaded (an API upload is never reverted by a
-    restart). One line says which."""
+    restart). One line says which. A changed directory that removes what is still in use
+    (api.service.inuse) is not loaded, unless `remove_in_use` (`--remove-in-use`): a
+    ServiceError `policy-in-use` names them, and the database is as it was."""
     store = service.store
     files = workspace_files(workspace)
     loaded = _loaded(workspace, files)
@@ -168,10 +182,15 @@ def load_workspace(service: Service, workspace: str, say: Callable[[str], None])
         # own gives them all.
         files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
     if files != current:
+        prepared = service.compile(files)  # (outside the transaction: the slow part)
         with store.atomic():
-            snapshot = service.upload(files, "charter serve", f"loaded {workspace}")
+            override = f"serve with `{REMOVE_FLAG}`"
+            removed = inuse.require_unused(service, prepared.workspace, remove_in_use, override)
+            snapshot = service.upload(files, "charter serve", f"loaded {workspace}", prepared)
             store.set_meta(WORKSPACE_KEY, loaded)
         say(f"policy: revision {snapshot.revision} from {workspace}")
+        if removed:
+            say(f"policy: removed what was in use ({REMOVE_FLAG}): {inuse.summary(removed)}")
     else:
         store.set_meta(WORKSPACE_KEY, loaded)
         say(f"policy: revision {store.latest_revision()} is already {workspace}")
@@ -409,14 +428,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if wrong_key is not None:
             service.store.close()
             return refuse(*wrong_key)
-        prepare(service, db, workspace)
+        prepare(service, db, workspace, remove_in_use=args.remove_in_use)
     except StoreDamaged as exc:  # (a row read at start)
         service.store.close()
         return refuse(*damaged_row(db, exc))
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
-    except ServiceError as exc:  # a workspace over `--max-policy-mib`
+    except ServiceError as exc:  # over `--max-policy-mib`, or removing what is in use
         service.store.close()
         return _workspace_refused(exc)
     except (StoreUnavailable, OSError) as exc:
@@ -498,6 +517,8 @@ def register(sub: Any) -> None:
     p.add_argument("--db", type=database_path, default="charter.db",
                    help="the SQLite file (created if absent)")  # fmt: skip
     p.add_argument("--workspace", default=None, help="a policy directory to load")
+    p.add_argument(REMOVE_FLAG, action="store_true",
+                   help="load a changed --workspace even if it removes what is still in use")  # fmt: skip
     p.add_argument("--host", type=host_name, default="127.0.0.1",
                    help="the address to listen on (`0.0.0.0` or `::`: every interface)")  # fmt: skip
     p.add_argument("--port", type=port_number, default=8080, help="0 to 65535 (0: any free)")

@@ -154,9 +154,25 @@ class Diagnostic(BaseModel):
     help: str | None
 
 
+class InUseBy(BaseModel):
+    kind: Literal["agent", "approval", "connection", "profile"]
+    id: str
+
+
+class InUse(BaseModel):
+    """A name a policy removes and who still uses it: the first 10 (`more`: the rest)."""
+
+    kind: Literal["profile", "toolset", "tool", "role"]
+    name: str
+    used_by: list[InUseBy]
+    more: int
+
+
 class PolicyUploaded(BaseModel):
     revision: int
     warnings: list[Diagnostic]
+    # What the upload removed that was in use (`?remove_in_use=true`; else a 409)
+    removed_in_use: list[InUse]
 
 
 class Policy(BaseModel):
@@ -411,3 +427,5 @@ class Problem(BaseModel):
     errors: list[FieldError] | None = None  # `invalid-body`
     diagnostics: list[Diagnostic] | None = None  # `policy-invalid`, `not-utf8`
     decision: DecisionResponse | None = None  # `denied-by-policy`
+    in_use: list[InUse] | None = None  # `policy-in-use`: the first 100 names
+    in_use_more: int | None = None  # `policy-in-use`: the names left out of `in_use`

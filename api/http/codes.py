@@ -76,6 +76,9 @@ CODES: dict[str, Code] = {
     ),
     "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
+    "bad-remove-in-use": Code(
+        (400,), "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"
+    ),
     "bad-if-match": Code(
         (400,),
         '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
@@ -323,6 +326,12 @@ CODES: dict[str, Code] = {
         "a `PUT /v1/policy` whose `If-Match` names a revision that is no longer the latest "
         "(`latest` says which is): the upload would drop what came since",
     ),
+    "policy-in-use": Code(
+        (409,),
+        "a `PUT /v1/policy` would remove a profile, toolset, tool or API-made role that agents, "
+        "pending approvals, connections or profiles still use; `in_use` names them (nothing "
+        "changed: send `?remove_in_use=true` to remove them anyway)",
+    ),
     "policy-too-large": Code(
         (413,),
         "a new revision (an upload, a role's `POST` or `PATCH`, an approved one) would hold "
@@ -522,6 +531,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "resource-moved": ("approve",),
     "policy-invalid": ("uploadPolicy", "checkFit", *_ROLE_WRITES, "approve"),
     "revision-moved": ("uploadPolicy",),
+    "policy-in-use": ("uploadPolicy",),
     "policy-too-large": ("uploadPolicy", "createRole", "updateRole", "approve"),
     "revision-does-not-check": (
         *_DECIDING,

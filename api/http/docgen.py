@@ -38,6 +38,7 @@ QUERY_CODES = {
     "after_seq": "bad-after-seq",
     "revision": "bad-revision",
     "agent": "id-too-long",
+    "remove_in_use": "bad-remove-in-use",
 }
 REASONS = {
     200: "OK",

@@ -319,7 +319,7 @@ EXAMPLES: dict[str, Example] = {
     ),
     "uploadPolicy": Example(
         body={"files": POLICY_FILES, "note": "refunds over 50 need a human"},
-        answer={"revision": 4, "warnings": []},
+        answer={"revision": 4, "warnings": [], "removed_in_use": []},
     ),
     "getPolicy": Example(query="revision=4", answer={"revision": 4, "files": POLICY_FILES}),
     "listRevisions": Example(query="limit=50", answer=_page(REVISION)),

@@ -32,7 +32,7 @@ WHY = {
     "it may make (`does-not-fit`, `budget-looser`, ...)",
     404: "what the path or the body names is not there (`agent-not-found`, ...)",
     409: "the request conflicts with the state (`agent-exists`, `no-policy`, "
-    "`approval-not-pending`, ...)",
+    "`approval-not-pending`, `policy-in-use`, ...)",
     413: "the body is over 1 MiB (`body-too-large`), a batch over 1,000 calls, or a new "
     "revision over the policy's size cap (`policy-too-large`)",
     412: "`If-Match` names a revision that is no longer the latest (`revision-moved`), or "
@@ -70,6 +70,7 @@ TAGS = {
     "operations": "Health, readiness, metrics and this document: no token",
 }
 _INTEGERS = frozenset({"limit", "after_seq", "revision"})
+_BOOLEANS = frozenset({"remove_in_use"})  # `true` or `false`, as written
 _ETAG = {
     "ETag": {
         "schema": {"type": "string"},
@@ -159,6 +160,12 @@ def _request(spec: Spec, model: type[BaseModel]) -> dict[str, Any]:
     return {"required": required or spec.text, **body}
 
 
+def _query_type(name: str) -> str:
+    if name in _INTEGERS:
+        return "integer"
+    return "boolean" if name in _BOOLEANS else "string"
+
+
 def _operation(spec: Spec) -> dict[str, Any]:
     path_params = [p.strip("{}") for p in spec.path.split("/") if p.startswith("{")]
     op: dict[str, Any] = {
@@ -173,7 +180,7 @@ def _operation(spec: Spec) -> dict[str, Any]:
             for p in path_params
         ] + [
             {"name": q, "in": "query", "required": False,
-             "schema": {"type": "integer" if q in _INTEGERS else "string"}}
+             "schema": {"type": _query_type(q)}}
             for q in spec.query
         ] + [
             {"name": h, "in": "header", "required": False, "schema": {"type": "string"}}

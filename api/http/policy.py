@@ -1,4 +1,5 @@
-"""The policy: upload (a new revision, or 422 with the checker's diagnostics), read, history."""
+"""The policy: upload (a new revision, or 422 with the checker's diagnostics, or 409 when it
+removes what is still in use), read, history."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
-from api.service import pages
+from api.service import inuse, pages
+from api.service.core import Service
 from api.service.errors import ServiceError
+from engine.compile import Snapshot
 from grammar import paths
 from grammar.source import NotUtf8, decode
 from policy.diagnostics import CharterError, error_count
@@ -57,6 +60,7 @@ def path_problem(path: str) -> str | None:
 async def put_policy(request: Request) -> Response:
     """JSON `{files: [{path, text}]}`, or the DSL text itself (any non-JSON content type)."""
     actor = require_admin(request)
+    remove = remove_in_use(request)
     # Once (else 400 `repeated-header`): it says whether the body is JSON or DSL text, and
     # a proxy reading the other of two would see another upload than the one stored.
     kind = single_header(request.scope, b"content-type") or ""
@@ -108,10 +112,12 @@ async def put_policy(request: Request) -> Response:
         # Checked and compiled first, in a thread and outside the write transaction:
         # seconds for a large policy, while the event loop serves on and other
         # writers and workers are not held off. The upload then takes what it made.
-        prepared = await run_in_threadpool(service.compile, files)
+        prepared = await run_in_threadpool(_compile, service, files)
         with service.store.atomic():
             if based_on is not None:
                 _still_latest(service.store.latest_revision(), based_on)
+            # (in this transaction: an agent made meanwhile, by any process, is seen)
+            removed = inuse.require_unused(service, prepared.workspace, remove, OVERRIDE)
             snapshot = service.upload(files, f"token:{actor.token_id}", note, prepared)
     except CharterError as exc:
         raise ServiceError(
@@ -119,7 +125,39 @@ async def put_policy(request: Request) -> Response:
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
     warnings = [d.to_json() for d in snapshot.workspace.warnings]
-    return json_response({"revision": snapshot.revision, "warnings": warnings}, 201)
+    return json_response(
+        {"revision": snapshot.revision, "warnings": warnings,
+         "removed_in_use": inuse.listing(removed)},
+        201,
+    )  # fmt: skip
+
+
+def _compile(service: Service, files: list[tuple[str, str]]) -> Snapshot:
+    """`files` compiled, and the latest revision too if this process has not yet (another
+    worker uploaded it): what is in use is read against it inside the transaction, where
+    a compile would hold off every other writer."""
+    inuse.latest_workspace(service)
+    return service.compile(files)
+
+
+REMOVE_IN_USE = "remove_in_use"
+OVERRIDE = f"upload it again with `?{REMOVE_IN_USE}=true`"
+
+
+def remove_in_use(request: Request) -> bool:
+    """`?remove_in_use=true`: the upload removes what is still in use, and says what
+    (`removed_in_use`); `false` or none: 409 `policy-in-use` if it would. Anything else is
+    400 `bad-remove-in-use`: a misspelt `True` or `1` taken for `false` refuses an upload
+    meant to go through, taken for `true` removes what was meant to be kept."""
+    value = query(request, REMOVE_IN_USE)
+    if value is None or value == "" or value == "false":
+        return False
+    if value == "true":
+        return True
+    raise ServiceError(
+        400, "bad-remove-in-use", f"`{REMOVE_IN_USE}` must be `true` or `false`",
+        help=f"send `?{REMOVE_IN_USE}=true` to remove what is in use, or leave it out",
+    )  # fmt: skip
 
 
 # A text body is read as UTF-8, so it may say so (or ASCII, a part of UTF-8), or nothing.
@@ -204,8 +242,9 @@ async def revisions(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("PUT", "/v1/policy", "Upload the policy: a new revision, or 422 with diagnostics",
-          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(412, 415),
-          headers=("If-Match",), operation="uploadPolicy", tag="policy"),
+          "admin", m.PolicyUpload, a.PolicyUploaded, status=201, text=True, errors=(409, 412, 415),
+          query=(REMOVE_IN_USE,), headers=("If-Match",), operation="uploadPolicy",
+          tag="policy"),
      put_policy),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
           None, a.Policy, query=("revision",), errors=(404,), etag=True, operation="getPolicy",

@@ -185,7 +185,8 @@ def test_an_agent_cannot_lift_a_deny_by_rewriting_a_role(live: Any, harness: Har
     allow) and its child's (which then could do what its parent may not). Every profile
     naming a role an agent changes must narrow at most (docs/design.md section 3)."""
     files = [{"path": path, "text": text} for path, text in GUARDED.items()]
-    put = live.put("/v1/policy", json={"files": files}, headers=harness.auth())
+    # (a1's profile goes with the harness's policy: meant)
+    put = live.put("/v1/policy?remove_in_use=true", json={"files": files}, headers=harness.auth())
     assert put.status_code == 201, put.text
     harness.add_agent("ops", "ops")
     token = harness.auth(harness.token_for("ops"))

@@ -91,7 +91,8 @@ def test_policy_upload_400s_are_documented(client: Any, harness: Harness) -> Non
         refused = client.put("/v1/policy", content=empty, headers=headers)
         expect(refused, 400, "empty-policy")
         assert refused.json()["help"]
-    comment = client.put("/v1/policy", content=b"# emptied on purpose\n", headers=text)
+    emptied = b"# emptied on purpose\n"  # (a1's profile with it: meant)
+    comment = client.put("/v1/policy?remove_in_use=true", content=emptied, headers=text)
     assert comment.status_code == 201, comment.text  # (what the help says to send)
     assert harness.service.store.latest_revision() == 2
     root = Path(__file__).resolve().parents[2]
@@ -316,7 +317,8 @@ def test_an_agent_whose_profile_an_upload_removed_gets_404s_not_500s(
     harness.add_agent("x", "careful")
     token = harness.auth(harness.token_for("x"))
     renamed = POLICY.replace("profile careful", "profile careful-2")
-    assert client.put("/v1/policy", content=renamed, headers=harness.auth()).status_code == 201
+    meant = "/v1/policy?remove_in_use=true"  # (else 409 `policy-in-use`)
+    assert client.put(meant, content=renamed, headers=harness.auth()).status_code == 201
     revision = harness.service.store.latest_revision()
     role = {"name": "r9", "source": "role r9 {\n  allow mail.send\n}\n"}
     for method, path, body, auth in (
