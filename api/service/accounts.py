@@ -30,7 +30,7 @@ def identity_errors(fn: Callable[P, T]) -> Callable[P, T]:
             return fn(*args, **kwargs)
         except IdentityError as exc:
             extra = {} if exc.help is None else {"help": exc.help}
-            raise ServiceError(exc.status, exc.code, exc.message, **extra) from None
+            raise ServiceError(exc.code, exc.message, **extra) from None
 
     return wrapped
 
@@ -64,7 +64,7 @@ def _own_identity(service: Service, actor: Principal, account: Any) -> None:
     require_own_identity(
         service, actor, account,
         lambda own: ServiceError(
-            403, "not-own-identity",
+            "not-own-identity",
             f"identity `{account}` is not the one agent `{actor.agent}` acts as",
             help=f"an agent's token reaches only its own identity, `{own}`",
         ),
@@ -156,7 +156,7 @@ def _require_no_connections(service: Service, account: str) -> None:
     owned = sum(1 for row in service.store.scan("connections") if row.body.get("owner") == account)
     if owned:
         raise ServiceError(
-            409, "identity-has-connections",
+            "identity-has-connections",
             f"identity `{account}` owns {owned} connection{'s' * (owned != 1)}",
             help="delete the connections it owns first (`DELETE /v1/connections/{id}`; a "
             "connection's `owner` names its identity), then the identity",
@@ -187,7 +187,7 @@ def check_identity(service: Service, account: Any) -> str:
     try:
         identities.get(service.store, str(account))
     except IdentityError:
-        raise ServiceError(400, "identity-not-found", "Signing key not found") from None
+        raise ServiceError("unknown-identity", "Signing key not found") from None
     return str(account)
 
 

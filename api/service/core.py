@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from api.service import rolefiles
-from api.service.errors import ServiceError, not_found
+from api.service.errors import ServiceError, Thing, not_found
 from api.service.metrics import Metrics
 from api.service.metricsshare import SharedMetrics
 from api.service.snapshots import Snapshots
@@ -256,7 +256,7 @@ class Service:
         snapshot = snapshot or self.current()
         if profile not in snapshot.workspace.profiles:
             raise ServiceError(
-                404, "profile-not-found",
+                "profile-not-found",
                 f"agent `{agent['id']}` has profile `{profile}`, which revision "
                 f"{snapshot.revision} does not declare",
                 help="give the agent a profile of the latest revision, or upload a policy "
@@ -264,7 +264,7 @@ class Service:
             )  # fmt: skip
         return profile
 
-    def doc(self, kind: str, what: str, id: str) -> Doc:
+    def doc(self, kind: str, what: Thing, id: str) -> Doc:
         doc = self.store.get(kind, id)
         if doc is None:
             raise not_found(what, id)
@@ -285,7 +285,7 @@ class Service:
         if latest and size <= policy_bytes(self.files(latest)[1]):
             return
         raise ServiceError(
-            413, "policy-too-large",
+            "policy-too-large",
             f"the policy would hold {size} bytes of text, over this server's cap of "
             f"{self.max_policy_bytes}",
             help="delete roles or files the policy no longer needs, or serve it with a larger "
@@ -382,5 +382,5 @@ class Service:
             return 0, []
         body = self.store.get_revision(number)
         if body is None:
-            raise ServiceError(404, "revision-not-found", f"revision {number} not found")
+            raise ServiceError("revision-not-found", f"revision {number} not found")
         return number, [(str(p), str(t)) for p, t in body["files"]]

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import cbor2
 
@@ -29,7 +29,7 @@ from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.core import TURN_LIFETIME_MS, Service, now_ms
 from api.service.decisionlog import write
-from api.service.errors import ServiceError, no_policy
+from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
 from policy.store import Doc
@@ -100,11 +100,18 @@ def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
     return doc
 
 
-def owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
-    """The turn or thread `id`, which must belong to `agent` (404 unknown, 409 foreign)."""
+_MISMATCH: dict[Literal["turn", "thread"], ErrorCode] = {
+    "turn": "turn-agent-mismatch",
+    "thread": "thread-agent-mismatch",
+}
+
+
+def owned(service: Service, what: Literal["turn", "thread"], id: str, agent: Doc) -> Doc:
+    """The turn or thread `id`, which must belong to `agent` (`{what}-not-found` unknown,
+    `{what}-agent-mismatch` foreign)."""
     doc = service.doc(what + "s", what, id)
     if doc["agent"] != agent["id"]:
-        raise ServiceError(409, f"{what}-agent-mismatch", f"{what} `{id}` belongs to another agent")
+        raise ServiceError(_MISMATCH[what], f"{what} `{id}` belongs to another agent")
     return doc
 
 
@@ -116,7 +123,7 @@ def _check_running(turn: Doc) -> None:
     ends_at = turn.get("ends_at", int(turn["created_at"]) + TURN_LIFETIME_MS)
     if now_ms() >= int(ends_at):
         raise ServiceError(
-            409, "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
+            "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
             help="admit a new turn (POST /v1/turns): it decides on the latest revision",
         )  # fmt: skip
 
@@ -131,7 +138,7 @@ def _in_turns_thread(call: Call, turn: Doc) -> Call:
     if call.thread is None:
         return call._replace(thread=thread)
     raise ServiceError(
-        409, "turn-thread-mismatch",
+        "turn-thread-mismatch",
         f"turn `{turn['id']}` runs in thread `{thread}`, not in thread `{call.thread}`",
     )  # fmt: skip
 
@@ -247,7 +254,7 @@ def _cost_refused(cost: Decimal) -> ServiceError:
     kind = "less_than_equal" if cost > 0 else "greater_than_equal"
     message = f"`expected_cost` must be from 0 to {MAX_USD} USD"
     error = {"loc": ["expected_cost"], "message": message, "type": kind}
-    return ServiceError(422, "invalid-body", "the body does not match the schema", errors=[error])
+    return ServiceError("invalid-body", "the body does not match the schema", errors=[error])
 
 
 def unseal_call(service: Service, approval: Doc) -> Call:

@@ -178,7 +178,7 @@ def exact_in_place(value: Any) -> None:
 
 def out_of_range(text: str) -> ServiceError:
     return ServiceError(
-        422, "number-out-of-range",
+        "number-out-of-range",
         f"the number `{_shown(text)}` is beyond the range of a double (it would be rounded to 0 "
         "or to infinity)",
         help=_RANGE,
@@ -243,7 +243,7 @@ def digits_out_of_range(raw: bytes, message: str) -> ServiceError:
                 )  # fmt: skip
             return _too_many_digits(f"the integer `{_shown(number)}`", str(digits), _PAST)
     return ServiceError(
-        422, "number-out-of-range",
+        "number-out-of-range",
         f"a number in the body has too many digits (over {PARSER_DIGITS}): {_PAST}",
         help=_INTEGERS,
     )  # fmt: skip
@@ -255,7 +255,7 @@ _INTEGERS = f"{_RANGE} (an integer has at most 309 digits)"
 
 def _too_many_digits(named: str, digits: str, why: str) -> ServiceError:
     return ServiceError(
-        422, "number-out-of-range", f"{named} has too many digits ({digits}): {why}",
+        "number-out-of-range", f"{named} has too many digits ({digits}): {why}",
         help=_INTEGERS,
     )  # fmt: skip
 
@@ -307,5 +307,5 @@ def check_depth(value: Any, what: str, number: type = float) -> bool:
             return floats
     deepest, floats = _walk(value, MAX_DEPTH, number)
     if deepest > MAX_DEPTH:
-        raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
+        raise ServiceError("too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
     return floats

@@ -33,7 +33,7 @@ def require(doc: Doc, if_match: str, what: str) -> None:
     if if_match == "*" or if_match == etag(doc):
         return
     raise ServiceError(
-        412, "resource-moved", f"{what} has changed since the `ETag` given as `If-Match`",
+        "resource-moved", f"{what} has changed since the `ETag` given as `If-Match`",
         help="read it again, make your change on what it is now, and send that with its "
         "new `ETag` as `If-Match`",
     )  # fmt: skip

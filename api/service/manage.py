@@ -195,7 +195,7 @@ def manage(
     if actor.admin:
         return op(service, actor, call_args)
     if actor.agent is None:
-        raise ServiceError(403, "insufficient-scope", "this token cannot manage resources")
+        raise ServiceError("insufficient-scope", "this token cannot manage resources")
     if if_match is not None:
         # A write that can only be refused is refused before it is decided, as a
         # precheck's refusal: neither logged nor paused; and before the precheck, whose
@@ -236,7 +236,6 @@ def manage(
         return Result(202, {"status": "pending", "approval_id": decision["approval_id"],
                             "decision": decision})  # fmt: skip
     raise ServiceError(
-        403,
         "denied-by-policy",
         f"`{tool}` is not allowed for agent `{actor.agent}`",
         decision=decision,

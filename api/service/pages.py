@@ -57,7 +57,7 @@ def encode(kind: str, after: int, revision: int | None = None, listed: str | Non
 
 
 def _bad() -> ServiceError:
-    return ServiceError(400, "bad-cursor", "the cursor is not one this list returned")
+    return ServiceError("bad-cursor", "the cursor is not one this list returned")
 
 
 def _fields(
@@ -122,7 +122,7 @@ def limit_of(value: Any) -> int:
         return DEFAULT_LIMIT
     if type(value) is not int or not 1 <= value <= MAX_LIMIT:
         raise ServiceError(
-            400, "bad-limit", f"limit must be an integer from 1 to {MAX_LIMIT}", limit=value
+            "bad-limit", f"limit must be an integer from 1 to {MAX_LIMIT}", limit=value
         )
     return value
 

@@ -41,7 +41,7 @@ STAMPS = 4096  # tokens whose last check's start is remembered (Gate._started)
 
 def busy(why: str) -> ServiceError:
     error = ServiceError(
-        503, "solver-busy", f"the fit checker is busy: {why}; nothing was changed",
+        "solver-busy", f"the fit checker is busy: {why}; nothing was changed",
         help="send the same request again after the Retry-After delay",
     )  # fmt: skip
     error.retry_after = RETRY_AFTER_S

@@ -75,10 +75,10 @@ def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None
 def _own_agent(actor: Principal, args: dict[str, Any]) -> str:
     agent_id = args.get("agent") or actor.agent
     if not agent_id:
-        raise ServiceError(400, "agent-required", "a thread needs an agent")
+        raise ServiceError("agent-required", "a thread needs an agent")
     if actor.agent is not None and agent_id != actor.agent:
         raise ServiceError(
-            403, "not-own-agent",
+            "not-own-agent",
             f"agent `{actor.agent}` opens threads for itself only, not for agent `{agent_id}`",
             help="leave out `agent`, or send the request with that agent's own token",
         )  # fmt: skip
@@ -129,9 +129,7 @@ def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> 
         doc = dict(_thread(service, actor, args["id"]))
         if "status" in args:
             if args["status"] not in STATUSES:
-                raise ServiceError(
-                    400, "invalid-status", f"status must be one of {', '.join(STATUSES)}"
-                )
+                raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
             doc["status"] = args["status"]
         doc["updated_at"] = now_ms()
         service.store.update("threads", doc["id"], doc, tag=doc["agent"])

@@ -69,11 +69,11 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
         raise ValueError(f"scope `{scope}` is not a token scope")
     if scope == "agent" and not agent:
         raise ServiceError(
-            400, "agent-required", "a token of scope `agent` needs the id of an existing agent"
+            "agent-required", "a token of scope `agent` needs the id of an existing agent"
         )
     if scope != "agent" and agent is not None:
         raise ServiceError(
-            400, "agent-not-allowed",
+            "agent-not-allowed",
             f"only a token of scope `agent` names an agent, not one of scope `{scope}`",
         )  # fmt: skip
     with store.atomic():  # the agent exists when its token is written
