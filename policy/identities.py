@@ -125,7 +125,7 @@ def create(
 ) -> tuple[Doc, bool]:
     """Generate a key pair. Idempotent: repeating a create with the same `request_id`
     and the same body returns the identity the first one made; the same `request_id`
-    with another body (another `label`) is a 409 `request-id-reused`, and nothing is
+    with another body (another `label`) is `request-id-reused`, and nothing is
     written. Returns (public view, created).
 
     `requester`: the agent whose request ids these are (None: an admin's). Each agent's
@@ -188,7 +188,7 @@ def decode_seed(text: str) -> bytes:
 
 
 def import_seed(store: Store, sealer: Sealer, seed: str, label: str | None = None) -> Doc:
-    """Store an existing key. Publishes nothing; an existing key is a 409."""
+    """Store an existing key. Publishes nothing; an existing key is `identity-exists`."""
     key = nacl.signing.SigningKey(decode_seed(seed))
     account = account_id(bytes(key.verify_key))
     with store.atomic():
@@ -242,7 +242,7 @@ def update(
 
 def _check_size(meta: Mapping[str, Any]) -> None:
     """The merged metadata (the keys a caller gives, not the reserved ones) within the
-    caps of policy.metadata, else a 422 and nothing is written: it had no cap, so PATCH
+    caps of policy.metadata, else `metadata-too-large` and nothing is written: it had no cap, so PATCH
     after PATCH grew one document (read whole by every listing and get) without end. The
     merge is what is measured: each request may be small."""
     own = {key: value for key, value in meta.items() if key not in RESERVED}

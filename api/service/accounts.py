@@ -58,7 +58,7 @@ def require_own_identity(
 
 
 def _own_identity(service: Service, actor: Principal, account: Any) -> None:
-    """With an agent's token, `account` must be the identity the agent acts as, else 403
+    """With an agent's token, `account` must be the identity the agent acts as, else
     `not-own-identity`, whether or not such an identity exists (so the answer says
     nothing of the identities that do)."""
     require_own_identity(
@@ -151,7 +151,7 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
 # connections are refused instead: each is a credential held for that identity, which a
 # delete left owned by one no longer there (and no `connections.create` would make).
 def _require_no_connections(service: Service, account: str) -> None:
-    """The 409 `identity-has-connections` while identity `account` owns a connection (a
+    """`identity-has-connections` while identity `account` owns a connection (a
     scan: connections are found by their toolset, not their owner)."""
     owned = sum(1 for row in service.store.scan("connections") if row.body.get("owner") == account)
     if owned:
@@ -166,7 +166,7 @@ def _require_no_connections(service: Service, account: str) -> None:
 @identity_errors
 def check_identity_delete(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `identities.delete` is decided: its own (`_own_identity`), there
-    (404), and owning no connection (`_require_no_connections`)."""
+    (`identity-not-found`), and owning no connection (`_require_no_connections`)."""
     identity_stored(service, actor, args)
     _require_no_connections(service, args["id"])
 
@@ -177,7 +177,7 @@ def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) 
     with service.store.atomic():
         # Counted in the delete's transaction: a connection another process makes for it
         # commits before (and is counted) or finds it gone (connections.create_connection).
-        identities.stored(service.store, args["id"])  # (a 404 first, orphans or not)
+        identities.stored(service.store, args["id"])  # (not found first, orphans or not)
         _require_no_connections(service, args["id"])
         identities.delete(service.store, args["id"])
     return Result(204, None)

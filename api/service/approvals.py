@@ -220,7 +220,7 @@ def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
 
 
 def _unchanged(service: Service, actor: Principal, doc: dict[str, Any], args: Any) -> None:
-    """The 412 when an approval's management call was sent with an `If-Match` that its
+    """`resource-moved` when an approval's management call was sent with an `If-Match` that its
     document no longer has (`actor`: the agent, whose reach it is read with)."""
     from api.service.manage import unchanged
 

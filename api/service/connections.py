@@ -49,8 +49,8 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
 
 
 def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
-    """The owner of a connection `actor` makes: an agent's is its own identity (403
-    `not-own-identity` for another)."""
+    """The owner of a connection `actor` makes: an agent's is its own identity
+    (`not-own-identity` for another)."""
     return require_own_identity(
         service, actor, owner,
         lambda own: ServiceError("not-own-identity", "an agent owns connections as itself"),

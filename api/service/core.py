@@ -251,7 +251,7 @@ class Service:
     def agent_profile(self, agent: Doc, snapshot: Snapshot | None = None) -> str:
         """The name of `agent`'s profile, which `snapshot` (default: the latest) declares:
         an agent whose profile a later upload removed is decided deny ("unknown profile")
-        and has nothing to list or to check what it makes against, a 404."""
+        and has nothing to list or to check what it makes against: `profile-not-found`."""
         profile = str(agent["profile"])
         snapshot = snapshot or self.current()
         if profile not in snapshot.workspace.profiles:
@@ -275,7 +275,7 @@ class Service:
         return self.snapshots.current()
 
     def require_room(self, files: Sequence[tuple[str, str]]) -> None:
-        """413 `policy-too-large` when `files` hold more than `max_policy_bytes` of text,
+        """`policy-too-large` when `files` hold more than `max_policy_bytes` of text,
         unless no more than the latest revision: a policy over a cap lowered since may
         still shrink (a role deleted), or change without growing."""
         size = policy_bytes(files)
@@ -294,7 +294,7 @@ class Service:
         )  # fmt: skip
 
     def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
-        """Raises CharterError with every diagnostic; the HTTP layer makes that a 422.
+        """Raises CharterError with every diagnostic; the HTTP layer makes that `policy-invalid`.
         Files under `api/roles/` must be the API's own roles, one a file (E0118,
         api.service.rolefiles); a revision stored before that rule is read as it was
         (`Snapshots` compiles a stored revision without it). A policy over the size cap
@@ -366,7 +366,7 @@ class Service:
         # A snapshot's revision is set here, once, before anything else can see it.
         snapshot.revision = self.store.add_revision(body)
         # Served once its transaction commits, not before: one that rolls back (a COMMIT
-        # refused by a full disk, a 503) left this process deciding on a revision the
+        # refused by a full disk) left this process deciding on a revision the
         # store never kept, whose number the next upload then gave to other files.
         self.store.after_commit(partial(self._publish, snapshot))
         return snapshot

@@ -5,8 +5,8 @@ pinned, else the latest). Step 6 (budgets and connections), the pending approval
 pause and the log are api.service.decisionlog's, and so are steps 2-5 and 7 of a call
 whose conditions read `thread.cost`: decided inside the write transaction, on what the
 thread has spent by then (the calls before it in the transaction included). A batch is
-resolved completely before anything is written (an unknown agent, turn or thread is a
-404 and nothing is logged), then logged in one transaction, so every decision is logged
+resolved completely before anything is written (an unknown agent, turn or thread is
+not found and nothing is logged), then logged in one transaction, so every decision is logged
 exactly once with a gap-free sequence number.
 
 The work is split so that concurrent requests can share one write transaction (the HTTP
@@ -119,7 +119,7 @@ def _check_running(turn: Doc) -> None:
     """A turn decides on its revision and profile until it ends (`ends_at`, set when it was
     admitted; a turn admitted before turns ended, an hour after it began): a turn kept
     for ever would keep a grant that a later upload or a narrowed profile took away, the
-    emergency upload included. 409 once it has ended."""
+    emergency upload included. `turn-ended` once it has ended."""
     ends_at = turn.get("ends_at", int(turn["created_at"]) + TURN_LIFETIME_MS)
     if now_ms() >= int(ends_at):
         raise ServiceError(
@@ -131,7 +131,7 @@ def _check_running(turn: Doc) -> None:
 def _in_turns_thread(call: Call, turn: Doc) -> Call:
     """A call of a turn admitted in a thread is in that thread, named or not: left out, the
     thread's `max_cost` and `thread.*` conditions did not apply to it; another thread is
-    409 `turn-thread-mismatch`."""
+    `turn-thread-mismatch`."""
     thread = turn.get("thread")
     if thread is None or call.thread == thread:
         return call
@@ -218,7 +218,7 @@ def prepare(
 ) -> list[Prepared]:
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
     steps 2-5 and 7 on the snapshot, but for a call whose conditions read `thread.cost`
-    (see `Prepared`). Raises ServiceError (a 404, a 409) for the whole request: nothing
+    (see `Prepared`). Raises ServiceError (not found, a conflict) for the whole request: nothing
     is written for it; with `compile` False, NotCompiled for a revision this process has
     not compiled yet (api.service.snapshots). Call `service.sync()` first."""
     prepared = []

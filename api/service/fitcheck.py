@@ -1,9 +1,9 @@
 """What an agent creates must fit inside its own access (docs/design.md section 3).
 
-Thin glue over `engine.fit`: a refusal is a 403 with the violations; a check that cannot
+Thin glue over `engine.fit`: a refusal is `does-not-fit` with the violations; a check that cannot
 run (solver timeout, unsupported construct) is the engine's "does not fit", never a pass.
 Each check takes its turn as the caller's and runs in a process of its own, stopped at
-its deadline (api.service.solver); one that cannot get a turn is a 503 `solver-busy`.
+its deadline (api.service.solver); one that cannot get a turn is `solver-busy`.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Resu
 
 
 def _check_metadata(metadata: Mapping[str, Any]) -> None:
-    """An agent's metadata within policy.metadata's caps, else a 422: it had none, and
+    """An agent's metadata within policy.metadata's caps, else `metadata-too-large`: it had none, and
     every decision holds it (conditions read `agent.metadata.*`)."""
     message = over_cap(metadata, "the agent's metadata")
     if message is not None:
@@ -137,7 +137,7 @@ def _check_tree_depth(service: Service, caller: Doc) -> None:
 
 
 def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> Any:
-    """A child agent's identity: its creator's (403 `identity-not-inherited` for another)."""
+    """A child agent's identity: its creator's (`identity-not-inherited` for another)."""
     return require_own_identity(
         service, actor, args.get("identity") or None,  # (any empty one is the creator's too)
         lambda own: ServiceError(
@@ -170,7 +170,7 @@ def require_managed(
 ) -> Doc | None:
     """With an agent's token, `target` (an agent's doc, or an id, found or not) must be the
     agent itself or one of its descendants (docs/design.md section 3: agents can only narrow; a
-    parent manages its children), else 403 `not-managed-agent`, whose message starts with
+    parent manages its children), else `not-managed-agent`, whose message starts with
     `subject` (default "agent `<id>` is") and carries `extra` (a `help`); returns the
     calling agent (None for an admin)."""
     if actor.agent is None:
@@ -268,7 +268,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
-        service.sync()  # (see agents_update: one deleted elsewhere is a 404)
+        service.sync()  # (see agents_update: one deleted elsewhere is not found)
         target = service.agent(args["id"])
         by_agent = require_managed(service, actor, target) is not None
         if by_agent and _has_children(service, target["id"]):
@@ -294,7 +294,7 @@ def _delete_turns(service: Service, agent_id: str) -> None:
     tag index: a turn's tag is its agent's id). Each pinned the agent's profile, and an
     agent made later under the same id is another agent, as for its tokens: a call naming
     an old turn was decided for the new agent on the old one's profile (its roles, hooks
-    and budget) until the turn ended; now it is a 404 `turn-not-found`."""
+    and budget) until the turn ended; now it is `turn-not-found`."""
     for turn_id in [row.id for row in service.store.scan("turns", tag=agent_id)]:
         service.store.delete("turns", turn_id)
 
@@ -304,7 +304,7 @@ def admit_turn(
 ) -> Doc:
     """Pin a turn to the latest revision (`snapshot`, unless a newer one was committed
     since it was read) and the agent's profile, as committed: it keeps deciding there
-    whatever is uploaded. An agent whose profile that revision does not declare is a 404,
+    whatever is uploaded. An agent whose profile that revision does not declare is not found,
     as its decisions would all be denied. With `compile` False, NotCompiled for a newer
     revision this process has not compiled yet (nothing written: the caller compiles it
     off the event loop and asks again).
@@ -320,7 +320,7 @@ def admit_turn(
             snapshot = service.snapshots.get(latest, compile)
         agent = service.agent(agent_id)
         if thread_id is not None:
-            owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
+            owned(service, "thread", thread_id, agent)  # (not found, or another agent's)
         service.agent_profile(agent, snapshot)
         now = now_ms()
         doc: Doc = {
@@ -330,7 +330,7 @@ def admit_turn(
             "revision": snapshot.revision,
             "profile": agent["profile"],
             "created_at": now,
-            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: 409)
+            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
         }
         service.store.insert("turns", doc["id"], doc, tag=agent["id"])
     return doc

@@ -69,7 +69,7 @@ class Snapshots:
         return self.latest
 
     def get(self, revision: int, compile: bool = True) -> Snapshot:
-        """Revision `revision` compiled (404 if there is none); with `compile` False,
+        """Revision `revision` compiled (`revision-not-found` if there is none); with `compile` False,
         NotCompiled unless it is already."""
         with self._lock:
             snapshot = self._cache.get(revision)

@@ -2,8 +2,8 @@
 
 With an agent's token a thread operation reaches only the threads of the agent itself and
 of its descendants (a parent manages its children, as for `agents.update`; docs/design.md
-section 3), else 403 `not-managed-agent`, and an agent opens threads for itself only (403
-`not-own-agent`). The `check_*` functions refuse such a request before it is decided
+section 3), else `not-managed-agent`, and an agent opens threads for itself only
+(`not-own-agent`). The `check_*` functions refuse such a request before it is decided
 (api.service.manage), so it is neither logged nor paused; the operations refuse it again,
 for a paused call that a human approves later.
 """
@@ -28,7 +28,7 @@ STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
 
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
     """With an agent's token, `agent_id` (whose threads are listed, or the agent of
-    `thread`) must be the agent itself or one of its descendants, else 403."""
+    `thread`) must be the agent itself or one of its descendants, else `not-managed-agent`."""
     subject = None if thread is None else (
         f"thread `{thread}` belongs to agent `{agent_id}`, which is"
     )  # fmt: skip
@@ -39,7 +39,7 @@ def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None
 
 
 def _thread(service: Service, actor: Principal, thread_id: str) -> Doc:
-    """The thread (404 unknown), if the caller reaches it (see `_reach`)."""
+    """The thread (`thread-not-found` unknown), if the caller reaches it (see `_reach`)."""
     doc = service.doc("threads", "thread", thread_id)
     _reach(service, actor, str(doc["agent"]), thread_id)
     return doc

@@ -9,7 +9,7 @@ uploading the policy, not here.
 Such a role's `ETag` is a digest of its file (`role_etag`), not the revision's number: a
 change of another role makes a new revision but leaves this one as it was, and a client
 holding its tag need not read it again (docs/http.md, "Lost updates"). A role declared
-in an uploaded file has none: no write here takes it (409 `role-not-api-managed`); the
+in an uploaded file has none: no write here takes it (`role-not-api-managed`); the
 policy's upload, which changes it, takes the revision's.
 
 A list is read on one revision: the first page on the latest, and the next pages on the
@@ -163,7 +163,7 @@ def _own_etag(snapshot: Snapshot, name: str) -> str | None:
 
 
 def _own_text(service: Service, files: list[tuple[str, str]], name: str) -> str:
-    """Role `name`'s own file's text in `files`: the 409 or 404 of `_not_api_managed`
+    """Role `name`'s own file's text in `files`: the refusal of `_not_api_managed`
     when it has none."""
     text = _own_file(files, name)
     if text is None:
@@ -296,8 +296,8 @@ def _write_role(
 
 def _not_api_managed(service: Service, name: str) -> NoReturn:
     """A role that no `/v1/roles` request wrote (its file is not a role's own): the API
-    neither changes nor deletes one declared in an uploaded file (409), nor one that is
-    not there (404)."""
+    neither changes nor deletes one declared in an uploaded file (`role-not-api-managed`), nor one
+    that is not there (`role-not-found`)."""
     if name in service.current().workspace.roles:
         raise ServiceError(
             "role-not-api-managed",
@@ -325,7 +325,7 @@ def roles_delete(
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
         _require_unchanged(name, _own_text(service, files, name), if_match)
-        # (a role a profile names cannot go: the policy would not check, a 422)
+        # (a role a profile names cannot go: the policy would not check: `policy-invalid`)
         _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
     return Result(204, None)
 
