@@ -65,8 +65,8 @@ CHANGES: dict[str, tuple[Callable[[Service], Any], Call, str, str]] = {
 def _effect(commit: GroupCommit, call: Call) -> str:
     try:
         return _decided(commit, call)
-    except Exception as exc:  # an unknown agent: its 404
-        return str(getattr(exc, "status", exc))
+    except ServiceError as exc:  # an unknown agent: its 404
+        return str(status_of(exc.code))
 
 
 @pytest.mark.parametrize("change", CHANGES)
