@@ -13,7 +13,7 @@ import base64
 import binascii
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import nacl.signing
 
@@ -31,13 +31,19 @@ _ED25519_PUB = b"\xed\x01"
 RESERVED = ("kind", "accountId", "label", "name")  # metadata keys a merge never writes
 
 
-class IdentityError(Exception):
-    """A refused identity operation: `status` is the HTTP status, the message is the contract."""
+# The codes an identity operation is refused with (each one of the service's own).
+Refusal = Literal[
+    "identity-not-found", "request-id-reused", "invalid-seed", "identity-exists",
+    "metadata-too-large",
+]  # fmt: skip
 
-    def __init__(self, status: int, code: str, message: str, help: str | None = None) -> None:
+
+class IdentityError(Exception):
+    """A refused identity operation: `code` is stable, the message is the contract."""
+
+    def __init__(self, code: Refusal, message: str, help: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
+        self.code: Refusal = code
         self.message = message
         self.help = help  # a line on what to do, where one helps
 
@@ -82,9 +88,9 @@ def public_view(doc: Doc) -> Doc:
 def _find(store: Store, account: str) -> Doc:
     doc = store.get(SECRETS, secret_name(account)) if account else None
     if doc is None or doc.get("metadata", {}).get("kind") != KIND:
-        raise IdentityError(404, "identity-not-found", NOT_FOUND)
+        raise IdentityError("identity-not-found", NOT_FOUND)
     if doc["metadata"].get("accountId") != account:
-        raise IdentityError(404, "identity-not-found", NOT_FOUND)
+        raise IdentityError("identity-not-found", NOT_FOUND)
     return doc
 
 
@@ -119,7 +125,7 @@ def create(
 ) -> tuple[Doc, bool]:
     """Generate a key pair. Idempotent: repeating a create with the same `request_id`
     and the same body returns the identity the first one made; the same `request_id`
-    with another body (another `label`) is a 409 `request-id-reused`, and nothing is
+    with another body (another `label`) is `request-id-reused`, and nothing is
     written. Returns (public view, created).
 
     `requester`: the agent whose request ids these are (None: an admin's). Each agent's
@@ -151,7 +157,6 @@ def _same_request(earlier: Doc, body: Doc, request_id: str) -> None:
     if first is None or first == body:
         return
     raise IdentityError(
-        409,
         "request-id-reused",
         f"request id `{request_id}` was first used with {_label(first.get('label'))}; this "
         f"request gives {_label(body.get('label'))}",
@@ -178,18 +183,18 @@ def decode_seed(text: str) -> bytes:
         except (binascii.Error, ValueError):
             raw = None
     if raw is None or len(raw) != 32:
-        raise IdentityError(400, "invalid-seed", "The seed must be exactly 32 bytes")
+        raise IdentityError("invalid-seed", "The seed must be exactly 32 bytes")
     return raw
 
 
 def import_seed(store: Store, sealer: Sealer, seed: str, label: str | None = None) -> Doc:
-    """Store an existing key. Publishes nothing; an existing key is a 409."""
+    """Store an existing key. Publishes nothing; an existing key is `identity-exists`."""
     key = nacl.signing.SigningKey(decode_seed(seed))
     account = account_id(bytes(key.verify_key))
     with store.atomic():
         if store.get(SECRETS, secret_name(account)) is not None:
             raise IdentityError(
-                409, "identity-exists", f"This account key is already on the server ({account})"
+                "identity-exists", f"This account key is already on the server ({account})"
             )
         doc, _ = _store_key(store, sealer, key, label)
     return public_view(doc)
@@ -237,13 +242,13 @@ def update(
 
 def _check_size(meta: Mapping[str, Any]) -> None:
     """The merged metadata (the keys a caller gives, not the reserved ones) within the
-    caps of policy.metadata, else a 422 and nothing is written: it had no cap, so PATCH
+    caps of policy.metadata, else `metadata-too-large` and nothing is written: it had no cap, so PATCH
     after PATCH grew one document (read whole by every listing and get) without end. The
     merge is what is measured: each request may be small."""
     own = {key: value for key, value in meta.items() if key not in RESERVED}
     message = over_cap(own, "the identity's metadata")
     if message is not None:
-        raise IdentityError(422, "metadata-too-large", message, help=MERGE_HELP)
+        raise IdentityError("metadata-too-large", message, help=MERGE_HELP)
 
 
 def delete(store: Store, account: str) -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from api.cli import main
 from api.cli_args import json_object
 from api.http.calls import one_call
+from api.http.errors import status_of
 from api.service.encoding import MAX_DEPTH, check_depth
 from api.service.errors import ServiceError
 
@@ -150,7 +151,7 @@ def test_a_lone_surrogate_escape_is_refused_as_the_service_refuses_it(
     the service refuses such a call as not JSON (400 `malformed-json`), and so does the
     command line now, saying where."""
     refusal = _service_refuses(option[2:], text)
-    assert (refusal.status, refusal.code) == (400, "malformed-json")
+    assert (status_of(refusal.code), refusal.code) == (400, "malformed-json")
     argv = [*DECIDE[1:], "--args", json.dumps(SAMPLE), option, text]
     err = refused(capsys, verb, *argv)
     assert err == (

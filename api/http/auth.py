@@ -25,7 +25,7 @@ def bearer(scope: Scope) -> str:
     scheme, _, token = (single_header(scope, b"authorization") or "").partition(" ")
     token = token.strip(" \t")
     if scheme.lower() != "bearer" or not token:
-        raise ServiceError(401, "unauthorized", "send `Authorization: Bearer <token>`")
+        raise ServiceError("unauthorized", "send `Authorization: Bearer <token>`")
     return token
 
 
@@ -51,7 +51,7 @@ def _known(tokens: TokenCache, token: str) -> Principal:
 def require_admin(request: Request) -> Principal:
     actor = principal(request)
     if not actor.admin:
-        raise ServiceError(403, "insufficient-scope", "this needs an `admin` token")
+        raise ServiceError("insufficient-scope", "this needs an `admin` token")
     return actor
 
 
@@ -75,7 +75,7 @@ def authenticate_decisions(scope: Scope, tokens: TokenCache) -> tuple[str, Princ
 def may_decide(actor: Principal, agents: Iterable[str]) -> Principal:
     """The 403 for an agent's token that names another agent."""
     if actor.scope == "agent" and any(agent != actor.agent for agent in agents):
-        raise ServiceError(403, "insufficient-scope", "an agent token acts for its own agent only")
+        raise ServiceError("insufficient-scope", "an agent token acts for its own agent only")
     return actor
 
 
@@ -83,5 +83,5 @@ def require_manager(request: Request) -> Principal:
     """admin, or an agent (whose request is then decided as a tool call)."""
     actor = principal(request)
     if actor.scope == "decide":
-        raise ServiceError(403, "insufficient-scope", "a `decide` token cannot manage resources")
+        raise ServiceError("insufficient-scope", "a `decide` token cannot manage resources")
     return actor

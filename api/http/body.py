@@ -62,7 +62,7 @@ def single_header(scope: Scope, name: bytes) -> str | None:
             if found is not None:
                 shown = name.decode("latin-1").title()
                 raise ServiceError(
-                    400, "repeated-header", f"the header `{shown}` is given more than once",
+                    "repeated-header", f"the header `{shown}` is given more than once",
                     help=f"send `{shown}` once",
                 )  # fmt: skip
             found = value
@@ -80,7 +80,7 @@ async def receive_body(scope: Scope, receive: Receive) -> bytes:
     if length is not None:
         # ASCII digits only: str.isdigit() takes `²`, which int() refuses.
         if not (length.isascii() and length.isdigit()):
-            raise ServiceError(400, "bad-content-length", "Content-Length is not a number")
+            raise ServiceError("bad-content-length", "Content-Length is not a number")
         if len(length) > 18:  # (bounded before int(), which refuses 4,300 digits)
             length = length.lstrip("0") or "0"  # zeros ahead say nothing: `00…02` is 2
             if len(length) > 18:
@@ -108,7 +108,7 @@ async def receive_body(scope: Scope, receive: Receive) -> bytes:
 
 
 def _too_large() -> ServiceError:
-    return ServiceError(413, "body-too-large", f"the body is over {MAX_BODY} bytes (1 MiB)")
+    return ServiceError("body-too-large", f"the body is over {MAX_BODY} bytes (1 MiB)")
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -129,19 +129,19 @@ def validate(model: type[M], raw: bytes) -> M:
         errors = _errors(exc)
         if any(e["type"] == "json_invalid" for e in errors):
             if any("recursion" in e["message"] for e in errors):
-                raise ServiceError(400, "too-deep", "the JSON is nested too deep") from None
+                raise ServiceError("too-deep", "the JSON is nested too deep") from None
             # (the parser's word for an integer part past 4,300 digits: valid JSON)
             past = [e["message"] for e in errors if "number out of range" in e["message"]]
             if past:
                 raise digits_out_of_range(raw, past[0]) from None
-            raise ServiceError(400, "malformed-json", "the body is not valid JSON") from None
+            raise ServiceError("malformed-json", "the body is not valid JSON") from None
         if any(e["type"] == "too_long" and e["loc"][:1] == ["calls"] for e in errors):
-            raise ServiceError(413, "batch-too-large", "a batch holds at most 1000 calls") from None
+            raise ServiceError("batch-too-large", "a batch holds at most 1000 calls") from None
         raise _invalid(errors) from None
 
 
 def unreadable() -> ServiceError:
-    return ServiceError(400, "malformed-json", "the body's numbers could not be read exactly")
+    return ServiceError("malformed-json", "the body's numbers could not be read exactly")
 
 
 def not_json_numbers() -> ServiceError:
@@ -149,13 +149,13 @@ def not_json_numbers() -> ServiceError:
     NaN and Infinity, which JSON has no place for, and which no condition compares as a
     number (`NaN > 100` and `NaN <= 100` are both false): refused, never decided."""
     return ServiceError(
-        400, "malformed-json",
+        "malformed-json",
         "the body is not valid JSON: `NaN`, `Infinity` and `-Infinity` are not JSON numbers",
     )  # fmt: skip
 
 
 def _invalid(errors: list[dict[str, Any]]) -> ServiceError:
-    return ServiceError(422, "invalid-body", "the body does not match the schema", errors=errors)
+    return ServiceError("invalid-body", "the body does not match the schema", errors=errors)
 
 
 def strict_json(raw: bytes) -> Any:
@@ -197,7 +197,7 @@ def duplicate_key(message: str) -> ServiceError:
         f": `{_shown(found.group(1))}` (line {found.group(2)}, column {found.group(3)})"
     )  # fmt: skip
     return ServiceError(
-        400, "duplicate-key", f"an object in the body has a key twice{where}",
+        "duplicate-key", f"an object in the body has a key twice{where}",
         help="send each key once: JSON parsers differ on which of the two they keep",
     )  # fmt: skip
 

@@ -1,396 +1,407 @@
 """Every stable `code` a problem+json answer of the HTTP service can carry, with its
-status and when it is given: the catalogue docs/http-reference.md's "Error codes" shows.
+status and when it is given: the live table. The problem+json writer (api.http.errors)
+reads a code's status here when it answers, and docs/http-reference.md's "Error codes"
+is generated from it (api.http.docgen), so the answer and the reference are one thing.
 
-Nothing reads this at run time, on purpose: a refused request is answered from its own
-ServiceError (or the handler's own code), so a code missing here can never turn a 4xx
-into a 500. tests/api/test_error_codes.py keeps the three in step: every code the
-source of `api/` raises is here with its status, every entry here is raised somewhere,
-and docs/http-reference.md (generated: api.http.docgen) has each row as written here.
+A code is one of the service's (`ErrorCode`, what a ServiceError carries) or one the
+HTTP layer gives on its own (`HttpCode`); tests/api/test_error_codes.py checks that this
+table has each of both, and nothing else.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
+
+from api.service.errors import ErrorCode
+
+# The codes the HTTP layer answers with on its own: the connection's, the router's, and
+# those of the exceptions its handlers turn into problems (api.http.errors).
+HttpCode = Literal[
+    "headers-too-large", "request-timeout", "route-not-found", "method-not-allowed",
+    "internal-error", "store-unavailable", "secret-key-mismatch", "store-damaged",
+    "store-too-new", "too-many-connections", "http-error",
+]  # fmt: skip
+AnyCode = ErrorCode | HttpCode
 
 
 class Code(NamedTuple):
-    # The statuses the code is given with, the usual one first; () for `http-error`,
-    # which carries whatever status starlette raised.
-    statuses: tuple[int, ...]
+    # The status the code is answered with; None for `http-error` alone, which carries
+    # the status starlette raised (an HTTP matter: none of Charter's routes raises one).
+    status: int | None
     when: str
 
 
 # Grouped as docs/http-reference.md's tables are (GROUPS, below).
-CODES: dict[str, Code] = {
+CODES: dict[AnyCode, Code] = {
     # ---- the request: its headers, body and query ----------------------------------------
-    "bad-content-length": Code((400,), "the `Content-Length` header is not a number"),
+    "bad-content-length": Code(400, "the `Content-Length` header is not a number"),
     "headers-too-large": Code(
-        (431,),
+        431,
         "the request line and headers are over 64 KiB together (the connection is closed)",
     ),
     "request-timeout": Code(
-        (408,),
+        408,
         "the request's headers did not arrive within `charter serve --header-timeout` of its "
         "first byte, or its body within `--body-timeout` of its headers (the connection is "
         "closed)",
     ),
     "body-too-large": Code(
-        (413,),
+        413,
         "the body is over 1 MiB, whether or not `Content-Length` said so",
     ),
     "malformed-json": Code(
-        (400,), "the body is not valid JSON (`NaN`, `Infinity` and `-Infinity` included)"
+        400, "the body is not valid JSON (`NaN`, `Infinity` and `-Infinity` included)"
     ),
     "duplicate-key": Code(
-        (400,),
+        400,
         "an object in a JSON body (a call's `args`, a role's body, ...) has a key twice "
         '(`{"agent": "a", "agent": "b"}`)',
     ),
     "too-deep": Code(
-        (400,),
+        400,
         "the body (or a call's `args` or `context`) is nested more than 32 levels deep",
     ),
     "invalid-body": Code(
-        (422,),
+        422,
         "the body does not match the endpoint's schema; `errors` lists each mismatch (`loc`, "
         "`message`, `type`)",
     ),
     "number-out-of-range": Code(
-        (422,),
+        422,
         "a number in a JSON body (a decision's, an agent's `metadata`, ...) that a double "
         "cannot hold (it would round to 0 or to infinity), an integer from about 1.8e308 up "
         "(309 digits or more) among them",
     ),
-    "batch-too-large": Code((413,), "a `POST /v1/decisions/batch` of over 1,000 calls"),
+    "batch-too-large": Code(413, "a `POST /v1/decisions/batch` of over 1,000 calls"),
     "repeated-parameter": Code(
-        (400,),
+        400,
         "a query parameter the endpoint reads is given more than once (`?limit=1&limit=1000`)",
     ),
     "repeated-header": Code(
-        (400,),
+        400,
         "a header that HTTP allows once is given more than once: `Authorization` (any endpoint "
         "that takes a token; checked before the token), or `Content-Type` (`PUT /v1/policy`)",
     ),
     "bad-cursor": Code(
-        (400,), "a `cursor` this list did not return ([pagination](http.md#pagination))"
+        400, "a `cursor` this list did not return ([pagination](http.md#pagination))"
     ),
-    "bad-limit": Code((400,), "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
-    "bad-after-seq": Code((400,), "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
-    "bad-remove-in-use": Code(
-        (400,), "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"
-    ),
+    "bad-limit": Code(400, "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
+    "bad-after-seq": Code(400, "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
+    "bad-remove-in-use": Code(400, "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"),
     "bad-if-match": Code(
-        (400,),
+        400,
         '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
         "for `PUT /v1/policy`); a weak (`W/`) tag or a list of tags is refused too",
     ),
     "bad-revision": Code(
-        (400,),
+        400,
         "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
         " from 1; without `revision`, the latest)",
     ),
     "id-too-long": Code(
-        (400,),
+        400,
         "an id or name in the path (`/v1/agents/{id}`, `/v1/roles/{name}`, ...) or the `agent` "
         "query parameter of `GET /v1/threads` is over 256 characters, as no id or name in a "
         "body may be; `detail` shows its first 32 characters only",
     ),
     "empty-policy": Code(
-        (400,),
+        400,
         "a `PUT /v1/policy` DSL-text body is empty or only white space (a bare `curl -X PUT` "
         "would have replaced every file with nothing)",
     ),
     "not-utf8": Code(
-        (400,),
+        400,
         "a `PUT /v1/policy` DSL-text body (any non-JSON content type) is not UTF-8; `diagnostics`"
         " says where",
     ),
     "unsupported-charset": Code(
-        (415,),
+        415,
         "a `PUT /v1/policy` DSL-text body whose `Content-Type` names a charset other than "
         "UTF-8 (or US-ASCII)",
     ),
     "duplicate-path": Code(
-        (400,),
+        400,
         "a `PUT /v1/policy` JSON upload lists two files with one `path`",
     ),
     "bad-path": Code(
-        (400,),
+        400,
         "a `PUT /v1/policy` JSON upload names a file by a path that a directory cannot hold on "
         "every file system (a relative `<name>.charter` path, unique but for case, no Windows "
         "device name or character: [policy paths](http.md#policy-paths)); the message names "
         "the part or both paths",
     ),
     "fit-needs-candidate": Code(
-        (400,),
+        400,
         "a `POST /v1/fit` body with neither `source` nor `profile`",
     ),
     # ---- who may: the token, and the policy for an agent's token -------------------------
     "unauthorized": Code(
-        (401,),
+        401,
         "no `Authorization: Bearer <token>`, or a token that is not valid (never issued or "
         "revoked; the token is all that follows `Bearer `, but for spaces and tabs around it: "
         "a no-break space is part of it)",
     ),
     "insufficient-scope": Code(
-        (403,),
+        403,
         "the token's scope does not reach the endpoint (an admin-only one, or a `decide` token on"
         " a resource), or an agent's token acts for another agent",
     ),
     "denied-by-policy": Code(
-        (403,),
+        403,
         "an agent's management request was decided `deny`; `decision` is the logged decision",
     ),
     "does-not-fit": Code(
-        (403,),
+        403,
         "a role or profile an agent's token creates or sets would reach beyond the caller's "
         "access, or a role it changes or deletes would widen a profile that names it; `fit` "
         "has the violations",
     ),
     "budget-looser": Code(
-        (403,),
+        403,
         "an agent's token sets a budget looser than a cap above it; `violation` says which",
     ),
     "agent-attribute-differs": Code(
-        (403,),
+        403,
         "an agent's token gives an agent an `agent.*` attribute that a condition reads and that "
         "differs from its own; `attributes` names them",
     ),
     "identity-not-inherited": Code(
-        (403,),
+        403,
         "an agent's token creates a child with an identity other than its own",
     ),
     "not-managed-agent": Code(
-        (403,),
+        403,
         "an agent's token updates or deletes an agent, or reads, lists, changes or deletes the "
         "threads of an agent, that is neither itself nor one of its descendants",
     ),
-    "not-own-agent": Code((403,), "an agent's token opens a thread for another agent"),
+    "not-own-agent": Code(403, "an agent's token opens a thread for another agent"),
     "not-own-identity": Code(
-        (403,),
+        403,
         "an agent's token reads, changes or deletes an identity other than its own, creates a "
         "connection for another owner, or changes or deletes one its identity does not own",
     ),
     "self-approval": Code(
-        (403,),
+        403,
         "an agent's token approves or rejects an approval raised in its own tree or by its own "
         "identity, or one that decides such an approval (another agent's paused "
         "`approvals.approve` or `approvals.reject` of it)",
     ),
     # ---- a resource's fields -------------------------------------------------------------
-    "invalid-name": Code((400,), 'an agent\'s `name` is missing or blank ("Name is required")'),
-    "identity-required": Code((400,), "an admin's `POST /v1/agents` names no `identity`"),
-    "identity-immutable": Code((400,), "a `PATCH /v1/agents/{id}` changes the agent's `identity`"),
+    "invalid-name": Code(400, 'an agent\'s `name` is missing or blank ("Name is required")'),
+    "identity-required": Code(400, "an admin's `POST /v1/agents` names no `identity`"),
+    "identity-immutable": Code(400, "a `PATCH /v1/agents/{id}` changes the agent's `identity`"),
     "invalid-seed": Code(
-        (400,),
+        400,
         "`POST /v1/identities/import`: the seed is not 32 bytes as 64 hex digits or base64",
     ),
-    "unknown-profile": Code((400,), "an agent's `profile` is not in the latest revision"),
+    "unknown-profile": Code(400, "an agent's `profile` is not in the latest revision"),
+    "unknown-identity": Code(
+        400,
+        "an agent's `identity` or a connection's `owner` is no signing identity (\"Signing key "
+        'not found")',
+    ),
     "invalid-budget": Code(
-        (400,),
+        400,
         "an agent's `budget` is not `{amount, period}` with a period of `24h`, `7d` or `total` "
         "and an amount from 0 to 1,000,000,000 USD",
     ),
     "invalid-max-cost": Code(
-        (400,),
+        400,
         "a thread's `max_cost` is not a number from 0 to 1,000,000,000 USD",
     ),
     "invalid-status": Code(
-        (400,),
+        400,
         "a `status` that is not one of its kind's: an agent's, a thread's, or the `GET "
         "/v1/approvals?status=` filter",
     ),
     "agent-required": Code(
-        (400,),
+        400,
         "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads` (admin "
         "token) without `agent`",
     ),
     "agent-not-allowed": Code(
-        (400,),
+        400,
         "a `POST /v1/tokens` names an `agent` for a scope other than `agent`",
     ),
-    "unknown-toolset": Code((400,), "a connection's `toolset` is not in the latest revision"),
-    "credential-required": Code((400,), "a connection without a `credential` (missing or empty)"),
+    "unknown-toolset": Code(400, "a connection's `toolset` is not in the latest revision"),
+    "credential-required": Code(400, "a connection without a `credential` (missing or empty)"),
     "metadata-too-large": Code(
-        (422,),
+        422,
         "a `PATCH /v1/identities/{id}` or `/v1/agents/{id}` would leave the `metadata` "
         "(merged with what is there), or a `POST /v1/agents` would make it, over 16 KiB as "
         "CBOR or more than 32 levels deep",
     ),
     "role-source-mismatch": Code(
-        (400,),
+        400,
         "a role written through the API does not declare exactly one role, the one named",
     ),
     # ---- not there -----------------------------------------------------------------------
-    "route-not-found": Code((404,), "no endpoint has this path"),
+    "route-not-found": Code(404, "no endpoint has this path"),
     "method-not-allowed": Code(
-        (405,), "the path has no endpoint for this method; `Allow` lists the methods it takes"
+        405, "the path has no endpoint for this method; `Allow` lists the methods it takes"
     ),
     "agent-not-found": Code(
-        (404,),
+        404,
         "no agent `{id}`: in the path, or the `agent` a decision, turn, thread, fit check or "
         "token names",
     ),
     "turn-not-found": Code(
-        (404,), "a decision's `turn` does not exist (a deleted agent's turns are deleted with it)"
+        404, "a decision's `turn` does not exist (a deleted agent's turns are deleted with it)"
     ),
     "thread-not-found": Code(
-        (404,),
+        404,
         "no thread `{id}`: in the path, or a decision's or turn's `thread`",
     ),
-    "approval-not-found": Code((404,), "no approval `{id}`"),
-    "connection-not-found": Code((404,), "no connection `{id}`"),
+    "approval-not-found": Code(404, "no approval `{id}`"),
+    "connection-not-found": Code(404, "no connection `{id}`"),
     "identity-not-found": Code(
-        (404, 400),
-        '404: no signing identity `{id}` (`/v1/identities/{id}`, "Signing identity not found");'
-        " 400: an agent's `identity` or a connection's `owner` is no signing identity (\"Signing "
-        'key not found")',
+        404, 'no signing identity `{id}` (`/v1/identities/{id}`, "Signing identity not found")'
     ),
     "token-not-found": Code(
-        (404,),
+        404,
         "`DELETE /v1/tokens/{id}` of a token that does not exist (or is already revoked)",
     ),
     "revision-not-found": Code(
-        (404,),
+        404,
         "`GET /v1/policy?revision=` names a revision that does not exist",
     ),
     "role-not-found": Code(
-        (404,),
+        404,
         "no role `{name}` in the latest revision",
     ),
     "profile-not-found": Code(
-        (404,),
+        404,
         "no profile `{name}` in the latest revision, or a `POST /v1/fit` `profile` that is not in"
         " it, or the agent's own profile is not in it (its listing, fit checks and what its "
         "token makes)",
     ),
-    "hook-not-found": Code((404,), "no hook `{name}` in the latest revision"),
-    "toolset-not-found": Code((404,), "no toolset `{name}` in the latest revision"),
+    "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
+    "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
-    "no-policy": Code((409,), "no policy has been uploaded yet, and the request needs one"),
+    "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),
     "agent-exists": Code(
-        (409,),
+        409,
         "a `POST /v1/agents` with an `id` that is taken, or that a deleted agent's children "
         "still name as their parent, or its threads as their agent",
     ),
     "agent-too-deep": Code(
-        (409,),
+        409,
         "an agent's token creates an agent where its tree would be over 64 agents deep",
     ),
-    "agent-has-children": Code((409,), "an agent's token deletes an agent that has children"),
-    "identity-exists": Code((409,), "`POST /v1/identities/import` of a key already on the server"),
+    "agent-has-children": Code(409, "an agent's token deletes an agent that has children"),
+    "identity-exists": Code(409, "`POST /v1/identities/import` of a key already on the server"),
     "identity-has-connections": Code(
-        (409,),
+        409,
         "a `DELETE /v1/identities/{id}` of an identity that owns connections (`detail` says "
         "how many): delete them first; the agents that act as it do not stop it",
     ),
     "request-id-reused": Code(
-        (409,),
+        409,
         "a `POST /v1/identities` whose `request_id` an earlier create of the same caller used "
         "with another body (another `label`)",
     ),
-    "role-exists": Code((409,), "a `POST /v1/roles` for a role the latest revision declares"),
+    "role-exists": Code(409, "a `POST /v1/roles` for a role the latest revision declares"),
     "role-not-api-managed": Code(
-        (409,),
+        409,
         "a `PATCH` or `DELETE /v1/roles/{name}` of a role declared in an uploaded file (upload "
         "the policy to change it)",
     ),
-    "approval-not-pending": Code((409,), "the approval was already approved or rejected"),
+    "approval-not-pending": Code(409, "the approval was already approved or rejected"),
     "turn-ended": Code(
-        (409,),
+        409,
         "a decision's `turn` has ended (an hour after it was admitted, by default): admit a "
         "new one",
     ),
-    "turn-agent-mismatch": Code((409,), "a decision's `turn` belongs to another agent"),
+    "turn-agent-mismatch": Code(409, "a decision's `turn` belongs to another agent"),
     "turn-thread-mismatch": Code(
-        (409,), "a decision names a `thread` other than the one its `turn` was admitted in"
+        409, "a decision names a `thread` other than the one its `turn` was admitted in"
     ),
     "thread-agent-mismatch": Code(
-        (409,),
+        409,
         "a decision's or turn's `thread` belongs to another agent",
     ),
     "resource-moved": Code(
-        (412,),
+        412,
         "a `PATCH` or `DELETE` whose `If-Match` is no longer the resource's `ETag`, or the "
         "approval of such a paused request whose resource changed meanwhile (it stays "
         "pending): nothing written ([lost updates](http.md#lost-updates))",
     ),
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(
-        (422,),
+        422,
         "the policy (`PUT /v1/policy`), a role (`/v1/roles`) or a source (`POST /v1/fit`) does "
         "not parse or check; `diagnostics` lists why",
     ),
     "revision-moved": Code(
-        (412,),
+        412,
         "a `PUT /v1/policy` whose `If-Match` names a revision that is no longer the latest "
         "(`latest` says which is): the upload would drop what came since",
     ),
     "policy-in-use": Code(
-        (409,),
+        409,
         "a `PUT /v1/policy` would remove a profile, toolset, tool or API-made role that agents, "
         "pending approvals, connections or profiles still use; `in_use` names them (nothing "
         "changed: send `?remove_in_use=true` to remove them anyway)",
     ),
     "policy-too-large": Code(
-        (413,),
+        413,
         "a new revision (an upload, a role's `POST` or `PATCH`, an approved one) would hold "
         "more text than `charter serve --max-policy-mib` and more than the latest revision; "
         "`bytes` and `max_bytes` say how much",
     ),
     "revision-does-not-check": Code(
-        (409,),
+        409,
         "a stored revision that a decision, a pinned turn or a view needs does not check with "
         "this version of charter (a rule added since it was uploaded)",
     ),
     # ---- the server ----------------------------------------------------------------------
     "internal-error": Code(
-        (500,),
+        500,
         "an unexpected exception; the answer says nothing more, only the exception's type is "
         "logged",
     ),
     "store-unavailable": Code(
-        (503,),
+        503,
         "with `Retry-After: 1`: another writer held the database past the 30-second timeout, the "
         "disk is full, or an I/O error",
     ),
     "secret-key-mismatch": Code(
-        (503,),
+        503,
         "a stored secret (an approval's sealed call, an identity's seed) does not open with the "
         "server's key: a worker serves with another key than the one that sealed it",
     ),
     "store-damaged": Code(
-        (503,),
+        503,
         "a stored row the request reads (`damaged` names it: an agent, a revision, a token ...)"
         " fails its checksum or does not decode; nothing was changed (docs/operations.md)",
     ),
     "store-too-new": Code(
-        (503,),
+        503,
         "a newer charter migrated the database (its schema version) while this server served it;"
         " nothing was changed",
     ),
     "fit-unavailable": Code(
-        (503,),
+        503,
         "the fit checker (`engine.fit`) cannot be imported, so nothing an agent's token makes can"
         " be shown to fit",
     ),
     "solver-busy": Code(
-        (503,),
+        503,
         "with `Retry-After: 2`: a fit check could not start: 4 of its token's are waiting "
         "already, or 16 in all, or none started within 6 s ([fit checks](operations.md#fit-checks))",
     ),
     "too-many-connections": Code(
-        (503,),
+        503,
         "with `Retry-After: 1`: a request on a connection over the worker's "
         "`charter serve --max-connections` (the connection is closed)",
     ),
     "unavailable": Code(
-        (503,),
+        503,
         "`GET /v1/agents/{id}/tools` or `POST /v1/fit`: the module it needs (`engine.listing`, "
         "`engine.fit`) cannot be imported",
     ),
     "http-error": Code(
-        (),
+        None,
         "an error starlette raises on its own, with its status (none of Charter's routes leads to"
         " one today: its router raises only the 404 and 405 above)",
     ),
@@ -461,6 +472,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "identity-immutable": ("updateAgent",),
     "invalid-seed": ("importIdentity",),
     "unknown-profile": _AGENT_WRITES,
+    "unknown-identity": ("createAgent", "createConnection"),
     "invalid-budget": ("createAgent", "updateAgent"),
     "invalid-max-cost": ("createThread",),
     "invalid-status": ("updateAgent", "updateThread", "listApprovals"),
@@ -485,14 +497,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "thread-not-found": (*_DECIDING, "admitTurn", "getThread", "updateThread", "deleteThread"),
     "approval-not-found": ("getApproval", "approve", "reject"),
     "connection-not-found": ("getConnection", "updateConnection", "deleteConnection"),
-    "identity-not-found": (
-        "getIdentity",
-        "updateIdentity",
-        "deleteIdentity",
-        "createIdentity",
-        "createAgent",
-        "createConnection",
-    ),
+    "identity-not-found": ("getIdentity", "updateIdentity", "deleteIdentity", "createIdentity"),
     "token-not-found": ("revokeToken",),
     "revision-not-found": ("getPolicy",),
     "role-not-found": ("getRole", "updateRole", "deleteRole"),

@@ -46,6 +46,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.server import ServerState
 
+from api.http.codes import HttpCode
 from api.http.errors import problem
 
 try:  # (the bytes a socket's kernel buffer holds unsent: POSIX)
@@ -109,7 +110,7 @@ class HeldFlow(FlowControl):
 
 async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
     response = problem(
-        503, "too-many-connections",
+        "too-many-connections",
         "this worker serves as many connections as it may; try again",
     )  # fmt: skip
     response.headers["Connection"] = "close"
@@ -188,7 +189,7 @@ class GuardedHttpTools(HttpToolsProtocol):
                 self._arm_request()
             if self._in_head and self._head_bytes > MAX_HEAD + FEED:
                 self._refuse_request(
-                    431, "headers-too-large",
+                    "headers-too-large",
                     f"a request's line and headers are at most {MAX_HEAD // 1024} KiB",
                 )  # fmt: skip
                 return
@@ -356,7 +357,7 @@ class GuardedHttpTools(HttpToolsProtocol):
     def _head_late(self) -> None:
         self._timer = self._timing = None
         self._refuse_request(
-            408, "request-timeout",
+            "request-timeout",
             f"the request's headers did not arrive within {self.limits.header_timeout} s",
         )  # fmt: skip
 
@@ -367,27 +368,27 @@ class GuardedHttpTools(HttpToolsProtocol):
         if cycle is self._running and not cycle.response_started and not self.pipeline:
             cycle.disconnected = True  # the app reading it is told the client went
             cycle.message_event.set()
-            self._answer(408, "request-timeout", detail)
+            self._answer("request-timeout", detail)
         else:  # answered already (without reading it all), or behind another request
             self.transport.close()
 
-    def _refuse_request(self, status: int, code: str, detail: str) -> None:
+    def _refuse_request(self, code: HttpCode, detail: str) -> None:
         """The request being read is refused: answered with a problem, and the connection
         closed. When an answer to an earlier request is under way, closed only: an answer
         written now would be taken for that one's."""
         if self._answering() or self.pipeline:
             self.transport.close()
         else:
-            self._answer(status, code, detail)
+            self._answer(code, detail)
 
-    def _answer(self, status: int, code: str, detail: str) -> None:
+    def _answer(self, code: HttpCode, detail: str) -> None:
         """Write the problem and close this side; what the client goes on sending is read
         and dropped for `LINGER` seconds, until it closes its side: closed at once with
         its bytes unread, the connection was reset, and a client still sending (a head
         too large) could lose the answer."""
         if self.transport.is_closing():
             return
-        self.transport.write(_problem_bytes(self.server_state, status, code, detail))
+        self.transport.write(_problem_bytes(self.server_state, code, detail))
         if not self.transport.can_write_eof():
             self.transport.close()
             return
@@ -400,9 +401,9 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._arm(LINGER, self.transport.close)
 
 
-def _problem_bytes(state: ServerState, status: int, code: str, detail: str) -> bytes:
-    response = problem(status, code, detail)
-    head = [STATUS_LINE[status]]
+def _problem_bytes(state: ServerState, code: HttpCode, detail: str) -> bytes:
+    response = problem(code, detail)
+    head = [STATUS_LINE[response.status_code]]
     for name, value in [*state.default_headers, *response.raw_headers]:
         head += [name, b": ", value, b"\r\n"]
     return b"".join([*head, b"connection: close\r\n\r\n", response.body])

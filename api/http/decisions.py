@@ -124,7 +124,7 @@ def _engine(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ServiceError(503, "unavailable", f"`{module}` is not available") from None
+        raise ServiceError("unavailable", f"`{module}` is not available") from None
 
 
 def _listed(snapshot: Snapshot, profile: str) -> bytes | None:
@@ -186,18 +186,18 @@ async def fit(request: Request) -> Response:
             )  # fmt: skip
         except CharterError as exc:
             raise ServiceError(
-                422, "policy-invalid", "the source does not check",
+                "policy-invalid", "the source does not check",
                 diagnostics=[d.to_json() for d in exc.diagnostics],
             ) from None  # fmt: skip
     elif item.profile is not None:
         if item.profile not in snapshot.workspace.profiles:
-            raise ServiceError(404, "profile-not-found", f"profile `{item.profile}` not found")
+            raise ServiceError("profile-not-found", f"profile `{item.profile}` not found")
         result = await check_async(
             key_of(actor), engine.fit_profile, snapshot, caller, snapshot, item.profile,
             timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
     else:
-        raise ServiceError(400, "fit-needs-candidate", "give `source` or `profile` to check")
+        raise ServiceError("fit-needs-candidate", "give `source` or `profile` to check")
     return json_response({"revision": snapshot.revision, **result.to_json()})
 
 

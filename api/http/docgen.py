@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from api.http.codes import ANYWHERE, CODES, GROUPS, WHERE
+from api.http.codes import ANYWHERE, CODES, GROUPS, WHERE, AnyCode, Code
 from api.http.examples import EXAMPLES, Example
 from api.http.openapi import TAGS, models_of, openapi, operation_id
 from api.http.routing import Spec, Table
@@ -69,7 +69,7 @@ def by_shape(spec: Spec) -> set[str]:
     return found
 
 
-def codes_of(spec: Spec) -> list[str]:
+def codes_of(spec: Spec) -> list[AnyCode]:
     """Every code an operation can give but those of any request (`ANYWHERE`), in the
     catalogue's order."""
     op = operation_id(spec)
@@ -204,9 +204,9 @@ def _operation(spec: Spec, op: dict[str, Any]) -> list[str]:
     out += _example(spec, EXAMPLES[operation_id(spec)])
     statuses: dict[int, list[str]] = {}
     for code in codes_of(spec):
-        for status in CODES[code].statuses:
-            if str(status) in op["responses"]:
-                statuses.setdefault(status, []).append(f"`{code}`")
+        status = CODES[code].status
+        if status is not None and str(status) in op["responses"]:
+            statuses.setdefault(status, []).append(f"`{code}`")
     out += ["| status | codes |", "| --- | --- |"]
     out += [f"| {s} | {', '.join(c)} |" for s, c in sorted(statuses.items())]
     out.append("")
@@ -215,17 +215,21 @@ def _operation(spec: Spec, op: dict[str, Any]) -> list[str]:
 
 def _errors() -> list[str]:
     out = ["## Error codes", "",
-           "Every `code` a problem+json answer carries, with its status and when it is given. "
-           "A code given with two statuses says when each is.", ""]  # fmt: skip
+           "Every `code` a problem+json answer carries, with the status it is answered with "
+           "and when it is given.", ""]  # fmt: skip
     for code, entry in CODES.items():
         if code in GROUPS:
             out += [f"### {GROUPS[code]}", "", "| code | status | when |", "| --- | --- | --- |"]
-        status = " or ".join(str(s) for s in entry.statuses) or "any"
-        out.append(f"| `{code}` | {status} | {_cell(entry.when)} |")
+        out.append(f"| `{code}` | {status_cell(entry)} | {_cell(entry.when)} |")
         following = list(CODES)[list(CODES).index(code) + 1 :]
         if not following or following[0] in GROUPS:
             out.append("")
     return out
+
+
+def status_cell(entry: Code) -> str:
+    """A code's status as its row shows it: `any` for `http-error`'s (starlette's own)."""
+    return "any" if entry.status is None else str(entry.status)
 
 
 def reference(table: Table) -> str:

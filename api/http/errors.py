@@ -1,5 +1,5 @@
-"""problem+json (RFC 9457) errors with stable codes (api/http/codes.py lists them), and the
-catch-all that leaks nothing."""
+"""problem+json (RFC 9457) errors with stable codes, each answered with the status the
+live table gives it (api.http.codes), and the catch-all that leaks nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.http.codes import CODES, AnyCode
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
 from policy.secrets import SecretKeyError
@@ -29,7 +30,32 @@ TITLES = {
 }  # fmt: skip
 
 
-def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
+# What a code the table lacks is answered with. The types let none through (a
+# ServiceError's code is an ErrorCode, and tests/api/test_error_codes.py checks the table
+# has each), so it is a server bug; but the request was refused, so it is answered as a
+# refusal, never as a 500 that hides the refusal nor anything a client could take for done.
+UNLISTED = 400
+
+
+def status_of(code: AnyCode) -> int:
+    """The status the table gives `code`; a code it lacks (a bug) is logged, and given
+    UNLISTED."""
+    entry = CODES.get(code)
+    if entry is None or entry.status is None:
+        log.error("problem code `%s` has no status in api.http.codes; answered %d",
+                  code, UNLISTED)  # fmt: skip
+        return UNLISTED
+    return entry.status
+
+
+def problem(code: AnyCode, detail: str, **extra: Any) -> Response:
+    """The problem+json answer of `code`, with the status the table gives it."""
+    return problem_with(status_of(code), code, detail, **extra)
+
+
+def problem_with(status: int, code: str, detail: str, **extra: Any) -> Response:
+    """A problem+json answer of a status the table does not give: starlette's own
+    (`http-error`)."""
     body = {
         "type": f"https://charter.dev/problems/{code}",
         "title": TITLES.get(status, "Error"),
@@ -44,8 +70,9 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> Response:
 
 async def service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
-    _count(request.scope, exc.status, exc.code)
-    response = problem(exc.status, exc.code, exc.message, **exc.extra)
+    status = status_of(exc.code)
+    _count(request.scope, status, exc.code)
+    response = problem_with(status, exc.code, exc.message, **exc.extra)
     if exc.retry_after is not None:  # (`solver-busy`)
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
@@ -54,14 +81,17 @@ async def service_error(request: Request, exc: Exception) -> Response:
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
-        _count(request.scope, 405, "method-not-allowed")
         allow = allowed_methods(request.scope)
-        response = problem(405, "method-not-allowed", f"this path takes {allow}")
+        response = problem("method-not-allowed", f"this path takes {allow}")
+        _count(request.scope, response.status_code, "method-not-allowed")
         response.headers["Allow"] = allow  # (RFC 9110: a 405 says what the path takes)
         return response
-    code = "route-not-found" if exc.status_code == 404 else "http-error"
-    _count(request.scope, exc.status_code, code)
-    return problem(exc.status_code, code, str(exc.detail))
+    if exc.status_code == 404:
+        response = problem("route-not-found", str(exc.detail))
+        _count(request.scope, response.status_code, "route-not-found")
+        return response
+    _count(request.scope, exc.status_code, "http-error")
+    return problem_with(exc.status_code, "http-error", str(exc.detail))
 
 
 def allowed_methods(scope: Scope) -> str:
@@ -82,12 +112,12 @@ async def store_unavailable(request: Request, exc: Exception) -> Response:
     the operation's transaction)."""
     assert isinstance(exc, StoreUnavailable)
     log.warning("store unavailable in %s %s: %s", request.method, request.url.path, exc)
-    _count(request.scope, 503, "store-unavailable")
     response = problem(
-        503, "store-unavailable", "the store is busy or unavailable; its transaction was rolled back",
+        "store-unavailable", "the store is busy or unavailable; its transaction was rolled back",
         help="send the same request again after the Retry-After delay",
     )  # fmt: skip
     response.headers["Retry-After"] = "1"
+    _count(request.scope, response.status_code, "store-unavailable")
     return response
 
 
@@ -99,12 +129,13 @@ async def secret_key_mismatch(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SecretKeyError)
     log.error("a stored secret does not open with the key in %s %s", request.method,
               request.url.path)  # fmt: skip
-    _count(request.scope, 503, "secret-key-mismatch")
-    return problem(
-        503, "secret-key-mismatch",
+    response = problem(
+        "secret-key-mismatch",
         "a stored secret does not open with this server's key; nothing was changed",
         help="serve with the key that sealed the database's secrets",
     )  # fmt: skip
+    _count(request.scope, response.status_code, "secret-key-mismatch")
+    return response
 
 
 async def store_damaged(request: Request, exc: Exception) -> Response:
@@ -114,11 +145,12 @@ async def store_damaged(request: Request, exc: Exception) -> Response:
     row (`document agents/a1`, `revision 3`); the request changed nothing."""
     assert isinstance(exc, StoreDamaged)
     log.error("damaged row in %s %s: %s", request.method, request.url.path, exc.what)
-    _count(request.scope, 503, "store-damaged")
-    return problem(
-        503, "store-damaged", f"{exc.what} is damaged: {exc.why}; nothing was changed",
+    response = problem(
+        "store-damaged", f"{exc.what} is damaged: {exc.why}; nothing was changed",
         damaged=exc.what, help="stop the server and run `charter db check --db FILE`",
     )  # fmt: skip
+    _count(request.scope, response.status_code, "store-damaged")
+    return response
 
 
 async def store_too_new(request: Request, exc: Exception) -> Response:
@@ -127,12 +159,13 @@ async def store_too_new(request: Request, exc: Exception) -> Response:
     answers nothing from it. No retry mends it."""
     assert isinstance(exc, StoreTooNew)
     log.error("the database was migrated by a newer charter (schema version %d)", exc.found)
-    _count(request.scope, 503, "store-too-new")
-    return problem(
-        503, "store-too-new",
+    response = problem(
+        "store-too-new",
         f"{exc}: this server no longer reads or writes it; nothing was changed",
         help="serve the database with the newer charter",
     )  # fmt: skip
+    _count(request.scope, response.status_code, "store-too-new")
+    return response
 
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
@@ -159,8 +192,9 @@ def internal_error(scope: Scope, exc: Exception) -> Response:
     """An unexpected exception's 500. Only its type is logged: its message or traceback
     could quote a request's secret arguments."""
     log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
-    _count(scope, 500, "internal-error")
-    return problem(500, "internal-error", "the server failed; nothing was changed")
+    response = problem("internal-error", "the server failed; nothing was changed")
+    _count(scope, response.status_code, "internal-error")
+    return response
 
 
 def _count(scope: Scope, status: int, code: str) -> None:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from starlette.requests import Request
 
-from api.service.errors import ServiceError
+from api.service.errors import ErrorCode, ServiceError
+
+# The integer query parameters, each with the code that refuses it.
+IntQuery = Literal["limit", "revision", "after_seq"]
+BAD: dict[IntQuery, ErrorCode] = {
+    "limit": "bad-limit",
+    "revision": "bad-revision",
+    "after_seq": "bad-after-seq",
+}
 
 
 def query(request: Request, name: str) -> str | None:
@@ -16,14 +24,14 @@ def query(request: Request, name: str) -> str | None:
     values = request.query_params.getlist(name)
     if len(values) > 1:
         raise ServiceError(
-            400, "repeated-parameter", f"the query parameter `{name}` is given {len(values)} times",
+            "repeated-parameter", f"the query parameter `{name}` is given {len(values)} times",
             help="give each query parameter once",
         )  # fmt: skip
     return values[0] if values else None
 
 
 def int_query(
-    request: Request, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    request: Request, name: IntQuery, default: int, *, minimum: int = 0, maximum: int | None = None
 ) -> int:
     raw = query(request, name)
     if raw is None or raw == "":
@@ -31,13 +39,11 @@ def int_query(
     # ASCII digits only: str.isdigit() also takes `²`, `１` and `١`, which int() refuses
     # or reads as another number. 18 digits always fit in a signed 64-bit integer.
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise ServiceError(400, f"bad-{name.replace('_', '-')}", f"`{name}` must be an integer")
+        raise ServiceError(BAD[name], f"`{name}` must be an integer")
     value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         top = f" to {maximum}" if maximum is not None else " or more"
-        raise ServiceError(
-            400, f"bad-{name.replace('_', '-')}", f"`{name}` must be from {minimum}{top}"
-        )
+        raise ServiceError(BAD[name], f"`{name}` must be from {minimum}{top}")
     return value
 
 

@@ -76,7 +76,7 @@ async def put_policy(request: Request) -> Response:
             files = [(SINGLE_FILE, decode(raw, SINGLE_FILE))]
         except NotUtf8 as bad:
             raise ServiceError(
-                400, "not-utf8", "the policy text is not UTF-8",
+                "not-utf8", "the policy text is not UTF-8",
                 diagnostics=[bad.diagnostic.to_json()],
             ) from None  # fmt: skip
         note = ""
@@ -84,7 +84,7 @@ async def put_policy(request: Request) -> Response:
             # An upload replaces every file: a bare `curl -X PUT` (no body, no type) must
             # not empty the policy of every declaration.
             raise ServiceError(
-                400, "empty-policy", "the policy text is empty",
+                "empty-policy", "the policy text is empty",
                 help="send the policy's DSL text; to empty the policy on purpose, send a "
                 "text holding only a comment",
             )  # fmt: skip
@@ -92,16 +92,16 @@ async def put_policy(request: Request) -> Response:
         problem = path_problem(path)
         if problem is not None:
             raise ServiceError(
-                400, "bad-path", f"file path `{_shown(path)}` {problem}",
+                "bad-path", f"file path `{_shown(path)}` {problem}",
                 help=paths.PART_HELP if problem == paths.part_problem(path) else
                 "name each file as a path below the policy's directory, such as "
                 "`policy.charter` or `teams/support.charter`",
             )  # fmt: skip
     if len({path for path, _ in files}) != len(files):
-        raise ServiceError(400, "duplicate-path", "two files have the same path")
+        raise ServiceError("duplicate-path", "two files have the same path")
     clashes = paths.clashes([path for path, _ in files])
     if clashes:  # (Service.check refuses them too, E0119, for the other ways a policy comes)
-        raise ServiceError(400, "bad-path", clashes[0].message, help=clashes[0].help)
+        raise ServiceError("bad-path", clashes[0].message, help=clashes[0].help)
     based_on = _if_match(request)
     service = service_of(request)
     if based_on is not None:
@@ -121,7 +121,7 @@ async def put_policy(request: Request) -> Response:
             snapshot = service.upload(files, f"token:{actor.token_id}", note, prepared)
     except CharterError as exc:
         raise ServiceError(
-            422, "policy-invalid", f"the policy has {error_count(exc.diagnostics)} error(s)",
+            "policy-invalid", f"the policy has {error_count(exc.diagnostics)} error(s)",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
     warnings = [d.to_json() for d in snapshot.workspace.warnings]
@@ -155,7 +155,7 @@ def remove_in_use(request: Request) -> bool:
     if value == "true":
         return True
     raise ServiceError(
-        400, "bad-remove-in-use", f"`{REMOVE_IN_USE}` must be `true` or `false`",
+        "bad-remove-in-use", f"`{REMOVE_IN_USE}` must be `true` or `false`",
         help=f"send `?{REMOVE_IN_USE}=true` to remove what is in use, or leave it out",
     )  # fmt: skip
 
@@ -173,7 +173,7 @@ def _utf8_text(params: list[str]) -> None:
         charset = value.strip().strip('"')
         if name.strip() == "charset" and charset not in _UTF8:
             raise ServiceError(
-                415, "unsupported-charset",
+                "unsupported-charset",
                 f"the policy text is read as UTF-8, not as `{charset[:40]}`",
                 help="send the text as UTF-8 (`Content-Type: text/plain; charset=utf-8`)",
             )  # fmt: skip
@@ -201,7 +201,7 @@ def _still_latest(latest: int, based_on: int | str) -> None:
     if (based_on == "*" and latest > 0) or based_on == latest:
         return
     raise ServiceError(
-        412, "revision-moved",
+        "revision-moved",
         f"the latest revision is {latest}, not {based_on}: it has changed since",
         help='read it again (GET /v1/policy), make your change there, and upload it with '
         f'`If-Match: "{latest}"`',

@@ -32,7 +32,7 @@ def if_match(request: Request, shape: re.Pattern[str], what: str, source: str) -
     # as the same list in one line is, not read as its first tag alone.
     if len(sent) > 1 or (value != "*" and shape.fullmatch(value) is None):
         raise ServiceError(
-            400, "bad-if-match", f"`If-Match` is {what}, or `*`",
+            "bad-if-match", f"`If-Match` is {what}, or `*`",
             help=f"send the `ETag` that {source} gave, quotes and all",
         )  # fmt: skip
     return value

@@ -123,7 +123,7 @@ async def create_token(request: Request) -> Response:
 async def delete_token(request: Request) -> Response:
     require_admin(request)
     if not tokens.revoke(service_of(request), [path_ids(request)["id"]]):
-        raise ServiceError(404, "token-not-found", "token not found")
+        raise ServiceError("token-not-found", "token not found")
     return json_response(None, 204)
 
 

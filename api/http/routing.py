@@ -87,7 +87,7 @@ def bounded_id(value: str, where: str) -> str:
     if len(value) <= MAX_ID:
         return value
     raise ServiceError(
-        400, "id-too-long",
+        "id-too-long",
         f"{where} is {len(value)} characters long (`{value[:SHOWN]}…`): at most {MAX_ID}",
         help=f"ids and names are at most {MAX_ID} characters, in a path as in a body",
     )  # fmt: skip

@@ -30,7 +30,7 @@ def identity_errors(fn: Callable[P, T]) -> Callable[P, T]:
             return fn(*args, **kwargs)
         except IdentityError as exc:
             extra = {} if exc.help is None else {"help": exc.help}
-            raise ServiceError(exc.status, exc.code, exc.message, **extra) from None
+            raise ServiceError(exc.code, exc.message, **extra) from None
 
     return wrapped
 
@@ -58,13 +58,13 @@ def require_own_identity(
 
 
 def _own_identity(service: Service, actor: Principal, account: Any) -> None:
-    """With an agent's token, `account` must be the identity the agent acts as, else 403
+    """With an agent's token, `account` must be the identity the agent acts as, else
     `not-own-identity`, whether or not such an identity exists (so the answer says
     nothing of the identities that do)."""
     require_own_identity(
         service, actor, account,
         lambda own: ServiceError(
-            403, "not-own-identity",
+            "not-own-identity",
             f"identity `{account}` is not the one agent `{actor.agent}` acts as",
             help=f"an agent's token reaches only its own identity, `{own}`",
         ),
@@ -151,12 +151,12 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
 # connections are refused instead: each is a credential held for that identity, which a
 # delete left owned by one no longer there (and no `connections.create` would make).
 def _require_no_connections(service: Service, account: str) -> None:
-    """The 409 `identity-has-connections` while identity `account` owns a connection (a
+    """`identity-has-connections` while identity `account` owns a connection (a
     scan: connections are found by their toolset, not their owner)."""
     owned = sum(1 for row in service.store.scan("connections") if row.body.get("owner") == account)
     if owned:
         raise ServiceError(
-            409, "identity-has-connections",
+            "identity-has-connections",
             f"identity `{account}` owns {owned} connection{'s' * (owned != 1)}",
             help="delete the connections it owns first (`DELETE /v1/connections/{id}`; a "
             "connection's `owner` names its identity), then the identity",
@@ -166,7 +166,7 @@ def _require_no_connections(service: Service, account: str) -> None:
 @identity_errors
 def check_identity_delete(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     """Before an agent's `identities.delete` is decided: its own (`_own_identity`), there
-    (404), and owning no connection (`_require_no_connections`)."""
+    (`identity-not-found`), and owning no connection (`_require_no_connections`)."""
     identity_stored(service, actor, args)
     _require_no_connections(service, args["id"])
 
@@ -177,7 +177,7 @@ def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) 
     with service.store.atomic():
         # Counted in the delete's transaction: a connection another process makes for it
         # commits before (and is counted) or finds it gone (connections.create_connection).
-        identities.stored(service.store, args["id"])  # (a 404 first, orphans or not)
+        identities.stored(service.store, args["id"])  # (not found first, orphans or not)
         _require_no_connections(service, args["id"])
         identities.delete(service.store, args["id"])
     return Result(204, None)
@@ -187,7 +187,7 @@ def check_identity(service: Service, account: Any) -> str:
     try:
         identities.get(service.store, str(account))
     except IdentityError:
-        raise ServiceError(400, "identity-not-found", "Signing key not found") from None
+        raise ServiceError("unknown-identity", "Signing key not found") from None
     return str(account)
 
 

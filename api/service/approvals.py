@@ -32,7 +32,7 @@ SCANNED_PER_ITEM = 4
 def _status(args: dict[str, Any]) -> str | None:
     status = args.get("status")
     if status is not None and status not in STATUSES:
-        raise ServiceError(400, "invalid-status", f"status must be one of {', '.join(STATUSES)}")
+        raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
     return status
 
 
@@ -145,7 +145,7 @@ def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> Non
         if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
             what = "it was" if decided is doc else f"it decides approval `{decided['id']}`,"
             raise ServiceError(
-                403, "self-approval",
+                "self-approval",
                 f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: {what} raised "
                 f"by agent `{decided['agent']}` of its own tree or identity; a human decides it",
             )  # fmt: skip
@@ -154,7 +154,7 @@ def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> Non
 def _pending(doc: dict[str, Any]) -> None:
     if doc["status"] != "pending":
         raise ServiceError(
-            409, "approval-not-pending", f"approval `{doc['id']}` is already {doc['status']}"
+            "approval-not-pending", f"approval `{doc['id']}` is already {doc['status']}"
         )
 
 
@@ -220,7 +220,7 @@ def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
 
 
 def _unchanged(service: Service, actor: Principal, doc: dict[str, Any], args: Any) -> None:
-    """The 412 when an approval's management call was sent with an `If-Match` that its
+    """`resource-moved` when an approval's management call was sent with an `If-Match` that its
     document no longer has (`actor`: the agent, whose reach it is read with)."""
     from api.service.manage import unchanged
 

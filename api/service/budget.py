@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
-from api.service.errors import ServiceError
+from api.service.errors import ErrorCode, ServiceError
 from engine.compile import Snapshot
 from policy.store import Doc, Store
 
@@ -81,13 +81,13 @@ def to_micros(amount: Decimal | str | int | float) -> int:
     return _scaled(value, ROUND_CEILING)
 
 
-def parse_usd(value: Any, code: str, field: str) -> str:
+def parse_usd(value: Any, code: ErrorCode, field: str) -> str:
     """An amount a request gave (a budget's, a thread's `max_cost`) as it is stored: a
     number from 0 to MAX_USD (a string: written as a JSON number, `amount_text`), else
-    400 `code` saying `field` must be one."""
+    `code` saying `field` must be one."""
     if isinstance(value, str) and _AMOUNT_TEXT.fullmatch(value) is None:
         raise ServiceError(
-            400, code, f"{field} must be a number from 0 to {MAX_USD} USD", help=AMOUNT_FORM
+            code, f"{field} must be a number from 0 to {MAX_USD} USD", help=AMOUNT_FORM
         )
     try:
         to_micros(value)  # (ValueError: not a finite number, or past MAX_USD either way)
@@ -96,7 +96,7 @@ def parse_usd(value: Any, code: str, field: str) -> str:
         if _decimal(value) < 0:
             raise ValueError
     except ValueError:
-        raise ServiceError(400, code, f"{field} must be a number from 0 to {MAX_USD} USD") from None
+        raise ServiceError(code, f"{field} must be a number from 0 to {MAX_USD} USD") from None
     return str(Decimal(str(value)))
 
 

@@ -23,10 +23,10 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
     toolset = str(args.get("toolset", ""))
     spec = service.current().workspace.toolsets.get(toolset)
     if spec is None:
-        raise ServiceError(400, "unknown-toolset", f"toolset `{toolset}` is not in the policy")
+        raise ServiceError("unknown-toolset", f"toolset `{toolset}` is not in the policy")
     credential = args.get("credential")
     if not isinstance(credential, str) or not credential:
-        raise ServiceError(400, "credential-required", "a connection needs a credential")
+        raise ServiceError("credential-required", "a connection needs a credential")
     now = now_ms()
     doc: Doc = {
         "id": new_id(),
@@ -49,11 +49,11 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
 
 
 def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
-    """The owner of a connection `actor` makes: an agent's is its own identity (403
-    `not-own-identity` for another)."""
+    """The owner of a connection `actor` makes: an agent's is its own identity
+    (`not-own-identity` for another)."""
     return require_own_identity(
         service, actor, owner,
-        lambda own: ServiceError(403, "not-own-identity", "an agent owns connections as itself"),
+        lambda own: ServiceError("not-own-identity", "an agent owns connections as itself"),
         none_is_own=True,
     )  # fmt: skip
 
@@ -90,7 +90,7 @@ def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
     require_own_identity(
         service, actor, doc.get("owner"),
         lambda own: ServiceError(
-            403, "not-own-identity",
+            "not-own-identity",
             f"connection `{connection_id}` is not owned by this agent's identity",
         ),
     )  # fmt: skip

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from api.service import rolefiles
-from api.service.errors import ServiceError, not_found
+from api.service.errors import ServiceError, Thing, not_found
 from api.service.metrics import Metrics
 from api.service.metricsshare import SharedMetrics
 from api.service.snapshots import Snapshots
@@ -251,12 +251,12 @@ class Service:
     def agent_profile(self, agent: Doc, snapshot: Snapshot | None = None) -> str:
         """The name of `agent`'s profile, which `snapshot` (default: the latest) declares:
         an agent whose profile a later upload removed is decided deny ("unknown profile")
-        and has nothing to list or to check what it makes against, a 404."""
+        and has nothing to list or to check what it makes against: `profile-not-found`."""
         profile = str(agent["profile"])
         snapshot = snapshot or self.current()
         if profile not in snapshot.workspace.profiles:
             raise ServiceError(
-                404, "profile-not-found",
+                "profile-not-found",
                 f"agent `{agent['id']}` has profile `{profile}`, which revision "
                 f"{snapshot.revision} does not declare",
                 help="give the agent a profile of the latest revision, or upload a policy "
@@ -264,7 +264,7 @@ class Service:
             )  # fmt: skip
         return profile
 
-    def doc(self, kind: str, what: str, id: str) -> Doc:
+    def doc(self, kind: str, what: Thing, id: str) -> Doc:
         doc = self.store.get(kind, id)
         if doc is None:
             raise not_found(what, id)
@@ -275,7 +275,7 @@ class Service:
         return self.snapshots.current()
 
     def require_room(self, files: Sequence[tuple[str, str]]) -> None:
-        """413 `policy-too-large` when `files` hold more than `max_policy_bytes` of text,
+        """`policy-too-large` when `files` hold more than `max_policy_bytes` of text,
         unless no more than the latest revision: a policy over a cap lowered since may
         still shrink (a role deleted), or change without growing."""
         size = policy_bytes(files)
@@ -285,7 +285,7 @@ class Service:
         if latest and size <= policy_bytes(self.files(latest)[1]):
             return
         raise ServiceError(
-            413, "policy-too-large",
+            "policy-too-large",
             f"the policy would hold {size} bytes of text, over this server's cap of "
             f"{self.max_policy_bytes}",
             help="delete roles or files the policy no longer needs, or serve it with a larger "
@@ -294,7 +294,7 @@ class Service:
         )  # fmt: skip
 
     def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
-        """Raises CharterError with every diagnostic; the HTTP layer makes that a 422.
+        """Raises CharterError with every diagnostic; the HTTP layer makes that `policy-invalid`.
         Files under `api/roles/` must be the API's own roles, one a file (E0118,
         api.service.rolefiles); a revision stored before that rule is read as it was
         (`Snapshots` compiles a stored revision without it). A policy over the size cap
@@ -366,7 +366,7 @@ class Service:
         # A snapshot's revision is set here, once, before anything else can see it.
         snapshot.revision = self.store.add_revision(body)
         # Served once its transaction commits, not before: one that rolls back (a COMMIT
-        # refused by a full disk, a 503) left this process deciding on a revision the
+        # refused by a full disk) left this process deciding on a revision the
         # store never kept, whose number the next upload then gave to other files.
         self.store.after_commit(partial(self._publish, snapshot))
         return snapshot
@@ -382,5 +382,5 @@ class Service:
             return 0, []
         body = self.store.get_revision(number)
         if body is None:
-            raise ServiceError(404, "revision-not-found", f"revision {number} not found")
+            raise ServiceError("revision-not-found", f"revision {number} not found")
         return number, [(str(p), str(t)) for p, t in body["files"]]

@@ -5,8 +5,8 @@ pinned, else the latest). Step 6 (budgets and connections), the pending approval
 pause and the log are api.service.decisionlog's, and so are steps 2-5 and 7 of a call
 whose conditions read `thread.cost`: decided inside the write transaction, on what the
 thread has spent by then (the calls before it in the transaction included). A batch is
-resolved completely before anything is written (an unknown agent, turn or thread is a
-404 and nothing is logged), then logged in one transaction, so every decision is logged
+resolved completely before anything is written (an unknown agent, turn or thread is
+not found and nothing is logged), then logged in one transaction, so every decision is logged
 exactly once with a gap-free sequence number.
 
 The work is split so that concurrent requests can share one write transaction (the HTTP
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import cbor2
 
@@ -29,7 +29,7 @@ from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.core import TURN_LIFETIME_MS, Service, now_ms
 from api.service.decisionlog import write
-from api.service.errors import ServiceError, no_policy
+from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
 from policy.store import Doc
@@ -100,11 +100,18 @@ def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
     return doc
 
 
-def owned(service: Service, what: str, id: str, agent: Doc) -> Doc:
-    """The turn or thread `id`, which must belong to `agent` (404 unknown, 409 foreign)."""
+_MISMATCH: dict[Literal["turn", "thread"], ErrorCode] = {
+    "turn": "turn-agent-mismatch",
+    "thread": "thread-agent-mismatch",
+}
+
+
+def owned(service: Service, what: Literal["turn", "thread"], id: str, agent: Doc) -> Doc:
+    """The turn or thread `id`, which must belong to `agent` (`{what}-not-found` unknown,
+    `{what}-agent-mismatch` foreign)."""
     doc = service.doc(what + "s", what, id)
     if doc["agent"] != agent["id"]:
-        raise ServiceError(409, f"{what}-agent-mismatch", f"{what} `{id}` belongs to another agent")
+        raise ServiceError(_MISMATCH[what], f"{what} `{id}` belongs to another agent")
     return doc
 
 
@@ -112,11 +119,11 @@ def _check_running(turn: Doc) -> None:
     """A turn decides on its revision and profile until it ends (`ends_at`, set when it was
     admitted; a turn admitted before turns ended, an hour after it began): a turn kept
     for ever would keep a grant that a later upload or a narrowed profile took away, the
-    emergency upload included. 409 once it has ended."""
+    emergency upload included. `turn-ended` once it has ended."""
     ends_at = turn.get("ends_at", int(turn["created_at"]) + TURN_LIFETIME_MS)
     if now_ms() >= int(ends_at):
         raise ServiceError(
-            409, "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
+            "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
             help="admit a new turn (POST /v1/turns): it decides on the latest revision",
         )  # fmt: skip
 
@@ -124,14 +131,14 @@ def _check_running(turn: Doc) -> None:
 def _in_turns_thread(call: Call, turn: Doc) -> Call:
     """A call of a turn admitted in a thread is in that thread, named or not: left out, the
     thread's `max_cost` and `thread.*` conditions did not apply to it; another thread is
-    409 `turn-thread-mismatch`."""
+    `turn-thread-mismatch`."""
     thread = turn.get("thread")
     if thread is None or call.thread == thread:
         return call
     if call.thread is None:
         return call._replace(thread=thread)
     raise ServiceError(
-        409, "turn-thread-mismatch",
+        "turn-thread-mismatch",
         f"turn `{turn['id']}` runs in thread `{thread}`, not in thread `{call.thread}`",
     )  # fmt: skip
 
@@ -211,7 +218,7 @@ def prepare(
 ) -> list[Prepared]:
     """Resolve the calls of one request (step 1, the agent, turn and thread) and decide
     steps 2-5 and 7 on the snapshot, but for a call whose conditions read `thread.cost`
-    (see `Prepared`). Raises ServiceError (a 404, a 409) for the whole request: nothing
+    (see `Prepared`). Raises ServiceError (not found, a conflict) for the whole request: nothing
     is written for it; with `compile` False, NotCompiled for a revision this process has
     not compiled yet (api.service.snapshots). Call `service.sync()` first."""
     prepared = []
@@ -247,7 +254,7 @@ def _cost_refused(cost: Decimal) -> ServiceError:
     kind = "less_than_equal" if cost > 0 else "greater_than_equal"
     message = f"`expected_cost` must be from 0 to {MAX_USD} USD"
     error = {"loc": ["expected_cost"], "message": message, "type": kind}
-    return ServiceError(422, "invalid-body", "the body does not match the schema", errors=[error])
+    return ServiceError("invalid-body", "the body does not match the schema", errors=[error])
 
 
 def unseal_call(service: Service, approval: Doc) -> Call:

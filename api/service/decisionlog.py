@@ -235,9 +235,9 @@ class Draft:
                 # Its thread was deleted after the call was prepared and before this
                 # transaction: rejected as the deletion rejected the thread's other pending
                 # ones (api.service.approvals.reject_orphans). Left pending, no one could
-                # approve it (its re-check is a 404 for the thread), and it stayed pending
+                # approve it (its re-check finds no thread), and it stayed pending
                 # for ever. (A deleted agent moves every process's caches, and its calls
-                # are prepared again: a 404.)
+                # are prepared again: not found.)
                 closed = rejected_by_charter(doc, f"thread `{thread}` was deleted")
                 store.insert("approvals", doc["id"], closed, tag="rejected")
             else:

@@ -3,13 +3,13 @@ and the one rule for a JSON number's exact value.
 
 orjson refuses integers beyond 64 bits and strings with lone surrogates (both can come in
 as a call's arguments); those are written by the standard library (surrogates as
-`\\ud800` escapes), so a strange argument is never a 500. A finite `Decimal` (an argument
+`\\ud800` escapes), so a strange argument is never a server error. A finite `Decimal` (an argument
 whose exact value no float holds: `0.1`, `1e-400`) is written as a JSON number with its
 exact digits, by the service (`dumps`) and by the command line (`dumps_text`) alike.
 
 Reading a request: a number with a fraction or an exponent is the float it parses to
 when that float is exactly the number its text says, else the `Decimal` of its text
-(`exact_number`); one a double cannot hold is a 422 `number-out-of-range`, and so is an
+(`exact_number`); one a double cannot hold is `number-out-of-range`, and so is an
 integer past a double's range (`INT_BOUND`; the readers check integers as they walk a
 body, `check_depth`, which also bounds its nesting: the service's bodies and the command
 line's `--args` alike). Reading back
@@ -178,7 +178,7 @@ def exact_in_place(value: Any) -> None:
 
 def out_of_range(text: str) -> ServiceError:
     return ServiceError(
-        422, "number-out-of-range",
+        "number-out-of-range",
         f"the number `{_shown(text)}` is beyond the range of a double (it would be rounded to 0 "
         "or to infinity)",
         help=_RANGE,
@@ -205,7 +205,7 @@ PARSER_DIGITS = 4300  # what jiter (and Python's int()) read of an integer part,
 
 def exact_integer(text: str) -> int:
     """A JSON integer's text as the service reads it (for `json.loads`'s `parse_int`):
-    the int, or the 422 past a double's range, without converting a text too long for it
+    the int, or `number-out-of-range` past a double's range, without converting a text too long for it
     (over 309 digits: past INT_BOUND already, and over 4,300 Python refuses)."""
     digits = len(text) - text.startswith("-")
     if digits > 309:
@@ -222,7 +222,7 @@ def integer_out_of_range(value: int) -> ServiceError:
 
 
 def digits_out_of_range(raw: bytes, message: str) -> ServiceError:
-    """The 422 for a number whose integer part the JSON parser would not read (more than
+    """`number-out-of-range` for a number whose integer part the JSON parser would not read (more than
     4,300 digits: its error says "number out of range at line L column C", the column one
     past the 4,301st digit), naming the number when the body shows it there."""
     found = re.search(r"line (\d+) column (\d+)", message)
@@ -243,7 +243,7 @@ def digits_out_of_range(raw: bytes, message: str) -> ServiceError:
                 )  # fmt: skip
             return _too_many_digits(f"the integer `{_shown(number)}`", str(digits), _PAST)
     return ServiceError(
-        422, "number-out-of-range",
+        "number-out-of-range",
         f"a number in the body has too many digits (over {PARSER_DIGITS}): {_PAST}",
         help=_INTEGERS,
     )  # fmt: skip
@@ -255,14 +255,14 @@ _INTEGERS = f"{_RANGE} (an integer has at most 309 digits)"
 
 def _too_many_digits(named: str, digits: str, why: str) -> ServiceError:
     return ServiceError(
-        422, "number-out-of-range", f"{named} has too many digits ({digits}): {why}",
+        "number-out-of-range", f"{named} has too many digits ({digits}): {why}",
         help=_INTEGERS,
     )  # fmt: skip
 
 
 def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
     """Nesting depth (stopping early once past `limit`; iterative: no recursion to blow)
-    and whether a `number` is inside; an integer past a double's range raises its 422."""
+    and whether a `number` is inside; an integer past a double's range raises `number-out-of-range`."""
     deepest = 0
     floats = False
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -287,9 +287,9 @@ def _walk(value: Any, limit: int, number: type) -> tuple[int, bool]:
 
 
 def check_depth(value: Any, what: str, number: type = float) -> bool:
-    """The 400 for `value` (parsed JSON) nested more than MAX_DEPTH deep, the 422 for an
-    integer in it past a double's range (`INT_BOUND`); else whether
-    a `number` (as its parser reads a JSON number with a fraction or an exponent) is in
+    """`too-deep` for `value` (parsed JSON) nested more than MAX_DEPTH deep,
+    `number-out-of-range` for an integer in it past a double's range (`INT_BOUND`); else
+    whether a `number` (as its parser reads a JSON number with a fraction or an exponent) is in
     it: the caller may need its exact value."""
     if value is None:
         return False
@@ -307,5 +307,5 @@ def check_depth(value: Any, what: str, number: type = float) -> bool:
             return floats
     deepest, floats = _walk(value, MAX_DEPTH, number)
     if deepest > MAX_DEPTH:
-        raise ServiceError(400, "too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
+        raise ServiceError("too-deep", f"{what} is nested more than {MAX_DEPTH} levels deep")
     return floats

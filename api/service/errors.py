@@ -1,31 +1,78 @@
-"""The one error the service raises: HTTP turns it into problem+json, nothing else leaks."""
+"""The one error the service raises: a refusal with a stable code, and no HTTP status.
+
+The HTTP layer gives each code its status (api.http.codes, the live table) when it
+writes the problem+json answer; the service says only what was refused and why.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
+
+# Every code a ServiceError carries. A code outside this list does not type-check, and
+# tests/api/test_error_codes.py checks that api.http.codes gives each one a status.
+ErrorCode = Literal[
+    # the request: its headers, body and query
+    "bad-content-length", "body-too-large", "malformed-json", "duplicate-key", "too-deep",
+    "invalid-body", "number-out-of-range", "batch-too-large", "repeated-parameter",
+    "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-if-match",
+    "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
+    "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use",
+    # who may
+    "unauthorized", "insufficient-scope", "denied-by-policy", "does-not-fit", "budget-looser",
+    "agent-attribute-differs", "identity-not-inherited", "not-managed-agent", "not-own-agent",
+    "not-own-identity", "self-approval",
+    # a resource's fields
+    "invalid-name", "identity-required", "identity-immutable", "invalid-seed",
+    "unknown-profile", "unknown-identity", "invalid-budget", "invalid-max-cost",
+    "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
+    "credential-required", "metadata-too-large", "role-source-mismatch",
+    # not there
+    "agent-not-found", "turn-not-found", "thread-not-found", "approval-not-found",
+    "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
+    "role-not-found", "profile-not-found", "hook-not-found", "toolset-not-found",
+    # conflicts
+    "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
+    "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",
+    "approval-not-pending", "turn-ended", "turn-agent-mismatch", "turn-thread-mismatch",
+    "thread-agent-mismatch", "resource-moved", "policy-in-use",
+    # the policy
+    "policy-invalid", "revision-moved", "policy-too-large", "revision-does-not-check",
+    # the server: a condition that passes
+    "fit-unavailable", "solver-busy", "unavailable",
+]  # fmt: skip
+ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
+
+# What a document is, by its not-found code.
+Thing = Literal["agent", "turn", "thread", "approval", "connection"]
+NOT_FOUND: dict[Thing, ErrorCode] = {
+    "agent": "agent-not-found",
+    "turn": "turn-not-found",
+    "thread": "thread-not-found",
+    "approval": "approval-not-found",
+    "connection": "connection-not-found",
+}
 
 
 class ServiceError(Exception):
-    """A refused request. `code` is stable: api/http/codes.py lists every one (and
-    docs/http-reference.md its table); `extra` is JSON; `retry_after`, when set, is sent as the `Retry-After`
-    header (seconds: a condition that passes)."""
+    """A refused request. `code` is stable (api.http.codes gives its status, and
+    docs/http-reference.md its row); `extra` is JSON; `retry_after`, when set, is how many
+    seconds until the condition may have passed (HTTP sends it as `Retry-After`)."""
 
-    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+    def __init__(self, code: ErrorCode, message: str, **extra: Any) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
+        self.code: ErrorCode = code
         self.message = message
         self.extra = extra
         self.retry_after: int | None = None
 
 
-def not_found(what: str, id: str) -> ServiceError:
-    return ServiceError(404, f"{what}-not-found", f"{what} `{id}` not found")
+def not_found(what: Thing, id: str) -> ServiceError:
+    return ServiceError(NOT_FOUND[what], f"{what} `{id}` not found")
 
 
 def no_policy() -> ServiceError:
-    return ServiceError(409, "no-policy", "no policy has been uploaded yet")
+    return ServiceError("no-policy", "no policy has been uploaded yet")
 
 
 def invalid_token() -> ServiceError:
-    return ServiceError(401, "unauthorized", "the token is not valid")
+    return ServiceError("unauthorized", "the token is not valid")

@@ -27,13 +27,13 @@ def etag(doc: Doc) -> str:
 
 
 def require(doc: Doc, if_match: str, what: str) -> None:
-    """The 412 `resource-moved` when `doc` (as stored now: inside the write's transaction,
+    """`resource-moved` when `doc` (as stored now: inside the write's transaction,
     so no other writer can change it before the write) is no longer the one `if_match`
-    names; `*` names any (the operation's own 404 refused one that is gone)."""
+    names; `*` names any (the operation's own not-found refused one that is gone)."""
     if if_match == "*" or if_match == etag(doc):
         return
     raise ServiceError(
-        412, "resource-moved", f"{what} has changed since the `ETag` given as `If-Match`",
+        "resource-moved", f"{what} has changed since the `ETag` given as `If-Match`",
         help="read it again, make your change on what it is now, and send that with its "
         "new `ETag` as `If-Match`",
     )  # fmt: skip

@@ -1,9 +1,9 @@
 """What an agent creates must fit inside its own access (docs/design.md section 3).
 
-Thin glue over `engine.fit`: a refusal is a 403 with the violations; a check that cannot
+Thin glue over `engine.fit`: a refusal is `does-not-fit` with the violations; a check that cannot
 run (solver timeout, unsupported construct) is the engine's "does not fit", never a pass.
 Each check takes its turn as the caller's and runs in a process of its own, stopped at
-its deadline (api.service.solver); one that cannot get a turn is a 503 `solver-busy`.
+its deadline (api.service.solver); one that cannot get a turn is `solver-busy`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ def _engine() -> Any:
     try:
         return importlib.import_module("engine.fit")
     except ImportError:  # fail closed: without the checker nothing an agent makes can fit
-        raise ServiceError(503, "fit-unavailable", "the fit check is not available") from None
+        raise ServiceError("fit-unavailable", "the fit check is not available") from None
 
 
 def _refuse(result: Any, what: str) -> ServiceError:
     return ServiceError(
-        403, "does-not-fit", f"{what} does not fit inside the caller's access", fit=result.to_json()
+        "does-not-fit", f"{what} does not fit inside the caller's access", fit=result.to_json()
     )
 
 
@@ -87,7 +87,7 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
         )  # fmt: skip
     except CharterError as exc:
         raise ServiceError(
-            422, "policy-invalid", "the source does not check",
+            "policy-invalid", "the source does not check",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
     if not result.fits:
@@ -124,7 +124,7 @@ def require_role_change_narrows(
         )  # fmt: skip
         if not result.fits:
             raise ServiceError(
-                403, "does-not-fit",
+                "does-not-fit",
                 f"the change to role `{role}` would widen profile `{name}`, which names it: "
                 "it would grant more, or lose a deny or a hook",
                 fit=result.to_json(),
@@ -178,7 +178,7 @@ def require_agent_fits(
         violation = fit.fit_budget(cap, child)
         if violation is not None:
             raise ServiceError(
-                403, "budget-looser", "the agent's budget would be looser than the caller's",
+                "budget-looser", "the agent's budget would be looser than the caller's",
                 violation=violation.to_json(),
             )  # fmt: skip
 
@@ -251,7 +251,7 @@ def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:
     if differ:
         paths = ", ".join(f"`{d['path']}`" for d in differ)
         raise ServiceError(
-            403, "agent-attribute-differs",
+            "agent-attribute-differs",
             f"the policy's conditions read {paths}, which would differ from the caller's; "
             "an agent cannot give an agent attributes the fit check cannot compare",
             attributes=differ,

@@ -168,7 +168,7 @@ def refusal(found: list[InUse], override: str) -> ServiceError:
     """409 `policy-in-use`: what is removed and who uses it; `override` is how to say
     it is meant (`?remove_in_use=true`, `--remove-in-use`)."""
     return ServiceError(
-        409, "policy-in-use",
+        "policy-in-use",
         f"the policy removes what is still in use: {summary(found)}",
         help="keep them in the policy, or first move their users off them (agents to another "
         "profile, approvals decided, connections deleted, roles deleted with `DELETE "

@@ -1,13 +1,13 @@
 """Management operations, each named by its built-in tool (`agents.create`, ...).
 
 An admin's request runs the operation. An agent's request is first decided as that tool
-call under the agent's profile (and logged): deny is a 403 with the reasons, pause a 202
-with the approval id (approving it later re-checks and then runs the operation), allow
+call under the agent's profile (and logged): deny is refused (`denied-by-policy`) with the reasons,
+pause answers with the approval id (approving it later re-checks and then runs the operation), allow
 runs it, in the transaction that logs the decision, so a refused operation logs nothing;
 anything the agent creates must also pass the fit check (docs/design.md section 3). A read
 whose refusals all come before its decision (READ_AFTER) runs once that is committed.
 Either way, a request's token is read again as its write transaction begins, as every
-request's is (api.service.tokens.check_writes): revoked meanwhile, a 401, nothing written.
+request's is (api.service.tokens.check_writes): revoked meanwhile, `unauthorized`, nothing written.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ OPERATIONS: dict[str, Operation] = {
 def _profile_fits(service: Service, actor: Principal, profile: Any) -> None:
     # Before the transaction, where the solver may take its time without holding the
     # store's lock; the operation asks again inside it and finds the answer remembered.
-    # (An unknown profile is left to the operation's own 400.)
+    # (An unknown profile is left to the operation's own `unknown-profile`.)
     if actor.agent is None or not isinstance(profile, str):
         return
     if profile in service.current().workspace.profiles:
@@ -141,8 +141,8 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
 
 
 # What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
-# called, the argument naming it, its stored document as the caller reaches it: a 404,
-# 403 or 409 as the operation's). A role's is its own file (api.service.views).
+# called, the argument naming it, its stored document as the caller reaches it: refused
+# as the operation refuses it). A role's is its own file (api.service.views).
 STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
     "identities": ("identity", "id", accounts.identity_stored),
     "agents": ("agent", "id", resources.agent_stored),
@@ -155,7 +155,7 @@ STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]],
 def unchanged(
     service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
 ) -> None:
-    """The 412 when the document `tool` acts on is no longer the one `if_match` names."""
+    """`resource-moved` when the document `tool` acts on is no longer the one `if_match` names."""
     what, key, stored = STORED[tool.partition(".")[0]]
     require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
 
@@ -163,7 +163,7 @@ def unchanged(
 def guarded(tool: str, if_match: str | None) -> Operation:
     """`tool`'s operation, run only while its document is the one `if_match` names (None:
     unconditionally): compared inside the transaction that writes, so of two writes made
-    from the same state one wins and the other is a 412, in this process or in another.
+    from the same state one wins and the other is `resource-moved`, in this process or in another.
     A role's change compares in its own transaction (views.CONDITIONAL); any other's
     joins one around the comparison."""
     op = OPERATIONS[tool]
@@ -195,7 +195,7 @@ def manage(
     if actor.admin:
         return op(service, actor, call_args)
     if actor.agent is None:
-        raise ServiceError(403, "insufficient-scope", "this token cannot manage resources")
+        raise ServiceError("insufficient-scope", "this token cannot manage resources")
     if if_match is not None:
         # A write that can only be refused is refused before it is decided, as a
         # precheck's refusal: neither logged nor paused; and before the precheck, whose
@@ -213,7 +213,7 @@ def manage(
     # (Its token is read again as this transaction begins, as every write's is, an
     # admin's too: tokens.check_writes. It was checked before the body was read and
     # before the prechecks, a fit check may take seconds, and another worker may have
-    # revoked it meanwhile: then a 401, and nothing is logged or written.)
+    # revoked it meanwhile: then `unauthorized`, and nothing is logged or written.)
     with service.store.atomic():
         call = Call(actor.agent, tool, call_args, context=context)
         responses, raw = decide_detailed(service, [call], management=True)
@@ -236,7 +236,6 @@ def manage(
         return Result(202, {"status": "pending", "approval_id": decision["approval_id"],
                             "decision": decision})  # fmt: skip
     raise ServiceError(
-        403,
         "denied-by-policy",
         f"`{tool}` is not allowed for agent `{actor.agent}`",
         decision=decision,

@@ -12,8 +12,8 @@ a position, it skipped every row of this list before it) is another list's.
 A cursor is checked strictly before anything reads it: at most MAX_CURSOR characters of
 the base64url alphabet, decoding to a JSON object with exactly the keys this list's
 cursors have, each a non-negative integer that fits in SQLite's signed 64 bits (the
-filter's digest: the very one). Anything else, forged or from another list, is 400
-`bad-cursor`, never a 500.
+filter's digest: the very one). Anything else, forged or from another list, is
+`bad-cursor`, never a server error.
 """
 
 from __future__ import annotations
@@ -57,13 +57,13 @@ def encode(kind: str, after: int, revision: int | None = None, listed: str | Non
 
 
 def _bad() -> ServiceError:
-    return ServiceError(400, "bad-cursor", "the cursor is not one this list returned")
+    return ServiceError("bad-cursor", "the cursor is not one this list returned")
 
 
 def _fields(
     kind: str, cursor: Any, keys: frozenset[str], listed: str | None = None
 ) -> dict[str, int]:
-    """The cursor's integer fields, or 400 `bad-cursor`. Bounded before it is decoded:
+    """The cursor's integer fields, or `bad-cursor`. Bounded before it is decoded:
     a short string decodes to a short JSON text, which cannot nest deep enough to matter."""
     if (
         type(cursor) is not str
@@ -122,7 +122,7 @@ def limit_of(value: Any) -> int:
         return DEFAULT_LIMIT
     if type(value) is not int or not 1 <= value <= MAX_LIMIT:
         raise ServiceError(
-            400, "bad-limit", f"limit must be an integer from 1 to {MAX_LIMIT}", limit=value
+            "bad-limit", f"limit must be an integer from 1 to {MAX_LIMIT}", limit=value
         )
     return value
 
@@ -132,7 +132,7 @@ def page(
     listed: str | None = None,
 ) -> Result:  # fmt: skip
     """A page of `kind` (with `tag`); `listed`: the caller's filter, which the cursors
-    name (another filter's cursor is another list's: 400 `bad-cursor`)."""
+    name (another filter's cursor is another list's: `bad-cursor`)."""
     after = decode(kind, args.get("cursor"), listed)
     limit = limit_of(args.get("limit"))
     rows = service.store.page(kind, after, limit + 1, tag)

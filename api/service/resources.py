@@ -31,19 +31,19 @@ def parse_budget(value: Any) -> dict[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) - {"amount", "period"}:
-        raise ServiceError(400, "invalid-budget", "budget must be {amount, period}")
+        raise ServiceError("invalid-budget", "budget must be {amount, period}")
     period = value.get("period")
     if period not in PERIODS:
-        raise ServiceError(400, "invalid-budget", "budget period must be 24h, 7d or total")
+        raise ServiceError("invalid-budget", "budget period must be 24h, 7d or total")
     amount = value.get("amount")
     if not isinstance(amount, int | float | str | Decimal) or isinstance(amount, bool):
-        raise ServiceError(400, "invalid-budget", "budget amount must be a number")
+        raise ServiceError("invalid-budget", "budget amount must be a number")
     return {"amount": parse_usd(amount, "invalid-budget", "budget amount"), "period": str(period)}
 
 
 def _check_profile(service: Service, profile: Any) -> str:
     if not isinstance(profile, str) or profile not in service.current().workspace.profiles:
-        raise ServiceError(400, "unknown-profile", f"profile `{profile}` is not in the policy")
+        raise ServiceError("unknown-profile", f"profile `{profile}` is not in the policy")
     return profile
 
 
@@ -57,17 +57,17 @@ def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Resu
 
 
 def _check_metadata(metadata: Mapping[str, Any]) -> None:
-    """An agent's metadata within policy.metadata's caps, else a 422: it had none, and
+    """An agent's metadata within policy.metadata's caps, else `metadata-too-large`: it had none, and
     every decision holds it (conditions read `agent.metadata.*`)."""
     message = over_cap(metadata, "the agent's metadata")
     if message is not None:
-        raise ServiceError(422, "metadata-too-large", message, help=MERGE_HELP)
+        raise ServiceError("metadata-too-large", message, help=MERGE_HELP)
 
 
 def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
     name = args.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ServiceError(400, "invalid-name", "Name is required")
+        raise ServiceError("invalid-name", "Name is required")
     profile = _check_profile(service, args.get("profile"))
     budget = parse_budget(args.get("budget"))
     parent = None
@@ -84,7 +84,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
         fitcheck.require_agent_fits(service, caller, child)
     else:
         if not args.get("identity"):
-            raise ServiceError(400, "identity-required", "an agent needs a signing identity")
+            raise ServiceError("identity-required", "an agent needs a signing identity")
         identity = args["identity"]
     identity = check_identity(service, identity)
     now = now_ms()
@@ -105,7 +105,7 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
             # A deleted agent's children still name it as their parent: an agent made
             # under its id would manage them, and their spending would reach its caps.
             raise ServiceError(
-                409, "agent-exists",
+                "agent-exists",
                 f"agent `{agent_id}` was deleted, but its child agents still name it as "
                 "their parent",
                 help="choose another id",
@@ -116,12 +116,12 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
             # to spend under), as an old turn decided for it until turns went with their
             # agent, though it is another agent.
             raise ServiceError(
-                409, "agent-exists",
+                "agent-exists",
                 f"agent `{agent_id}` was deleted, but its threads still name it",
                 help="choose another id, or delete those threads first",
             )  # fmt: skip
         if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
-            raise ServiceError(409, "agent-exists", f"agent `{doc['id']}` already exists")
+            raise ServiceError("agent-exists", f"agent `{doc['id']}` already exists")
     return doc
 
 
@@ -130,18 +130,18 @@ def _check_tree_depth(service: Service, caller: Doc) -> None:
     its chain (the budget caps it is charged against, who may manage it) reaches the root."""
     if sum(1 for _ in ancestors(caller, service.find_agent)) >= MAX_CHAIN:
         raise ServiceError(
-            409, "agent-too-deep",
+            "agent-too-deep",
             f"agent `{caller['id']}` is {MAX_CHAIN} agents deep, counting its root: its "
             "tree can grow no deeper below it",
         )  # fmt: skip
 
 
 def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> Any:
-    """A child agent's identity: its creator's (403 `identity-not-inherited` for another)."""
+    """A child agent's identity: its creator's (`identity-not-inherited` for another)."""
     return require_own_identity(
         service, actor, args.get("identity") or None,  # (any empty one is the creator's too)
         lambda own: ServiceError(
-            403, "identity-not-inherited", "a child agent inherits its creator's identity"
+            "identity-not-inherited", "a child agent inherits its creator's identity"
         ),
         none_is_own=True,
     )  # fmt: skip
@@ -170,7 +170,7 @@ def require_managed(
 ) -> Doc | None:
     """With an agent's token, `target` (an agent's doc, or an id, found or not) must be the
     agent itself or one of its descendants (docs/design.md section 3: agents can only narrow; a
-    parent manages its children), else 403 `not-managed-agent`, whose message starts with
+    parent manages its children), else `not-managed-agent`, whose message starts with
     `subject` (default "agent `<id>` is") and carries `extra` (a `help`); returns the
     calling agent (None for an admin)."""
     if actor.agent is None:
@@ -182,7 +182,7 @@ def require_managed(
     if subject is None:
         subject = f"agent `{target if isinstance(target, str) else target['id']}` is"
     raise ServiceError(
-        403, "not-managed-agent",
+        "not-managed-agent",
         f"{subject} neither agent `{caller['id']}` nor one of its descendants",
         **extra,
     )  # fmt: skip
@@ -230,10 +230,10 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         caller = require_managed(service, actor, old)
         doc = dict(old)
         if "identity" in args and args["identity"] != doc["identity"]:
-            raise ServiceError(400, "identity-immutable", "an agent's identity never changes")
+            raise ServiceError("identity-immutable", "an agent's identity never changes")
         if "name" in args:
             if not isinstance(args["name"], str) or not args["name"].strip():
-                raise ServiceError(400, "invalid-name", "Name is required")
+                raise ServiceError("invalid-name", "Name is required")
             doc["name"] = args["name"].strip()
         if "profile" in args:
             doc["profile"] = _check_profile(service, args["profile"])
@@ -245,7 +245,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         if "status" in args:
             if args["status"] not in AGENT_STATUSES:
                 raise ServiceError(
-                    400, "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
+                    "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
                 )
             doc["status"] = args["status"]
         if caller is not None and (ACCESS_FIELDS | {"budget"}) & set(args):
@@ -268,13 +268,13 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
-        service.sync()  # (see agents_update: one deleted elsewhere is a 404)
+        service.sync()  # (see agents_update: one deleted elsewhere is not found)
         target = service.agent(args["id"])
         by_agent = require_managed(service, actor, target) is not None
         if by_agent and _has_children(service, target["id"]):
             # its children's spending would no longer reach the caps above it
             raise ServiceError(
-                409, "agent-has-children",
+                "agent-has-children",
                 f"agent `{target['id']}` has child agents: delete them first",
             )  # fmt: skip
         service.store.delete("agents", target["id"])
@@ -294,7 +294,7 @@ def _delete_turns(service: Service, agent_id: str) -> None:
     tag index: a turn's tag is its agent's id). Each pinned the agent's profile, and an
     agent made later under the same id is another agent, as for its tokens: a call naming
     an old turn was decided for the new agent on the old one's profile (its roles, hooks
-    and budget) until the turn ended; now it is a 404 `turn-not-found`."""
+    and budget) until the turn ended; now it is `turn-not-found`."""
     for turn_id in [row.id for row in service.store.scan("turns", tag=agent_id)]:
         service.store.delete("turns", turn_id)
 
@@ -304,7 +304,7 @@ def admit_turn(
 ) -> Doc:
     """Pin a turn to the latest revision (`snapshot`, unless a newer one was committed
     since it was read) and the agent's profile, as committed: it keeps deciding there
-    whatever is uploaded. An agent whose profile that revision does not declare is a 404,
+    whatever is uploaded. An agent whose profile that revision does not declare is not found,
     as its decisions would all be denied. With `compile` False, NotCompiled for a newer
     revision this process has not compiled yet (nothing written: the caller compiles it
     off the event loop and asks again).
@@ -320,7 +320,7 @@ def admit_turn(
             snapshot = service.snapshots.get(latest, compile)
         agent = service.agent(agent_id)
         if thread_id is not None:
-            owned(service, "thread", thread_id, agent)  # (404 unknown, 409 another agent's)
+            owned(service, "thread", thread_id, agent)  # (not found, or another agent's)
         service.agent_profile(agent, snapshot)
         now = now_ms()
         doc: Doc = {
@@ -330,7 +330,7 @@ def admit_turn(
             "revision": snapshot.revision,
             "profile": agent["profile"],
             "created_at": now,
-            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: 409)
+            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
         }
         service.store.insert("turns", doc["id"], doc, tag=agent["id"])
     return doc

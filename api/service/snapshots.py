@@ -40,7 +40,7 @@ def _does_not_check(revision: int) -> ServiceError:
     """A stored revision checked when it was uploaded: this version of charter reads it
     otherwise (a rule added since). An internal error before."""
     return ServiceError(
-        409, "revision-does-not-check",
+        "revision-does-not-check",
         f"revision {revision} does not check with this version of charter",
         help="upload the policy again with its errors mended (`charter check` lists them); "
         "a turn pinned to an older revision: admit a new one",
@@ -69,7 +69,7 @@ class Snapshots:
         return self.latest
 
     def get(self, revision: int, compile: bool = True) -> Snapshot:
-        """Revision `revision` compiled (404 if there is none); with `compile` False,
+        """Revision `revision` compiled (`revision-not-found` if there is none); with `compile` False,
         NotCompiled unless it is already."""
         with self._lock:
             snapshot = self._cache.get(revision)
@@ -86,7 +86,7 @@ class Snapshots:
         # them every request of the process.
         body = self.store.get_revision(revision)
         if body is None:
-            raise ServiceError(404, "revision-not-found", f"revision {revision} not found")
+            raise ServiceError("revision-not-found", f"revision {revision} not found")
         files = [(str(path), str(text)) for path, text in body["files"]]
         with self._compiling:
             with self._lock:  # (compiled by whoever held the compile lock before)

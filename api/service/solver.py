@@ -9,7 +9,7 @@ turn (round-robin: the one whose last check started longest ago, or never), so a
 from one token delays another's check by at most one running check. A check's deadline starts when its process does: time spent waiting is
 never solving time, and a wait never turns into a `timeout` verdict. Waits are bounded
 instead: a token with KEY_QUEUE checks waiting, or QUEUE waiting in all, or a wait past
-MAX_WAIT_S, is refused with 503 `solver-busy` and `Retry-After` (the request wrote
+MAX_WAIT_S, is refused with `solver-busy` and a retry delay (the request wrote
 nothing; sent again later, it is checked then).
 """
 
@@ -41,7 +41,7 @@ STAMPS = 4096  # tokens whose last check's start is remembered (Gate._started)
 
 def busy(why: str) -> ServiceError:
     error = ServiceError(
-        503, "solver-busy", f"the fit checker is busy: {why}; nothing was changed",
+        "solver-busy", f"the fit checker is busy: {why}; nothing was changed",
         help="send the same request again after the Retry-After delay",
     )  # fmt: skip
     error.retry_after = RETRY_AFTER_S

@@ -2,8 +2,8 @@
 
 With an agent's token a thread operation reaches only the threads of the agent itself and
 of its descendants (a parent manages its children, as for `agents.update`; docs/design.md
-section 3), else 403 `not-managed-agent`, and an agent opens threads for itself only (403
-`not-own-agent`). The `check_*` functions refuse such a request before it is decided
+section 3), else `not-managed-agent`, and an agent opens threads for itself only
+(`not-own-agent`). The `check_*` functions refuse such a request before it is decided
 (api.service.manage), so it is neither logged nor paused; the operations refuse it again,
 for a paused call that a human approves later.
 """
@@ -28,7 +28,7 @@ STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
 
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
     """With an agent's token, `agent_id` (whose threads are listed, or the agent of
-    `thread`) must be the agent itself or one of its descendants, else 403."""
+    `thread`) must be the agent itself or one of its descendants, else `not-managed-agent`."""
     subject = None if thread is None else (
         f"thread `{thread}` belongs to agent `{agent_id}`, which is"
     )  # fmt: skip
@@ -39,7 +39,7 @@ def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None
 
 
 def _thread(service: Service, actor: Principal, thread_id: str) -> Doc:
-    """The thread (404 unknown), if the caller reaches it (see `_reach`)."""
+    """The thread (`thread-not-found` unknown), if the caller reaches it (see `_reach`)."""
     doc = service.doc("threads", "thread", thread_id)
     _reach(service, actor, str(doc["agent"]), thread_id)
     return doc
@@ -75,10 +75,10 @@ def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None
 def _own_agent(actor: Principal, args: dict[str, Any]) -> str:
     agent_id = args.get("agent") or actor.agent
     if not agent_id:
-        raise ServiceError(400, "agent-required", "a thread needs an agent")
+        raise ServiceError("agent-required", "a thread needs an agent")
     if actor.agent is not None and agent_id != actor.agent:
         raise ServiceError(
-            403, "not-own-agent",
+            "not-own-agent",
             f"agent `{actor.agent}` opens threads for itself only, not for agent `{agent_id}`",
             help="leave out `agent`, or send the request with that agent's own token",
         )  # fmt: skip
@@ -129,9 +129,7 @@ def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> 
         doc = dict(_thread(service, actor, args["id"]))
         if "status" in args:
             if args["status"] not in STATUSES:
-                raise ServiceError(
-                    400, "invalid-status", f"status must be one of {', '.join(STATUSES)}"
-                )
+                raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
             doc["status"] = args["status"]
         doc["updated_at"] = now_ms()
         service.store.update("threads", doc["id"], doc, tag=doc["agent"])

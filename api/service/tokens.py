@@ -62,18 +62,18 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
     The one check of a token's agent, for `POST /v1/tokens`, `charter token` and anything
     else that issues one: an agent token (`scope="agent"`) names an agent that exists when
     its token is written, and no other token names one (not even an empty one). Else a
-    ServiceError (400 `agent-required` or `agent-not-allowed`, 404 `agent-not-found`) and
+    ServiceError (`agent-required`, `agent-not-allowed` or `agent-not-found`) and
     nothing is written. A scope that is none of these is a caller's bug (both front ends
     offer only these): a ValueError."""
     if scope not in (*SCOPES, "agent"):
         raise ValueError(f"scope `{scope}` is not a token scope")
     if scope == "agent" and not agent:
         raise ServiceError(
-            400, "agent-required", "a token of scope `agent` needs the id of an existing agent"
+            "agent-required", "a token of scope `agent` needs the id of an existing agent"
         )
     if scope != "agent" and agent is not None:
         raise ServiceError(
-            400, "agent-not-allowed",
+            "agent-not-allowed",
             f"only a token of scope `agent` names an agent, not one of scope `{scope}`",
         )  # fmt: skip
     with store.atomic():  # the agent exists when its token is written
@@ -106,7 +106,7 @@ def revoke(service: Service, ids: Iterable[str]) -> bool:
 
 def require_current(store: Store, actor: Principal) -> None:
     """Inside the write transaction of a request `actor` was authorized for: its token is
-    still stored, else the 401 of a token that is not valid. The token was checked when
+    still stored, else `unauthorized`, as a token that is not valid. The token was checked when
     the request came, on a cache brought up to date then; a request that runs a while
     before it writes (its body read, fit checks, a policy compiled ahead: seconds) would
     otherwise act on a token another process revoked meanwhile. Inside the transaction
@@ -131,7 +131,7 @@ def check_writes(store: Store) -> None:
     """Every outermost write transaction on `store` begun for a request (`act_for`) reads
     the request's token first (`require_current`), whatever the token and whatever it
     writes: a management request, an upload, a token's issue or revocation, a turn. A
-    revoked token is then a 401, and the transaction is rolled back: nothing is written.
+    revoked token is then `unauthorized`, and the transaction is rolled back: nothing is written.
     The one place every write passes, so no endpoint has a check of its own to forget,
     and a write nested in another is checked once, with it. Reads begin no transaction
     and are not checked; nor is the decision lane, whose group commit checks its own."""

@@ -9,7 +9,7 @@ uploading the policy, not here.
 Such a role's `ETag` is a digest of its file (`role_etag`), not the revision's number: a
 change of another role makes a new revision but leaves this one as it was, and a client
 holding its tag need not read it again (docs/http.md, "Lost updates"). A role declared
-in an uploaded file has none: no write here takes it (409 `role-not-api-managed`); the
+in an uploaded file has none: no write here takes it (`role-not-api-managed`); the
 policy's upload, which changes it, takes the revision's.
 
 A list is read on one revision: the first page on the latest, and the next pages on the
@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from api.service import fitcheck, pages
 from api.service.core import Service
-from api.service.errors import ServiceError
+from api.service.errors import ErrorCode, ServiceError
 from api.service.etags import etag, require
 from api.service.ops import Conditional, Operation, Result
 from api.service.rolefiles import role_path
@@ -39,6 +39,12 @@ from policy.diagnostics import CharterError, source_lines
 from policy.store import Doc
 
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
+_NOT_FOUND: dict[str, ErrorCode] = {
+    "roles": "role-not-found",
+    "profiles": "profile-not-found",
+    "hooks": "hook-not-found",
+    "toolsets": "toolset-not-found",
+}
 
 
 def _source(snapshot: Snapshot, kind: str, decl: Any) -> str:
@@ -127,9 +133,7 @@ def _getter(kind: str) -> Operation:
         snapshot = service.current()
         decl = _decls(snapshot, kind).get(args["name"])
         if decl is None:
-            raise ServiceError(
-                404, f"{KINDS[kind]}-not-found", f"{KINDS[kind]} `{args['name']}` not found"
-            )
+            raise ServiceError(_NOT_FOUND[kind], f"{KINDS[kind]} `{args['name']}` not found")
         tag = _own_etag(snapshot, decl.name) if kind == "roles" else None
         return Result(200, _view(snapshot, kind, decl), tag)
 
@@ -159,7 +163,7 @@ def _own_etag(snapshot: Snapshot, name: str) -> str | None:
 
 
 def _own_text(service: Service, files: list[tuple[str, str]], name: str) -> str:
-    """Role `name`'s own file's text in `files`: the 409 or 404 of `_not_api_managed`
+    """Role `name`'s own file's text in `files`: the refusal of `_not_api_managed`
     when it has none."""
     text = _own_file(files, name)
     if text is None:
@@ -239,13 +243,13 @@ def _one_role(name: str, source: str) -> None:
         parsed = parse(source, role_path(name))
     except CharterError as exc:
         raise ServiceError(
-            422, "policy-invalid", "the role source does not parse",
+            "policy-invalid", "the role source does not parse",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
     decls = parsed.declarations
     if len(decls) != 1 or not isinstance(decls[0], ast.Role) or decls[0].name != name:
         raise ServiceError(
-            400, "role-source-mismatch", f"the source must declare exactly one role, `{name}`"
+            "role-source-mismatch", f"the source must declare exactly one role, `{name}`"
         )
 
 
@@ -256,7 +260,7 @@ def _commit(
         return service.upload(files, actor.agent or f"token:{actor.token_id}", note)
     except CharterError as exc:
         raise ServiceError(
-            422, "policy-invalid", "the policy does not check",
+            "policy-invalid", "the policy does not check",
             diagnostics=[d.to_json() for d in exc.diagnostics],
         ) from None  # fmt: skip
 
@@ -276,7 +280,7 @@ def _write_role(
         _, files = service.files()
         existing = name in service.current().workspace.roles
         if create and existing:
-            raise ServiceError(409, "role-exists", f"role `{name}` already exists")
+            raise ServiceError("role-exists", f"role `{name}` already exists")
         if not create:
             # (compared here, where no other writer can change it before the write)
             _require_unchanged(name, _own_text(service, files, name), if_match)
@@ -292,14 +296,14 @@ def _write_role(
 
 def _not_api_managed(service: Service, name: str) -> NoReturn:
     """A role that no `/v1/roles` request wrote (its file is not a role's own): the API
-    neither changes nor deletes one declared in an uploaded file (409), nor one that is
-    not there (404)."""
+    neither changes nor deletes one declared in an uploaded file (`role-not-api-managed`), nor one
+    that is not there (`role-not-found`)."""
     if name in service.current().workspace.roles:
         raise ServiceError(
-            409, "role-not-api-managed",
+            "role-not-api-managed",
             f"role `{name}` is defined in an uploaded file; upload the policy to change it",
         )  # fmt: skip
-    raise ServiceError(404, "role-not-found", f"role `{name}` not found")
+    raise ServiceError("role-not-found", f"role `{name}` not found")
 
 
 def roles_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -321,7 +325,7 @@ def roles_delete(
         service.snapshots.refresh()  # inside the write lock: the true latest
         _, files = service.files()
         _require_unchanged(name, _own_text(service, files, name), if_match)
-        # (a role a profile names cannot go: the policy would not check, a 422)
+        # (a role a profile names cannot go: the policy would not check: `policy-invalid`)
         _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
     return Result(204, None)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import subprocess
 import threading
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from starlette.testclient import TestClient
 
 from api.cli_serve import GUARDED_HTTP
 from api.http.app import create_app, open_service
+from api.http.codes import CODES, AnyCode
 from api.service import tokens
 from api.service.core import Service
 from api.service.resources import create_agent
@@ -241,16 +243,45 @@ def paused_self_patch(
     return etag, paused
 
 
+class _Unlisted(logging.Handler):
+    """Every problem code this process's writer found no status for in the live table
+    (api.http.errors.status_of logs each one), as the log says it."""
+
+    def __init__(self, seen: list[str]) -> None:
+        super().__init__(logging.ERROR)
+        self.seen = seen
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("problem code "):
+            self.seen.append(record.getMessage())
+
+
+UNLISTED_SEEN: list[str] = []
+logging.getLogger("charter.http").addHandler(_Unlisted(UNLISTED_SEEN))
+
+
+@pytest.fixture(autouse=True)
+def every_code_maps_through_the_table() -> Iterator[None]:
+    """Every problem answered in a test, by the in-process servers and uvicorn's thread,
+    had its code in the live table (api/http/codes.py)."""
+    before = len(UNLISTED_SEEN)
+    yield
+    assert UNLISTED_SEEN[before:] == [], "add these codes to api/http/codes.py"
+
+
 def code_of(response: Any) -> tuple[int, str]:
     """The status and the problem's `code` ("" when there is no body, as for a 204)."""
     return response.status_code, response.json().get("code", "") if response.content else ""
 
 
 def expect(response: Any, status: int, code: str) -> None:
-    """A problem+json answer with this status and code."""
+    """A problem+json answer with this status and code, the status the live table gives
+    the code (`http-error` carries starlette's own)."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
     assert response.json()["code"] == code
+    entry = CODES.get(cast(AnyCode, code))
+    assert entry is not None and entry.status in (status, None), (code, entry)
 
 
 N = "<number>"

@@ -376,7 +376,7 @@ def check(
         problem = response.json()
         code = CODES.get(problem.get("code"))
         assert code is not None, where
-        assert status in code.statuses, where
+        assert code.status == status, where
         assert problem["status"] == status, where
         if status == 403 and problem["code"] == "denied-by-policy" and agent:
             # The deny is logged (by design, docs/http.md "Errors"), and nothing else; and

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api.http.errors import status_of
 from api.service import tokens
 from api.service.approvals import _root
 from api.service.budget import MAX_CHAIN, ancestors
@@ -38,7 +39,7 @@ def _delete_as(harness: Harness, agent: str, target: str) -> int:
         return agents_delete(harness.service, Principal("t", "agent", agent), {"id": target}).status
     except ServiceError as refused:
         assert refused.code == "agent-has-children", refused.message
-        return refused.status
+        return status_of(refused.code)
 
 
 def test_whether_an_agent_has_children_is_a_look_up_by_tag(
@@ -146,7 +147,7 @@ def test_a_tree_grows_no_deeper_than_the_walks_up_it(harness: Harness) -> None:
         create_agent(
             service, Principal("t", "agent", ids[-1]), {"name": "one-too-deep", "profile": "narrow"}
         )
-    assert (refused.value.status, refused.value.code) == (409, "agent-too-deep")
+    assert (status_of(refused.value.code), refused.value.code) == (409, "agent-too-deep")
     assert _tags(service.store, ids[-1]) == []
     deepest = create_agent(
         service, Principal("t", "agent", ids[-2]), {"name": "deepest", "profile": "narrow"}
@@ -162,7 +163,7 @@ def _id_refused(harness: Harness, agent_id: str, agent: Principal, profile: str,
                         (agent, {"profile": profile})):  # fmt: skip
         with pytest.raises(ServiceError) as refused:
             create_agent(service, actor, {"id": agent_id, "name": agent_id, **body})
-        assert (refused.value.status, refused.value.code) == (409, "agent-exists")
+        assert (status_of(refused.value.code), refused.value.code) == (409, "agent-exists")
         assert why in refused.value.message
     assert service.store.get("agents", agent_id) is None
 
@@ -231,5 +232,5 @@ def test_a_child_past_the_depth_is_refused_before_it_is_decided(harness: Harness
     with pytest.raises(ServiceError) as refused:
         manage(service, Principal("t", "agent", ids[-1]), "agents.create",
                {"name": "one-too-deep", "profile": "narrow"})  # fmt: skip
-    assert (refused.value.status, refused.value.code) == (409, "agent-too-deep")
+    assert (status_of(refused.value.code), refused.value.code) == (409, "agent-too-deep")
     assert service.store.last_seq() == seq

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.http.errors import status_of
 from api.service.budget import amount_text, to_micros
 from api.service.errors import ServiceError
 from api.service.manage import manage
@@ -111,7 +112,7 @@ def _refused_by_the_operations(harness: Harness, amount: Any) -> list[ServiceErr
     for tool, args, code in cases:
         with pytest.raises(ServiceError) as refused:
             manage(harness.service, admin, tool, args, None)
-        assert (refused.value.status, refused.value.code) == (400, code)
+        assert (status_of(refused.value.code), refused.value.code) == (400, code)
         errors.append(refused.value)
     return errors
 

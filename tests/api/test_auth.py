@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from api.http.errors import status_of
 from api.service.core import Service
 from api.service.logrows import expand
 from tests.api.conftest import Harness
@@ -217,7 +218,7 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
         )  # fmt: skip
 
     refused, decided = asyncio.run(run())
-    assert isinstance(refused, ServiceError) and refused.status == 401
+    assert isinstance(refused, ServiceError) and status_of(refused.code) == 401
     assert [d["seq"] for d in decided] == [1]
     assert harness.service.store.last_seq() == 1
 
@@ -250,7 +251,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 1
     with pytest.raises(ServiceError) as refused:  # a revoked token is never logged
         asyncio.run(commit.decide(call, doomed, generation))
-    assert refused.value.status == 401
+    assert status_of(refused.value.code) == 401
     assert harness.service.store.last_seq() == 1
     # revoked here: the same
     mine, doc = tokens.issue(harness.service.store, "decide")
@@ -261,7 +262,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
         harness.service.forget_tokens()
     with pytest.raises(ServiceError) as refused:  # a revoked token is never logged
         asyncio.run(commit.decide(call, mine, generation))
-    assert refused.value.status == 401
+    assert status_of(refused.value.code) == 401
     assert harness.service.store.last_seq() == 1
     # a token that is still there is decided, whatever moved since its look-up
     generation = commit.generation

@@ -23,6 +23,7 @@ from api.http.calls import (
     batch_calls,
     one_call,
 )
+from api.http.errors import status_of
 from api.service.decide import Call
 from api.service.errors import ServiceError
 
@@ -88,7 +89,7 @@ def _fast(raw: bytes) -> Call | str | None:
     try:
         return None if call is None else _checked([call])[0]
     except ServiceError as exc:
-        return f"refused {exc.status}"
+        return f"refused {status_of(exc.code)}"
 
 
 def _model(raw: bytes) -> Call | str:
@@ -98,7 +99,7 @@ def _model(raw: bytes) -> Call | str:
     except ValidationError:
         return "refused 422"
     except ServiceError as exc:
-        return f"refused {exc.status}"
+        return f"refused {status_of(exc.code)}"
 
 
 @pytest.mark.parametrize("body", CASES, ids=[str(i) for i in range(len(CASES))])
@@ -193,7 +194,7 @@ def test_numbers_past_a_double_are_refused(text: str) -> None:
     ):
         with pytest.raises(ServiceError) as caught:
             one_call(body.encode())
-        assert caught.value.status == 422 and caught.value.code == "number-out-of-range"
+        assert status_of(caught.value.code) == 422 and caught.value.code == "number-out-of-range"
     with pytest.raises(ServiceError):
         batch_calls(
             f'{{"calls": [{{"agent": "a1", "tool": "t", "context": {{"x": [{text}]}}}}]}}'.encode()
@@ -257,7 +258,7 @@ def test_nan_goes_the_models_way_and_is_refused_there() -> None:
     for read, body in ((one_call, raw), (batch_calls, b'{"calls": [%s]}' % raw)):
         with pytest.raises(ServiceError) as caught:
             read(body)
-        assert (caught.value.status, caught.value.code) == (400, "malformed-json")
+        assert (status_of(caught.value.code), caught.value.code) == (400, "malformed-json")
 
 
 def test_batch_reads_every_call() -> None:

@@ -68,6 +68,7 @@ def test_resources_crud_and_stable_pages(client: Any, harness: Harness) -> None:
     no_id = client.post("/v1/agents", json={"name": "c", "profile": "narrow",
                                              "identity": "z6Mkxx"}, headers=auth)  # fmt: skip
     assert no_id.status_code == 400 and no_id.json()["detail"] == "Signing key not found"
+    assert no_id.json()["code"] == "unknown-identity"
     # page through while adding rows: every row exactly once, in insertion order
     for n in range(5):
         harness.add_agent(f"p{n}", "narrow")

@@ -76,7 +76,7 @@ def test_an_identity_that_owns_connections_is_not_deleted(client: Any, harness: 
     decided = client.post("/v1/decisions", json=MAIL, headers=harness.auth(harness.decide))
     assert decided.json()["effect"] == "allow", decided.text
     body = {"name": "c", "toolset": "vault", "credential": "x", "owner": harness.identity}
-    expect(client.post("/v1/connections", json=body, headers=admin), 400, "identity-not-found")
+    expect(client.post("/v1/connections", json=body, headers=admin), 400, "unknown-identity")
 
 
 def test_an_agents_token_gets_the_same_409(client: Any, harness: Harness) -> None:
@@ -152,7 +152,7 @@ def test_a_connection_whose_owner_goes_meanwhile_is_not_made(
     harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another worker deletes the owner between the create's first look and its
-    transaction: the look inside it finds the owner gone (400 `identity-not-found`), where
+    transaction: the look inside it finds the owner gone (400 `unknown-identity`), where
     the connection was made owned by an identity the delete's count had not seen."""
     real = accounts.check_identity  # (as connections imports it)
     looks: list[int] = []
@@ -168,7 +168,7 @@ def test_a_connection_whose_owner_goes_meanwhile_is_not_made(
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
         body = {"name": "c", "toolset": "vault", "credential": "x", "owner": harness.identity}
         made = client.post("/v1/connections", json=body, headers=harness.auth())
-        assert code_of(made) == (400, "identity-not-found"), made.text
+        assert code_of(made) == (400, "unknown-identity"), made.text
     assert list(harness.service.store.scan("connections")) == []
 
 

@@ -17,6 +17,7 @@ import pytest
 from api.http import models as m
 from api.http.body import parse
 from api.http.calls import batch_calls, one_call
+from api.http.errors import status_of
 from api.service.errors import ServiceError
 from tests.api.conftest import Harness, N, code_of, with_number
 
@@ -37,7 +38,7 @@ WITHIN = [10**30, -(2**80), int(sys.float_info.max), LARGEST, -LARGEST, 10**308]
 
 
 def _refused(text: str, exc: ServiceError) -> None:
-    assert (exc.status, exc.code) == (422, "number-out-of-range"), exc.message
+    assert (status_of(exc.code), exc.code) == (422, "number-out-of-range"), exc.message
     assert "too many digits" in exc.message, exc.message
     assert f"`{text[:20]}" in exc.message  # (its first digits, in backticks)
     assert "1.8e308" in exc.extra["help"]

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.http.errors import status_of
 from api.service import solver
 from api.service.errors import ServiceError
 from api.service.solver import RETRY_AFTER_S, Gate, Ticket
@@ -52,7 +53,7 @@ class Model:
         try:
             ticket = self.gate.enter(key, notify)
         except ServiceError as refused:
-            assert refused.status == 503 and refused.code == "solver-busy"
+            assert status_of(refused.code) == 503 and refused.code == "solver-busy"
             assert refused.retry_after == RETRY_AFTER_S
             queued = Counter(t.key for t in self.waiting)
             assert queued[key] >= self.gate.key_queue or len(self.waiting) >= self.gate.queue

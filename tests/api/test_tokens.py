@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from api.cli import main
+from api.http.errors import status_of
 from api.service import tokens
 from api.service.errors import ServiceError
 from tests.api.conftest import Harness, depth_spy
@@ -78,7 +79,7 @@ def test_issue_is_the_one_check(harness: Harness) -> None:
     for scope, agent, status, code, _ in REFUSED:
         with pytest.raises(ServiceError) as refused:
             tokens.issue(store, scope, agent)
-        assert (refused.value.status, refused.value.code) == (status, code)
+        assert (status_of(refused.value.code), refused.value.code) == (status, code)
     with pytest.raises(ValueError, match="`root` is not a token scope"):
         tokens.issue(store, "root")
     # an agent deleted since it was created gets no token

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from api.http.commit import GroupCommit
+from api.http.errors import status_of
 from api.service import tokens
 from api.service.connections import connections_create, connections_delete, connections_update
 from api.service.core import CACHE_EPOCH, Service, parent_tag
@@ -64,8 +65,8 @@ CHANGES: dict[str, tuple[Callable[[Service], Any], Call, str, str]] = {
 def _effect(commit: GroupCommit, call: Call) -> str:
     try:
         return _decided(commit, call)
-    except Exception as exc:  # an unknown agent: its 404
-        return str(getattr(exc, "status", exc))
+    except ServiceError as exc:  # an unknown agent: its 404
+        return str(status_of(exc.code))
 
 
 @pytest.mark.parametrize("change", CHANGES)
@@ -189,7 +190,7 @@ def test_an_agent_deleted_elsewhere_is_not_found_here(
         run, args = threads_create, {"agent": "a1"}
     with pytest.raises(ServiceError) as refused:
         run(service, ADMIN, args)
-    assert (refused.value.status, refused.value.code) == (404, "agent-not-found")
+    assert (status_of(refused.value.code), refused.value.code) == (404, "agent-not-found")
     assert list(other.store.scan("threads")) == []
 
 

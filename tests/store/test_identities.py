@@ -76,11 +76,11 @@ def test_import_update_delete(tmp_path: Path) -> None:
     assert view["id"] == expected and view["name"] == "mine"
     with pytest.raises(IdentityError) as exc:
         identities.import_seed(store, sealer, seed.hex())
-    assert exc.value.status == 409
+    assert exc.value.code == "identity-exists"
     assert exc.value.message == f"This account key is already on the server ({expected})"
     with pytest.raises(IdentityError) as short:
         identities.import_seed(store, sealer, "00" * 31)
-    assert short.value.status == 400
+    assert short.value.code == "invalid-seed"
     updated = identities.update(store, expected, label="renamed", metadata={"team": "a"})
     assert updated["label"] == "renamed" and updated["metadata"] == {"kind": "hm-account-key",
                                                                     "team": "a"}  # fmt: skip
@@ -88,7 +88,8 @@ def test_import_update_delete(tmp_path: Path) -> None:
     for bad in ("z6Mknothere", "other"):
         with pytest.raises(IdentityError) as missing:
             identities.update(store, bad, label="x")
-        assert (missing.value.status, missing.value.message) == (404, "Signing identity not found")
+        assert missing.value.code == "identity-not-found"
+        assert missing.value.message == "Signing identity not found"
     identities.delete(store, expected)
     with pytest.raises(IdentityError):
         identities.delete(store, expected)
