@@ -35,7 +35,7 @@ import jiter
 from api.http import models as m
 from api.http.body import duplicate_refusal, not_json_numbers, validate
 from api.http.body import unreadable as _unreadable
-from api.service.decide import Call
+from api.service.calls import Call
 from api.service.encoding import LOSSLESS as _LOSSLESS
 from api.service.encoding import check_depth
 from api.service.encoding import exact_in_place as _exact_in_place

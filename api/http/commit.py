@@ -30,8 +30,9 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from api.service.calls import Call, Prepared
 from api.service.core import Service
-from api.service.decide import Call, Prepared, prepare
+from api.service.decide import prepare
 from api.service.decisionlog import Draft, draft, write
 from api.service.errors import invalid_token
 from api.service.snapshots import NotCompiled

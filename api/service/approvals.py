@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from api.service import pages
-from api.service.approved import Approved, rejected_by_charter
+from api.service.approved import Approved
+from api.service.calls import Call
 from api.service.core import Service, now_ms
-from api.service.decide import Call, decide_detailed, prepare, unseal_call
+from api.service.decide import decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Result
 from api.service.pages import page, view
@@ -274,16 +275,6 @@ def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -
         doc["reason"] = args.get("reason")
         service.store.update("approvals", doc["id"], doc, tag="rejected")
     return Result(200, {"approval": view("approvals", doc)})
-
-
-def reject_orphans(service: Service, field: str, value: str, why: str) -> None:
-    """Inside the transaction that deletes an agent (`field` "agent") or a thread
-    ("thread"): its pending approvals are rejected, `why` their reason. Approving one
-    could only fail (the call's agent or thread is gone), and it stayed pending for ever,
-    where a human looks for what is left to decide."""
-    pending = service.store.scan("approvals", tag="pending")
-    for doc in [row.body for row in pending if row.body.get(field) == value]:
-        service.store.update("approvals", doc["id"], rejected_by_charter(doc, why), tag="rejected")
 
 
 OPERATIONS: dict[str, Operation] = {

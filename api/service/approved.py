@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.service.core import now_ms
+from api.service.core import Service, now_ms
 from engine.compile import Snapshot
 from engine.decision import Decision
 
@@ -77,3 +77,13 @@ def rejected_by_charter(doc: Mapping[str, Any], why: str) -> dict[str, Any]:
     could approve any more (its agent or its thread is gone)."""
     return {**doc, "status": "rejected", "reason": why, "decided_at": now_ms(),
             "decided_by": "charter"}  # fmt: skip
+
+
+def reject_orphans(service: Service, field: str, value: str, why: str) -> None:
+    """Inside the transaction that deletes an agent (`field` "agent") or a thread
+    ("thread"): its pending approvals are rejected, `why` their reason. Approving one
+    could only fail (the call's agent or thread is gone), and it stayed pending for ever,
+    where a human looks for what is left to decide."""
+    pending = service.store.scan("approvals", tag="pending")
+    for doc in [row.body for row in pending if row.body.get(field) == value]:
+        service.store.update("approvals", doc["id"], rejected_by_charter(doc, why), tag="rejected")

@@ -18,51 +18,20 @@ logs them inside one `store.atomic()`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
-from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import cbor2
 
 from api.service.approved import Approved
 from api.service.budget import MAX_USD
+from api.service.calls import Call, Prepared
 from api.service.core import TURN_LIFETIME_MS, Service, now_ms
 from api.service.decisionlog import write
 from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
-from engine.decision import Decision, Request
+from engine.decision import Request
 from policy.store import Doc
-
-
-class Call(NamedTuple):
-    """One call to decide (a named tuple: built once per call, so it is built cheaply)."""
-
-    agent: str
-    tool: str
-    args: Mapping[str, Any] = MappingProxyType({})
-    thread: str | None = None
-    turn: str | None = None
-    context: Mapping[str, Any] | None = None
-    expected_cost: Decimal | None = None
-    connection: str | None = None
-
-
-@dataclass(slots=True)
-class Prepared:
-    """A call resolved, with its decision of steps 2-5 and 7; None for a call whose
-    conditions read `thread.cost` (`request.thread` then lacks it): api.service.decisionlog
-    decides it inside the write transaction, on the thread's running cost."""
-
-    call: Call
-    agent: Doc
-    snapshot: Snapshot
-    thread: Doc | None
-    request: Request
-    decision: Decision | None = None
-    # The latest revision, for a child's call that a turn decides on an older one (its
-    # ancestors' profiles may be declared only there: budget.caps_for).
-    latest: Snapshot | None = None
 
 
 def agent_context(agent: Doc) -> dict[str, Any]:

@@ -19,21 +19,19 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cbor2
 
 from api.service.approved import DIGESTS, Approved, hook_digests, rejected_by_charter
 from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
+from api.service.calls import Prepared
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps
 from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
 from engine.decision import Decision, Reason, Request, make_decision
-
-if TYPE_CHECKING:
-    from api.service.decide import Prepared
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
@@ -234,7 +232,7 @@ class Draft:
             if thread is not None and store.get("threads", thread) is None:
                 # Its thread was deleted after the call was prepared and before this
                 # transaction: rejected as the deletion rejected the thread's other pending
-                # ones (api.service.approvals.reject_orphans). Left pending, no one could
+                # ones (api.service.approved.reject_orphans). Left pending, no one could
                 # approve it (its re-check finds no thread), and it stayed pending
                 # for ever. (A deleted agent moves every process's caches, and its calls
                 # are prepared again: not found.)

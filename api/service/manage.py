@@ -24,8 +24,9 @@ from api.service import (
     threads,
     views,
 )
+from api.service.calls import Call
 from api.service.core import Service
-from api.service.decide import Call, decide_detailed, prepare
+from api.service.decide import decide_detailed, prepare
 from api.service.errors import ServiceError
 from api.service.etags import require
 from api.service.ops import Operation, Result

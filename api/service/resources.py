@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from api.service import fitcheck, tokens
 from api.service.accounts import check_identity, require_own_identity
+from api.service.approved import reject_orphans
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
 from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
@@ -282,8 +283,6 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         # which the old tokens must not act as.
         tokens.revoke(service, tokens.agent_tokens(service.store, target["id"]))
         _delete_turns(service, target["id"])
-        from api.service.approvals import reject_orphans  # (which imports this module)
-
         reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
         service.forget_agent(target["id"])  # (in the transaction: see agents_update)
     return Result(204, None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.service import approvals
+from api.service.approved import reject_orphans
 from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
@@ -140,9 +140,7 @@ def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> 
     with service.store.atomic():
         _thread(service, actor, args["id"])
         service.store.delete("threads", args["id"])
-        approvals.reject_orphans(
-            service, "thread", args["id"], f"thread `{args['id']}` was deleted"
-        )
+        reject_orphans(service, "thread", args["id"], f"thread `{args['id']}` was deleted")
     return Result(204, None)
 
 

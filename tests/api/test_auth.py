@@ -196,7 +196,7 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
 
     from api.http.commit import GroupCommit
     from api.service import tokens
-    from api.service.decide import Call
+    from api.service.calls import Call
     from api.service.errors import ServiceError
 
     cache = tokens.TokenCache(harness.service.store)
@@ -234,7 +234,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
 
     from api.http.commit import GroupCommit
     from api.service import tokens
-    from api.service.decide import Call
+    from api.service.calls import Call
     from api.service.errors import ServiceError
 
     cache = tokens.TokenCache(harness.service.store)

@@ -24,7 +24,7 @@ from api.http.calls import (
     one_call,
 )
 from api.http.errors import status_of
-from api.service.decide import Call
+from api.service.calls import Call
 from api.service.errors import ServiceError
 
 OK = {"agent": "a1", "tool": "mail.send", "args": {"to": "x"}}

@@ -12,8 +12,8 @@ import pytest
 
 from api.http.app import create_app
 from api.http.commit import GroupCommit
+from api.service.calls import Call
 from api.service.core import Service
-from api.service.decide import Call
 from api.service.errors import ServiceError
 from api.service.logrows import expand
 from tests.api.conftest import Harness, counting_transactions, depth_spy, slow_compiles

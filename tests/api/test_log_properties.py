@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from api.http.commit import GroupCommit
 from api.http.errors import status_of
-from api.service.decide import Call
+from api.service.calls import Call
 from api.service.errors import ServiceError
 from api.service.logrows import expand
 from tests.api.conftest import Harness
