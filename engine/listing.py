@@ -20,6 +20,7 @@ import z3
 
 from engine.compile import Snapshot
 from engine.fit.access import Side
+from engine.fit.check import Deadline, bounded_check
 from engine.fit.encode import Encoder
 from engine.fit.terms import Z3_LOCK, Unsupported, all_and, any_or, negate
 from grammar.fmt import expr_text
@@ -27,7 +28,10 @@ from policy import ast
 from policy.catalogue import ToolSpec
 from policy.diagnostics import CharterError, Diagnostic
 
-_SOLVER_MS = 2000
+_SOLVER_MS = 2000  # one question's most
+# A whole listing's most: past it, each tool left is listed by its rules as written
+# (`_unsimplified`), as exact as a simplified listing and longer to read.
+LISTING_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -131,21 +135,24 @@ def _contingent(spec: ToolSpec, where: ast.Expr) -> bool:
 class _Sat:
     """Satisfiability questions about one tool, under its axioms."""
 
-    def __init__(self, axioms: list[Any]) -> None:
+    def __init__(self, axioms: list[Any], deadline: Deadline) -> None:
         self.axioms = axioms
+        self.deadline = deadline
 
     def __call__(self, formula: Any) -> bool | None:
+        """None: z3 could not tell by the question's or the listing's deadline (what a
+        caller keeps, as it keeps what can happen)."""
         # A fresh solver per question: z3 can stall on `push` after a sat sequence check.
         solver = z3.Solver()
-        solver.set("timeout", _SOLVER_MS)
         solver.add(*self.axioms, formula)
-        answer = solver.check()
+        answer = bounded_check(solver, self.deadline, _SOLVER_MS)
         return None if answer == z3.unknown else answer == z3.sat
 
 
 class _Lister:
-    def __init__(self, snapshot: Snapshot, profile: ast.Profile) -> None:
+    def __init__(self, snapshot: Snapshot, profile: ast.Profile, deadline: Deadline) -> None:
         ws = snapshot.workspace
+        self.deadline = deadline
         self.side = Side(ws, profile)
         self.hooks_by_tool: dict[str, list[ast.Hook]] = {}
         for hook in ws.profile_hooks(profile):
@@ -171,6 +178,8 @@ class _Lister:
             where = allows[0][0].where
             if where is not None and _contingent(spec, where):
                 return ToolListing(spec.name, "narrow", expr_text(where), (where,), True, notes)
+        if self.deadline.remaining_ms() <= 0:
+            return self._unsimplified(spec, allows, deny_hooks, notes)
         try:
             return self._residual(spec, allows, deny_hooks, notes)
         except Unsupported:
@@ -191,6 +200,11 @@ class _Lister:
         if any(d is None for d in denies):
             return ToolListing(spec.name, "deny", hooks=notes)
         prefix = [_negation(d) for d in denies if d is not None]
+        either = _conj(prefix)
+        if any(r.where is None for r, _ in allows):  # an unconditional allow
+            if either is None:
+                return ToolListing(spec.name, "allow", hooks=notes)
+            return ToolListing(spec.name, "narrow", expr_text(either), (either,), True, notes)
         grants = tuple(_conj([*prefix, r.where]) or r.where for r, _ in allows if r.where)
         text = expr_text(_disj(list(grants)) or ast.Lit("bool", True))
         return ToolListing(spec.name, "narrow", text, grants, len(grants) <= 1, notes)
@@ -213,7 +227,7 @@ class _Lister:
         for rule, _ in allows:
             value, err = enc.condition(rule.where)
             grants.append((rule.where, all_and(negate(err), value), err))
-        sat = _Sat(enc.axioms())
+        sat = _Sat(enc.axioms(), self.deadline)
         not_denied = negate(any_or(*(f for _, f in fires)))
         allowed = all_and(not_denied, any_or(*(g for _, g, _ in grants)))
         can_allow = sat(allowed)
@@ -253,15 +267,16 @@ class _Lister:
         )
 
 
-def list_tools(snapshot: Snapshot, profile: str) -> list[ToolListing]:
+def list_tools(snapshot: Snapshot, profile: str, timeout_ms: int = LISTING_MS) -> list[ToolListing]:
     """Every tool of the workspace, as the profile sees it (roles, deny hooks; pause and
-    rewrite hooks are listed with the tool)."""
+    rewrite hooks are listed with the tool). z3 is asked until `timeout_ms` have passed
+    (0: not at all); the tools left then are listed by their rules as written."""
     prof = snapshot.workspace.profiles.get(profile)
     if prof is None:
         known = ", ".join(sorted(snapshot.workspace.profiles)) or "none"
         raise CharterError(
             [Diagnostic("E0902", f"unknown profile `{profile}`", help=f"profiles: {known}")]
         )
-    lister = _Lister(snapshot, prof)
+    lister = _Lister(snapshot, prof, Deadline.after(timeout_ms))
     with Z3_LOCK:  # z3's context is shared: building terms needs the lock too
         return [lister.list_tool(spec) for spec in snapshot.workspace.tools.values()]

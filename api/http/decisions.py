@@ -47,6 +47,7 @@ MAX_LOG_PAGE_BYTES = 4 << 20
 # for every request of a `decide` token), and a snapshot never changes. At most
 # MAX_LISTINGS profiles a snapshot (a listing of 5,066 tools is about 260 KB).
 MAX_LISTINGS = 64
+LISTING_MS = 10_000  # what z3 may take over one listing (`_made`)
 _LISTINGS: weakref.WeakKeyDictionary[Snapshot, dict[str, bytes]] = weakref.WeakKeyDictionary()
 _LISTINGS_LOCK = threading.Lock()
 # The listings not made yet run on a thread of their own, one at a time (they take z3's
@@ -132,14 +133,31 @@ def _listed(snapshot: Snapshot, profile: str) -> bytes | None:
         return _LISTINGS.get(snapshot, {}).get(profile)
 
 
+def _tools_json(snapshot: Snapshot, profile: str, timeout_ms: int) -> bytes:
+    listing = _engine("engine.listing").list_tools(snapshot, profile, timeout_ms)
+    return dumps([item.to_json() for item in listing])
+
+
+def _made(snapshot: Snapshot, profile: str) -> bytes:
+    """The listing, made in a process of its own that is killed at LISTING_MS (z3 heeds
+    no deadline while it takes in long string literals, and a role an agent made may hold
+    them); past it, or out of memory, the rules as written, made here without z3: as
+    exact, and longer to read."""
+    isolated = _engine("engine.fit.isolated")
+    kind, made = isolated.call(_tools_json, snapshot, profile, timeout_ms=LISTING_MS)
+    if kind != "ok":
+        made = _tools_json(snapshot, profile, timeout_ms=0)
+    assert isinstance(made, bytes)
+    return made
+
+
 def _listing(snapshot: Snapshot, profile: str) -> bytes:
     """The JSON of `profile`'s tools on `snapshot`, made once (on the solver's thread:
     z3 may take a while)."""
     found = _listed(snapshot, profile)
     if found is not None:  # (made meanwhile by another request)
         return found
-    listing = _engine("engine.listing").list_tools(snapshot, profile)
-    made = dumps([item.to_json() for item in listing])
+    made = _made(snapshot, profile)
     with _LISTINGS_LOCK:
         kept = _LISTINGS.setdefault(snapshot, {})
         if len(kept) >= MAX_LISTINGS:

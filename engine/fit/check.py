@@ -45,7 +45,7 @@ def _solver(axioms: list[Any]) -> Any:
     return solver
 
 
-def _check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
+def bounded_check(solver: Any, deadline: Deadline, cap_ms: int | None = None) -> Any:
     budget = deadline.remaining_ms()
     if cap_ms is not None:
         budget = min(budget, cap_ms)
@@ -149,7 +149,7 @@ def find_call(
     for extra in _layers(enc):
         # A fresh solver each time: z3 can stall on `push` after a sat sequence check.
         nicer = _solver([*asserted, *extra])
-        answer = _check(nicer, deadline, _PREFERENCE_MS)
+        answer = bounded_check(nicer, deadline, _PREFERENCE_MS)
         if answer == z3.sat:
             call = built(nicer.model())
             if call is not None:
@@ -162,7 +162,7 @@ def find_call(
         return call, False
     for extra in retry:
         nicer = _solver([*asserted, *extra])
-        if _check(nicer, deadline) == z3.sat:
+        if bounded_check(nicer, deadline) == z3.sat:
             call = built(nicer.model())
             if call is not None:
                 return call, False
@@ -245,7 +245,7 @@ def _widenings_of_tool(
     base = [*enc.axioms(), negate(cand_denied), negate(caller_allows)]
     for rule, role, holds in grants:
         solver = _solver([*base, holds])
-        answer = _check(solver, deadline)
+        answer = bounded_check(solver, deadline)
         if answer == z3.unsat:
             continue
         if answer != z3.sat:
@@ -326,7 +326,7 @@ def dropped_denies(
         solver = _solver(enc.axioms())
         solver.add(caller_denies, negate(cand_denies))
         what = f"the denies of `{tool}`"
-        answer = _check(solver, deadline)
+        answer = bounded_check(solver, deadline)
         if answer == z3.unsat:
             continue
         if answer != z3.sat:

@@ -1,4 +1,4 @@
-"""One fit check in a child process that is killed at its deadline.
+"""One fit check (or tool listing) in a child process that is killed at its deadline.
 
 z3 honours neither its timeout nor an interrupt while it takes in long string constants or
 large regular expressions: seven `!=` of 4,000-character literals, under every size cap of
@@ -56,6 +56,14 @@ MEMORY_MB = 1024
 warnings.filterwarnings("ignore", r"This process \(pid=\d+\) is multi-threaded", DeprecationWarning)
 
 
+class Failed(RuntimeError):
+    """What the child raised, by its type's name alone (its message may quote the text)."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"the isolated call failed with {type_name}")
+        self.type_name = type_name
+
+
 def out_of_time() -> FitResult:
     """The answer of a check stopped at its deadline."""
     return FitResult.of(
@@ -73,9 +81,36 @@ def run(fn: Callable[..., FitResult], *args: Any, timeout_ms: int, **kwargs: Any
     """`fn(*args, timeout_ms=timeout_ms, **kwargs)` in a child process, given at most
     `timeout_ms` + MARGIN_MS of wall-clock time. A CharterError it raises is raised here
     with its diagnostics; any other exception is a RuntimeError naming its type."""
-    if not hasattr(os, "fork"):  # (no process to kill: the check runs here, unbounded)
+    try:
+        kind, value = call(fn, *args, timeout_ms=timeout_ms, **kwargs)
+    except Failed as exc:
+        raise RuntimeError(f"the fit check failed with {exc.type_name}") from None
+    if kind == "timeout":
+        return out_of_time()
+    if kind == "memory":
+        return out_of_memory()
+    if kind == "died":
+        return FitResult.of(
+            [
+                Violation(
+                    "unsupported",
+                    "the solver's process ended without an answer; treated as not fitting",
+                )
+            ]
+        )
+    assert isinstance(value, FitResult)
+    return value
+
+
+def call(fn: Callable[..., Any], *args: Any, timeout_ms: int, **kwargs: Any) -> tuple[str, Any]:
+    """`fn(*args, timeout_ms=timeout_ms, **kwargs)` in a child process, given at most
+    `timeout_ms` + MARGIN_MS of wall-clock time: `("ok", what it returned)`, or
+    `("timeout", None)`, `("memory", None)` (it needed more than MEMORY_MB), `("died",
+    None)` (its process ended without an answer). A CharterError it raises is raised here
+    with its diagnostics; any other exception is `Failed`, naming its type alone."""
+    if not hasattr(os, "fork"):  # (no process to kill: it runs here, unbounded)
         with Z3_LOCK:
-            return fn(*args, timeout_ms=timeout_ms, **kwargs)
+            return "ok", fn(*args, timeout_ms=timeout_ms, **kwargs)
     read, write = os.pipe()
     try:
         with Z3_LOCK:
@@ -93,29 +128,21 @@ def run(fn: Callable[..., FitResult], *args: Any, timeout_ms: int, **kwargs: Any
         os.close(read)
         _reap(pid)
     if data is None:
-        return out_of_time()
+        return "timeout", None
     if not data:  # (it died without answering: killed from outside, out of memory)
-        return FitResult.of(
-            [
-                Violation(
-                    "unsupported",
-                    "the solver's process ended without an answer; treated as not fitting",
-                )
-            ]
-        )
+        return "died", None
     kind, value = pickle.loads(data)
     if kind == "charter":
         raise CharterError(value)
     if kind == "error":
-        raise RuntimeError(f"the fit check failed with {value}")
-    assert isinstance(value, FitResult)
-    return value
+        raise Failed(value)
+    return kind, value
 
 
 def _child(
     read: int,
     write: int,
-    fn: Callable[..., FitResult],
+    fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     timeout_ms: int,
@@ -131,7 +158,7 @@ def _child(
             _cap_memory(MEMORY_MB)
             outcome = ("ok", fn(*args, timeout_ms=timeout_ms, **kwargs))
         except MemoryError:
-            outcome = ("ok", out_of_memory())
+            outcome = ("memory", None)
         except CharterError as exc:
             outcome = ("charter", list(exc.diagnostics))
         except BaseException as exc:  # (only its type: its message may quote the text)

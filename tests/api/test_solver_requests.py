@@ -17,6 +17,7 @@ import pytest
 import engine.compile
 import engine.fit
 import engine.listing
+from api.http import decisions
 from api.http.app import create_app
 from api.service import core, fitcheck, solver
 from tests.api.conftest import POLICY, Harness, LiveServer
@@ -32,13 +33,13 @@ def test_a_listing_is_made_once_per_revision_and_profile(
     harness: Harness, live: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[str] = []
-    real = engine.listing.list_tools
+    real = decisions._made
 
-    def counted(snapshot: Any, profile: str) -> Any:
+    def counted(snapshot: Any, profile: str) -> bytes:
         made.append(profile)
         return real(snapshot, profile)
 
-    monkeypatch.setattr(engine.listing, "list_tools", counted)
+    monkeypatch.setattr(decisions, "_made", counted)
     first = live.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
     again = live.get("/v1/agents/a1/tools", headers=harness.auth(harness.agent_token))
     assert first.status_code == again.status_code == 200
@@ -58,14 +59,14 @@ def test_a_listing_is_made_once_per_revision_and_profile(
 def _slow_listings(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[str]:
     """Every tool listing made takes `seconds` more; the profiles listed, one a listing."""
     made: list[str] = []
-    real = engine.listing.list_tools
+    real = decisions._made
 
-    def slow(snapshot: Any, profile: str) -> Any:
+    def slow(snapshot: Any, profile: str) -> bytes:
         made.append(profile)
         time.sleep(seconds)
         return real(snapshot, profile)
 
-    monkeypatch.setattr(engine.listing, "list_tools", slow)
+    monkeypatch.setattr(decisions, "_made", slow)
     return made
 
 
@@ -190,3 +191,27 @@ def test_a_role_change_the_policy_denies_is_not_compiled(
     assert compiled == [1]  # ahead of the transaction, which found it compiled
     assert live.delete("/v1/roles/team-x", headers=allowed).status_code == 204
     assert compiled == [1, 1]
+
+
+def test_a_listing_z3_cannot_finish_gives_the_rules_as_written_at_its_deadline(
+    harness: Harness, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seven `!=` of 4,000-character literals: z3 takes them in for seconds, deaf to its
+    # timeout and its interrupt (tests/fit/test_isolated.py); the listing's process is
+    # killed at LISTING_MS, and the rules are listed as written.
+    from tests.fit.test_isolated import pathological
+
+    slow = pathological().replace("role r {", "role slow {")
+    policy = POLICY.replace("roles mailer, refunder", "roles slow, mailer, refunder")
+    with harness.service.store.atomic():
+        harness.service.upload([("policy.charter", policy + "\n" + slow + "\n")], "test")
+    monkeypatch.setattr(decisions, "LISTING_MS", 300)
+    with httpx.Client(base_url=url, timeout=30) as client:
+        started = time.monotonic()
+        answer = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))
+        took = time.monotonic() - started
+    assert answer.status_code == 200
+    assert took < 0.3 + 0.25 + 2.0, took  # not the seconds z3 would take
+    send = {t["tool"]: t for t in answer.json()["tools"]}["mail.send"]
+    assert send["status"] == "narrow"
+    assert send["condition"].count("!=") == 7 and 'endswith "@example.com"' in send["condition"]

@@ -47,7 +47,7 @@ def test_an_interrupt_that_lands_after_its_check_is_a_timeout(
     """The deadline's interrupt can land just as a check returns (a loaded machine): z3
     then refuses to read models (`canceled`) until its next check. The answer is a
     `timeout` violation (does not fit), never an exception out of the fit check."""
-    checked = check._check
+    checked = check.bounded_check
 
     def late(solver: Any, deadline: Any, cap_ms: int | None = None) -> Any:
         answer = checked(solver, deadline, cap_ms)
@@ -55,7 +55,7 @@ def test_an_interrupt_that_lands_after_its_check_is_a_timeout(
             z3.main_ctx().interrupt()
         return answer
 
-    monkeypatch.setattr(check, "_check", late)
+    monkeypatch.setattr(check, "bounded_check", late)
     ws = _workspace(CALLER, None, {"cand": CANDIDATE}).workspace
     result = fit_role(ws, "caller", ws, "cand", timeout_ms=30_000)
     assert not result.fits

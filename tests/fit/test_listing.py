@@ -67,3 +67,23 @@ def test_unknown_profile_is_a_clear_error() -> None:
     with pytest.raises(CharterError) as info:
         list_tools(snapshot("profile p { roles }"), "nope")
     assert info.value.diagnostics[0].code == "E0902"
+
+
+def test_past_its_deadline_a_listing_gives_the_rules_as_written() -> None:
+    text = (
+        "role r {\n allow roles.create\n"
+        '  deny roles.create where args.name startswith "admin"\n'
+        "  allow mail.search\n"
+        "  allow mail.send where args.priority > 2\n"
+        '  allow mail.send where args.to == "a"\n}\nprofile p { roles r\n hooks none }'
+    )
+    listing = {t.tool: t for t in list_tools(snapshot(text), "p", timeout_ms=0)}
+    # An unconditional allow under a deny: every call the deny does not take.
+    create = listing["roles.create"]
+    assert (create.status, create.condition) == ("narrow", 'not (args.name startswith "admin")')
+    assert create.exact and len(create.grants) == 1
+    assert listing["mail.search"].status == "allow"
+    # Not reordered (z3 says which allow can never error): `any_of` is the exact form.
+    send = listing["mail.send"]
+    assert send.status == "narrow" and not send.exact and len(send.grants) == 2
+    assert listing["scripts.run"].status == "deny"

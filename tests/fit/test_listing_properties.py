@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.decision import Request
-from engine.listing import list_tools
+from engine.listing import LISTING_MS, list_tools
 from engine.reference import _Env, holds, validate
 from grammar.parser import parse
 from policy import ast
@@ -53,7 +53,14 @@ def test_listing_agrees_with_decide(
     hooks.append("look")
     text += f"profile p {{ roles c0{', guard' if guard else ''}\n hooks {', '.join(hooks)} }}\n"
     snap = snapshot(text)
-    listing = {t.tool: t for t in list_tools(snap, "p")}
+    # With z3 and without it (the rules as written: a listing past its deadline).
+    for timeout_ms in (LISTING_MS, 0):
+        listing = {t.tool: t for t in list_tools(snap, "p", timeout_ms)}
+        _agrees(snap, listing, sample)
+    assert listing["mail.search"].hooks[-1].name == "look"
+
+
+def _agrees(snap: Any, listing: dict[str, Any], sample: list[dict[str, Any]]) -> None:
     sample = [*sample, {"tool": "roles.create", "args": {"name": "axe", "source": ""},
                         "context": None, "agent": None, "thread": None}]  # fmt: skip
     for c in sample:
@@ -73,4 +80,3 @@ def test_listing_agrees_with_decide(
             if item.exact:
                 assert item.condition is not None
                 assert (holds(_where(item.condition), env) is True) == allowed, (item, c)
-    assert listing["mail.search"].hooks[-1].name == "look"
