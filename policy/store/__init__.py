@@ -137,7 +137,14 @@ class Store(Protocol):
     def latest_revision(self) -> int: ...
     def moved(self) -> str | None:
         """Why the store's writes no longer reach where it is kept (the SQLite file was
-        removed or replaced), or None: what /readyz reports."""
+        removed or replaced), or None: what /readyz reports. Always None for a store
+        kept by a server, which has no file to lose."""
+        ...
+
+    def serving(self) -> None:
+        """This process serves requests from now on: start what keeps the store in shape
+        meanwhile, off the requests' path (SqliteStore: a thread that copies its WAL back
+        into the file; a server-backed store: nothing, its server does that). Idempotent."""
         ...
 
     def write_failure(self) -> str | None:
