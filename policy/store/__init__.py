@@ -1,7 +1,8 @@
 """The store: revisions, resources, the decision log and the budget ledger.
 
 `Store` is the narrow interface the service layer codes against; `SqliteStore` is the
-embedded default. Everything but the ledger is a document (a CBOR-encodable mapping)
+embedded default, and `open_store` (policy/store/open.py) builds the store a `--db` path
+or URL names. Everything but the ledger is a document (a CBOR-encodable mapping)
 keyed by (kind, id), so a PostgreSQL implementation needs six tables and no joins:
 
 - revisions: the DSL source files of every policy change, numbered 1, 2, ..., each file
