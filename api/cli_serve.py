@@ -370,7 +370,7 @@ def connection_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _file_refusal(db: str, workers: int) -> int | None:
+def _file_refusal(db: str) -> int | None:
     """What is wrong at an SQLite `--db` and the files beside it, found before anything
     is made (the exit code of its refusal), or None."""
     refused = start_refusal(db) or database_refusal(db, serving=True)
@@ -379,9 +379,6 @@ def _file_refusal(db: str, workers: int) -> int | None:
     lost = lost_database(db, _token_left(db))  # (an empty file beside a database's files)
     if lost is not None:
         return store_refused(lost)
-    in_the_way = metricsshare.refusal(db) if workers > 1 else None
-    if in_the_way is not None:
-        return refuse(in_the_way, "move it away, or serve another `--db`")
     return None
 
 
@@ -412,9 +409,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return store_refused(exc)
     db = target.shown  # (a URL's password is never printed)
     if target.path is not None:
-        refused = _file_refusal(target.path, args.workers)
+        refused = _file_refusal(target.path)
         if refused is not None:
             return refused
+    in_the_way = metricsshare.refusal(files.prefix) if args.workers > 1 else None
+    if in_the_way is not None:
+        move = "serve another `--db`" if target.path is not None else f"another `{KEY_FILE_FLAG}`"
+        return refuse(in_the_way, f"move it away, or {move}")
     bad_key = key_refusal(files.key)
     if bad_key is not None:
         return refuse(*bad_key)
