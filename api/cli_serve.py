@@ -76,7 +76,7 @@ from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
 from policy.secrets import KEY_ENV
-from policy.store import Store, StoreDamaged, StoreTooNew, StoreUnavailable
+from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
 from policy.store.evidence import is_new, lost_database
 from policy.store.open import StoreUrlError, open_store, parse
 from policy.store.refusal import StoreRefused
@@ -151,6 +151,32 @@ def prepare(
     if empty:
         seed_demo(service, say)
     issue_admin_token(service, db, say)
+
+
+def prepare_on_server(
+    service: Service,
+    prefix: str,
+    workspace: str | None,
+    say: Callable[[str], None] = _say,
+    remove_in_use: bool = False,
+) -> None:
+    """`prepare` for a store kept by a server, which has no file to make whole under
+    another name: the workspace is loaded in a transaction of its own, then the demo seed
+    and the admin token in one (api/first_start.py, `build_on_server`), while no admin
+    token was issued. A start stopped between the two leaves the policy and no token;
+    the next start, finding no token issued, seeds and issues then."""
+    store = service.store
+    unfinished = store.latest_revision() == 0 or not store.get_meta(ADMIN_ISSUED)
+    if workspace is not None:
+        load_workspace(service, workspace, say, remove_in_use)
+    if not unfinished:
+        return
+
+    def seed_and_issue(said: Callable[[str], None]) -> None:
+        seed_demo(service, said)
+        issue_admin_token(service, prefix, said)
+
+    build_on_server(store, token_path(prefix), seed_and_issue, say)
 
 
 # The directory `--workspace` last loaded, and a digest of its files then: a restart
@@ -471,12 +497,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 files.key.unlink(missing_ok=True)
                 wrong_key = _new_key_refused(files.key)
             return refuse(*wrong_key)
-        if target.path is None and _empty(store):  # the seed and the token: one transaction
-            build_on_server(
-                store, files.admin_token,
-                lambda say: prepare(service, files.prefix, workspace, say, args.remove_in_use),
-                _say,
-            )  # fmt: skip
+        if target.path is None:  # (the seed and the token in one transaction)
+            prepare_on_server(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
         else:
             prepare(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
     except StoreDamaged as exc:  # (a row read at start)
@@ -513,11 +535,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tune_gc()
         run_uvicorn(app, args.host, port, **stack)
     return 0
-
-
-def _empty(store: Store) -> bool:
-    """A database no start has prepared: no revision, no admin token issued."""
-    return store.latest_revision() == 0 and not store.get_meta(ADMIN_ISSUED)
 
 
 def cmd_token(args: argparse.Namespace) -> int:

@@ -21,13 +21,15 @@ and removed if that transaction fails, so a restart after any failure issues it 
 
 A full disk at any step (ENOSPC, EDQUOT, SQLITE_FULL) is `D0104`, exit 2.
 
-A store kept by a server (PostgreSQL) has no file to make under another name: its first
-start (`build_on_server`, on a database with no revision and no admin token) loads the
-workspace, seeds the demo and issues the admin token in one transaction of the store's.
-A start that fails or is killed before its COMMIT leaves the database empty, and the next
-start does it all again; one that committed leaves a database every later start takes as
-it is. The key file (`--key-file`) is made before it, whole, as for SQLite; made for a
-database that turns out to hold secrets, it is removed and the start refused.
+A store kept by a server (PostgreSQL) has no file to make under another name. Its first
+start loads the workspace in a transaction of its own (a revision, as any later start's
+load), then seeds the demo and issues the admin token in one transaction of the store's
+(`build_on_server`, api/cli_serve.py `prepare_on_server`). A start that fails or is
+killed before that COMMIT leaves no demo and no token, and the next start, finding no
+token issued, seeds and issues then; one that committed leaves a database every later
+start takes as it is. The key file (`--key-file`) is made before it, whole, as for
+SQLite; made for a database that turns out to hold secrets, it is removed and the start
+refused.
 """
 
 from __future__ import annotations
@@ -158,8 +160,8 @@ def build_on_server(
     store: Store, token_file: Path, make: Callable[[Callable[[str], None]], None],
     say: Callable[[str], None],
 ) -> None:  # fmt: skip
-    """A first start on a store kept by a server: what `make` puts in it (the workspace,
-    the demo seed, the admin token and its file) in one transaction, all of it or none.
+    """A first start on a store kept by a server: what `make` puts in it (the demo seed,
+    the admin token and its file) in one transaction, all of it or none.
     The lines `make` says are said once it committed (an admin token printed before a
     COMMIT that failed would be no token); a token file it wrote is removed when the
     transaction rolls back, a file that was there before it is left as it was."""

@@ -34,10 +34,6 @@ class NodeFiles:
     key: Path
     prefix: str
 
-    @property
-    def admin_token(self) -> Path:
-        return Path(f"{self.prefix}.admin-token")
-
 
 def node_files(target: Target, key_file: str | Path | None) -> NodeFiles:
     """Where the files of a node serving `target` lie (see the module's docstring);
