@@ -89,7 +89,9 @@ def open_service(
     memory.limit_arenas()  # before the store's and the compiles' threads start
     target = db if isinstance(db, Target) else parse(db)
     files = node_files(target, key_file)
-    store = open_store(target, shared=shared)
+    # A database kept by a server is shared whatever this node's `--workers`: other nodes
+    # write it too.
+    store = open_store(target, shared=shared or target.path is None)
     try:
         store.serving()  # (SQLite: WAL checkpoints on a thread of their own, off commits)
         service = Service(store, Sealer(load_key_file(files.key)))
