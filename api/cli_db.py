@@ -9,7 +9,8 @@ The refusals, each with its code (docs/errors.md, "D00xx: the database"):
 - D0003: the file's schema version is past this charter's (a newer charter wrote it);
 - D0004: a row read at start fails its checksum or does not decode.
 
-`charter db check --db FILE` checks a stopped database through: SQLite's
+`charter db check --db FILE` (a path or a `sqlite:///` URL; a PostgreSQL URL is refused,
+exit 2: what it checks is SQLite's file) checks a stopped database through: SQLite's
 `integrity_check`, every row's checksum and body, the decision log's chain and the
 continuity of its seqs; it prints each damaged row on a line of its own and exits 0 when
 nothing is damaged, 1 when something is, 2 when it cannot check the file.
@@ -23,10 +24,11 @@ import sqlite3
 import sys
 from typing import Any
 
-from api.cli_serve_checks import database_path, os_reason, refuse
+from api.cli_serve_checks import database_path, os_reason, refuse, store_refused
 from api.service.logrows import decode_row
 from policy.store import StoreDamaged, StoreTooNew, schema
 from policy.store.filecheck import MOST_SHOWN, NOT_SQLITE, header_damage, quick_check, read_only
+from policy.store.open import StoreUrlError, parse
 from policy.store.verify import Finding, every_damage
 
 RESTORE = "restore it from a backup; `charter db check --db {db}` lists what is damaged"
@@ -133,7 +135,18 @@ def _findings(db: str) -> tuple[list[Finding], list[str]] | int:
 
 
 def cmd_db_check(args: argparse.Namespace) -> int:
-    db = str(args.db)
+    try:
+        target = parse(args.db)
+    except StoreUrlError as exc:
+        return store_refused(exc)
+    if target.path is None:  # (a PostgreSQL server checks its own pages)
+        return refuse(
+            f"`charter db check` checks an SQLite database file; `{target.shown}` is a "
+            "PostgreSQL database",
+            "give a file path or a `sqlite:///` URL; check a PostgreSQL database with "
+            "PostgreSQL's own tools (`pg_amcheck`)",
+        )
+    db = target.path
     if not os.path.isfile(db):
         return refuse(
             f"no database file at `{db}`", "`--db` is the file `charter serve --db` serves"
@@ -162,5 +175,6 @@ def register(sub: Any) -> None:
     check = verbs.add_parser(
         "check", help="check a stopped database: every page, every row's checksum, the log's chain"
     )
-    check.add_argument("--db", type=database_path, default="charter.db")
+    check.add_argument("--db", type=database_path, default="charter.db",
+                       help="an SQLite database: a path or `sqlite:///PATH`")  # fmt: skip
     check.set_defaults(func=cmd_db_check)

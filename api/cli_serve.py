@@ -1,5 +1,8 @@
 """`charter serve` and `charter token`: the decision service from the command line.
 
+`--db` is a path or a URL (policy/store/open.py): an SQLite file, `sqlite:///PATH`, or
+`postgresql://...` with `--key-file` (api/node_files.py says where a node's files lie).
+
 First start on a database: an admin token is created, printed once and written to
 `<db>.admin-token` (0600) so scripts and the README's curl can read it; only its hash is
 stored. `--workspace DIR` makes that directory's files the latest revision (a new revision
@@ -11,8 +14,9 @@ Exit codes: 0 served until stopped, or a token was issued; 1 the workspace has e
 over `--max-policy-mib`, or removes a profile, toolset or API-made role still in use
 (without `--remove-in-use`), or the store was busy (try again); 2 the command line cannot
 be served: an option out of its range, a database path that is empty, in memory,
-unopenable or not charter's, a port that cannot be listened on, a malformed secret key or
-a key file others may read, a file at `<db>.metrics` where `--workers N` keep their
+unopenable or not charter's, a URL no store serves (D0201-D0203), a port that cannot be
+listened on, a malformed secret key or a key file others may read, a key file missing
+beside a database holding secrets, a file at `<db>.metrics` where `--workers N` keep their
 counters. Each of these is found before anything is created, and leaves the path as it
 was. Exit 2 also, with
 `error[<code>]` (policy/store/refusal.py, docs/operations.md), for a database that lacks
@@ -57,9 +61,10 @@ from api.cli_serve_checks import (
     turn_lifetime,
     worker_count,
 )
-from api.first_start import build, disk_full, is_disk_full
+from api.first_start import build, build_on_server, disk_full, is_disk_full
 from api.http.connection import LIMITS_ENV, MAX_HEAD, Limits
 from api.http.lifeline import SUPERVISOR_ENV
+from api.node_files import KEY_FILE_ENV, KEY_FILE_FLAG, node_files
 from api.service import inuse, metricsshare, tokens
 from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
@@ -70,11 +75,14 @@ from api.service.tokens import Principal
 from engine.check import read_sources
 from policy import identities
 from policy.diagnostics import CharterError, render_all
+from policy.secrets import KEY_ENV
 from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
 from policy.store.evidence import is_new, lost_database
+from policy.store.open import StoreUrlError, open_store, parse
 from policy.store.refusal import StoreRefused
 
 DEMO_AGENT = "demo-support"
+ADMIN_ISSUED = "admin_token_issued"  # (a meta flag: the first admin token was issued)
 DEMO_PROFILE = "support"
 
 
@@ -143,6 +151,32 @@ def prepare(
     if empty:
         seed_demo(service, say)
     issue_admin_token(service, db, say)
+
+
+def prepare_on_server(
+    service: Service,
+    prefix: str,
+    workspace: str | None,
+    say: Callable[[str], None] = _say,
+    remove_in_use: bool = False,
+) -> None:
+    """`prepare` for a store kept by a server, which has no file to make whole under
+    another name: the workspace is loaded in a transaction of its own, then the demo seed
+    and the admin token in one (api/first_start.py, `build_on_server`), while no admin
+    token was issued. A start stopped between the two leaves the policy and no token;
+    the next start, finding no token issued, seeds and issues then."""
+    store = service.store
+    unfinished = store.latest_revision() == 0 or not store.get_meta(ADMIN_ISSUED)
+    if workspace is not None:
+        load_workspace(service, workspace, say, remove_in_use)
+    if not unfinished:
+        return
+
+    def seed_and_issue(said: Callable[[str], None]) -> None:
+        seed_demo(service, said)
+        issue_admin_token(service, prefix, said)
+
+    build_on_server(store, token_path(prefix), seed_and_issue, say)
 
 
 # The directory `--workspace` last loaded, and a digest of its files then: a restart
@@ -230,7 +264,7 @@ def issue_admin_token(service: Service, db: str, say: Callable[[str], None]) -> 
     transaction that stores its hash (and removed when that transaction fails), so a
     start that failed anywhere issues it again, and a token is never stored unprinted."""
     store = service.store
-    if store.get_meta("admin_token_issued"):
+    if store.get_meta(ADMIN_ISSUED):
         return
     path = token_path(db)
     written = False
@@ -238,7 +272,7 @@ def issue_admin_token(service: Service, db: str, say: Callable[[str], None]) -> 
     try:
         with store.atomic():
             token, _ = tokens.issue(store, "admin", name="first start")
-            store.set_meta("admin_token_issued", True)
+            store.set_meta(ADMIN_ISSUED, True)
             try:
                 _write_secret_file(path, token)
                 written = True
@@ -362,6 +396,29 @@ def connection_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _file_refusal(db: str) -> int | None:
+    """What is wrong at an SQLite `--db` and the files beside it, found before anything
+    is made (the exit code of its refusal), or None."""
+    refused = start_refusal(db) or database_refusal(db, serving=True)
+    if refused is not None:
+        return refuse(*refused)
+    lost = lost_database(db, _token_left(db))  # (an empty file beside a database's files)
+    if lost is not None:
+        return store_refused(lost)
+    return None
+
+
+def _new_key_refused(key: Path) -> tuple[str, str]:
+    """A key made by this start (none was at `--key-file`) for a database whose secrets
+    another key sealed."""
+    return (
+        f"no key file at `{key}`, and the database holds secrets sealed with a key: a new "
+        "key would open none of them",
+        f"give the key they were sealed with: `{KEY_FILE_FLAG} PATH` (the file every node "
+        f"serving this database is given) or `{KEY_ENV}`; nothing was made",
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import (
         MAX_POLICY_ENV,
@@ -371,19 +428,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tune_gc,
     )
 
-    db = str(args.db)
-    refused = start_refusal(db) or database_refusal(db, serving=True)
-    if refused is not None:
-        return refuse(*refused)
-    lost = lost_database(db, _token_left(db))  # (an empty file beside a database's files)
-    if lost is not None:
-        return store_refused(lost)
-    bad_key = key_refusal(db)
+    try:
+        target = parse(args.db)
+        files = node_files(target, args.key_file)
+    except StoreUrlError as exc:
+        return store_refused(exc)
+    db = target.shown  # (a URL's password is never printed)
+    if target.path is not None:
+        refused = _file_refusal(target.path)
+        if refused is not None:
+            return refused
+    in_the_way = metricsshare.refusal(files.prefix) if args.workers > 1 else None
+    if in_the_way is not None:
+        move = "serve another `--db`" if target.path is not None else f"another `{KEY_FILE_FLAG}`"
+        return refuse(in_the_way, f"move it away, or {move}")
+    bad_key = key_refusal(files.key)
     if bad_key is not None:
         return refuse(*bad_key)
-    in_the_way = metricsshare.refusal(db) if args.workers > 1 else None
-    if in_the_way is not None:
-        return refuse(in_the_way, "move it away, or serve another `--db`")
     # The address is tried before the database is made: a port in use was found only
     # when uvicorn bound it, after the first start had made the database and its token.
     # (`--port 0` is served on the free port found here: it is free again, for a moment,
@@ -392,19 +453,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port = bound_port(args.host, args.port)
     except OSError as exc:
         return refuse(*listen_refusal(args.host, args.port, exc))
-    first = is_new(db)
+    first = target.path is not None and is_new(target.path)
+    key_made = not (os.environ.get(KEY_ENV) or files.key.exists())
     workspace = args.workspace
     try:
-        if first:  # made whole under a name of its own, or not at all
+        if target.path is not None and first:  # made whole under a name of its own, or not at all
             lines: list[str] = []
-            build(db, lambda made: prepare_new(made, workspace, lines.append),
-                  args.max_policy_mib << 20)  # fmt: skip
+            build(target.path, lambda made: prepare_new(made, workspace, lines.append),
+                  args.max_policy_mib << 20, files.key)  # fmt: skip
             for line in lines:
                 _say(line)
             workspace = None  # (loaded)
         service = open_service(
-            db, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib
-        )
+            target, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib,
+            key_file=files.key,
+        )  # fmt: skip
+    except StoreUrlError as exc:  # (a PostgreSQL URL, and no PostgreSQL store here)
+        return store_refused(exc)
     except StoreTooNew as exc:  # (a newer charter migrated it since the look above)
         return refuse(*too_new(db, exc))
     except StoreDamaged as exc:  # (a row a first start reads back)
@@ -417,39 +482,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ServiceError as exc:  # a workspace over `--max-policy-mib`
         return _workspace_refused(exc)
     except (sqlite3.Error, OSError, StoreUnavailable) as exc:  # (what the look could not see)
-        if is_disk_full(exc, db):
+        if target.path is not None and is_disk_full(exc, db):
             return store_refused(disk_full(db, made=not first))
-        if isinstance(exc, StoreUnavailable):
+        if isinstance(exc, StoreUnavailable) and target.path is not None:
             raise
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
+    store = service.store
     try:
-        wrong_key = sealed_refusal(service.store, service.sealer)
+        wrong_key = sealed_refusal(store, service.sealer)
         if wrong_key is not None:
-            service.store.close()
+            store.close()
+            if key_made and not first:  # (made by this start, for a database it cannot open)
+                files.key.unlink(missing_ok=True)
+                wrong_key = _new_key_refused(files.key)
             return refuse(*wrong_key)
-        prepare(service, db, workspace, remove_in_use=args.remove_in_use)
+        if target.path is None:  # (the seed and the token in one transaction)
+            prepare_on_server(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
+        else:
+            prepare(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
     except StoreDamaged as exc:  # (a row read at start)
-        service.store.close()
+        store.close()
         return refuse(*damaged_row(db, exc))
     except CharterError as exc:
         sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
         return 1
     except ServiceError as exc:  # over `--max-policy-mib`, or removing what is in use
-        service.store.close()
+        store.close()
         return _workspace_refused(exc)
     except (StoreUnavailable, OSError) as exc:
-        service.store.close()
-        if is_disk_full(exc, db):  # (every step rolled back: the database is as it was)
+        store.close()
+        if target.path is not None and is_disk_full(exc, db):
+            # (every step rolled back: the database is as it was)
             return store_refused(disk_full(db, made=True))
         sys.stderr.write(f"charter: {exc}\nhelp: try again\n")
         return 1
     _say(f"serving {db} on http://{args.host}:{port} ({args.workers} worker(s))")
     stack = connection_options(args)
     if args.workers > 1:
-        service.store.close()
-        metricsshare.reset(db)  # the workers' counter files, made afresh
-        os.environ["CHARTER_DB"] = db
+        store.close()
+        metricsshare.reset(files.prefix)  # the workers' counter files, made afresh
+        os.environ["CHARTER_DB"] = target.url
+        os.environ[KEY_FILE_ENV] = str(files.key)
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
@@ -464,9 +538,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from policy.store.sqlite import SqliteStore
-
-    db = str(args.db)
     # What `POST /v1/tokens` refuses in its body (api.http.models.TokenCreate): a name past
     # its length was stored, and a text that is not UTF-8 was an internal error.
     for option, value in (("agent", args.agent), ("name", args.name)):
@@ -478,15 +549,23 @@ def cmd_token(args: argparse.Namespace) -> int:
             f"--name is {len(args.name)} characters long, more than {tokens.MAX_NAME}; "
             "no token was issued"
         )
-    refused = database_refusal(db, serving=False)  # a mistyped path would get a token
-    if refused is None:  # nobody serves
-        refused = start_refusal(db)
-    if refused is not None:
-        return refuse(*refused)
+    try:
+        target = parse(args.db)
+    except StoreUrlError as exc:
+        return store_refused(exc)
+    db = target.shown
+    if target.path is not None:
+        refused = database_refusal(target.path, serving=False)  # a mistyped path: a token
+        if refused is None:  # nobody serves
+            refused = start_refusal(target.path)
+        if refused is not None:
+            return refuse(*refused)
     # Shared: beside `--workers N` processes it takes their writer lock as they do, and
     # waits its turn there rather than in SQLite's busy handler (1, 2, 5 ... ms steps).
     try:
-        store = SqliteStore(db, shared=True)
+        store = open_store(target, shared=True)
+    except StoreUrlError as exc:
+        return store_refused(exc)
     except StoreTooNew as exc:
         return refuse(*too_new(db, exc))
     except StoreRefused as exc:
@@ -515,7 +594,11 @@ def cmd_token(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve the HTTP decision API")
     p.add_argument("--db", type=database_path, default="charter.db",
-                   help="the SQLite file (created if absent)")  # fmt: skip
+                   help="the database: an SQLite file (created if absent), `sqlite:///PATH` "
+                   "or `postgresql://...`")  # fmt: skip
+    p.add_argument(KEY_FILE_FLAG, default=None, metavar="PATH",
+                   help="the file of the key that seals secrets (created 0600 on a first "
+                   "start; default: `<db>.key`; required for a PostgreSQL --db)")  # fmt: skip
     p.add_argument("--workspace", default=None, help="a policy directory to load")
     p.add_argument(REMOVE_FLAG, action="store_true",
                    help="load a changed --workspace even if it removes what is still in use")  # fmt: skip
@@ -553,7 +636,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="issue an API token (printed once)")
-    p.add_argument("--db", type=database_path, default="charter.db")
+    p.add_argument("--db", type=database_path, default="charter.db",
+                   help="the database `charter serve --db` serves: a path or a URL")  # fmt: skip
     p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
     p.add_argument("--agent", default=None, help="the agent, for --scope agent")
     p.add_argument("--name", default="", help=f"at most {tokens.MAX_NAME} characters")

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from policy import identities
-from policy.secrets import KEY_ENV, Sealer, SecretKeyError, key_path_for, load_key
+from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
 from policy.store import Store
+from policy.store.open import StoreUrlError, parse
 from policy.store.probe import SQLITE_NOTADB, probe
 from policy.store.refusal import StoreRefused
 
@@ -34,9 +35,9 @@ def refuse(message: str, hint: str | None = None) -> int:
     return 2
 
 
-def store_refused(exc: StoreRefused) -> int:
-    """The store will not open the database (policy/store/refusal.py): its stable code,
-    why and what to do, exit 2."""
+def store_refused(exc: StoreRefused | StoreUrlError) -> int:
+    """The store will not open the database (policy/store/refusal.py), or no store serves
+    the `--db` given (policy/store/open.py): its stable code, why and what to do, exit 2."""
     sys.stderr.write(f"charter: error[{exc.code}]: {exc.message}\nhelp: {exc.help}\n")
     return 2
 
@@ -112,14 +113,19 @@ def host_name(text: str) -> str:
 
 
 def database_path(text: str) -> str:
-    """A file to keep the state in. SQLite reads `""` as a temporary database and
-    `:memory:` as one in memory: either is gone when the process ends, with the policy
-    and the tokens in it (and the admin token's file beside it is `.admin-token` or
-    `:memory:.admin-token`)."""
+    """A database to keep the state in: a path or a URL (policy/store/open.py; a URL no
+    store serves is refused by the command, with its code and the forms it takes). SQLite
+    reads `""` as a temporary database and `:memory:` as one in memory: either is gone
+    when the process ends, with the policy and the tokens in it (and the admin token's
+    file beside it is `.admin-token` or `:memory:.admin-token`)."""
     example = "name the database file, e.g. `--db charter.db`"
-    if text == "":
+    try:
+        path = parse(text).path
+    except StoreUrlError:
+        return text  # (refused with its code by the command)
+    if path == "":
         raise argparse.ArgumentTypeError(f"the path is empty: {example}")
-    if text == ":memory:":
+    if path == ":memory:":
         raise argparse.ArgumentTypeError(
             f"`:memory:` is a database in memory, lost when the process ends: {example}"
         )
@@ -166,23 +172,27 @@ def database_refusal(db: str, *, serving: bool) -> tuple[str, str | None] | None
     return None
 
 
-def key_refusal(db: str) -> tuple[str, str] | None:
-    """A malformed secret key (`CHARTER_SECRET_KEY`, or the key file beside the database),
-    or a key file others may read, found without writing a key file: only one that is
-    there is read."""
-    if not (os.environ.get(KEY_ENV) or key_path_for(db).exists()):
+def key_refusal(key: Path) -> tuple[str, str] | None:
+    """A malformed secret key (`CHARTER_SECRET_KEY`, or the key file: `--key-file`, by
+    default the one beside the database), or a key file others may read, found without
+    writing a key file: only one that is there is read."""
+    if not (os.environ.get(KEY_ENV) or key.exists()):
+        if not key.parent.is_dir():
+            return f"cannot make the key file `{key}`: no directory `{key.parent}`", (
+                "make the directory, or give `--key-file` a path in one that is there"
+            )
         return None  # (a new key is made, with the database)
     hint = "the key is 64 hex digits: the one that sealed this database's secrets"
     try:
-        load_key(db)
+        load_key_file(key)
     except SecretKeyError as exc:
         return str(exc), hint
     except UnicodeDecodeError:  # (a key file that is not ASCII)
-        return f"the key file `{key_path_for(db)}` is malformed", hint
+        return f"the key file `{key}` is malformed", hint
     except OSError as exc:
-        return f"cannot read the key file `{key_path_for(db)}`: {os_reason(exc)}", hint
+        return f"cannot read the key file `{key}`: {os_reason(exc)}", hint
     if not os.environ.get(KEY_ENV):
-        return _exposed_key_file(key_path_for(db))
+        return _exposed_key_file(key)
     return None
 
 
@@ -219,8 +229,8 @@ def sealed_refusal(store: Store, sealer: Sealer) -> tuple[str, str] | None:
             except SecretKeyError:
                 return (
                     "the secret key does not open this database's secrets",
-                    f"serve it with the key that sealed them (`{KEY_ENV}` or the key file "
-                    "beside the database)",
+                    f"serve it with the key that sealed them (`{KEY_ENV}`, or the key file: "
+                    "`--key-file`, by default the one beside the database)",
                 )
             return None
     return None

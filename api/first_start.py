@@ -20,6 +20,16 @@ The admin token comes once the database is in place (api/cli_serve.py,
 and removed if that transaction fails, so a restart after any failure issues it then.
 
 A full disk at any step (ENOSPC, EDQUOT, SQLITE_FULL) is `D0104`, exit 2.
+
+A store kept by a server (PostgreSQL) has no file to make under another name. Its first
+start loads the workspace in a transaction of its own (a revision, as any later start's
+load), then seeds the demo and issues the admin token in one transaction of the store's
+(`build_on_server`, api/cli_serve.py `prepare_on_server`). A start that fails or is
+killed before that COMMIT leaves no demo and no token, and the next start, finding no
+token issued, seeds and issues then; one that committed leaves a database every later
+start takes as it is. The key file (`--key-file`) is made before it, whole, as for
+SQLite; made for a database that turns out to hold secrets, it is removed and the start
+refused.
 """
 
 from __future__ import annotations
@@ -30,9 +40,11 @@ import os
 import secrets
 import stat
 from collections.abc import Callable
+from pathlib import Path
 
 from api.service.core import Service
-from policy.secrets import KEY_ENV, Sealer, key_path_for, load_key
+from policy.secrets import KEY_ENV, Sealer, load_key_file
+from policy.store import Store
 from policy.store.evidence import is_new
 from policy.store.refusal import DISK_FULL, StoreRefused
 from policy.store.sqlite import SqliteStore
@@ -81,15 +93,16 @@ def disk_full(db: str, *, made: bool) -> StoreRefused:
     )
 
 
-def build(db: str, make: Callable[[Service], None], max_policy_bytes: int) -> None:
-    """Make the database at `db` (nothing there, or an empty file) with what `make` puts
-    in it, all of it or none: see the module's docstring. StoreRefused (`D0104`) when
-    the disk is full; what `make` raises (the workspace's errors) goes up as it is."""
+def build(db: str, make: Callable[[Service], None], max_policy_bytes: int, key: Path) -> None:
+    """Make the SQLite database at `db` (nothing there, or an empty file) with what `make`
+    puts in it, all of it or none, sealing its secrets with the key in `key` (the key
+    file, `--key-file` or `<db>.key`): see the module's docstring. StoreRefused (`D0104`)
+    when the disk is full; what `make` raises (the workspace's errors) goes up as it is."""
     target = os.path.realpath(db)  # (through a symlink, as the store opens it)
     spare = f"{target}.{secrets.token_hex(8)}.new"
-    key_given = bool(os.environ.get(KEY_ENV)) or key_path_for(db).exists()
+    key_given = bool(os.environ.get(KEY_ENV)) or key.exists()
     try:
-        sealer = Sealer(load_key(db))  # (made now, whole, when it is not given)
+        sealer = Sealer(load_key_file(key))  # (made now, whole, when it is not given)
         store = SqliteStore(spare, mark=False)
         try:
             service = Service(store, sealer)
@@ -102,7 +115,7 @@ def build(db: str, make: Callable[[Service], None], max_policy_bytes: int) -> No
         _place(spare, target)
     except BaseException as exc:
         if not key_given:
-            key_path_for(db).unlink(missing_ok=True)
+            key.unlink(missing_ok=True)
         if is_disk_full(exc, target):
             raise disk_full(db, made=False) from exc
         raise
@@ -141,3 +154,33 @@ def _place(spare: str, target: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def build_on_server(
+    store: Store, token_file: Path, make: Callable[[Callable[[str], None]], None],
+    say: Callable[[str], None],
+) -> None:  # fmt: skip
+    """A first start on a store kept by a server: what `make` puts in it (the demo seed,
+    the admin token and its file) in one transaction, all of it or none.
+    The lines `make` says are said once it committed (an admin token printed before a
+    COMMIT that failed would be no token); a token file it wrote is removed when the
+    transaction rolls back, a file that was there before it is left as it was."""
+    before = _identity(token_file)
+    lines: list[str] = []
+    try:
+        with store.atomic():
+            make(lines.append)
+    except BaseException:
+        if _identity(token_file) not in (None, before):
+            token_file.unlink(missing_ok=True)
+        raise
+    for line in lines:
+        say(line)
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino, found.st_mtime_ns

@@ -1,8 +1,10 @@
 """Encryption at rest for signing seeds and credentials (PyNaCl SecretBox).
 
 The 32-byte key comes from the environment variable `CHARTER_SECRET_KEY` (64 hex digits)
-when set, else from a key file next to the database (`<db>.key`), created on first start
-with 0600 permissions. Losing the key makes every stored secret unreadable, by design.
+when set, else from a key file: `charter serve --key-file PATH`, by default the one next
+to an SQLite database (`<db>.key`), created on first start with 0600 permissions. A store
+kept by a server has no file to put a key beside, so its key file is always named, the
+same one on every node. Losing the key makes every stored secret unreadable, by design.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ def key_path_for(db_path: str | Path) -> Path:
 
 def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) -> bytes:
     """The environment's key, else the key file next to the DB (created 0600 if absent)."""
+    if db_path is None or str(db_path) == ":memory:":
+        return load_key_file(None, environ)
+    return load_key_file(key_path_for(db_path), environ)
+
+
+def load_key_file(path: Path | None, environ: dict[str, str] | None = None) -> bytes:
+    """The environment's key, else the one in `path` (created 0600 if absent; None: a
+    random key, for a store that lives and dies with its process)."""
     env = os.environ if environ is None else environ
     text = env.get(KEY_ENV)
     if text:
@@ -58,9 +68,8 @@ def load_key(db_path: str | Path | None, environ: dict[str, str] | None = None) 
         if len(key) != KEY_BYTES:
             raise SecretKeyError(f"`{KEY_ENV}` must be {KEY_BYTES * 2} hex digits")
         return key
-    if db_path is None or str(db_path) == ":memory:":
+    if path is None:
         return nacl.utils.random(KEY_BYTES)  # an in-memory store lives and dies with its key
-    path = key_path_for(db_path)
     if not path.exists():
         made = _new_key_file(path)
         if made is not None:

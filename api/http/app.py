@@ -20,12 +20,13 @@ from api.http.lifeline import end_with_supervisor
 from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
+from api.node_files import KEY_FILE_ENV, node_files
 from api.service import memory
 from api.service.core import Service
 from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
-from policy.secrets import Sealer, load_key
-from policy.store.sqlite import SqliteStore
+from policy.secrets import Sealer, load_key_file
+from policy.store.open import Target, open_store, parse
 
 # The decision routes first: starlette tries routes in order, and they are the hot ones.
 TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES]
@@ -73,19 +74,30 @@ MAX_POLICY_ENV = "CHARTER_MAX_POLICY_MIB"  # `--max-policy-mib`, likewise
 
 
 def open_service(
-    db: str | Path,
+    db: str | Path | Target,
     *,
     shared: bool = False,
     turn_lifetime: int | None = None,
     max_policy_mib: int | None = None,
+    key_file: str | Path | None = None,
 ) -> Service:
-    """`shared`: one of several processes serving `db` (`charter serve --workers N`);
-    `turn_lifetime`: seconds an admitted turn runs (default: an hour); `max_policy_mib`:
-    the most text a new revision may hold, in MiB (default: 16)."""
+    """`db`: what `--db` names (a path or a URL, policy/store/open.py); `shared`: one of
+    several processes serving it (`charter serve --workers N`); `turn_lifetime`: seconds
+    an admitted turn runs (default: an hour); `max_policy_mib`: the most text a new
+    revision may hold, in MiB (default: 16); `key_file`: the sealing key's file (default:
+    beside an SQLite database; required for a server-backed store: api/node_files.py)."""
     memory.limit_arenas()  # before the store's and the compiles' threads start
-    store = SqliteStore(db, shared=shared)
-    store.checkpoint_in_background()  # a serving process: keep WAL checkpoints off commits
-    service = Service(store, Sealer(load_key(db)))
+    target = db if isinstance(db, Target) else parse(db)
+    files = node_files(target, key_file)
+    # A database kept by a server is shared whatever this node's `--workers`: other nodes
+    # write it too.
+    store = open_store(target, shared=shared or target.path is None)
+    try:
+        store.serving()  # (SQLite: WAL checkpoints on a thread of their own, off commits)
+        service = Service(store, Sealer(load_key_file(files.key)))
+    except BaseException:
+        store.close()
+        raise
     if turn_lifetime is not None:  # seconds (`charter serve --turn-lifetime`)
         if turn_lifetime < 1:  # (0 would end every turn as it began)
             raise ValueError(f"a turn's lifetime is at least a second, not {turn_lifetime}")
@@ -96,7 +108,7 @@ def open_service(
         service.max_policy_bytes = max_policy_mib << 20
     if shared:
         try:
-            service.shared_metrics = SharedMetrics(str(db), service.metrics)
+            service.shared_metrics = SharedMetrics(files.prefix, service.metrics)
         except OSError as exc:
             # (a full disk, say: its blocks are allocated up front) A worker that cannot
             # keep its counter file serves all the same, and its /metrics shows its own
@@ -104,7 +116,7 @@ def open_service(
             why = (exc.strerror or type(exc).__name__).lower()
             sys.stderr.write(
                 f"charter: worker {os.getpid()} counts alone: cannot keep its counter file "
-                f"in `{directory_for(str(db))}`: {why}\n"
+                f"in `{directory_for(files.prefix)}`: {why}\n"
             )
     return service
 
@@ -117,7 +129,7 @@ def app_from_env() -> Starlette:
     db = os.environ.get("CHARTER_DB", "charter.db")
     service = open_service(
         db, shared=True, turn_lifetime=int(lifetime) if lifetime else None,
-        max_policy_mib=int(cap) if cap else None,
+        max_policy_mib=int(cap) if cap else None, key_file=os.environ.get(KEY_FILE_ENV),
     )  # fmt: skip
     app = create_app(service)
     tune_gc()

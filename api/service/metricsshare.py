@@ -1,4 +1,6 @@
-"""The workers' counters, shared through memory-mapped files beside the database.
+"""The workers' counters, shared through memory-mapped files beside the database (for a
+store kept by a server, beside the key file: api/node_files.py; `db` below is what the
+files are named after).
 
 With `charter serve --workers N` a scrape of /metrics reaches one worker, and a counter
 that is one worker's total in one scrape and another's in the next is no counter. So each

@@ -1,7 +1,8 @@
 """The store: revisions, resources, the decision log and the budget ledger.
 
 `Store` is the narrow interface the service layer codes against; `SqliteStore` is the
-embedded default. Everything but the ledger is a document (a CBOR-encodable mapping)
+embedded default, and `open_store` (policy/store/open.py) builds the store a `--db` path
+or URL names. Everything but the ledger is a document (a CBOR-encodable mapping)
 keyed by (kind, id), so a PostgreSQL implementation needs six tables and no joins:
 
 - revisions: the DSL source files of every policy change, numbered 1, 2, ..., each file
@@ -137,7 +138,14 @@ class Store(Protocol):
     def latest_revision(self) -> int: ...
     def moved(self) -> str | None:
         """Why the store's writes no longer reach where it is kept (the SQLite file was
-        removed or replaced), or None: what /readyz reports."""
+        removed or replaced), or None: what /readyz reports. Always None for a store
+        kept by a server, which has no file to lose."""
+        ...
+
+    def serving(self) -> None:
+        """This process serves requests from now on: start what keeps the store in shape
+        meanwhile, off the requests' path (SqliteStore: a thread that copies its WAL back
+        into the file; a server-backed store: nothing, its server does that). Idempotent."""
         ...
 
     def write_failure(self) -> str | None:

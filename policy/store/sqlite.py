@@ -665,6 +665,10 @@ class SqliteStore:
         if busy:
             raise StoreUnavailable("the database's -wal could not be copied into it")
 
+    def serving(self) -> None:
+        """A serving process: WAL checkpoints run on a thread of their own, off commits."""
+        self.checkpoint_in_background()
+
     def checkpoint_in_background(
         self, interval: float = 0.05, restart_frames: int = RESTART_FRAMES,
         wal_pages: int = 4 * RESTART_FRAMES,
