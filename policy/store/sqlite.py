@@ -596,11 +596,15 @@ class SqliteStore:
     # read of every row in the window (policy/store/ledger.py).
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock, _unreadable(f"the ledger rows of `{subject}`"):
-            return ledger.spent(self._cursor, subject, since_ms)
+            return ledger.spent(self._query, ledger.SQLITE, subject, since_ms)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
         with self.atomic(), _unreadable("the ledger"):
-            ledger.charge(self._cursor, subjects, micros, at_ms)
+            ledger.charge(self._query, ledger.SQLITE, subjects, micros, at_ms)
+
+    def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """A statement's rows, on the store's cursor (what policy/store/ledger.py runs)."""
+        return self._cursor.execute(statement, params).fetchall()
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
