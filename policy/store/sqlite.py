@@ -34,6 +34,11 @@ from policy.store import (
     texts,
 )
 from policy.store.checkpoints import Checkpointer
+from policy.store.decode import document as _document
+from policy.store.decode import encoded as _enc
+from policy.store.decode import meta as _meta
+from policy.store.decode import revision as _revision
+from policy.store.decode import summed as _summed
 from policy.store.logcheck import Chain
 from policy.store.mark import Mark, attach
 from policy.store.rowsum import GENESIS, log_digest, row_digest
@@ -64,42 +69,6 @@ _RUN_BYTES = "SELECT substr(body, ?, ?) FROM decisions WHERE seq = ?"
 RESTART_FRAMES = 4000
 
 
-def _enc(body: Mapping[str, Any]) -> bytes:
-    return bytes(cbor2.dumps(dict(body)))
-
-
-def _dec(blob: bytes, what: str) -> Doc:
-    """A stored body, decoded; StoreDamaged (naming `what`) if it does not decode."""
-    try:
-        value = cbor2.loads(blob)
-    except Exception as exc:  # (cbor2 raises several kinds, and more on garbled bytes)
-        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
-    if not isinstance(value, dict):
-        raise StoreDamaged(what, "it does not decode to a map")
-    return value
-
-
-def _revision(n: Any, blob: bytes, stored: Any) -> Doc:
-    what = f"revision {n}"
-    _summed("revisions", what, stored, n, blob)
-    return _dec(blob, what)
-
-
-def _document(kind: str, id: str, tag: Any, blob: bytes, stored: Any) -> Doc:
-    what = f"document {kind}/{id}"
-    _summed("documents", what, stored, kind, id, tag, blob)
-    return _dec(blob, what)
-
-
-def _meta(key: str, blob: bytes, stored: Any) -> Any:
-    what = f"the stored value `{key}`"
-    _summed("meta", what, stored, key, blob)
-    try:
-        return cbor2.loads(blob)
-    except Exception as exc:
-        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
-
-
 # SQLite's result codes for a file it finds damaged: CORRUPT ("database disk image is
 # malformed") and NOTADB.
 _CORRUPT = frozenset({11, 26})
@@ -122,12 +91,6 @@ def _damage(exc: sqlite3.DatabaseError) -> bool:
     condition that passes (a busy lock, a full disk: StoreUnavailable's)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc)
-
-
-def _summed(table: str, what: str, stored: Any, *columns: Any) -> None:
-    """StoreDamaged unless `stored` is the checksum of the row's `columns`."""
-    if stored != row_digest(table, columns):
-        raise StoreDamaged(what, "it does not match its checksum")
 
 
 def _create_private(path: str) -> None:
