@@ -1,0 +1,36 @@
+"""The store tests' fixtures: a PostgreSQL server per test process (each pytest-xdist
+worker starts its own, tests/pgserver.py), a database of its own per test, and `backend`,
+each contract test run on both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pgserver import PgServer, running
+from tests.store.backends import Backend
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    with running() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """A new, empty database of the test server."""
+    return pg_server.database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        found = Backend("sqlite", tmp_path / "s.db", None)
+    else:
+        server: PgServer = request.getfixturevalue("pg_server")
+        found = Backend("postgres", server.database(), server)
+    yield found
+    found.close()
