@@ -98,7 +98,9 @@ class PgServer:
             admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
         return self.url(name)
 
-    def sql(self, url: str, statement: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    def sql(
+        self, url: str, statement: str, params: tuple[object, ...] = ()
+    ) -> list[tuple[object, ...]]:
         """A statement run behind the store's back, in a connection of its own."""
         with psycopg.connect(url, autocommit=True) as connection:
             cursor = connection.execute(statement, params)
