@@ -74,6 +74,10 @@ class PgServer:
             str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
             "-E", "UTF8", "--no-sync", "--no-instructions",
         )  # fmt: skip
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start the server of a data directory made by `start` (after `stop`)."""
         settings = (
             f"-c listen_addresses='' -c unix_socket_directories='{self.socket}' "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
@@ -84,9 +88,12 @@ class PgServer:
             "-o", settings, "-w", "-t", "60", "start",
         )  # fmt: skip
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: `immediate` (its data is thrown away after), or `fast` (what
+        was committed is there when it starts again: with synchronous_commit off, an
+        immediate stop loses the last commits)."""
         with contextlib.suppress(subprocess.CalledProcessError):
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@/{database}?host={self.socket}"
