@@ -3,9 +3,10 @@
 Every write transaction moves the version in the one-row `feed` table and calls
 `pg_notify('charter_feed', <version>)`, which PostgreSQL delivers at its COMMIT. A
 `Feed` keeps the highest version it has seen, from a thread of its own on a connection
-of its own: it LISTENs on the channel, and besides reads the `feed` row itself at least
-every `POLL` seconds, so a notification that never came (a listener reconnecting, a
-notification queue dropped by a server restart) is made up for by that read.
+of its own: it LISTENs on the channel and reads the `feed` row when a notification names
+a version past it, and besides at least every `POLL` seconds, so a notification that
+never came (a listener reconnecting, a notification queue dropped by a server restart)
+is made up for by that read.
 
 `Feed.version()` is that value while the thread has read the row within `FRESH` seconds;
 otherwise (it is starting, its connection is lost, it is stalled) None, and the store
@@ -19,7 +20,6 @@ seen is the newest, whichever read saw it first.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -38,7 +38,7 @@ class Feed:
         self._url = url
         self._lock = threading.Lock()
         self._seen = 0  # the highest version seen
-        self._looked = 0.0  # (monotonic) when the thread last read the row
+        self._looked = float("-inf")  # (monotonic) when the thread last read the row
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -83,23 +83,33 @@ class Feed:
                     self._listen(db)
             except psycopg.Error:
                 with self._lock:
-                    self._looked = 0.0  # (the store reads the row itself meanwhile)
+                    self._looked = float("-inf")  # (the store reads the row meanwhile)
                 self._stop.wait(RETRY)
 
     def _listen(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
-        polled = 0.0
+        polled = float("-inf")
+        woken = False
         while not self._stop.is_set():
             now = time.monotonic()
-            if now - polled >= POLL:
+            if woken or now - polled >= POLL:
                 # Read after LISTEN took effect: a commit before it is in this read, one
                 # after it is notified (or in the next read).
                 row = db.execute(READ).fetchone()
                 polled = now
                 if row is not None:
                     self._take(int(str(row[0])), now)
-            for notice in db.notifies(timeout=WAIT):
-                with contextlib.suppress(ValueError):
-                    self.seen(int(notice.payload))
+            woken = False
+            for notice in db.notifies(timeout=WAIT, stop_after=1):
+                woken = self._news(notice.payload)
+
+    def _news(self, payload: str) -> bool:
+        """Whether a notification may tell of a version not seen yet: then the row is read
+        (not the payload taken: stores in other schemas of the database notify the same
+        channel, with the versions of their own `feed` rows)."""
+        try:
+            return int(payload) > self._seen
+        except ValueError:
+            return True
 
     def _take(self, version: int, at: float) -> None:
         """A read of the row at `at`: what it found, and that the thread is sound."""

@@ -4,25 +4,25 @@ test server, tests/pgserver.py), opened and read behind their backs alike."""
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from pathlib import Path
 from typing import Any
 
 from policy.store import Store
 from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
-from tests.pgserver import PgServer, in_schema
+from tests.pgserver import PgServer
 
 
 class Backend:
     """One database of one kind: `open()` a store on it (each one as another process's
-    would be), `sql()` behind the stores' backs, `fresh()` another, empty database."""
+    would be), `sql()` behind the stores' backs."""
 
     def __init__(self, kind: str, where: Path | str, server: PgServer | None) -> None:
         self.kind = kind
         self.where = where  # a file's path, or a URL
         self._server = server
         self._opened: list[Store] = []
+        self._kept: Store | None = None
 
     def open(self, **options: Any) -> Store:
         store: Store
@@ -33,6 +33,13 @@ class Backend:
         self._opened.append(store)
         return store
 
+    def kept(self) -> Store:
+        """One store, opened on the first call and the same after (for the examples of a
+        property, each of which empties the tables it uses)."""
+        if self._kept is None:
+            self._kept = self.open()
+        return self._kept
+
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """A statement with `?` marks, run in a connection of its own."""
         if self.kind == "sqlite":
@@ -42,17 +49,6 @@ class Backend:
             return rows
         assert self._server is not None
         return self._server.sql(str(self.where), statement.replace("?", "%s"), params)
-
-    def fresh(self) -> Backend:
-        """Another database of the same kind, empty (cheap: a schema in PostgreSQL)."""
-        name = f"s_{uuid.uuid4().hex[:12]}"
-        if self.kind == "sqlite":
-            where: Path | str = Path(self.where).parent / f"{name}.db"
-        else:
-            where = in_schema(str(self.where), name)
-        backend = Backend(self.kind, where, self._server)
-        backend._opened = self._opened  # (closed with this one's)
-        return backend
 
     def close(self) -> None:
         for store in self._opened:

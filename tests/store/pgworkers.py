@@ -1,6 +1,7 @@
 """What the processes of tests/store/test_postgres.py do, each with a PostgresStore of
-its own: `python -m tests.store.pgworkers append|spend URL COUNT START [CAP]`, starting at
-the wall-clock time START (so they all start together), printing what it did as JSON."""
+its own: `python -m tests.store.pgworkers append|spend URL COUNT [CAP]`. Each prints
+`ready` once its store is open and starts when a line comes on its stdin (so they all
+start together), then prints what it did as JSON."""
 
 from __future__ import annotations
 
@@ -41,13 +42,14 @@ def spend(store: PostgresStore, count: int, cap: int) -> int:
 
 
 def main(argv: list[str]) -> None:
-    what, url, count, start = argv[0], argv[1], int(argv[2]), float(argv[3])
+    what, url, count = argv[0], argv[1], int(argv[2])
     store = PostgresStore(url)
-    time.sleep(max(0.0, start - time.time()))
+    print("ready", flush=True)
+    sys.stdin.readline()
     if what == "append":
         print(json.dumps(append(store, count)))
     else:
-        print(json.dumps(spend(store, count, int(argv[4]))))
+        print(json.dumps(spend(store, count, int(argv[3]))))
     store.close()
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from policy.store import StoreUnavailable, pgschema
 from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
-from tests.pgserver import PgServer, in_schema, running
+from tests.pgserver import PgServer, in_schema
 from tests.store import pgworkers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,14 +30,21 @@ PROCESSES = 4
 
 def _together(what: str, url: str, count: int, *extra: str) -> list[Any]:
     """PROCESSES processes each running `pgworkers` with a store of its own, started at
-    one moment; what each printed."""
-    start = time.time() + 2.0  # (once every process has imported and connected)
-    command = [sys.executable, "-m", "tests.store.pgworkers", what, url, str(count), str(start)]
+    one moment (once every one has its store open); what each printed."""
+    command = [sys.executable, "-m", "tests.store.pgworkers", what, url, str(count), *extra]
     workers = [
-        subprocess.Popen([*command, *extra], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         for _ in range(PROCESSES)
     ]
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
     found = []
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
     for worker in workers:
         out, _ = worker.communicate(timeout=120)
         assert worker.returncode == 0
@@ -139,12 +147,15 @@ def test_a_lost_connection_is_store_unavailable_and_the_next_call_reconnects(
     store.close()
 
 
-def test_a_server_gone_is_store_unavailable_until_it_is_back() -> None:
-    with running() as server:
-        url = server.database()
-        store = PostgresStore(url, timeout=1)
-        store.append_decisions([b"x"])
-        server.stop("fast")
+def test_a_server_gone_is_store_unavailable_until_it_is_back(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """The test process's server stopped (its tests run one after another) and started
+    again: every call is StoreUnavailable meanwhile, and the store goes on after."""
+    store = PostgresStore(pg_url, timeout=1)
+    store.append_decisions([b"x"])
+    pg_server.stop("fast")
+    try:
         for call in (
             lambda: store.last_seq(),
             lambda: store.append_decisions([b"y"]),
@@ -154,11 +165,12 @@ def test_a_server_gone_is_store_unavailable_until_it_is_back() -> None:
             with pytest.raises(StoreUnavailable):
                 call()
         with pytest.raises(StoreUnavailable):
-            PostgresStore(url, timeout=1)
-        server.start_again()
-        assert store.append_decisions([b"y"]) == [2]
-        assert store.last_seq() == 2
-        store.close()
+            PostgresStore(pg_url, timeout=1)
+    finally:
+        pg_server.start_again()
+    assert store.append_decisions([b"y"]) == [2]
+    assert store.last_seq() == 2
+    store.close()
 
 
 def test_a_value_postgresql_cannot_hold_is_a_value_error(pg_url: str) -> None:
@@ -223,22 +235,29 @@ def _reads(store: PostgresStore | SqliteStore) -> list[Any]:
     return seen
 
 
+@pytest.fixture
+def both(pg_url: str, tmp_path: Path) -> Iterator[tuple[PostgresStore, SqliteStore]]:
+    """A store of each kind, open for every example of a property (emptied by each)."""
+    postgres, sqlite = PostgresStore(pg_url), SqliteStore(tmp_path / "s.db")
+    yield postgres, sqlite
+    postgres.close()
+    sqlite.close()
+
+
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
 def test_any_document_operations_read_back_the_same_on_both_stores(
-    pg_url: str, tmp_path_factory: pytest.TempPathFactory, ops: list[Any]
+    both: tuple[PostgresStore, SqliteStore], ops: list[Any]
 ) -> None:
-    url = in_schema(pg_url, f"s{time.monotonic_ns()}")
-    postgres = PostgresStore(url)
-    sqlite = SqliteStore(tmp_path_factory.mktemp("docs") / "s.db")
+    postgres, sqlite = both
+    postgres._rows("TRUNCATE documents")
+    sqlite._db.execute("DELETE FROM documents")
     for op, kind, id, n, tag in ops:
         body = {"n": n, "id": id}
         call = getattr(sqlite, op), getattr(postgres, op)
         args = (kind, id) if op == "delete" else (kind, id, body, tag)
         assert call[0](*args) == call[1](*args)
     assert _reads(postgres) == _reads(sqlite)
-    postgres.close()
-    sqlite.close()
 
 
 def test_pg_server_fixture_gives_each_test_a_database_of_its_own(
@@ -246,3 +265,23 @@ def test_pg_server_fixture_gives_each_test_a_database_of_its_own(
 ) -> None:
     assert pg_url != pg_server.database()
     assert str(pg_server.sql(pg_url, "SELECT current_database()")[0][0]) in pg_url
+
+
+def test_stores_in_other_schemas_do_not_hold_the_data_version_back(pg_url: str) -> None:
+    """Stores in two schemas of one database notify one channel: a version of the other
+    schema's feed, however high, is never taken for this one's."""
+    busy = PostgresStore(in_schema(pg_url, "busy"))
+    quiet = in_schema(pg_url, "quiet")
+    store, other = PostgresStore(quiet), PostgresStore(quiet)
+    store.data_version()
+    for i in range(30):
+        busy.set_meta("k", i)  # (its feed's version passes the quiet one's)
+    time.sleep(0.3)
+    before = store.data_version()
+    other.set_meta("k", 1)
+    start = time.monotonic()
+    while store.data_version() == before:
+        assert time.monotonic() - start < 0.5
+        time.sleep(0.005)
+    for opened in (busy, store, other):
+        opened.close()
