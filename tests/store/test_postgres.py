@@ -285,3 +285,22 @@ def test_stores_in_other_schemas_do_not_hold_the_data_version_back(pg_url: str) 
         time.sleep(0.005)
     for opened in (busy, store, other):
         opened.close()
+
+
+def test_a_full_disk_is_store_unavailable_and_reported_until_a_write_succeeds(
+    pg_url: str,
+) -> None:
+    """What the driver raises for a full disk (SQLSTATE 53100) goes up as StoreUnavailable
+    and is what `write_failure` says until a write succeeds: there, its own probe's."""
+    store = PostgresStore(pg_url)
+    failure = store._failure(psycopg.errors.DiskFull("could not extend file"))
+    assert isinstance(failure, StoreUnavailable) and "53100" in str(failure)
+    assert store.write_failed is not None
+    assert store.write_failure() is None  # its probe wrote: the disk has room again
+    assert store.get_meta("write_probe") is not None
+    store._failure(psycopg.errors.DiskFull("could not extend file"))
+    store.set_meta("k", 1)  # any write that commits ends it
+    assert store.write_failed is None
+    bug = store._failure(psycopg.errors.UndefinedTable("no such table"))
+    assert isinstance(bug, RuntimeError) and not isinstance(bug, StoreUnavailable)
+    store.close()
