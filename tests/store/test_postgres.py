@@ -287,6 +287,10 @@ def test_stores_in_other_schemas_do_not_hold_the_data_version_back(pg_url: str) 
         opened.close()
 
 
+def _failed(store: PostgresStore) -> str | None:
+    return store.write_failed
+
+
 def test_a_full_disk_is_store_unavailable_and_reported_until_a_write_succeeds(
     pg_url: str,
 ) -> None:
@@ -295,12 +299,13 @@ def test_a_full_disk_is_store_unavailable_and_reported_until_a_write_succeeds(
     store = PostgresStore(pg_url)
     failure = store._failure(psycopg.errors.DiskFull("could not extend file"))
     assert isinstance(failure, StoreUnavailable) and "53100" in str(failure)
-    assert store.write_failed is not None
+    assert _failed(store) is not None
     assert store.write_failure() is None  # its probe wrote: the disk has room again
     assert store.get_meta("write_probe") is not None
     store._failure(psycopg.errors.DiskFull("could not extend file"))
+    assert _failed(store) is not None
     store.set_meta("k", 1)  # any write that commits ends it
-    assert store.write_failed is None
+    assert _failed(store) is None
     bug = store._failure(psycopg.errors.UndefinedTable("no such table"))
     assert isinstance(bug, RuntimeError) and not isinstance(bug, StoreUnavailable)
     store.close()
