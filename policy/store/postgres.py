@@ -289,10 +289,11 @@ class PostgresStore:
         db = self._connection()
         try:
             version = None
-            if self._wrote:
-                row = db.execute(_BUMP).fetchone()
+            if self._wrote:  # (one round trip: the COMMIT runs only once the feed moved)
+                row = db.execute(f"{_BUMP}; COMMIT").fetchone()
                 version = None if row is None else int(row[0])
-            db.execute("COMMIT")
+            else:
+                db.execute("COMMIT")
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
