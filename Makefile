@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := charter grammar policy engine api
 
-.PHONY: install lint typecheck quick check test fuzz bench serve fmt docs clean
+.PHONY: install postgres lint typecheck quick check test fuzz bench serve fmt docs clean
 
 # $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
 # it took, in seconds; the part's exit status is make's.
@@ -24,7 +24,25 @@ $(STAMP): pyproject.toml
 		&& $(PY) -m pip install --quiet -e '.[test]' \
 		&& touch $(STAMP))
 
-install: $(STAMP)
+# The store tests start a PostgreSQL server of their own (tests/pgserver.py) from its
+# binaries: found with pg_config or under /usr/lib/postgresql, else installed here with
+# apt-get (as root: a fresh Debian machine, CI; anyone else is told). Quiet when they
+# are there.
+PG_FOUND := test -x "$$(pg_config --bindir 2>/dev/null)/initdb" \
+	|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+
+postgres:
+	@$(PG_FOUND) || { \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "warning: no postgresql server; the store tests need it (install postgresql)" >&2; \
+			exit 0; fi; \
+		echo "== installing postgresql"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get install -y -qq postgresql >/dev/null 2>&1 \
+			|| { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }; } \
+		&& $(PG_FOUND); }
+
+install: $(STAMP) postgres
 
 lint: install
 	$(call timed,lint,$(VENV)/bin/ruff check $(PACKAGES) tests bench \
@@ -50,6 +68,8 @@ fuzz: install
 		tests/api/test_log_properties.py tests/api/test_upload_memory.py \
 		tests/api/test_api_fuzz.py tests/api/test_solver_gate.py \
 		"tests/store/test_sqlite.py::test_reading_the_log_anywhere_in_its_runs" \
+		"tests/store/test_contract.py::test_reading_the_log_anywhere_in_its_runs" \
+		"tests/store/test_postgres.py::test_any_document_operations_read_back_the_same_on_both_stores" \
 		"tests/store/test_revision_deltas.py::test_any_sequence_of_changes_reads_back" -q
 
 # The benchmarks compare with Cedar too (cedarpy, the `bench` extra), kept out of `make test`.

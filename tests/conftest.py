@@ -1,10 +1,16 @@
-"""Shared test set-up: hypothesis profiles (`fast` for `make test`, `long` for `make fuzz`)."""
+"""Shared test set-up: hypothesis profiles (`fast` for `make test`, `long` for `make fuzz`),
+and `pg_server`: a real PostgreSQL server per test process (each pytest-xdist worker
+starts its own, on first use: tests/pgserver.py)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.pgserver import PgServer, running
 
 settings.register_profile(
     "fast", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -21,3 +27,9 @@ settings.register_profile(
     max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "1000")),
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    with running() as server:
+        yield server

@@ -1,9 +1,10 @@
 """The store: revisions, resources, the decision log and the budget ledger.
 
 `Store` is the narrow interface the service layer codes against; `SqliteStore` is the
-embedded default, and `open_store` (policy/store/open.py) builds the store a `--db` path
-or URL names. Everything but the ledger is a document (a CBOR-encodable mapping)
-keyed by (kind, id), so a PostgreSQL implementation needs six tables and no joins:
+embedded default, `PostgresStore` (policy/store/postgres.py) the same contract on a
+PostgreSQL server shared by several nodes, and `open_store` (policy/store/open.py) builds
+the one a `--db` path or URL names. Everything but the ledger is a document (a
+CBOR-encodable mapping) keyed by (kind, id), so both keep six tables and no joins:
 
 - revisions: the DSL source files of every policy change, numbered 1, 2, ..., each file
   as its path and the SHA-256 of its text (policy/store/texts.py); a row holds what
@@ -25,9 +26,10 @@ keyed by (kind, id), so a PostgreSQL implementation needs six tables and no join
   read of the window (policy/store/ledger.py).
 - meta: a few named values (the demo seed flag, the cache epoch).
 
-Every row of the SQLite store carries a checksum (`sum`, policy/store/rowsum.py), checked
-on every read; the decision log's runs chain. The schema's version is SQLite's
-`user_version`, and the migrations applied at open are in policy/store/schema.py.
+Every row carries a checksum (`sum`, policy/store/rowsum.py), checked on every read
+(policy/store/decode.py); the decision log's runs chain (policy/store/logread.py). The
+schema's version is SQLite's `user_version` and PostgreSQL's `schema_version` table; the
+migrations applied at open are in policy/store/schema.py and policy/store/pgschema.py.
 """
 
 from __future__ import annotations

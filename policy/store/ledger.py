@@ -1,11 +1,12 @@
-"""The SQLite store's budget ledger: a running total per subject, so a sum is two look-ups.
+"""The budget ledger: a running total per subject, so a sum is two look-ups.
 
 Every row keeps `cum`, its subject's total charged up to and including it, in the order
-(at, rowid) that the index `ledger_subject (subject, at)` keeps (SQLite appends the rowid
-to every index entry). What a subject was charged at or after `since` is then its last
-row's `cum` minus the `cum` of its last row before `since`: two searches of the index,
-however many rows the subject has, where summing the window read every row of it (a
-`total` budget, or a busy 7-day window, made each charged decision slower than the last).
+(at, row key) that the index on (subject, at) keeps (SQLite appends the rowid to every
+index entry; PostgreSQL's index is on (subject, at, id)). What a subject was charged at
+or after `since` is then its last row's `cum` minus the `cum` of its last row before
+`since`: two searches of the index, however many rows the subject has, where summing the
+window read every row of it (a `total` budget, or a busy 7-day window, made each charged
+decision slower than the last).
 
 A running total needs each subject's rows in time order, so a charge is never recorded
 before its subject's last row: one whose time is earlier (another process's clock, or a
@@ -13,16 +14,22 @@ clock stepped back) is recorded at the last row's time. Later, never earlier: th
 stays in every window at least as long as at its own time, so it can only deny more
 calls, never allow more.
 
-`cum` has no declared type (no affinity): an integer while it fits in 64 bits, and past
-that its decimal digits as text, where a column of INTEGER affinity would have turned such
-digits into an inexact REAL. So a sum past 64 bits is read exactly, and says
-SPENT_OVERFLOW as SQLite's sum() failing on it did; a charge never fails for it.
+The logic is the same for both stores; each passes its `Statements` (its SQL, with named
+parameters `subject`, `since`, `at`, `micros`, `cum`, `sum`) and a function that runs one
+and returns its rows. In SQLite `cum` has no declared type (no affinity): an integer while
+it fits in 64 bits, and past that its decimal digits as text, where a column of INTEGER
+affinity would have turned such digits into an inexact REAL. In PostgreSQL it is a
+`numeric`. Either way a sum past 64 bits is read exactly, and says SPENT_OVERFLOW (more
+than any cap); a charge never fails for it. A row's checksum covers `cum` as SQLite keeps
+it (an integer, or its digits as text past 64 bits), in both stores.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from policy.store import SPENT_OVERFLOW, StoreDamaged
@@ -31,24 +38,73 @@ from policy.store.rowsum import row_digest
 _MAX = (1 << 63) - 1
 _MIN = -(1 << 63)
 
-# A subject's last row in (at, rowid) order; the same before a time. Both from the index,
-# each with the columns its checksum covers (policy/store/rowsum.py), checked when read.
-_ROW = "SELECT at, micros, cum, sum FROM ledger WHERE subject = ?1"
-_LAST = f"{_ROW} ORDER BY at DESC, rowid DESC LIMIT 1"
-_SPENT = (
-    f"SELECT 0, * FROM ({_ROW} ORDER BY at DESC, rowid DESC LIMIT 1) UNION ALL "
-    f"SELECT 1, * FROM ({_ROW} AND at < ?2 ORDER BY at DESC, rowid DESC LIMIT 1)"
-)
-_INSERT = "INSERT INTO ledger (subject, at, micros, cum, sum) VALUES (?, ?, ?, ?, ?)"
+# Runs one statement with its named parameters and returns its rows.
+Query = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """A store's SQL for the ledger. `last`: a subject's last row in (at, key) order, as
+    (at, micros, cum, sum); `spent`: that row as (0, at, micros, cum, sum) and the last
+    before `since` as (1, ...), both from the index; `insert`: a row. `cum`: the value
+    a running total is written as."""
+
+    last: str
+    spent: str
+    insert: str
+    cum: Callable[[int], Any]
 
 
 def _stored(total: int) -> int | str:
     return total if _MIN <= total <= _MAX else str(total)
 
 
+_SQLITE_ROW = "SELECT at, micros, cum, sum FROM ledger WHERE subject = :subject"
+_SQLITE_ORDER = "ORDER BY at DESC, rowid DESC LIMIT 1"
+SQLITE = Statements(
+    last=f"{_SQLITE_ROW} {_SQLITE_ORDER}",
+    spent=(
+        f"SELECT 0, * FROM ({_SQLITE_ROW} {_SQLITE_ORDER}) UNION ALL "
+        f"SELECT 1, * FROM ({_SQLITE_ROW} AND at < :since {_SQLITE_ORDER})"
+    ),
+    insert=(
+        "INSERT INTO ledger (subject, at, micros, cum, sum) "
+        "VALUES (:subject, :at, :micros, :cum, :sum)"
+    ),
+    cum=_stored,
+)
+_PG_ROW = "SELECT at, micros, cum, sum FROM ledger WHERE subject = %(subject)s"
+_PG_ORDER = "ORDER BY at DESC, id DESC LIMIT 1"
+POSTGRES = Statements(
+    last=f"{_PG_ROW} {_PG_ORDER}",
+    spent=(
+        f"(SELECT 0, at, micros, cum, sum FROM ({_PG_ROW} {_PG_ORDER}) AS last) UNION ALL "
+        f"(SELECT 1, at, micros, cum, sum FROM ({_PG_ROW} AND at < %(since)s {_PG_ORDER}) "
+        "AS before)"
+    ),
+    insert=(
+        "INSERT INTO ledger (subject, at, micros, cum, sum) "
+        "VALUES (%(subject)s, %(at)s, %(micros)s, %(cum)s, %(sum)s)"
+    ),
+    cum=int,
+)
+
+
+def _summed_cum(cum: Any) -> Any:
+    """`cum` as its checksum covers it: an integer, or its digits past 64 bits (a
+    `numeric` read back as a Decimal is that integer; one with a fraction is left as it
+    is, and matches no checksum)."""
+    if isinstance(cum, Decimal) and cum.is_finite() and cum == cum.to_integral_value():
+        return _stored(int(cum))
+    return cum
+
+
 def _checked(subject: str, row: tuple[Any, ...]) -> tuple[int, int]:
     """A row's (at, cum), once its checksum matches (StoreDamaged if it does not)."""
     at, micros, cum, stored = row
+    cum = _summed_cum(cum)
+    if isinstance(stored, memoryview):
+        stored = bytes(stored)
     if stored != row_digest("ledger", (subject, at, micros, cum)):
         raise StoreDamaged(f"a ledger row of `{subject}`", "it does not match its checksum")
     try:
@@ -57,16 +113,21 @@ def _checked(subject: str, row: tuple[Any, ...]) -> tuple[int, int]:
         raise StoreDamaged(f"a ledger row of `{subject}`", "its total is not a number") from None
 
 
-def _insert(cursor: sqlite3.Cursor, subject: str, at: int, micros: int, total: int) -> None:
-    cum = _stored(total)
-    cursor.execute(
-        _INSERT, (subject, at, micros, cum, row_digest("ledger", (subject, at, micros, cum)))
-    )
+def _insert(run: Query, sql: Statements, subject: str, at: int, micros: int, total: int) -> None:
+    summed = _stored(total)
+    run(
+        sql.insert,
+        {
+            "subject": subject, "at": at, "micros": micros, "cum": sql.cum(total),
+            "sum": row_digest("ledger", (subject, at, micros, summed)),
+        },
+    )  # fmt: skip
 
 
-def spent(cursor: sqlite3.Cursor, subject: str, since_ms: int) -> int:
-    """`Store.spent`, on a cursor of the store's connection (under the store's lock)."""
-    found = {which: row for which, *row in cursor.execute(_SPENT, (subject, since_ms))}
+def spent(run: Query, sql: Statements, subject: str, since_ms: int) -> int:
+    """`Store.spent`, through the store's connection (under the store's lock)."""
+    rows = run(sql.spent, {"subject": subject, "since": since_ms})
+    found = {which: row for which, *row in rows}
     if 0 not in found:
         return 0
     _, last = _checked(subject, tuple(found[0]))
@@ -75,17 +136,17 @@ def spent(cursor: sqlite3.Cursor, subject: str, since_ms: int) -> int:
     return total if _MIN <= total <= _MAX else SPENT_OVERFLOW
 
 
-def charge(cursor: sqlite3.Cursor, subjects: Sequence[str], micros: int, at_ms: int) -> None:
+def charge(run: Query, sql: Statements, subjects: Sequence[str], micros: int, at_ms: int) -> None:
     """`Store.charge`, inside the store's write transaction (which keeps another process
     from adding a row between the look-up of a subject's last row and the new one)."""
     for subject in subjects:
-        last = cursor.execute(_LAST, (subject,)).fetchone()
-        if last is None:
-            _insert(cursor, subject, at_ms, micros, micros)
+        rows = run(sql.last, {"subject": subject})
+        if not rows:
+            _insert(run, sql, subject, at_ms, micros, micros)
         else:
-            at, cum = _checked(subject, last)
+            at, cum = _checked(subject, rows[0])
             # At the last row's time if that is later (see above: only ever later).
-            _insert(cursor, subject, max(at_ms, at), micros, cum + micros)
+            _insert(run, sql, subject, max(at_ms, at), micros, cum + micros)
 
 
 def fill_running_totals(db: sqlite3.Connection) -> None:

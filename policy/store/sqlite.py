@@ -12,12 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +28,20 @@ from policy.store import (
     StoreTooNew,
     StoreUnavailable,
     ledger,
+    logread,
     revisions,
     schema,
     texts,
 )
 from policy.store.checkpoints import Checkpointer
-from policy.store.logcheck import Chain, extent, packed
+from policy.store.decode import document as _document
+from policy.store.decode import encoded as _enc
+from policy.store.decode import meta as _meta
+from policy.store.decode import revision as _revision
+from policy.store.decode import summed as _summed
+from policy.store.logcheck import Chain
 from policy.store.mark import Mark, attach
-from policy.store.rowsum import GENESIS, log_digest, log_hasher, row_digest
+from policy.store.rowsum import GENESIS, log_digest, row_digest
 from policy.store.schema import SCHEMA as SCHEMA
 from policy.store.schema import TEXTS as TEXTS
 from policy.store.transaction import Transaction
@@ -47,10 +50,7 @@ from policy.store.writerlock import WriterLock
 _TEXTS_AT_ONCE = 500  # digests a statement looks up (SQLite's variables: 32766 at most)
 
 
-# The log is kept in runs: a row of `decisions` holds the `count` rows a transaction
-# logged together, numbered `seq` to `seq + count - 1`. A run of one is the row itself; a
-# longer run is its rows' lengths (unsigned 32-bit, little-endian) and then the rows. Each
-# run's `sum` chains it to the run before (policy/store/rowsum.py).
+# The log is kept in runs (policy/store/logread.py), each chained to the one before.
 _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
 _APPEND_RUN = "INSERT INTO decisions (seq, count, body, sum) VALUES (?, ?, ?, ?)"
@@ -63,62 +63,10 @@ _READ_RUNS = (
     "SELECT seq, count, length(body), sum FROM decisions WHERE seq >= "
     "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= ?) ORDER BY seq"
 )
-_PIECE = 1 << 16  # what a long run is hashed by, a piece at a time
 _RUN_BYTES = "SELECT substr(body, ?, ?) FROM decisions WHERE seq = ?"
-_NO_BUDGET = (1 << 63) - 1
 
 # Under load the WAL starts over about every this many frames (4 KiB pages: 16 MiB).
 RESTART_FRAMES = 4000
-
-
-def _pack(rows: Sequence[bytes]) -> bytes:
-    if len(rows) == 1:
-        return rows[0]
-    return struct.pack(f"<{len(rows)}I", *map(len, rows)) + b"".join(rows)
-
-
-def _unpack(count: int, body: bytes, start: int, stop: int) -> list[bytes]:
-    """Rows `start` to `stop - 1` of a run (only those are copied out)."""
-    if count == 1:
-        return [body][start:stop]
-    ends = list(accumulate(struct.unpack_from(f"<{count}I", body), initial=4 * count))
-    return [body[ends[i] : ends[i + 1]] for i in range(start, min(stop, count))]
-
-
-def _enc(body: Mapping[str, Any]) -> bytes:
-    return bytes(cbor2.dumps(dict(body)))
-
-
-def _dec(blob: bytes, what: str) -> Doc:
-    """A stored body, decoded; StoreDamaged (naming `what`) if it does not decode."""
-    try:
-        value = cbor2.loads(blob)
-    except Exception as exc:  # (cbor2 raises several kinds, and more on garbled bytes)
-        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
-    if not isinstance(value, dict):
-        raise StoreDamaged(what, "it does not decode to a map")
-    return value
-
-
-def _revision(n: Any, blob: bytes, stored: Any) -> Doc:
-    what = f"revision {n}"
-    _summed("revisions", what, stored, n, blob)
-    return _dec(blob, what)
-
-
-def _document(kind: str, id: str, tag: Any, blob: bytes, stored: Any) -> Doc:
-    what = f"document {kind}/{id}"
-    _summed("documents", what, stored, kind, id, tag, blob)
-    return _dec(blob, what)
-
-
-def _meta(key: str, blob: bytes, stored: Any) -> Any:
-    what = f"the stored value `{key}`"
-    _summed("meta", what, stored, key, blob)
-    try:
-        return cbor2.loads(blob)
-    except Exception as exc:
-        raise StoreDamaged(what, f"it does not decode ({type(exc).__name__})") from None
 
 
 # SQLite's result codes for a file it finds damaged: CORRUPT ("database disk image is
@@ -143,12 +91,6 @@ def _damage(exc: sqlite3.DatabaseError) -> bool:
     condition that passes (a busy lock, a full disk: StoreUnavailable's)."""
     code = getattr(exc, "sqlite_errorcode", None)
     return (code is not None and code & 0xFF in _CORRUPT) or "Could not decode" in str(exc)
-
-
-def _summed(table: str, what: str, stored: Any, *columns: Any) -> None:
-    """StoreDamaged unless `stored` is the checksum of the row's `columns`."""
-    if stored != row_digest(table, columns):
-        raise StoreDamaged(what, "it does not match its checksum")
 
 
 def _create_private(path: str) -> None:
@@ -446,7 +388,7 @@ class SqliteStore:
     def append_decisions(self, rows: Sequence[bytes]) -> list[int]:
         if not rows:
             return []
-        body = _pack(rows)
+        body = logread.pack(rows)
         with self.atomic():
             # One INSERT for the whole run, numbered after the last run inside the write
             # lock (a row per decision cost twice the SQLite time of a run per group), and
@@ -475,51 +417,21 @@ class SqliteStore:
         a row is taken from is checked whole, its link to the run before too
         (policy/store/logcheck.py); a damaged stretch is one `Damaged`."""
         found: list[tuple[int, bytes | Damaged]] = []
-        budget = _NO_BUDGET if max_bytes is None else max_bytes
-        size = 0
-        wanted = after_seq + 1
         with self._lock:
             # From the run that holds `after_seq + 1` (the last one starting at or before
             # it) on, in one statement: one snapshot, so a run another process commits
             # meanwhile is either wholly there or wholly not, never skipped (a blob opened
             # while the statement runs reads in its snapshot, and runs never change).
-            cursor = self._db.execute(_READ_RUNS, (wanted,))
+            cursor = self._db.execute(_READ_RUNS, (after_seq + 1,))
             try:
-                runs = iter(cursor)
-                current = next(runs, None)
-                chain: Chain | None = None
-                while current is not None and len(found) < limit:
-                    following = next(runs, None)
-                    seq, count, length, stored = current
-                    if chain is None:  # (the run before the first one read)
-                        chain = self._chain_before(seq)
-                    last = extent(seq, count, None if following is None else following[0])
-                    gap = chain.missing(seq)
-                    if gap is not None and gap.last_seq >= wanted:
-                        found.append((max(gap.seq, wanted), replace(gap, seq=max(gap.seq, wanted))))
-                    start = max(wanted, seq)
-                    stop = min(last + 1, start + limit - len(found))
-                    if start >= stop:  # (the first run ended at or before `after_seq`)
-                        chain.end = last + 1
-                        chain.chained_to = stored if isinstance(stored, bytes) else b""
-                        current = following
-                        continue
-                    # `_run_rows` keeps to the bytes left (but for a page's first row)
-                    rows, damaged = self._run_rows(
-                        chain, seq, last, count, length, stored, start - seq, stop - seq,
-                        budget - size, not found,
-                    )  # fmt: skip
-                    if damaged is not None:
-                        found.append((start, replace(damaged, seq=start)))
-                        current = following
-                        continue
-                    if rows is None:
-                        break  # (the run does not fit in the page's bytes)
-                    found.extend(enumerate(rows, start))
-                    size += sum(map(len, rows))
-                    if len(rows) < stop - start:
-                        break  # (full by its bytes)
-                    current = following
+                # Read with SQL, not `blobopen`: CPython 3.11's sqlite3 keeps a weak
+                # reference to every blob a connection opened until the connection closes
+                # (89 bytes each), so a serving process grew with every page it served.
+                return logread.read(
+                    cursor, self._chain_before,
+                    lambda seq, length: _RunReader(self._db, seq, length),
+                    (sqlite3.Error,), after_seq, limit, max_bytes, found,
+                )  # fmt: skip
             except sqlite3.DatabaseError as exc:
                 if not _damage(exc):
                     raise
@@ -529,62 +441,10 @@ class SqliteStore:
                 ) from None
             finally:
                 cursor.close()
-        return found[:limit]
 
     def _chain_before(self, seq: int) -> Chain:
         before = self._db.execute(_RUN_BEFORE, (seq,)).fetchone()
         return Chain() if before is None else Chain(int(before[0]), before[1])
-
-    def _run_rows(
-        self, chain: Chain, seq: int, last: int, count: Any, length: Any, stored: Any,
-        start: int, stop: int, room: int, first: bool,
-    ) -> tuple[list[bytes] | None, Damaged | None]:  # fmt: skip
-        """Rows `start` to `stop - 1` of the run `seq` (`length` bytes), as many of them as
-        fit in `room` bytes together (and the `first` row of a page whatever its size;
-        None when not even one), once the run is found sound (else what is damaged): the
-        whole run read when it fits, else hashed a piece at a time and then read a row at
-        a time, so a page of a long run never copies all of it. Moves `chain` past it."""
-        if not isinstance(count, int) or not isinstance(length, int):
-            return None, chain.check(seq, last, stored, None, False)
-        if length > room and count == 1 and not first:
-            return None, None  # (not read: the next page starts with it)
-        try:
-            # Read with SQL, not `blobopen`: CPython 3.11's sqlite3 keeps a weak reference
-            # to every blob a connection opened until the connection closes (89 bytes
-            # each), so a serving process grew with every page of the log it served.
-            with _RunReader(self._db, seq, length) as blob:
-                if length <= room:
-                    body = blob.read()
-                    digest = log_digest(chain.chained_to, seq, count, body)
-                    damaged = chain.check(seq, last, stored, digest, packed(count, body))
-                    return (None, damaged) if damaged else (_unpack(count, body, start, stop), None)
-                hasher = log_hasher(chain.chained_to, seq, count, length)
-                sizes: tuple[int, ...] = ()
-                if count > 1:
-                    head = blob.read(4 * count)
-                    hasher.update(head)
-                    if len(head) == 4 * count:
-                        sizes = struct.unpack(f"<{count}I", head)
-                while piece := blob.read(_PIECE):
-                    hasher.update(piece)
-                whole = count == 1 or (len(sizes) == count and 4 * count + sum(sizes) == length)
-                damaged = chain.check(seq, last, stored, hasher.digest(), whole)
-                if damaged is not None:
-                    return None, damaged
-                if count == 1:
-                    blob.seek(0)
-                    return [blob.read()], None
-                ends = list(accumulate(sizes, initial=4 * count))
-                rows: list[bytes] = []
-                for i in range(start, stop):
-                    if sizes[i] > room and (rows or not first):
-                        break
-                    blob.seek(ends[i])
-                    rows.append(blob.read(sizes[i]))
-                    room -= sizes[i]
-                return rows or None, None
-        except sqlite3.Error:  # (a body that is not a blob: garbled)
-            return None, chain.check(seq, last, stored, None, False)
 
     def last_seq(self) -> int:
         with self._lock:
@@ -596,11 +456,15 @@ class SqliteStore:
     # read of every row in the window (policy/store/ledger.py).
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock, _unreadable(f"the ledger rows of `{subject}`"):
-            return ledger.spent(self._cursor, subject, since_ms)
+            return ledger.spent(self._query, ledger.SQLITE, subject, since_ms)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
         with self.atomic(), _unreadable("the ledger"):
-            ledger.charge(self._cursor, subjects, micros, at_ms)
+            ledger.charge(self._query, ledger.SQLITE, subjects, micros, at_ms)
+
+    def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """A statement's rows, on the store's cursor (what policy/store/ledger.py runs)."""
+        return self._cursor.execute(statement, params).fetchall()
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:

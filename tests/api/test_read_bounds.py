@@ -19,7 +19,8 @@ import httpx
 
 from api.service import pages
 from api.service.encoding import loads
-from policy.store.sqlite import SqliteStore, _unpack
+from policy.store.logread import unpack as _unpack
+from policy.store.sqlite import SqliteStore
 from tests.api.conftest import Harness
 
 MAIL = {

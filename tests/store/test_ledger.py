@@ -137,7 +137,9 @@ def test_spent_reads_two_rows_however_many_there_are(tmp_path: Path) -> None:
     assert store.spent("agent:many", 2) == 4_998
     for since in (0, 2, 4, 5):  # (a search may take a step more in a deeper index)
         assert _steps(store, "agent:many", since) <= _steps(store, "agent:few", since) + 4
-    explained = store._db.execute("EXPLAIN QUERY PLAN " + ledger._SPENT, ("agent:many", 2))
+    explained = store._db.execute(
+        "EXPLAIN QUERY PLAN " + ledger.SQLITE.spent, {"subject": "agent:many", "since": 2}
+    )
     plan = " ".join(row[3] for row in explained)
     assert "SCAN ledger" not in plan and plan.count("USING INDEX ledger_subject") == 2
     store.close()

@@ -1,4 +1,5 @@
-"""The SQLite store: documents, pages, the gap-free log, the ledger, WAL, two connections."""
+"""The SQLite store's own: WAL, its file, its writer lock, its pages (the contract both stores
+keep is tested in test_contract.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.store import SPENT_OVERFLOW, StoreUnavailable
+from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
 
 
@@ -51,17 +52,6 @@ def test_a_page_by_tag_is_a_search_of_the_tag_index(tmp_path: Path) -> None:
     store.close()
 
 
-def test_revisions_and_meta(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    assert store.latest_revision() == 0
-    assert store.add_revision({"files": [["a", "b"]]}) == 1
-    assert store.add_revision({"files": []}) == 2
-    assert store.get_revision(1) == {"files": [["a", "b"]]}
-    assert [n for n, _ in store.list_revisions(1, 10)] == [2]
-    store.set_meta("k", {"v": 1})
-    assert store.get_meta("k") == {"v": 1} and store.get_meta("nope") is None
-
-
 def test_log_is_gap_free_across_rollbacks_and_threads(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     assert store.append_decisions([b'{"n":1}', b'{"n":2}']) == [1, 2]
@@ -84,55 +74,6 @@ def test_log_is_gap_free_across_rollbacks_and_threads(tmp_path: Path) -> None:
     seqs = [seq for seq, _ in store.read_decisions(0, 10_000)]
     assert seqs == list(range(1, 3 + 600 + 1))
     assert store.data_version() != versions[0] and other.data_version() != versions[1]
-
-
-def test_ledger_windows(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    store.charge(["agent:a", "agent:p"], 1_500_000, at_ms=1_000)
-    store.charge(["agent:a"], 500_000, at_ms=5_000)
-    assert store.spent("agent:a", 0) == 2_000_000
-    assert store.spent("agent:a", 2_000) == 500_000
-    assert store.spent("agent:p", 0) == 1_500_000
-    assert store.spent("agent:x", 0) == 0
-
-
-def test_a_ledger_sum_past_64_bits_is_spent_overflow(tmp_path: Path) -> None:
-    """SQLite's sum() fails on overflow: spent() says SPENT_OVERFLOW (more than any cap)
-    instead, and the transaction it was read in goes on."""
-    store = SqliteStore(tmp_path / "s.db")
-    store.charge(["agent:a", "agent:b"], 9 * 10**18, at_ms=1_000)
-    with store.atomic():
-        store.charge(["agent:a"], 9 * 10**18, at_ms=2_000)
-        assert store.spent("agent:a", 0) == SPENT_OVERFLOW
-        assert store.spent("agent:a", 1_500) == 9 * 10**18
-        store.charge(["agent:b"], 1, at_ms=3_000)
-    assert store.spent("agent:a", 0) == SPENT_OVERFLOW
-    assert store.spent("agent:b", 0) == 9 * 10**18 + 1
-
-
-def test_log_rows_are_kept_as_the_service_encoded_them(tmp_path: Path) -> None:
-    """The store keeps a row's bytes as given (one per decision) and gives them back."""
-    store = SqliteStore(tmp_path / "s.db")
-    rows = [b'{"tool":"mail.send"}', b"\xa1an\x01", b""]
-    assert store.append_decisions(rows) == [1, 2, 3]
-    assert store.append_decisions([b"lone"]) == [4]
-    assert [row for _, row in store.read_decisions(0, 10)] == [*rows, b"lone"]
-    assert store.read_decisions(2, 1) == [(3, b"")]
-
-
-def test_a_group_of_any_size_is_numbered_in_order(tmp_path: Path) -> None:
-    """A group is one run of the log: every size keeps its rows in order, numbered on
-    from the last."""
-    store = SqliteStore(tmp_path / "s.db")
-    expected: list[bytes] = []
-    for size in (2, 3, 63, 64, 65, 127, 1000, 1):
-        rows = [b"%d:%d" % (size, i) for i in range(size)]
-        assert store.append_decisions(rows) == list(
-            range(len(expected) + 1, len(expected) + size + 1)
-        )
-        expected += rows
-    assert [row for _, row in store.read_decisions(0, 2000)] == expected
-    assert store.last_seq() == len(expected)
 
 
 @settings(deadline=None)
@@ -256,64 +197,6 @@ def test_background_checkpoints_copy_the_wal_and_stop_on_close(tmp_path: Path) -
     assert [seq for seq, _ in SqliteStore(tmp_path / "s.db").read_decisions(0, 2000)] == seqs
 
 
-def test_after_commit_runs_once_the_outer_transaction_commits(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    ran: list[str] = []
-    store.after_commit(lambda: ran.append("outside"))  # no transaction: at once
-    assert ran == ["outside"]
-    with store.atomic():
-        store.insert("thing", "a", {"n": 1})
-        with store.atomic():  # nested: joins the outer one
-            store.after_commit(lambda: ran.append("inner"))
-        assert ran == ["outside"]  # not before the outer COMMIT
-    assert ran == ["outside", "inner"]
-    with pytest.raises(RuntimeError), store.atomic():
-        store.insert("thing", "b", {"n": 2})
-        store.after_commit(lambda: ran.append("rolled back"))
-        raise RuntimeError("boom")
-    with store.atomic():
-        pass  # a later commit does not run what a rolled-back transaction queued
-    assert ran == ["outside", "inner"] and store.get("thing", "b") is None
-    store.close()
-
-
-def test_on_begin_checks_every_outermost_transaction_and_its_refusal_writes_nothing(
-    tmp_path: Path,
-) -> None:
-    """`on_begin`'s check runs once a transaction holds the write lock, once however many
-    transactions join it, for a lone write too (each is a transaction of its own); what it
-    raises is raised, the transaction rolled back and both locks let go."""
-    path = tmp_path / "s.db"
-    store, other = SqliteStore(path, shared=True), SqliteStore(path, shared=True)
-    checks: list[int] = []
-    refuse = False
-
-    def check() -> None:
-        checks.append(len(checks))
-        if refuse:
-            raise PermissionError("refused")
-
-    store.on_begin(check)
-    with store.atomic():
-        store.insert("thing", "a", {"n": 1})
-        with store.atomic():
-            store.insert("thing", "b", {"n": 2})
-    store.insert("thing", "c", {"n": 3})
-    assert len(checks) == 2
-    refuse = True
-    with pytest.raises(PermissionError), store.atomic():
-        store.insert("thing", "d", {"n": 4})  # (not reached)
-    with pytest.raises(PermissionError):
-        store.insert("thing", "d", {"n": 4})
-    assert len(checks) == 4 and store.get("thing", "d") is None
-    assert other.insert("thing", "e", {"n": 5})  # the locks were let go
-    store.on_begin(None)
-    assert store.insert("thing", "d", {"n": 4}) and len(checks) == 4
-    assert sorted(row.id for row in other.scan("thing")) == ["a", "b", "c", "d", "e"]
-    store.close()
-    other.close()
-
-
 def test_shared_stores_take_turns_through_the_writer_lock(tmp_path: Path) -> None:
     """Two serving processes' stores (here two connections): the second's transaction
     waits on the writer lock while the first's is open, then goes ahead."""
@@ -348,16 +231,6 @@ def test_the_writer_lock_gives_up_as_sqlite_would(tmp_path: Path) -> None:
     holder.release()
     waiter.acquire()  # free again: taken at once
     waiter.release()
-
-
-def test_latest_with_meta_reads_both_at_once(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    assert store.latest_with_meta("epoch") == (0, None)
-    store.add_revision({"files": []})
-    store.add_revision({"files": []})
-    store.set_meta("epoch", "e1")
-    assert store.latest_with_meta("epoch") == (2, "e1")
-    assert store.latest_with_meta("other") == (2, None)
 
 
 def test_a_writer_that_stays_is_store_unavailable_and_nothing_is_written(tmp_path: Path) -> None:

@@ -1,0 +1,623 @@
+"""The PostgreSQL store: the tables of the SQLite store on a server, shared by every node.
+
+The same rows as `SqliteStore` (policy/store/__init__.py): revisions as deltas
+(policy/store/revisions.py) with each text once by its digest, documents with their
+position and tag, the decision log in chained runs (policy/store/logread.py), the ledger
+with running totals (policy/store/ledger.py), meta; each row with its checksum, checked
+on every read (policy/store/decode.py), so a row changed behind the store's back is
+reported as damaged, never served. The schema and its version are in
+policy/store/pgschema.py.
+
+Writers are serialized, across every process and node, by one lock: each outermost
+`atomic()` is one transaction whose first statement takes a transaction-scoped advisory
+lock on a fixed key (`pg_advisory_xact_lock`), held until its COMMIT or ROLLBACK. That is
+SQLite's BEGIN IMMEDIATE: `on_begin`'s check, a budget's check-and-charge and the log's
+`max(seq) + 1` read nothing another writer changes before the COMMIT, so the log stays
+gap-free and a cap is never overrun, with no retry of serialization failures. One writer
+at a time costs little: the service commits decisions in groups (api/http/commit.py),
+so a transaction holds the lock for a few statements. A writer that waits longer than
+`timeout` for it gets StoreUnavailable (`lock_timeout`). Reads take no lock.
+
+One connection per process, in autocommit mode, guarded by a lock (a read is one
+statement; `atomic()` sends BEGIN and COMMIT itself), and the change feed's own
+connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
+version and notifies it at COMMIT, and `data_version()` is that row inside a transaction
+and the feed's latest outside one. A process's own commits move it too: the service then
+reads again what moved, and finds nothing new.
+
+A lost connection, a server gone or shutting down, a full disk, a lock waited on past
+`timeout`: StoreUnavailable (the transaction rolled back, nothing written), and the next
+call connects again. A value the database refuses (a NUL in a text) is ValueError; any
+other error of the driver is RuntimeError: none of the driver's own goes up to callers.
+`shared` is accepted for the same call as `SqliteStore`'s; every PostgresStore takes the
+writer lock. `moved()` is None: a server has no file to be replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import cbor2
+import psycopg
+
+from policy.store import (
+    Damaged,
+    Doc,
+    Row,
+    StoreDamaged,
+    StoreUnavailable,
+    ledger,
+    logread,
+    pgschema,
+    revisions,
+    texts,
+)
+from policy.store.decode import document, encoded, meta, revision, summed
+from policy.store.logcheck import Chain
+from policy.store.pgfeed import CHANNEL, Feed
+from policy.store.rowsum import GENESIS, log_digest, row_digest
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK})"
+# The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
+_BUMP = (
+    "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
+    f"SELECT version, pg_notify('{CHANNEL}', version::text) FROM moved"
+)
+_LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
+_RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < %s ORDER BY seq DESC LIMIT 1"
+# The runs from the one that holds a seq on: at most a page's `limit` of them give rows,
+# after one that may end before the seq, and one more tells where the last one ends.
+_READ_RUNS = (
+    "SELECT seq, count, length(body), sum FROM decisions WHERE seq >= "
+    "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= %s) ORDER BY seq LIMIT %s"
+)
+_RUN_BYTES = "SELECT substring(body FROM %s FOR %s) FROM decisions WHERE seq = %s"
+_LATEST = "SELECT coalesce(max(n), 0) FROM revisions"
+_SET_META = (
+    "INSERT INTO meta (key, body, sum) VALUES (%s, %s, %s) "
+    "ON CONFLICT (key) DO UPDATE SET body = excluded.body, sum = excluded.sum"
+)
+_PAGE = 500  # rows a scan reads at a time
+
+# SQLSTATE classes of conditions that pass (StoreUnavailable): a connection exception,
+# insufficient resources (a full disk, out of memory), operator intervention (a server
+# shutting down, a statement cancelled), an object not available (a lock past its
+# timeout), a transaction rolled back (a deadlock), a system error (I/O).
+_PASSING = frozenset({"08", "53", "57", "55", "40", "58"})
+# Those that say the server cannot write (its disk, not another writer): /readyz reports
+# them until a write succeeds (`PostgresStore.write_failure`).
+_CANNOT_WRITE = {"53100": "the disk is full", "58030": "an I/O error"}
+
+
+class _Body:
+    """A run's body read a piece at a time with SQL (`read`, `seek`, as a blob reads)."""
+
+    def __init__(self, db: Connection, seq: int, length: int) -> None:
+        self._db, self._seq, self._length, self._at = db, seq, length, 0
+
+    def __enter__(self) -> _Body:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def seek(self, offset: int) -> None:
+        self._at = offset
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            size = self._length - self._at
+        size = min(size, self._length - self._at)
+        if size <= 0:
+            return b""
+        row = self._db.execute(_RUN_BYTES, (self._at + 1, size, self._seq)).fetchone()
+        self._at += size
+        return b"" if row is None or row[0] is None else bytes(row[0])
+
+
+class _Transaction:
+    """`PostgresStore.atomic()`: BEGIN and the writer lock ... COMMIT (ROLLBACK on an
+    exception) under the store's lock, `on_begin`'s check first; a nested one joins the
+    outer transaction (and is not checked again)."""
+
+    __slots__ = ("_outer", "_store")
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._outer = False
+
+    def __enter__(self) -> None:
+        store = self._store
+        store._lock.acquire()
+        if store._depth:
+            store._depth += 1
+            return
+        try:
+            store._begin()
+        except BaseException:
+            store._lock.release()
+            raise
+        store._depth = 1
+        store._wrote = False
+        self._outer = True
+        check = store._on_begin
+        if check is not None:
+            try:
+                check()
+            except BaseException as refused:  # rolled back: nothing of it is written
+                self.__exit__(type(refused), refused, refused.__traceback__)
+                raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        store = self._store
+        try:
+            if not self._outer:
+                store._depth -= 1
+                return
+            try:
+                if kind is None:
+                    store._commit()
+                    actions, store._after_commit = store._after_commit, []
+                    for action in actions:
+                        action()
+                else:
+                    store._rollback()
+            finally:
+                store._depth = 0
+                store._after_commit = []
+        finally:
+            store._lock.release()
+
+
+class PostgresStore:
+    """`url`: `postgresql://...` (libpq's URI; a `host` of a socket directory too).
+    `timeout`: how long a connection attempt, or a transaction waiting for another
+    writer, takes before StoreUnavailable."""
+
+    def __init__(self, url: str, *, shared: bool = False, timeout: float = 30.0) -> None:
+        self.url = url
+        self.shared = shared  # (every PostgresStore takes the writer lock)
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._wrote = False  # whether the current transaction wrote (it moves the feed)
+        self._after_commit: list[Callable[[], None]] = []
+        self._on_begin: Callable[[], None] | None = None
+        self._db: Connection | None = None
+        self.write_failed: str | None = None
+        self._feed = Feed(url)
+        with self._lock:
+            db = self._connection()
+            try:
+                pgschema.migrate(db)  # (StoreTooNew: a newer charter's database)
+            except psycopg.Error as exc:
+                self._close_connection()
+                raise self._failure(exc) from exc
+            except BaseException:
+                self._close_connection()
+                raise
+
+    # ---- the connection and its errors ----------------------------------------------------
+    def _connection(self) -> Connection:
+        """The process's connection, connected again if it was lost (outside a
+        transaction: one that lost it has failed)."""
+        db = self._db
+        if db is not None and not db.closed:
+            return db
+        if self._depth:
+            raise StoreUnavailable("the connection to the database was lost")
+        try:
+            db = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, round(self._timeout))
+            )
+            db.execute(f"SET lock_timeout = {max(1, int(self._timeout * 1000))}")
+        except psycopg.Error as exc:
+            raise self._failure(exc) from exc
+        self._db = db
+        return db
+
+    def _close_connection(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(psycopg.Error):
+                db.close()
+
+    def _failure(self, exc: psycopg.Error) -> Exception:
+        """What a driver error goes up as: StoreUnavailable for a condition that passes
+        (and why writes fail, for /readyz), ValueError for a value refused, else
+        RuntimeError. A connection it broke is dropped: the next call connects again."""
+        state = exc.sqlstate or ""
+        db = self._db
+        if db is not None and db.broken:
+            self._close_connection()
+        if isinstance(exc, psycopg.DataError):
+            return ValueError(f"the database refused a value ({str(exc).strip().lower()})")
+        if (
+            isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+            or state[:2] in _PASSING
+        ):
+            why = _CANNOT_WRITE.get(state)
+            if why is not None:
+                self.write_failed = f"the last write failed: {why} ({state})"
+            name = state or type(exc).__name__
+            return StoreUnavailable(f"the database is unavailable ({name})")
+        return RuntimeError(f"the database failed a statement ({str(exc).strip().lower()})")
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise self._failure(exc) from exc
+
+    def _rows(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """A statement's rows (none for one that returns none), under the store's lock."""
+        with self._errors():
+            cursor = self._connection().execute(statement, params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+    def _one(self, statement: str, params: Any = None) -> tuple[Any, ...] | None:
+        rows = self._rows(statement, params)
+        return rows[0] if rows else None
+
+    def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return self._rows(statement, params)
+
+    # ---- transactions ---------------------------------------------------------------------
+    def atomic(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _begin(self) -> None:
+        db = self._connection()
+        try:
+            db.execute(_BEGIN)
+        except psycopg.Error as exc:
+            failure = self._failure(exc)
+            self._rollback_quietly()
+            raise failure from exc
+
+    def _commit(self) -> None:
+        db = self._connection()
+        try:
+            version = None
+            if self._wrote:  # (one round trip: the COMMIT runs only once the feed moved)
+                row = db.execute(f"{_BUMP}; COMMIT").fetchone()
+                version = None if row is None else int(row[0])
+            else:
+                db.execute("COMMIT")
+        except psycopg.Error as exc:
+            failure = self._failure(exc)
+            self._rollback_quietly()
+            raise failure from exc
+        if version is not None:
+            self._feed.seen(version)
+            self.write_failed = None
+
+    def _rollback(self) -> None:
+        self._rollback_quietly()
+
+    def _rollback_quietly(self) -> None:
+        db = self._db
+        if db is None or db.closed:
+            return
+        try:
+            if db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                db.execute("ROLLBACK")
+        except psycopg.Error:
+            self._close_connection()  # (a connection that cannot roll back is let go)
+
+    def _written(self) -> None:
+        self._wrote = True
+
+    def on_begin(self, check: Callable[[], None] | None) -> None:
+        self._on_begin = check
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self._depth:
+                self._after_commit.append(action)
+                return
+        action()
+
+    def data_version(self) -> int:
+        with self._lock:
+            if self._depth:  # inside this thread's transaction: the row itself
+                return self._feed.seen(self._feed_row())
+        found = self._feed.version()
+        self._feed.start()
+        if found is not None:
+            return found
+        with self._lock:
+            return self._feed.seen(self._feed_row())
+
+    def _feed_row(self) -> int:
+        row = self._one("SELECT version FROM feed")
+        return 0 if row is None else int(row[0])
+
+    def moved(self) -> str | None:
+        return None
+
+    def serving(self) -> None:
+        """Nothing to start: the server keeps its own files (checkpoints, vacuum)."""
+
+    def write_failure(self) -> str | None:
+        """Why this store cannot write (its last write failed for want of space, or an I/O
+        error), or None. While it fails, a write is tried here (a meta value), so a
+        server with room again is found without a request's write."""
+        if self.write_failed is None:
+            return None
+        with contextlib.suppress(StoreUnavailable), self.atomic():
+            body = cbor2.dumps(time.time_ns())
+            self._rows(_SET_META, ("write_probe", body, row_digest("meta", ("write_probe", body))))
+            self._written()
+        return self.write_failed
+
+    # ---- revisions ------------------------------------------------------------------------
+    def add_revision(self, body: Mapping[str, Any]) -> int:
+        refs, new = texts.split(body["files"])  # (hashed before the writer lock)
+        with self.atomic():
+            if new:
+                with self._errors():
+                    self._connection().cursor().executemany(
+                        "INSERT INTO texts (digest, body, sum) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (digest) DO NOTHING",
+                        [
+                            (key, text, row_digest("texts", (key, text)))
+                            for key, text in new.items()
+                        ],
+                    )
+            last = self._one(_LATEST)
+            number = int(last[0] if last else 0) + 1
+            # Its row holds what changed since the latest, read here, under the writer
+            # lock: another process may have added one since this one last looked.
+            tip = self._replay(number - 1) if number > 1 else None
+            row = encoded(revisions.row(body, refs, tip, number))
+            self._rows(
+                "INSERT INTO revisions (n, body, sum) VALUES (%s, %s, %s)",
+                (number, row, row_digest("revisions", (number, row))),
+            )
+            self._written()
+            return number
+
+    def get_revision(self, number: int) -> Doc | None:
+        with self._lock:
+            state = self._replay(number)
+            if state is None:
+                return None
+            pairs = state.pairs()
+            found = self._texts(texts.digests(pairs))
+        return state.body(texts.join(pairs, found))
+
+    def _replay(self, number: int) -> revisions.Replay | None:
+        """Revision `number` read from its chain: the full row it starts from and the
+        deltas after it, `revisions.EVERY` rows at most (under the lock)."""
+        found = self._one("SELECT n, body, sum FROM revisions WHERE n = %s", (number,))
+        if found is None:
+            return None
+        last = revision(*found)
+        state = revisions.Replay()
+        if revisions.is_delta(last):
+            for n, blob, stored in self._rows(
+                "SELECT n, body, sum FROM revisions WHERE n >= %s AND n < %s ORDER BY n",
+                (revisions.chain_start(number, last), number),
+            ):
+                state.apply(int(n), revision(n, blob, stored))
+        state.apply(number, last)
+        return state
+
+    def _texts(self, digests: set[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = {}
+        if not digests:
+            return found
+        for digest, body, stored in self._rows(
+            "SELECT digest, body, sum FROM texts WHERE digest = ANY(%s)", (list(digests),)
+        ):
+            summed("texts", f"the policy text {bytes(digest).hex()[:16]}", stored, digest, body)
+            found[digest] = body
+        missing = digests.difference(found)
+        if missing:  # (committed with the revision and never deleted: removed behind it)
+            raise StoreDamaged(
+                f"the policy text {min(missing).hex()[:16]}", "it is not in the database"
+            )
+        return found
+
+    def latest_revision(self) -> int:
+        with self._lock:
+            row = self._one(_LATEST)
+        return int(row[0]) if row else 0
+
+    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
+        state = revisions.Replay()
+        with self._lock:
+            rows = [
+                (int(n), revision(n, blob, stored))
+                for n, blob, stored in self._rows(
+                    "SELECT n, body, sum FROM revisions WHERE n > %s ORDER BY n LIMIT %s",
+                    (after, limit),
+                )
+            ]
+            if rows and revisions.is_delta(rows[0][1]):  # (the rows before it in its chain)
+                first, row = rows[0]
+                for n, blob, stored in self._rows(
+                    "SELECT n, body, sum FROM revisions WHERE n >= %s AND n < %s ORDER BY n",
+                    (revisions.chain_start(first, row), first),
+                ):
+                    state.apply(int(n), revision(n, blob, stored))
+        listed = []
+        for n, row in rows:
+            state.apply(n, row)
+            listed.append((n, state.body(state.paths(), shared=True)))
+        return listed
+
+    # ---- documents ------------------------------------------------------------------------
+    # Every write runs in `atomic()`: inside a caller's transaction it joins it; alone it is
+    # a transaction of its own, so it takes the writer lock like any other.
+    def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        blob = encoded(body)
+        with self.atomic():
+            done = self._rows(
+                "INSERT INTO documents (kind, id, tag, body, sum) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (kind, id) DO NOTHING RETURNING pos",
+                (kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))),
+            )
+            if done:
+                self._written()
+        return bool(done)
+
+    def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
+        blob = encoded(body)
+        with self.atomic():
+            done = self._rows(
+                "UPDATE documents SET body = %s, tag = %s, sum = %s WHERE kind = %s AND id = %s "
+                "RETURNING pos",
+                (blob, tag, row_digest("documents", (kind, id, tag, blob)), kind, id),
+            )
+            if done:
+                self._written()
+        return bool(done)
+
+    def get(self, kind: str, id: str) -> Doc | None:
+        with self._lock:
+            row = self._one(
+                "SELECT tag, body, sum FROM documents WHERE kind = %s AND id = %s", (kind, id)
+            )
+        return None if row is None else document(kind, id, *row)
+
+    def delete(self, kind: str, id: str) -> bool:
+        with self.atomic():
+            done = self._rows(
+                "DELETE FROM documents WHERE kind = %s AND id = %s RETURNING pos", (kind, id)
+            )
+            if done:
+                self._written()
+        return bool(done)
+
+    def page(self, kind: str, after_pos: int, limit: int, tag: str | None = None) -> list[Row]:
+        with self._lock:
+            if tag is None:
+                rows = self._rows(
+                    "SELECT pos, id, tag, body, sum FROM documents WHERE kind = %s AND pos > %s "
+                    "ORDER BY pos LIMIT %s",
+                    (kind, after_pos, limit),
+                )
+            else:
+                rows = self._rows(
+                    "SELECT pos, id, tag, body, sum FROM documents "
+                    "WHERE kind = %s AND tag = %s AND pos > %s ORDER BY pos LIMIT %s",
+                    (kind, tag, after_pos, limit),
+                )
+        return [
+            Row(int(pos), str(name), document(kind, name, found, blob, stored))
+            for pos, name, found, blob, stored in rows
+        ]
+
+    def scan(self, kind: str, tag: str | None = None) -> Iterator[Row]:
+        after = 0
+        while True:
+            rows = self.page(kind, after, _PAGE, tag)
+            yield from rows
+            if len(rows) < _PAGE:
+                return
+            after = rows[-1].pos
+
+    # ---- the decision log -----------------------------------------------------------------
+    def append_decisions(self, rows: Sequence[bytes]) -> list[int]:
+        if not rows:
+            return []
+        body = logread.pack(rows)
+        with self.atomic():
+            # One INSERT for the whole run, numbered after the last run under the writer
+            # lock, and chained to it (policy/store/rowsum.py).
+            last = self._one(_LAST_RUN)
+            first, chained_to = (1, GENESIS) if last is None else (int(last[0]), last[1])
+            if not isinstance(chained_to, bytes):  # (the sum of the last run is damaged)
+                chained_to = b""
+            digest = log_digest(chained_to, first, len(rows), body)
+            self._rows(
+                "INSERT INTO decisions (seq, count, body, sum) VALUES (%s, %s, %s, %s)",
+                (first, len(rows), body, digest),
+            )
+            self._written()
+        return list(range(first, first + len(rows)))
+
+    def read_decisions(
+        self, after_seq: int, limit: int, max_bytes: int | None = None
+    ) -> list[tuple[int, bytes | Damaged]]:
+        found: list[tuple[int, bytes | Damaged]] = []
+        if limit <= 0:
+            return found
+        with self._lock, self._errors():
+            db = self._connection()
+            runs = db.execute(_READ_RUNS, (after_seq + 1, limit + 2)).fetchall()
+            return logread.read(
+                runs, self._chain_before, lambda seq, length: _Body(db, seq, length), (),
+                after_seq, limit, max_bytes, found,
+            )  # fmt: skip
+
+    def _chain_before(self, seq: int) -> Chain:
+        before = self._one(_RUN_BEFORE, (seq,))
+        return Chain() if before is None else Chain(int(before[0]), before[1])
+
+    def log_head(self) -> tuple[int, bytes]:
+        with self._lock:
+            last = self._one(_LAST_RUN)
+        if last is None:
+            return 0, GENESIS
+        return int(last[0]) - 1, bytes(last[1] or b"")
+
+    def last_seq(self) -> int:
+        with self._lock:
+            found = self._one(_LAST_RUN)
+        return 0 if found is None else int(found[0]) - 1
+
+    # ---- the budget ledger ----------------------------------------------------------------
+    def spent(self, subject: str, since_ms: int) -> int:
+        with self._lock:
+            return ledger.spent(self._query, ledger.POSTGRES, subject, since_ms)
+
+    def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
+        with self.atomic():
+            ledger.charge(self._query, ledger.POSTGRES, subjects, micros, at_ms)
+            if subjects:
+                self._written()
+
+    # ---- named values ---------------------------------------------------------------------
+    def get_meta(self, key: str) -> Any:
+        with self._lock:
+            row = self._one("SELECT body, sum FROM meta WHERE key = %s", (key,))
+        return None if row is None else meta(key, *row)
+
+    def latest_with_meta(self, key: str) -> tuple[int, Any]:
+        with self._lock:
+            row = self._one(
+                f"SELECT ({_LATEST}), (SELECT body FROM meta WHERE key = %(key)s), "
+                "(SELECT sum FROM meta WHERE key = %(key)s), "
+                f"({pgschema.READ_VERSION})",
+                {"key": key},
+            )
+        assert row is not None  # (a SELECT of scalars: one row)
+        latest, body, stored, version = row
+        too_new = pgschema.refusal(int(version))
+        if too_new is not None:  # (a newer charter migrated the database since)
+            raise too_new
+        return int(latest), None if body is None else meta(key, body, stored)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        body = cbor2.dumps(value)
+        with self.atomic():
+            self._rows(_SET_META, (key, body, row_digest("meta", (key, body))))
+            self._written()
+
+    def close(self) -> None:
+        self._feed.stop()
+        with self._lock:
+            self._close_connection()
