@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,14 @@ class Cluster:
         return node
 
 
-@pytest.fixture
-def cluster(pg_server: PgServer, tmp_path: Path) -> Iterator[Cluster]:
+@contextmanager
+def _cluster(server: PgServer, root: Path) -> Iterator[Cluster]:
     """Two nodes on a new database, the first one started first (it loads the workspace
     and seeds the demo; the second finds them)."""
-    found = Cluster(pg_server.database(), tmp_path / "charter.key", [], {})
+    found = Cluster(server.database(), root / "charter.key", [], {})
     try:
         found.start()
-        token = (tmp_path / "charter.admin-token").read_text().strip()
+        token = (root / "charter.admin-token").read_text().strip()
         found.admin = {"Authorization": f"Bearer {token}"}
         found.start()
         yield found
@@ -71,6 +72,14 @@ def cluster(pg_server: PgServer, tmp_path: Path) -> Iterator[Cluster]:
         for node in found.nodes:
             node.process.kill()
             node.process.wait(20)
+
+
+@pytest.fixture(scope="module")
+def cluster(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One pair of nodes for the tests that leave both running (each test's own decisions,
+    agents and revisions add to what the others made, and none of them minds)."""
+    with _cluster(pg_server, tmp_path_factory.mktemp("nodes")) as found:
+        yield found
 
 
 def _files(extra: str) -> list[dict[str, str]]:
@@ -210,7 +219,14 @@ def test_spending_from_every_node_never_passes_the_cap(cluster: Cluster) -> None
     assert effects.count("deny") == 36
 
 
-def test_a_node_killed_mid_load_loses_nothing_it_answered(cluster: Cluster) -> None:
+def test_a_node_killed_mid_load_loses_nothing_it_answered(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    with _cluster(pg_server, tmp_path) as cluster:
+        _kill_mid_load(cluster)
+
+
+def _kill_mid_load(cluster: Cluster) -> None:
     a, b = cluster.nodes
     answered: list[int] = []
     lock = threading.Lock()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from policy.store import StoreUnavailable
 from policy.store.open import (
     BAD_URL,
-    NO_BACKEND,
     POSTGRESQL,
     SQLITE,
     StoreUrlError,
@@ -17,7 +16,9 @@ from policy.store.open import (
     parse,
     redact,
 )
+from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
+from tests.pgserver import PgServer
 
 
 @pytest.mark.parametrize(
@@ -96,17 +97,18 @@ def test_sqlite_urls_open_the_file_they_name(
         reopened.close()
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("policy.store.postgres") is not None,
-    reason="this charter has a PostgreSQL store",
-)
-def test_a_postgresql_url_without_the_postgresql_store_is_a_usage_error() -> None:
-    with pytest.raises(StoreUrlError) as raised:
-        open_store("postgresql://app:pw@127.0.0.1:1/charter")
-    error = raised.value
-    assert error.code == NO_BACKEND
-    assert error.message == (
-        "cannot serve the `postgresql://` database `postgresql://app:***@127.0.0.1:1/charter`: "
-        "this charter has no PostgreSQL store"
-    )
-    assert "sqlite:///" in error.help
+def test_a_postgresql_url_opens_the_server_store(pg_server: PgServer) -> None:
+    store = open_store(pg_server.database())
+    try:
+        assert isinstance(store, PostgresStore)
+        with store.atomic():
+            store.set_meta("k", 1)
+        assert store.get_meta("k") == 1
+    finally:
+        store.close()
+
+
+def test_a_server_that_does_not_answer_is_unavailable_and_its_password_never_said() -> None:
+    with pytest.raises(StoreUnavailable) as raised:
+        open_store("postgresql://app:s3cretpw@127.0.0.1:1/charter")
+    assert "s3cret" not in str(raised.value) and "s3cret" not in repr(raised.value.args)
