@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := charter grammar policy engine api
 
-.PHONY: install postgres lint typecheck quick check test fuzz bench serve fmt docs clean
+.PHONY: install postgres lint typecheck quick check test test-postgres fuzz bench serve fmt docs clean
 
 # $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
 # it took, in seconds; the part's exit status is make's.
@@ -63,6 +63,12 @@ check: lint typecheck quick
 test: lint typecheck
 	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 2 --dist worksteal --durations=20)
 
+# Every API test that uses the harness on both stores, SQLite and PostgreSQL (`make test`
+# runs the modules that set `STORES = BOTH` on both, the rest on SQLite alone).
+test-postgres: install postgres
+	$(call timed,tests on both stores,CHARTER_TEST_STORES=all HYPOTHESIS_PROFILE=fast \
+		$(VENV)/bin/pytest -n 2 --dist worksteal tests/api)
+
 fuzz: install
 	HYPOTHESIS_PROFILE=long CHARTER_TEST_UPLOADS=500 $(VENV)/bin/pytest tests/property tests/fit \
 		tests/api/test_log_properties.py tests/api/test_upload_memory.py \
@@ -80,6 +86,7 @@ $(VENV)/.bench-stamp: $(STAMP)
 bench: $(VENV)/.bench-stamp
 	$(PY) -m bench.run
 	$(PY) -m bench.http_bench
+	$(PY) -m bench.store_bench
 	$(PY) -m bench.fit_bench
 	$(PY) -m bench.soak
 

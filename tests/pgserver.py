@@ -57,6 +57,9 @@ class PgServer:
         self.root = root
         self.data = root / "data"
         self.socket = root / "socket"
+        # False: fsync and synchronous commits off (a test's data need not outlive a
+        # crash); True: PostgreSQL's defaults, as a deployment runs it (the benchmark).
+        self.durable = False
         self._as: list[str] = []
         if os.geteuid() == 0:
             self._as = ["runuser", "-u", SERVER_USER, "--"]
@@ -80,9 +83,10 @@ class PgServer:
         """Start the server of a data directory made by `start` (after `stop`)."""
         settings = (
             f"-c listen_addresses='' -c unix_socket_directories='{self.socket}' "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=200 -c shared_buffers=32MB"
         )
+        if not self.durable:
+            settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
             "-o", settings, "-w", "-t", "60", "start",

@@ -1,10 +1,15 @@
-"""A real service on a real SQLite file, served in-process and by uvicorn on loopback."""
+"""A real service on a real store, served in-process and by uvicorn on loopback.
+
+The store is a real SQLite file; a module that sets `STORES = BOTH` runs each of its
+tests that use the harness on a real PostgreSQL database too (tests/pgserver.py), and
+`CHARTER_TEST_STORES=all` (`make test-postgres`) runs every harness test on both."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
 import socket
 import subprocess
 import threading
@@ -29,6 +34,7 @@ from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
 from policy.store import Store
+from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
 
 POLICY = """
@@ -100,7 +106,23 @@ class Harness:
     decide: str
     agent_token: str
     identity: str
-    db: Path
+    db: Path | str  # the SQLite file, or the PostgreSQL database's URL
+    key_file: Path | None = None  # (None: beside the SQLite file)
+
+    @property
+    def sqlite(self) -> SqliteStore:
+        """The SQLite store; a test of its internals is skipped on PostgreSQL."""
+        store = self.service.store
+        if not isinstance(store, SqliteStore):
+            pytest.skip("a test of the SQLite store's internals")
+        return store
+
+    @property
+    def file(self) -> Path:
+        """The SQLite file; a test of it is skipped on PostgreSQL, which has none."""
+        if not isinstance(self.db, Path):
+            pytest.skip("a test of the SQLite file")
+        return self.db
 
     def auth(self, token: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token or self.admin}"}
@@ -117,9 +139,29 @@ class Harness:
         return tokens.issue(self.service.store, "agent", agent_id)[0]
 
 
-def make_harness(tmp_path: Path) -> Harness:
-    db = tmp_path / "charter.db"
-    service = open_service(db)
+STORES_ENV = "CHARTER_TEST_STORES"
+BOTH = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`store_kind` (what the harness is made on): the module's STORES, else SQLite alone;
+    for every module, both under CHARTER_TEST_STORES=all and one under `sqlite` or
+    `postgres`."""
+    if "store_kind" in metafunc.fixturenames:
+        kinds = getattr(metafunc.module, "STORES", ("sqlite",))
+        chosen = os.environ.get(STORES_ENV)
+        if chosen == "all":
+            kinds = BOTH
+        elif chosen in BOTH:
+            kinds = (chosen,)
+        metafunc.parametrize("store_kind", kinds)
+
+
+def make_harness(tmp_path: Path, db: str | None = None) -> Harness:
+    """On the SQLite file `tmp_path/charter.db`, or on the PostgreSQL database `db`."""
+    key_file = None if db is None else tmp_path / "charter.key"
+    where: Path | str = tmp_path / "charter.db" if db is None else db
+    service = open_service(where, key_file=key_file)
     with service.store.atomic():
         service.upload([("policy.charter", POLICY)], "test")
     view, _ = identities.create(service.store, service.sealer, "test identity")
@@ -129,7 +171,8 @@ def make_harness(tmp_path: Path) -> Harness:
         tokens.issue(service.store, "decide")[0],
         "",
         view["id"],
-        db,
+        where,
+        key_file,
     )
     harness.add_agent("a1", "support")
     harness.agent_token = harness.token_for("a1")
@@ -137,8 +180,9 @@ def make_harness(tmp_path: Path) -> Harness:
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    made = make_harness(tmp_path)
+def harness(tmp_path: Path, request: pytest.FixtureRequest, store_kind: str) -> Iterator[Harness]:
+    db = request.getfixturevalue("pg_server").database() if store_kind == "postgres" else None
+    made = make_harness(tmp_path, db)
     yield made
     made.service.store.close()  # stops its checkpoint thread
 
@@ -199,11 +243,11 @@ def client(request: pytest.FixtureRequest, harness: Harness) -> Iterator[Any]:
 
 
 @contextmanager
-def opened_again(db: Path) -> Iterator[Service]:
+def opened_again(db: Path | str, key_file: Path | None = None) -> Iterator[Service]:
     """A second service on the same database file, as another of `charter serve --workers
     2` (or a newer charter) opens it; its store is closed on leaving (its checkpoint
     thread stops)."""
-    service = open_service(db)
+    service = open_service(db, key_file=key_file)
     try:
         yield service
     finally:
@@ -213,7 +257,7 @@ def opened_again(db: Path) -> Iterator[Service]:
 @pytest.fixture
 def other(harness: Harness) -> Iterator[Service]:
     """Another process's service on the harness's file."""
-    with opened_again(harness.db) as service:
+    with opened_again(harness.db, harness.key_file) as service:
         yield service
 
 
@@ -327,9 +371,9 @@ def depth_spy(
     depths: list[Any],
     key: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
-    """`real`, appending the SQLite store's transaction depth at each call to `depths` (0:
+    """`real`, appending the store's transaction depth at each call to `depths` (0:
     outside any transaction), or `(key(*args), depth)` when `key` is given."""
-    assert isinstance(store, SqliteStore)  # the harness opens one; the spy reads its depth
+    assert isinstance(store, SqliteStore | PostgresStore)  # (each keeps its `_depth`)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         depth = store._depth

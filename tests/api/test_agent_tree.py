@@ -88,7 +88,7 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
     assert _tags(store, "a1") == [] and _tags(store, "kid") == []
     assert _token_ids(store, "kid") == []
     store.close()
-    with opened_again(old.db) as service:  # a charter with the tags opens the file
+    with opened_again(old.db, old.key_file) as service:  # a charter with the tags opens the file
         harness = Harness(service, old.admin, old.decide, old.agent_token, old.identity, old.db)
         store = harness.service.store
         assert _tags(store, "a1") == ["kid"] and _tags(store, "kid") == ["grandkid"]

@@ -10,7 +10,9 @@ import pytest
 from api.service.core import Service
 from api.service.threads import threads_delete
 from api.service.tokens import Principal
-from tests.api.conftest import POLICY, Harness, code_of
+from tests.api.conftest import BOTH, POLICY, Harness, code_of
+
+STORES = BOTH  # each test on SQLite and on PostgreSQL (tests/api/conftest.py)
 
 # Agents whose own approving and rejecting a human reviews: such a request is an approval
 # of its own, which decides the approval it names once approved.

@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.service import pages
-from tests.api.conftest import LISTS, Harness, expect
+from tests.api.conftest import BOTH, LISTS, Harness, expect
+
+STORES = BOTH  # each test on SQLite and on PostgreSQL (tests/api/conftest.py)
 
 
 def _cursor(payload: bytes) -> str:

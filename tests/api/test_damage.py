@@ -77,7 +77,7 @@ def _stopped_database(tmp_path: Path, decisions: int) -> Harness:
     ]
     _logged(harness, calls)
     harness.service.store.close()
-    assert not Path(f"{harness.db}-wal").exists()
+    assert not Path(f"{harness.file}-wal").exists()
     return harness
 
 
@@ -96,13 +96,13 @@ def test_a_byte_flipped_in_a_logged_row_is_marked_and_the_rest_served(
     check does not look: the server starts (the file is sound), serves decisions 1, 2, 4
     and 5 as logged, and in 3's place says it is damaged; `charter db check` names it."""
     harness = _stopped_database(tmp_path, 5)
-    data = bytearray(harness.db.read_bytes())
+    data = bytearray(harness.file.read_bytes())
     at = data.find(b"m3-QQQQQQQQ")
     assert at > 0 and data.find(b"m3-QQQQQQQQ", at + 1) == -1
     data[at + 5] = ord("R")  # (the body still decodes: `m3-QQRQQQQQ`)
-    harness.db.write_bytes(bytes(data))
-    assert quick_check(harness.db, full=True) == []  # SQLite's own check misses it
-    with _served(harness.db) as (url, _):
+    harness.file.write_bytes(bytes(data))
+    assert quick_check(harness.file, full=True) == []  # SQLite's own check misses it
+    with _served(harness.file) as (url, _):
         page = _log(url, harness)
         assert [d["seq"] for d in page["decisions"]] == [1, 2, 3, 4, 5]
         damaged = page["decisions"][2]
@@ -119,9 +119,9 @@ def test_a_byte_flipped_in_a_logged_row_is_marked_and_the_rest_served(
                             json={"agent": "a1", "tool": "mail.send", "args": {**MAIL, "body": "x"}})  # fmt: skip
         assert logged.json()["seq"] == 6
         assert _log(url, harness, 5)["decisions"][0]["seq"] == 6
-    assert _checked(harness.db, capsys) == (1, (
-        f"{harness.db}: decisions 3: checksum-mismatch: it does not match its checksum\n"
-        f"{harness.db}: 1 damaged\n"
+    assert _checked(harness.file, capsys) == (1, (
+        f"{harness.file}: decisions 3: checksum-mismatch: it does not match its checksum\n"
+        f"{harness.file}: 1 damaged\n"
     ))  # fmt: skip
 
 
@@ -132,7 +132,7 @@ def test_a_deleted_and_an_undecodable_log_row_over_http(
         call = {"agent": "a1", "tool": "mail.send", "args": {**MAIL, "body": str(i)}}
         assert live.post("/v1/decisions", json=call, headers=harness.auth()).status_code == 200
     harness.service.store.append_decisions([b"\xff\xfe not a row"])  # seq 5, checksummed
-    with sqlite3.connect(harness.db) as other:
+    with sqlite3.connect(harness.file) as other:
         other.execute("DELETE FROM decisions WHERE seq = 2")
     other.close()
     page = live.get("/v1/decisions", headers=harness.auth()).json()
@@ -141,8 +141,8 @@ def test_a_deleted_and_an_undecodable_log_row_over_http(
     ]  # fmt: skip
     assert page["next_after_seq"] == 5
     harness.service.store.close()  # (stopped: its WAL copied back)
-    assert _checked(harness.db, capsys) == (1, "".join(
-        f"{harness.db}: {line}\n" for line in (
+    assert _checked(harness.file, capsys) == (1, "".join(
+        f"{harness.file}: {line}\n" for line in (
             "decisions 2: missing: decision 2 is not in the log (removed)",
             "decisions 3: chain-broken: rows before it are missing or do not read, so its link cannot be checked",
             "decisions 5: undecodable: it does not decode (CBORDecodeError)",
@@ -156,7 +156,7 @@ def test_damaged_documents_and_revisions_are_503_store_damaged(
 ) -> None:
     """An agent, a revision, a token changed behind the server's back: each read that
     needs it refuses with `store-damaged` naming it; other reads go on; never a 500."""
-    with sqlite3.connect(harness.db) as other:
+    with sqlite3.connect(harness.file) as other:
         (body,) = other.execute(
             "SELECT body FROM documents WHERE kind = 'agents' AND id = 'a1'"
         ).fetchone()
@@ -180,7 +180,7 @@ def test_damaged_documents_and_revisions_are_503_store_damaged(
         code_of(revision) == (503, "store-damaged") and revision.json()["damaged"] == "revision 1"
     )
     assert live.get("/v1/identities", headers=harness.auth()).status_code == 200
-    with sqlite3.connect(harness.db) as other:  # (the value every process reads on a commit)
+    with sqlite3.connect(harness.file) as other:  # (the value every process reads on a commit)
         other.execute("INSERT INTO meta (key, body, sum) VALUES ('cache_epoch', x'01', x'00')")
     other.close()
     ready = live.get("/readyz")
@@ -199,7 +199,7 @@ def _big(tmp_path: Path) -> Path:
     for _ in range(30):
         harness.service.store.append_decisions([row] * 100)
     harness.service.store.close()
-    return harness.db
+    return harness.file
 
 
 def _refused(db: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -278,7 +278,7 @@ def test_a_newer_charter_migrating_the_file_stops_the_server_answering(
     """The file's schema version moved past this charter's while it served (a newer
     charter opened it): requests are 503 `store-too-new`, `/readyz` says why."""
     assert live.get("/v1/agents/a1", headers=harness.auth()).status_code == 200
-    with sqlite3.connect(harness.db) as newer:
+    with sqlite3.connect(harness.file) as newer:
         newer.execute(f"PRAGMA user_version = {schema.VERSION + 1}")
     newer.close()
     refused = live.get("/v1/agents/a1", headers=harness.auth())

@@ -175,7 +175,7 @@ def test_tool_listing(client: Any, harness: Harness) -> None:
 def test_listing_and_fit_compile_another_process_upload_off_the_event_loop(
     client: Any, harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with opened_again(harness.db) as other:
+    with opened_again(harness.db, harness.key_file) as other:
         revision = other.upload([("policy.charter", POLICY_WITHOUT_MAIL)], "t").revision
     on_a_loop = slow_compiles(monkeypatch, 0)
     listing = client.get("/v1/agents/a1/tools", headers=harness.auth(harness.decide))

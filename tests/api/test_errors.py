@@ -195,10 +195,7 @@ def test_a_busy_store_is_a_503_with_retry_after_and_nothing_written(
     nothing is logged, and the same request goes through once the lock is free."""
     import sqlite3
 
-    from policy.store.sqlite import SqliteStore
-
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; its timeout is set here
+    store = harness.sqlite  # (its cursor or its timeout is set here)
     store._db.execute("PRAGMA busy_timeout = 50")  # (30 s in service)
     other = sqlite3.connect(harness.db, isolation_level=None)
     auth = harness.auth()

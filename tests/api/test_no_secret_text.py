@@ -247,7 +247,7 @@ def test_no_piece_of_a_secret_anywhere(
     assert len(rows) >= len(every_call) * 2
     assert "[redacted]" in shown and "host(args.credential)" in shown
     assert "host(args.api_key)" in shown and "host(args.seed)" in shown
-    database = sqlite3.connect(harness.db)
+    database = sqlite3.connect(harness.file)
     try:
         tables = [
             t for (t,) in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -258,7 +258,7 @@ def test_no_piece_of_a_secret_anywhere(
                 assert_no_piece(f"table {table}", "\x00".join(cells))
     finally:
         database.close()
-    for file in harness.db.parent.iterdir():
+    for file in harness.file.parent.iterdir():
         if file.is_file():
             assert_no_piece(f"file {file.name}", file.read_bytes().decode("latin-1"))
     out, err = capfd.readouterr()

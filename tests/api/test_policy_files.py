@@ -17,7 +17,6 @@ from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
 from policy.diagnostics import CharterError
-from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again, slow_compiles
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
@@ -104,12 +103,11 @@ class _FailingCommit:
 
 
 def test_an_upload_whose_commit_fails_is_not_served(client: Any, harness: Harness) -> None:
-    """A 503 upload wrote nothing: this process must go on deciding on the revision before
-    it. It used to serve the new revision (compiled, cached and taken as the latest before
-    the COMMIT): decisions were logged under a revision the store never kept, `GET
-    /v1/policy` was a 404, and the next upload's number named other files."""
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # the harness opens one; its cursor is wrapped
+    """A 503 upload wrote nothing: this process goes on deciding on the revision before it,
+    never on the new one compiled and cached before the COMMIT (decisions logged under a
+    revision the store never kept, a `GET /v1/policy` 404, the next upload's number naming
+    other files)."""
+    store = harness.sqlite  # (its cursor or its timeout is set here)
     real = store._cursor
     store._cursor = _FailingCommit(real)  # type: ignore[assignment]
     try:
@@ -292,7 +290,9 @@ def test_a_stored_revision_that_no_longer_checks_is_a_409(
     seq = store.last_seq()
     body = {"files": [["policy.charter", POLICY + "\nrole broken {\n  allow nope.nothing\n}\n"]],
             "author": "old charter", "note": "", "created_at": 0, "summary": {}}  # fmt: skip
-    with opened_again(harness.db) as other:  # (another process: the cache of this one is cold)
+    with opened_again(
+        harness.db, harness.key_file
+    ) as other:  # (another process: the cache of this one is cold)
         other.store.add_revision(body)
     call = {"agent": "a1", "tool": "mail.send", "args": MAIL}
     refused = client.post("/v1/decisions", json=call, headers=harness.auth())

@@ -15,7 +15,6 @@ import httpx
 
 from api.http.app import create_app
 from api.service.core import Service
-from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, LiveServer, opened_again
 
 CALL = {"agent": "a1", "tool": "mail.send",
@@ -26,8 +25,8 @@ def test_readyz_is_not_ready_while_the_database_file_is_moved_or_removed(
     live: httpx.Client, harness: Harness
 ) -> None:
     assert live.get("/readyz").json() == {"status": "ready", "revision": 1}
-    moved = harness.db.with_name("moved.db")
-    os.rename(harness.db, moved)
+    moved = harness.file.with_name("moved.db")
+    os.rename(harness.file, moved)
     # SQLite still commits to the file it opened, which a restart at the path never reads.
     assert live.post("/v1/decisions", json=CALL, headers=harness.auth()).status_code == 200
     answer = live.get("/readyz")
@@ -37,13 +36,13 @@ def test_readyz_is_not_ready_while_the_database_file_is_moved_or_removed(
         "reason": "the database file was removed or replaced since it was opened",
     }
     assert live.get("/healthz").status_code == 200  # alive all the same
-    os.rename(moved, harness.db)  # put back: the same file, ready again
+    os.rename(moved, harness.file)  # put back: the same file, ready again
     assert live.get("/readyz").status_code == 200
-    copy = harness.db.with_name("copy.db")
-    copy.write_bytes(harness.db.read_bytes())
-    os.replace(copy, harness.db)  # a copy in its place: another file
+    copy = harness.file.with_name("copy.db")
+    copy.write_bytes(harness.file.read_bytes())
+    os.replace(copy, harness.file)  # a copy in its place: another file
     assert live.get("/readyz").status_code == 503
-    harness.db.unlink()  # removed
+    harness.file.unlink()  # removed
     assert live.get("/readyz").status_code == 503
 
 
@@ -123,7 +122,9 @@ def test_a_serving_process_compiles_the_latest_revision_as_its_app_is_built(
     """`charter serve` (create_app) and each of `--workers N` (app_from_env, which calls
     it) start compiling the latest revision before any request, so a worker is usually
     ready by the time it is probed."""
-    with opened_again(harness.db) as service:  # (nothing compiled in this process yet)
+    with opened_again(
+        harness.db, harness.key_file
+    ) as service:  # (nothing compiled in this process yet)
         begun = threading.Event()
         service.snapshots.on_background_compile.append(lambda revision: begun.set())
         app = create_app(service)
@@ -158,8 +159,7 @@ def test_readyz_says_the_store_cannot_write_until_a_write_succeeds(
     that fail as on a full disk make /readyz 503 `store-cannot-write`, and its own write
     fails too while they do; once commits succeed, the next probe's write succeeds and it
     is 200, no decision needed. A busy lock is not a store that cannot write."""
-    store = harness.service.store
-    assert isinstance(store, SqliteStore)  # (the harness opens one; its cursor is wrapped)
+    store = harness.sqlite  # (its cursor or its timeout is set here)
     disk = _Disk(store._cursor)
     store._cursor = disk  # type: ignore[assignment]
     try:

@@ -43,7 +43,7 @@ def test_role_changes_store_what_changed(live: Any, harness: Harness) -> None:
     assert again.status_code == 201, again.text
     expected.append(dict(files))
     files["policy.charter"] = POLICY + "# edited\n"
-    with opened_again(harness.db) as other, other.store.atomic():
+    with opened_again(harness.db, harness.key_file) as other, other.store.atomic():
         other.upload(list(files.items()), "another process")
     expected.append(dict(files))
     for n, want in enumerate(expected, 1):
@@ -59,5 +59,5 @@ def test_role_changes_store_what_changed(live: Any, harness: Harness) -> None:
     # An older revision compiled as it was (a turn pinned to it decides on it).
     old = harness.service.snapshots.get(30)
     assert sorted(old.workspace.roles) == sorted(base | {f"r{i:02d}" for i in range(29)})
-    count, size = table_size(harness.db, "revisions")
+    count, size = table_size(harness.file, "revisions")
     assert count == len(expected) and size < 500 * count

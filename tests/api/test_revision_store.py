@@ -49,9 +49,9 @@ def test_a_chain_of_role_creates_stores_each_text_once(live: Any, harness: Harne
         made = live.post("/v1/roles", json={"name": f"r{i}", "source": source},
                          headers=harness.auth())  # fmt: skip
         assert made.status_code == 201, made.text
-    texts = table_size(harness.db, "texts")
+    texts = table_size(harness.file, "texts")
     assert texts == (n + 1, len(POLICY) + sum(len(s) for s in sources))
-    revisions, revision_bytes = table_size(harness.db, "revisions")
+    revisions, revision_bytes = table_size(harness.file, "revisions")
     assert revisions == n + 1 and revision_bytes < 100 * (n + 1) ** 2  # (no text in a row)
     for k in (2, n + 1):
         got = live.get(f"/v1/policy?revision={k}", headers=harness.auth()).json()["files"]
@@ -66,7 +66,7 @@ def test_a_chain_of_role_creates_stores_each_text_once(live: Any, harness: Harne
         list(item.items()) for item in _history_as_it_was(harness, range(1, n + 2))
     ]
     assert items[-1]["files"] == ["policy.charter", *(f"api/roles/r{i}.charter" for i in range(n))]
-    with sqlite3.connect(harness.db) as other:
+    with sqlite3.connect(harness.file) as other:
         other.execute("DELETE FROM texts")
     other.close()
     assert live.get("/v1/revisions?limit=200", headers=harness.auth()).content == history.content
@@ -83,12 +83,12 @@ def test_a_revision_in_the_old_form_is_served(live: Any, harness: Harness) -> No
     assert body is not None
     old = {**body, "files": [*body["files"], ["api/roles/old-one.charter", OLD_ROLE]],
            "note": "written by an older charter"}  # fmt: skip
-    with sqlite3.connect(harness.db) as other:
+    with sqlite3.connect(harness.file) as other:
         row = cbor2.dumps(old)  # (with its checksum: the form of its body is the old one)
         other.execute("INSERT INTO revisions (n, body, sum) VALUES (2, ?, ?)",
                       (row, row_digest("revisions", (2, row))))  # fmt: skip
     other.close()
-    with opened_again(harness.db) as service:
+    with opened_again(harness.db, harness.key_file) as service:
         assert service.store.get_revision(2) == old
         assert "old-one" in service.current().workspace.roles  # (compiled from the row)
     got = live.get("/v1/policy", headers=harness.auth())
@@ -111,7 +111,7 @@ def _state(live: Any, harness: Harness) -> tuple[Any, ...]:
     the decision log."""
     store = harness.service.store
     latest = live.get("/v1/policy", headers=harness.auth()).json()["revision"]
-    return latest, store.latest_revision(), table_size(harness.db, "texts"), store.last_seq()
+    return latest, store.latest_revision(), table_size(harness.file, "texts"), store.last_seq()
 
 
 def test_an_agents_chain_of_role_creates_stops_at_the_cap(live: Any, harness: Harness) -> None:

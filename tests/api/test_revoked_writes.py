@@ -135,17 +135,17 @@ def test_a_token_revoked_during_its_write_request_writes_nothing(
     scope, request = WRITES[write]
     method, path, sent = request(client, harness)
     doomed, doc = tokens.issue(harness.service.store, scope)
-    before = _stored(harness.db, doc["id"])
+    before = _stored(harness.file, doc["id"])
     revoked_once_authorized(monkeypatch, other, doc["id"])
     headers = {**sent.get("headers", {}), **harness.auth(doomed)}
     refused = client.request(method, path, **{**sent, "headers": headers})
     assert code_of(refused) == (401, "unauthorized"), refused.text
-    assert _stored(harness.db, doc["id"]) == before
+    assert _stored(harness.file, doc["id"]) == before
     live = harness.auth(harness.admin if scope == "admin" else harness.decide)
     written = client.request(method, path, **{**sent, "headers": {**sent.get("headers", {}),
                                                                   **live}})  # fmt: skip
     assert written.status_code in (200, 201, 204), written.text
-    assert _stored(harness.db, doc["id"]) != before
+    assert _stored(harness.file, doc["id"]) != before
 
 
 def test_a_write_request_reads_its_token_once(

@@ -177,7 +177,7 @@ def test_a_seed_and_a_credential_are_never_shown(
     shown = "\n".join([*answers, caplog.text])
     for secret in (seed.hex(), seed.hex().upper(), base64(seed), CREDENTIAL):
         assert secret not in shown
-    for file in harness.db.parent.iterdir():
+    for file in harness.file.parent.iterdir():
         if file.is_file():
             data = file.read_bytes()
             assert seed not in data and seed.hex().encode() not in data, file

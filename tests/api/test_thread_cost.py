@@ -22,8 +22,10 @@ from api.service.decisionlog import draft
 from api.service.logrows import expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal
-from tests.api.conftest import POLICY, Harness, LiveServer, counting_transactions
+from tests.api.conftest import BOTH, POLICY, Harness, LiveServer, counting_transactions
 from tests.store.tables import sound
+
+STORES = BOTH  # each test on SQLite and on PostgreSQL (tests/api/conftest.py)
 
 SHOP = """
 toolset shop {
