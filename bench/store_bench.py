@@ -1,0 +1,243 @@
+"""`python -m bench.store_bench`: decisions/s on each store, and on two nodes.
+
+Servers, each a real `charter serve --workers 1` on loopback from fixtures/workspace:
+SQLite (one node); PostgreSQL (one node); PostgreSQL with two nodes on one database, the
+clients split between them; and the starlette ceiling of bench.http_bench. The
+PostgreSQL server is started here from its binaries (tests/pgserver.py), in a temporary
+directory, with its durability settings as shipped (fsync and synchronous commit on),
+as SQLite's are. Each is measured for single decisions and batches of 100, one after the
+other. The machine has 2 cores, which the servers, PostgreSQL and the load generator
+share: next to decisions/s, each process's CPU time per decision says what a decision
+costs whatever share of the machine it got.
+
+It writes a table to stdout and into docs/benchmarks.md between the STORES markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.http_bench import CALL, _cpu_seconds, _free_port, _load, _payload, _start, _wait
+from tests.pgserver import PgServer
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+START, END = "<!-- STORES:START -->", "<!-- STORES:END -->"
+WORKSPACE = ROOT / "fixtures" / "workspace"
+
+
+@dataclass
+class Setup:
+    name: str
+    ports: list[int]
+    token: str
+    charter: list[int]  # the charter processes' pids
+    postgres: int | None  # the postmaster's pid
+
+
+@dataclass
+class Measured:
+    setup: str
+    mode: str
+    clients: int
+    decisions: int
+    seconds: float
+    charter_cpu: float
+    postgres_cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.decisions / self.seconds
+
+    def per_decision_us(self, cpu: float) -> float:
+        return cpu / self.decisions * 1e6 if self.decisions else float("nan")
+
+
+def _serve(db: str, key: Path | None, port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "api.cli", "serve", "--db", db, "--workspace",
+               str(WORKSPACE), "--port", str(port), "--workers", "1"]  # fmt: skip
+    if key is not None:
+        command += ["--key-file", str(key)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    _wait(port, process)
+    return process
+
+
+@contextmanager
+def _postgres(root: Path) -> Iterator[PgServer]:
+    server = PgServer(root)
+    server.durable = True
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop("fast")
+
+
+def _postmaster(server: PgServer) -> int:
+    return int((server.data / "postmaster.pid").read_text().split()[0])
+
+
+def _cpu(pids: list[int]) -> float:
+    return sum(_cpu_seconds(pid) for pid in pids)
+
+
+def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
+             seconds: float) -> Measured:  # fmt: skip
+    path = "/v1/decisions" if per == 1 else "/v1/decisions/batch"
+    payload = _payload(setup.token, path, body)
+    pg = [setup.postgres] if setup.postgres is not None else []
+
+    async def load() -> int:
+        share = [clients // len(setup.ports) + (i < clients % len(setup.ports))
+                 for i in range(len(setup.ports))]  # fmt: skip
+        counts = await asyncio.gather(
+            *(
+                _load(port, payload, n, seconds)
+                for port, n in zip(setup.ports, share, strict=True)
+                if n
+            )
+        )
+        return sum(count for count, _ in counts)
+
+    asyncio.run(_warm(setup.ports, payload))
+    before, before_pg = _cpu(setup.charter), _cpu(pg)
+    started = time.perf_counter()
+    requests = asyncio.run(load())
+    took = time.perf_counter() - started
+    return Measured(setup.name, mode, clients, requests * per, took,
+                    _cpu(setup.charter) - before, _cpu(pg) - before_pg)  # fmt: skip
+
+
+async def _warm(ports: list[int], payload: bytes) -> None:
+    await asyncio.gather(*(_load(port, payload, 2, 0.5) for port in ports))
+
+
+def run(seconds: float, clients: int, batch_clients: int) -> list[Measured]:
+    single = json.dumps(CALL).encode()
+    batch = json.dumps({"calls": [CALL] * 100}).encode()
+    results: list[Measured] = []
+
+    def each(setup: Setup) -> None:
+        for mode, body, per, n in (("single", single, 1, clients),
+                                   ("batch of 100", batch, 100, batch_clients)):  # fmt: skip
+            found = _measure(setup, mode, body, per, n, seconds)
+            print(_row(found), flush=True)
+            results.append(found)
+
+    tmp = Path(tempfile.mkdtemp(prefix="charter-stores-"))
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        ceiling, port, _ = _start("ceiling", 1, tmp)
+        processes.append(ceiling)
+        found = _measure(Setup("starlette ceiling", [port], "none", [ceiling.pid], None),
+                         "single", single, 1, clients, seconds)  # fmt: skip
+        print(_row(found), flush=True)
+        results.append(found)
+        processes.pop().terminate()
+        port = _free_port()
+        processes.append(_serve(str(tmp / "bench.db"), None, port))
+        token = (tmp / "bench.db.admin-token").read_text().strip()
+        each(Setup("SQLite, 1 node", [port], token, [processes[-1].pid], None))
+        processes.pop().terminate()
+        with _postgres(tmp / "pg") as server:
+            url = server.database()
+            key = tmp / "nodes.key"
+            ports = [_free_port(), _free_port()]
+            processes.append(_serve(url, key, ports[0]))
+            token = (tmp / "nodes.admin-token").read_text().strip()
+            postmaster = _postmaster(server)
+            each(Setup("PostgreSQL, 1 node", ports[:1], token, [processes[0].pid], postmaster))
+            processes.append(_serve(url, key, ports[1]))
+            pids = [p.pid for p in processes]
+            each(Setup("PostgreSQL, 2 nodes", ports, token, pids, postmaster))
+            for process in processes:
+                process.terminate()
+                process.wait(20)
+            processes.clear()
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(20)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def _row(m: Measured) -> str:
+    pg = m.per_decision_us(m.postgres_cpu) if m.setup.startswith("PostgreSQL") else None
+    return (f"| {m.setup} | {m.mode} | {m.clients} | {m.rate:,.0f} | "
+            f"{m.per_decision_us(m.charter_cpu):.1f} | "
+            f"{'-' if pg is None else f'{pg:.1f}'} |")  # fmt: skip
+
+
+def report(results: list[Measured], load: tuple[float, ...]) -> str:
+    by = {(m.setup, m.mode): m for m in results}
+    lines = [
+        f"Run {time.strftime('%Y-%m-%d %H:%M')} UTC on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs shared by the servers, PostgreSQL and the load generator, "
+        f"Python {platform.python_version()}; load average before: "
+        f"{' '.join(f'{x:.2f}' for x in load)}.",
+        "",
+        "| setup | mode | clients | decisions/s | charter CPU µs / decision "
+        "| PostgreSQL CPU µs / decision |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(_row(m) for m in results),
+        "",
+    ]
+    ceiling = by.get(("starlette ceiling", "single"))
+    for name in ("SQLite, 1 node", "PostgreSQL, 1 node"):
+        found = by.get((name, "single"))
+        if ceiling and found:
+            lines.append(f"- single, {name}: {found.rate / ceiling.rate:.0%} of the ceiling")
+    for mode in ("single", "batch of 100"):
+        sqlite, one, two = (by.get((name, mode)) for name in
+                            ("SQLite, 1 node", "PostgreSQL, 1 node", "PostgreSQL, 2 nodes"))  # fmt: skip
+        if sqlite and one:
+            lines.append(f"- {mode}: PostgreSQL with one node makes {one.rate / sqlite.rate:.0%} "
+                         "of SQLite's decisions/s (target >= 70%)")  # fmt: skip
+        if one and two:
+            lines.append(f"- {mode}: two nodes make {two.rate / one.rate:.2f}x one node's "
+                         "decisions/s (target >= 1.3x for batches)")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(text: str) -> None:
+    doc = DOC.read_text()
+    if START in doc and END in doc:
+        head, rest = doc.split(START, 1)
+        _, tail = rest.split(END, 1)
+        DOC.write_text(f"{head}{START}\n{text}{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.store_bench")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=16, help="for single decisions")
+    parser.add_argument("--batch-clients", type=int, default=4)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()
+    print("| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs |")
+    results = run(args.seconds, args.clients, args.batch_clients)
+    text = report(results, load)
+    sys.stdout.write(text)
+    if not args.no_write:
+        write_doc(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
