@@ -8,7 +8,13 @@ a version past it, and besides at least every `POLL` seconds, so a notification 
 never came (a listener reconnecting, a notification queue dropped by a server restart)
 is made up for by that read.
 
-`Feed.version()` is that value while the thread has read the row within `FRESH` seconds;
+What `data_version()` says is not that version but how many times it was seen to move
+past what this process knew (`moves`): a version one past the highest seen that this
+process's own COMMIT gave (`own`) is known without being news, so a process's own
+writes do not make its service look for changes that are its own. Any other move is
+news: a version seen, by any read, past the highest known.
+
+`Feed.version()` is that count while the thread has read the row within `FRESH` seconds;
 otherwise (it is starting, its connection is lost, it is stalled) None, and the store
 reads the `feed` row on its own connection instead. So another process's commit is seen
 by `data_version()` at most `FRESH` (0.5 s) after its COMMIT, whatever happened to its
@@ -38,6 +44,7 @@ class Feed:
         self._url = url
         self._lock = threading.Lock()
         self._seen = 0  # the highest version seen
+        self._moves = 0  # how often a version past `_seen` was seen that was not our own
         self._looked = float("-inf")  # (monotonic) when the thread last read the row
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -54,19 +61,33 @@ class Feed:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _observe(self, version: int) -> None:  # (under the lock)
+        if version > self._seen:
+            self._seen = version
+            self._moves += 1
+
     def seen(self, version: int) -> int:
-        """Take `version` (read by the store itself) as seen; the highest seen."""
+        """Take `version` (read by the store itself) as seen; the moves seen."""
         with self._lock:
-            self._seen = max(self._seen, version)
-            return self._seen
+            self._observe(version)
+            return self._moves
+
+    def own(self, version: int) -> None:
+        """`version` is what this process's COMMIT moved the row to: not news when it is
+        the one after the highest seen (no other process committed in between)."""
+        with self._lock:
+            if version == self._seen + 1:
+                self._seen = version
+            else:
+                self._observe(version)
 
     def version(self) -> int | None:
-        """The highest version seen, while the thread has looked within `FRESH` seconds;
-        else None (the caller reads the row)."""
+        """The moves seen, while the thread has looked within `FRESH` seconds; else None
+        (the caller reads the row)."""
         with self._lock:
             if time.monotonic() - self._looked > FRESH:
                 return None
-            return self._seen
+            return self._moves
 
     def stop(self) -> None:
         """Stop the thread and close its connection (within `WAIT` seconds)."""
@@ -114,5 +135,5 @@ class Feed:
     def _take(self, version: int, at: float) -> None:
         """A read of the row at `at`: what it found, and that the thread is sound."""
         with self._lock:
-            self._seen = max(self._seen, version)
+            self._observe(version)
             self._looked = at

@@ -21,9 +21,9 @@ so a transaction holds the lock for a few statements. A writer that waits longer
 One connection per process, in autocommit mode, guarded by a lock (a read is one
 statement; `atomic()` sends BEGIN and COMMIT itself), and the change feed's own
 connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
-version and notifies it at COMMIT, and `data_version()` is that row inside a transaction
-and the feed's latest outside one. A process's own commits move it too: the service then
-reads again what moved, and finds nothing new.
+version and notifies it at COMMIT, and `data_version()` counts the moves of that version
+that were not this process's own: read with the writer lock at BEGIN inside a
+transaction (no extra round trip), from the feed outside one.
 
 A lost connection, a server gone or shutting down, a full disk, a lock waited on past
 `timeout`: StoreUnavailable (the transaction rolled back, nothing written), and the next
@@ -64,7 +64,11 @@ from policy.store.rowsum import GENESIS, log_digest, row_digest
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
-_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK})"
+# The writer lock, then the feed's version: exact for the whole transaction (no other
+# writer commits while it is held), in the same round trip.
+_BEGIN = (
+    f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); SELECT version FROM feed"
+)
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
 _BUMP = (
     "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
@@ -190,6 +194,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._wrote = False  # whether the current transaction wrote (it moves the feed)
+        self._began = 0  # what data_version() says inside the current transaction
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -279,11 +284,15 @@ class PostgresStore:
     def _begin(self) -> None:
         db = self._connection()
         try:
-            db.execute(_BEGIN)
+            cursor = db.execute(_BEGIN)
+            while cursor.nextset():  # (to the last statement's result: the version)
+                pass
+            row = cursor.fetchone()
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
+        self._began = self._feed.seen(0 if row is None else int(row[0]))
 
     def _commit(self) -> None:
         db = self._connection()
@@ -299,7 +308,7 @@ class PostgresStore:
             self._rollback_quietly()
             raise failure from exc
         if version is not None:
-            self._feed.seen(version)
+            self._feed.own(version)
             self.write_failed = None
 
     def _rollback(self) -> None:
@@ -330,8 +339,8 @@ class PostgresStore:
 
     def data_version(self) -> int:
         with self._lock:
-            if self._depth:  # inside this thread's transaction: the row itself
-                return self._feed.seen(self._feed_row())
+            if self._depth:  # inside this thread's transaction: as read at its BEGIN
+                return self._began
         found = self._feed.version()
         self._feed.start()
         if found is not None:

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy.store import StoreUnavailable, pgschema
+from policy.store.pgfeed import Feed
 from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
 from tests.pgserver import PgServer, in_schema
@@ -309,3 +310,34 @@ def test_a_full_disk_is_store_unavailable_and_reported_until_a_write_succeeds(
     bug = store._failure(psycopg.errors.UndefinedTable("no such table"))
     assert isinstance(bug, RuntimeError) and not isinstance(bug, StoreUnavailable)
     store.close()
+
+
+def test_the_feed_counts_other_processes_moves_never_its_own() -> None:
+    feed = Feed("postgresql:///unused")  # (its thread is never started here)
+    assert feed.seen(5) == 1  # a version past what this process knew: news
+    feed.own(6)  # this process's COMMIT, right after what it saw: known, not news
+    assert feed.seen(6) == 1
+    feed.own(8)  # another process committed 7 in between: news
+    assert feed.seen(8) == 2
+    assert feed.seen(7) == 2  # an older read changes nothing
+    assert feed.seen(9) == 3
+
+
+def test_a_store_sees_another_commit_at_its_begin_and_not_its_own(pg_url: str) -> None:
+    # (data_version() inside transactions only: the feed's thread never starts, so no
+    # notification of `one`'s own commit can be read before its COMMIT returns)
+    one, other = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        with one.atomic():
+            before = one.data_version()
+            one.set_meta("k", 1)
+        with one.atomic():
+            assert one.data_version() == before  # its own commit is not news
+            one.set_meta("k", 2)
+        with other.atomic():
+            other.set_meta("k", 3)
+        with one.atomic():
+            assert one.data_version() != before  # read with the writer lock at BEGIN
+    finally:
+        one.close()
+        other.close()
