@@ -1,12 +1,13 @@
 """The PostgreSQL store's change feed: what `data_version()` says outside a transaction.
 
-Every write transaction moves the version in the one-row `feed` table and calls
-`pg_notify('charter_feed', <version>)`, which PostgreSQL delivers at its COMMIT. A
-`Feed` keeps the highest version it has seen, from a thread of its own on a connection
-of its own: it LISTENs on the channel and reads the `feed` row when a notification names
-a version past it, and besides at least every `POLL` seconds, so a notification that
-never came (a listener reconnecting, a notification queue dropped by a server restart)
-is made up for by that read.
+Every write transaction moves the version in the one-row `feed` table and notifies it
+on the channel of the `feed` table's schema (`charter_feed:<schema>`: stores in other
+schemas of one database keep feeds of their own), which PostgreSQL delivers at its
+COMMIT. A `Feed` keeps the highest version it has seen, from a thread of its own on a
+connection of its own: it LISTENs on that channel and takes the version a notification
+carries, and besides reads the `feed` row at least every `POLL` seconds, so a
+notification that never came (a listener reconnecting, a notification queue dropped by a
+server restart) is made up for by that read.
 
 What `data_version()` says is not that version but how many times it was seen to move
 past what this process knew (`moves`): a version one past the highest seen that this
@@ -30,8 +31,12 @@ import threading
 import time
 
 import psycopg
+from psycopg import sql
 
-CHANNEL = "charter_feed"
+CHANNEL = "charter_feed:"  # and the schema: what `channel` gives
+# The channel of the schema a connection's tables are in (its search path's first):
+# what a write transaction notifies (as a value) and the listener LISTENs on.
+NOTIFY_CHANNEL = f"'{CHANNEL}' || current_schema()"
 POLL = 0.25  # seconds between the thread's reads of the feed row
 WAIT = 0.1  # the longest the thread waits for a notification before it looks at `stop`
 FRESH = 0.5  # how recent the thread's last look must be for `version()` to use it
@@ -100,7 +105,9 @@ class Feed:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as db:
-                    db.execute(f"LISTEN {CHANNEL}")
+                    row = db.execute(f"SELECT {NOTIFY_CHANNEL}").fetchone()
+                    channel = str(row[0]) if row is not None else CHANNEL
+                    db.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     self._listen(db)
             except psycopg.Error:
                 with self._lock:
@@ -109,28 +116,27 @@ class Feed:
 
     def _listen(self, db: psycopg.Connection[tuple[object, ...]]) -> None:
         polled = float("-inf")
-        woken = False
         while not self._stop.is_set():
             now = time.monotonic()
-            if woken or now - polled >= POLL:
+            if now - polled >= POLL:
                 # Read after LISTEN took effect: a commit before it is in this read, one
                 # after it is notified (or in the next read).
                 row = db.execute(READ).fetchone()
                 polled = now
                 if row is not None:
                     self._take(int(str(row[0])), now)
-            woken = False
             for notice in db.notifies(timeout=WAIT, stop_after=1):
-                woken = self._news(notice.payload)
+                self._news(notice.payload)
 
-    def _news(self, payload: str) -> bool:
-        """Whether a notification may tell of a version not seen yet: then the row is read
-        (not the payload taken: stores in other schemas of the database notify the same
-        channel, with the versions of their own `feed` rows)."""
+    def _news(self, payload: str) -> None:
+        """A notification on this schema's channel: the version it carries (a payload
+        that is not one is left to the next poll, within POLL seconds)."""
         try:
-            return int(payload) > self._seen
+            version = int(payload)
         except ValueError:
-            return True
+            return
+        with self._lock:
+            self._observe(version)
 
     def _take(self, version: int, at: float) -> None:
         """A read of the row at `at`: what it found, and that the thread is sound."""

@@ -59,7 +59,7 @@ from policy.store import (
 )
 from policy.store.decode import document, encoded, meta, revision, summed
 from policy.store.logcheck import Chain
-from policy.store.pgfeed import CHANNEL, Feed
+from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
 from policy.store.rowsum import GENESIS, log_digest, row_digest
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -72,7 +72,7 @@ _BEGIN = (
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
 _BUMP = (
     "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
-    f"SELECT version, pg_notify('{CHANNEL}', version::text) FROM moved"
+    f"SELECT version, pg_notify({NOTIFY_CHANNEL}, version::text) FROM moved"
 )
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
 _RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < %s ORDER BY seq DESC LIMIT 1"
