@@ -118,9 +118,12 @@ class Store(Protocol):
         ...
 
     def data_version(self) -> int:
-        """A number that differs from any read before whenever another process committed
-        since (the caller compares it with the one its caches were brought up to date
-        at: several threads may look at once, so a look is done only once it is done)."""
+        """A number that differs from any read before whenever another process added a
+        revision or set a named value since (SQLite's moves with any commit of another
+        process; PostgresStore's with those alone, the change feed's: a commit of decisions
+        or documents moves nothing another process caches). The caller compares it with
+        the one its caches were brought up to date at: several threads may look at once,
+        so a look is done only once it is done."""
         ...
 
     # revisions

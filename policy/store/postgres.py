@@ -21,8 +21,10 @@ so a transaction holds the lock for a few statements. A writer that waits longer
 One connection per process, in autocommit mode, guarded by a lock (a read is one
 statement; `atomic()` sends BEGIN and COMMIT itself), and the change feed's own
 connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
-version and notifies it at COMMIT, and `data_version()` counts the moves of that version
-that were not this process's own: read with the writer lock at BEGIN inside a
+version when it added a revision or set a named value (what a service's caches are
+brought up to date by: a transaction of decisions or documents alone moves nothing), and
+notifies it at COMMIT; `data_version()` counts the moves of that version that were not
+this process's own: read with the writer lock at BEGIN inside a
 transaction (no extra round trip), from the feed outside one.
 
 A lost connection, a server gone or shutting down, a full disk, a lock waited on past
@@ -149,7 +151,7 @@ class _Transaction:
             store._lock.release()
             raise
         store._depth = 1
-        store._wrote = False
+        store._wrote = store._changed = False
         self._outer = True
         check = store._on_begin
         if check is not None:
@@ -193,7 +195,9 @@ class PostgresStore:
         self._timeout = timeout
         self._lock = threading.RLock()
         self._depth = 0
-        self._wrote = False  # whether the current transaction wrote (it moves the feed)
+        self._wrote = False  # whether the current transaction wrote
+        # whether it added a revision or set a named value (it moves the feed)
+        self._changed = False
         self._began = 0  # what data_version() says inside the current transaction
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
@@ -298,7 +302,7 @@ class PostgresStore:
         db = self._connection()
         try:
             version = None
-            if self._wrote:  # (one round trip: the COMMIT runs only once the feed moved)
+            if self._changed:  # (one round trip: the COMMIT runs only once the feed moved)
                 row = db.execute(f"{_BUMP}; COMMIT").fetchone()
                 version = None if row is None else int(row[0])
             else:
@@ -309,6 +313,7 @@ class PostgresStore:
             raise failure from exc
         if version is not None:
             self._feed.own(version)
+        if self._wrote:
             self.write_failed = None
 
     def _rollback(self) -> None:
@@ -324,8 +329,11 @@ class PostgresStore:
         except psycopg.Error:
             self._close_connection()  # (a connection that cannot roll back is let go)
 
-    def _written(self) -> None:
+    def _written(self, changed: bool = False) -> None:
+        """The current transaction wrote; `changed`: a revision or a named value, what
+        `data_version()` tells other processes of (their caches hold nothing else)."""
         self._wrote = True
+        self._changed = self._changed or changed
 
     def on_begin(self, check: Callable[[], None] | None) -> None:
         self._on_begin = check
@@ -394,7 +402,7 @@ class PostgresStore:
                 "INSERT INTO revisions (n, body, sum) VALUES (%s, %s, %s)",
                 (number, row, row_digest("revisions", (number, row))),
             )
-            self._written()
+            self._written(changed=True)
             return number
 
     def get_revision(self, number: int) -> Doc | None:
@@ -624,7 +632,7 @@ class PostgresStore:
         body = cbor2.dumps(value)
         with self.atomic():
             self._rows(_SET_META, (key, body, row_digest("meta", (key, body))))
-            self._written()
+            self._written(changed=True)
 
     def close(self) -> None:
         self._feed.stop()

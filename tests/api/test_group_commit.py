@@ -16,7 +16,13 @@ from api.service.calls import Call
 from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.logrows import expand
-from tests.api.conftest import Harness, counting_transactions, depth_spy, slow_compiles
+from tests.api.conftest import (
+    Harness,
+    counting_transactions,
+    depth_spy,
+    seen_elsewhere,
+    slow_compiles,
+)
 from tests.store.tables import sound
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
@@ -148,7 +154,7 @@ def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
     mine.sync()
     assert mine.agent("a1") is cached  # decisions elsewhere: nothing dropped
     agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
-    mine.sync()
+    seen_elsewhere(mine).sync()
     assert mine.agent("a1")["profile"] == "narrow"
     seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
     assert seqs == [5]  # gap-free across both

@@ -17,7 +17,15 @@ from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
 from api.service.views import roles_create
 from policy.diagnostics import CharterError
-from tests.api.conftest import POLICY, Harness, code_of, expect, opened_again, slow_compiles
+from tests.api.conftest import (
+    POLICY,
+    Harness,
+    code_of,
+    expect,
+    opened_again,
+    seen_elsewhere,
+    slow_compiles,
+)
 
 MAIL = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 
@@ -248,7 +256,7 @@ def test_a_compile_waits_for_no_transaction(harness: Harness, other: Service) ->
     with other.store.atomic():
         other.upload([("policy.charter", f"{POLICY}# elsewhere\n")], "t")
     service = harness.service
-    service.sync()
+    seen_elsewhere(service).sync()
     snapshots, revision = service.snapshots, service.snapshots.latest
     assert revision not in snapshots._cache
     started = threading.Event()

@@ -28,7 +28,7 @@ from policy import identities
 from policy.secrets import Sealer
 from policy.store import StoreUnavailable
 from policy.store.sqlite import SqliteStore
-from tests.api.conftest import POLICY, Harness, opened_again
+from tests.api.conftest import POLICY, Harness, opened_again, seen_elsewhere
 
 ADMIN = Principal("t", "admin")
 # b1 has no token: deleting a1 revokes its token, which moved the epoch with the deletion
@@ -139,7 +139,9 @@ def test_a_change_another_thread_saw_first_is_decided_on(
         _add_connection(other)
     commit = GroupCommit(harness.service)
     assert _effect(commit, call) == before
-    _meanwhile(monkeypatch, harness.service, lambda: (act(other), harness.service.sync()))
+    _meanwhile(
+        monkeypatch, harness.service, lambda: (act(other), seen_elsewhere(harness.service).sync())
+    )
     assert _effect(commit, call) == after
 
 
@@ -228,7 +230,7 @@ def test_an_agent_changed_while_it_was_read_is_not_kept(
 
     def narrowed() -> None:
         agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
-        service.sync()
+        seen_elsewhere(service).sync()
 
     harness.add_agent("b1", "support")
     pending = _while_read(monkeypatch, service, "agents", narrowed)
@@ -245,7 +247,7 @@ def test_connections_changed_while_they_were_read_are_not_kept(
 
     def added() -> None:
         _add_connection(other)
-        service.sync()
+        seen_elsewhere(service).sync()
 
     pending = _while_read(monkeypatch, service, "connections", added, method="page")
     assert service.connections_for("vault") == []
@@ -296,7 +298,7 @@ def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
 
     def revoked() -> None:
         tokens.revoke(other, [token_id])
-        service.sync()
+        seen_elsewhere(service).sync()
 
     pending = _while_read(monkeypatch, service, "tokens", revoked)
     assert cache.lookup(token) is not None  # there when it was read
@@ -326,7 +328,7 @@ def test_a_look_at_the_store_another_thread_has_begun_is_not_taken_as_done(
         return real(key)
 
     monkeypatch.setattr(service.store, "latest_with_meta", meanwhile)
-    service.sync()
+    seen_elsewhere(service).sync()
     assert decided == ["deny"]
 
 
