@@ -77,14 +77,17 @@ def _serve(db: str, key: Path | None, port: int) -> subprocess.Popen[bytes]:
 
 
 @contextmanager
-def _postgres(root: Path) -> Iterator[PgServer]:
+def _postgres() -> Iterator[PgServer]:
+    """A server of its own, in a directory of its own (the server's user reaches it)."""
+    root = Path(tempfile.mkdtemp(prefix="charter-bench-pg-"))
     server = PgServer(root)
     server.durable = True
-    server.start()
     try:
+        server.start()
         yield server
     finally:
         server.stop("fast")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _postmaster(server: PgServer) -> int:
@@ -153,7 +156,7 @@ def run(seconds: float, clients: int, batch_clients: int) -> list[Measured]:
         token = (tmp / "bench.db.admin-token").read_text().strip()
         each(Setup("SQLite, 1 node", [port], token, [processes[-1].pid], None))
         processes.pop().terminate()
-        with _postgres(tmp / "pg") as server:
+        with _postgres() as server:
             url = server.database()
             key = tmp / "nodes.key"
             ports = [_free_port(), _free_port()]

@@ -68,9 +68,7 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 # The writer lock, then the feed's version: exact for the whole transaction (no other
 # writer commits while it is held), in the same round trip.
-_BEGIN = (
-    f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); SELECT version FROM feed"
-)
+_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); SELECT version FROM feed"
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
 _BUMP = (
     "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
