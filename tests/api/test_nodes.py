@@ -247,10 +247,10 @@ def _kill_mid_load(cluster: Cluster) -> None:
     threads = [threading.Thread(target=client, args=(node.url,)) for node in (a, b) * 3]
     for thread in threads:
         thread.start()
-    time.sleep(2.0)
+    time.sleep(1.0)
     os.kill(b.process.pid, signal.SIGKILL)
     b.process.wait(20)
-    time.sleep(1.0)
+    time.sleep(0.5)
     stop.set()
     for thread in threads:
         thread.join(30)
