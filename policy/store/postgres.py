@@ -66,9 +66,14 @@ from policy.store.rowsum import GENESIS, log_digest, row_digest
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
-# The writer lock, then the feed's version: exact for the whole transaction (no other
-# writer commits while it is held), in the same round trip.
-_BEGIN = f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); SELECT version FROM feed"
+# The writer lock, then the feed's version and the log's tip (where the next run goes,
+# and the sum it chains to): exact for the whole transaction, since no other writer
+# commits while the lock is held, and read in the round trip that takes it.
+_BEGIN = (
+    f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); "
+    "SELECT f.version, d.next, d.sum FROM feed f LEFT JOIN LATERAL "
+    "(SELECT seq + count AS next, sum FROM decisions ORDER BY seq DESC LIMIT 1) d ON true"
+)
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
 _BUMP = (
     "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
@@ -197,6 +202,9 @@ class PostgresStore:
         # whether it added a revision or set a named value (it moves the feed)
         self._changed = False
         self._began = 0  # what data_version() says inside the current transaction
+        # The log's last run (the seq after it, its sum; None, None: no run yet) as the
+        # current transaction's BEGIN read it, and after each append of its own.
+        self._tip: tuple[Any, Any] | None = None
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -295,6 +303,7 @@ class PostgresStore:
             self._rollback_quietly()
             raise failure from exc
         self._began = self._feed.seen(0 if row is None else int(row[0]))
+        self._tip = None if row is None else (row[1], row[2])
 
     def _commit(self) -> None:
         db = self._connection()
@@ -552,8 +561,12 @@ class PostgresStore:
         with self.atomic():
             # One INSERT for the whole run, numbered after the last run under the writer
             # lock, and chained to it (policy/store/rowsum.py).
-            last = self._one(_LAST_RUN)
-            first, chained_to = (1, GENESIS) if last is None else (int(last[0]), last[1])
+            last = self._tip if self._tip is not None else self._one(_LAST_RUN)
+            chained_to: Any
+            if last is None or last[0] is None:
+                first, chained_to = 1, GENESIS
+            else:
+                first, chained_to = int(last[0]), last[1]
             if not isinstance(chained_to, bytes):  # (the sum of the last run is damaged)
                 chained_to = b""
             digest = log_digest(chained_to, first, len(rows), body)
@@ -561,6 +574,7 @@ class PostgresStore:
                 "INSERT INTO decisions (seq, count, body, sum) VALUES (%s, %s, %s, %s)",
                 (first, len(rows), body, digest),
             )
+            self._tip = (first + len(rows), digest)
             self._written()
         return list(range(first, first + len(rows)))
 
