@@ -5,8 +5,8 @@ SQLite (one node); PostgreSQL (one node); PostgreSQL with two nodes on one datab
 clients split between them; and the starlette ceiling of bench.http_bench. The
 PostgreSQL server is started here from its binaries (tests/pgserver.py), in a temporary
 directory, with its durability settings as shipped (fsync and synchronous commit on),
-as SQLite's are. Each is measured for single decisions and batches of 100, one after the
-other. The machine has 2 cores, which the servers, PostgreSQL and the load generator
+as SQLite's are. Every server runs throughout; each setup is measured for single
+decisions and batches of 100 in turns with the others (`--rounds`). The machine has 2 cores, which the servers, PostgreSQL and the load generator
 share: next to decisions/s, each process's CPU time per decision says what a decision
 costs whatever share of the machine it got.
 
@@ -129,48 +129,60 @@ async def _warm(ports: list[int], payload: bytes) -> None:
     await asyncio.gather(*(_load(port, payload, 2, 0.5) for port in ports))
 
 
-def run(seconds: float, clients: int, batch_clients: int) -> list[Measured]:
+def _merge(parts: list[Measured]) -> Measured:
+    first = parts[0]
+    return Measured(
+        first.setup, first.mode, first.clients, sum(p.decisions for p in parts),
+        sum(p.seconds for p in parts), sum(p.charter_cpu for p in parts),
+        sum(p.postgres_cpu for p in parts),
+    )  # fmt: skip
+
+
+def run(seconds: float, clients: int, batch_clients: int, rounds: int) -> list[Measured]:
+    """Every server runs from the start, and each setup and mode is measured `rounds`
+    times for `seconds / rounds`, taking turns, the turns summed: a drift of the machine's
+    load (10-30% over minutes here) lands on every setup alike, so their ratios compare
+    figures taken under the same conditions."""
     single = json.dumps(CALL).encode()
     batch = json.dumps({"calls": [CALL] * 100}).encode()
-    results: list[Measured] = []
-
-    def each(setup: Setup) -> None:
-        for mode, body, per, n in (("single", single, 1, clients),
-                                   ("batch of 100", batch, 100, batch_clients)):  # fmt: skip
-            found = _measure(setup, mode, body, per, n, seconds)
-            print(_row(found), flush=True)
-            results.append(found)
-
+    modes = {"single": (single, 1, clients), "batch of 100": (batch, 100, batch_clients)}
     tmp = Path(tempfile.mkdtemp(prefix="charter-stores-"))
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        ceiling, port, _ = _start("ceiling", 1, tmp)
-        processes.append(ceiling)
-        found = _measure(Setup("starlette ceiling", [port], "none", [ceiling.pid], None),
-                         "single", single, 1, clients, seconds)  # fmt: skip
-        print(_row(found), flush=True)
-        results.append(found)
-        processes.pop().terminate()
-        port = _free_port()
-        processes.append(_serve(str(tmp / "bench.db"), None, port))
-        token = (tmp / "bench.db.admin-token").read_text().strip()
-        each(Setup("SQLite, 1 node", [port], token, [processes[-1].pid], None))
-        processes.pop().terminate()
         with _postgres() as server:
-            url = server.database()
-            key = tmp / "nodes.key"
+            ceiling, port, _ = _start("ceiling", 1, tmp)
+            processes.append(ceiling)
+            setups = [(Setup("starlette ceiling", [port], "none", [ceiling.pid], None),
+                       ["single"])]  # fmt: skip
+            port = _free_port()
+            processes.append(_serve(str(tmp / "bench.db"), None, port))
+            token = (tmp / "bench.db.admin-token").read_text().strip()
+            setups.append((Setup("SQLite, 1 node", [port], token, [processes[-1].pid], None),
+                           list(modes)))  # fmt: skip
+            url, key = server.database(), tmp / "nodes.key"
             ports = [_free_port(), _free_port()]
-            processes.append(_serve(url, key, ports[0]))
+            first = _serve(url, key, ports[0])
+            processes.append(first)
             token = (tmp / "nodes.admin-token").read_text().strip()
+            second = _serve(url, key, ports[1])
+            processes.append(second)
             postmaster = _postmaster(server)
-            each(Setup("PostgreSQL, 1 node", ports[:1], token, [processes[0].pid], postmaster))
-            processes.append(_serve(url, key, ports[1]))
-            pids = [p.pid for p in processes]
-            each(Setup("PostgreSQL, 2 nodes", ports, token, pids, postmaster))
-            for process in processes:
-                process.terminate()
-                process.wait(20)
-            processes.clear()
+            setups += [
+                (Setup("PostgreSQL, 1 node", ports[:1], token, [first.pid], postmaster),
+                 list(modes)),
+                (Setup("PostgreSQL, 2 nodes", ports, token, [first.pid, second.pid],
+                       postmaster), list(modes)),
+            ]  # fmt: skip
+            parts: dict[tuple[str, str], list[Measured]] = {}
+            for _ in range(rounds):
+                for setup, names in setups:
+                    for name in names:
+                        body, per, n = modes[name]
+                        found = _measure(setup, name, body, per, n, seconds / rounds)
+                        parts.setdefault((setup.name, name), []).append(found)
+            results = [_merge(found) for found in parts.values()]
+            for found in results:
+                print(_row(found), flush=True)
     finally:
         for process in processes:
             process.terminate()
@@ -230,11 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=16, help="for single decisions")
     parser.add_argument("--batch-clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns each setup takes (its seconds split between them)")  # fmt: skip
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print("| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs |")
-    results = run(args.seconds, args.clients, args.batch_clients)
+    results = run(args.seconds, args.clients, args.batch_clients, args.rounds)
     text = report(results, load)
     sys.stdout.write(text)
     if not args.no_write:
