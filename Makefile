@@ -61,7 +61,7 @@ quick: install
 check: lint typecheck quick
 
 test: lint typecheck
-	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 3 --dist worksteal --durations=20)
+	$(call timed,tests,HYPOTHESIS_PROFILE=fast $(VENV)/bin/pytest -n 4 --dist worksteal --durations=20)
 
 # Every API test that uses the harness on both stores, SQLite and PostgreSQL (`make test`
 # runs the modules that set `STORES = BOTH` on both, the rest on SQLite alone).
