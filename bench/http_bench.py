@@ -360,14 +360,15 @@ def report(results: list[Result], stack: str = "auto") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(text: str) -> None:
+def write_doc(text: str, start: str = START, end: str = END) -> None:
+    """`text` in docs/benchmarks.md between the markers `start` and `end`."""
     if not DOC.exists():
         return
     doc = DOC.read_text()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{START}\n{text}{END}{tail}")
+    if start in doc and end in doc:
+        head, rest = doc.split(start, 1)
+        _, tail = rest.split(end, 1)
+        DOC.write_text(f"{head}{start}\n{text}{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,11 +30,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.http_bench import CALL, _cpu_seconds, _free_port, _load, _payload, _start, _wait
+from bench.http_bench import (
+    CALL,
+    _cpu_seconds,
+    _free_port,
+    _load,
+    _payload,
+    _start,
+    _wait,
+    write_doc,
+)
 from tests.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- STORES:START -->", "<!-- STORES:END -->"
 WORKSPACE = ROOT / "fixtures" / "workspace"
 
@@ -229,14 +237,6 @@ def report(results: list[Measured], load: tuple[float, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(text: str) -> None:
-    doc = DOC.read_text()
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{START}\n{text}{END}{tail}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.store_bench")
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(results, load)
     sys.stdout.write(text)
     if not args.no_write:
-        write_doc(text)
+        write_doc(text, START, END)
     return 0
 
 

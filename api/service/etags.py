@@ -28,7 +28,7 @@ def etag(doc: Doc) -> str:
 
 def require(doc: Doc, if_match: str, what: str) -> None:
     """`resource-moved` when `doc` (as stored now: inside the write's transaction,
-    so no other writer can change it before the write) is no longer the one `if_match`
+    so no other writer can change it before the write) is not the one `if_match`
     names; `*` names any (the operation's own not-found refused one that is gone)."""
     if if_match == "*" or if_match == etag(doc):
         return

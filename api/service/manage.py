@@ -156,7 +156,7 @@ STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]],
 def unchanged(
     service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
 ) -> None:
-    """`resource-moved` when the document `tool` acts on is no longer the one `if_match` names."""
+    """`resource-moved` when the document `tool` acts on differs from the one `if_match` names."""
     what, key, stored = STORED[tool.partition(".")[0]]
     require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
 

@@ -41,6 +41,33 @@ class Body(Protocol):
 Opener = Callable[[int, int], AbstractContextManager[Body]]
 
 
+class Pieces:
+    """A run's body read a piece at a time with a store's SQL, as a blob reads (a `Body`):
+    `piece(seq, start, size)` is the run's bytes from `start` (1-based), `size` of them."""
+
+    def __init__(self, piece: Callable[[int, int, int], bytes], seq: int, length: int) -> None:
+        self._piece, self._seq, self._length, self._at = piece, seq, length, 0
+
+    def __enter__(self) -> Pieces:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def seek(self, offset: int) -> None:
+        self._at = offset
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            size = self._length - self._at
+        size = min(size, self._length - self._at)
+        if size <= 0:
+            return b""
+        found = self._piece(self._seq, self._at + 1, size)
+        self._at += size
+        return found
+
+
 def pack(rows: Sequence[bytes]) -> bytes:
     if len(rows) == 1:
         return rows[0]

@@ -41,6 +41,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -105,30 +106,9 @@ _PASSING = frozenset({"08", "53", "57", "55", "40", "58"})
 _CANNOT_WRITE = {"53100": "the disk is full", "58030": "an I/O error"}
 
 
-class _Body:
-    """A run's body read a piece at a time with SQL (`read`, `seek`, as a blob reads)."""
-
-    def __init__(self, db: Connection, seq: int, length: int) -> None:
-        self._db, self._seq, self._length, self._at = db, seq, length, 0
-
-    def __enter__(self) -> _Body:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def seek(self, offset: int) -> None:
-        self._at = offset
-
-    def read(self, size: int = -1) -> bytes:
-        if size < 0:
-            size = self._length - self._at
-        size = min(size, self._length - self._at)
-        if size <= 0:
-            return b""
-        row = self._db.execute(_RUN_BYTES, (self._at + 1, size, self._seq)).fetchone()
-        self._at += size
-        return b"" if row is None or row[0] is None else bytes(row[0])
+def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
+    row = db.execute(_RUN_BYTES, (start, size, seq)).fetchone()
+    return b"" if row is None or row[0] is None else bytes(row[0])
 
 
 class _Transaction:
@@ -588,7 +568,8 @@ class PostgresStore:
             db = self._connection()
             runs = db.execute(_READ_RUNS, (after_seq + 1, limit + 2)).fetchall()
             return logread.read(
-                runs, self._chain_before, lambda seq, length: _Body(db, seq, length), (),
+                runs, self._chain_before,
+                lambda seq, length: logread.Pieces(partial(_piece, db), seq, length), (),
                 after_seq, limit, max_bytes, found,
             )  # fmt: skip
 

@@ -113,35 +113,6 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-class _RunReader:
-    """A run's body read a piece at a time with SQL (`read`, `seek`, as a blob reads)."""
-
-    def __init__(self, db: sqlite3.Connection, seq: int, length: int) -> None:
-        self._db, self._seq, self._length, self._at = db, seq, length, 0
-
-    def __enter__(self) -> _RunReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def seek(self, offset: int) -> None:
-        self._at = offset
-
-    def read(self, size: int = -1) -> bytes:
-        if size < 0:
-            size = self._length - self._at
-        size = min(size, self._length - self._at)
-        if size <= 0:
-            return b""
-        row = self._db.execute(_RUN_BYTES, (self._at + 1, size, self._seq)).fetchone()
-        found = None if row is None else row[0]
-        if found is not None and not isinstance(found, bytes):
-            raise sqlite3.DataError("the run's body is not a blob")  # (garbled)
-        self._at += size
-        return b"" if found is None else found
-
-
 class SqliteStore:
     """`shared`: several serving processes write this file (`charter serve --workers N`);
     their write transactions take a `WriterLock` first (policy/store/writerlock.py).
@@ -429,7 +400,7 @@ class SqliteStore:
                 # (89 bytes each), so a serving process grew with every page it served.
                 return logread.read(
                     cursor, self._chain_before,
-                    lambda seq, length: _RunReader(self._db, seq, length),
+                    lambda seq, length: logread.Pieces(self._piece, seq, length),
                     (sqlite3.Error,), after_seq, limit, max_bytes, found,
                 )  # fmt: skip
             except sqlite3.DatabaseError as exc:
@@ -441,6 +412,13 @@ class SqliteStore:
                 ) from None
             finally:
                 cursor.close()
+
+    def _piece(self, seq: int, start: int, size: int) -> bytes:
+        row = self._db.execute(_RUN_BYTES, (start, size, seq)).fetchone()
+        found = None if row is None else row[0]
+        if found is not None and not isinstance(found, bytes):
+            raise sqlite3.DataError("the run's body is not a blob")  # (garbled)
+        return b"" if found is None else found
 
     def _chain_before(self, seq: int) -> Chain:
         before = self._db.execute(_RUN_BEFORE, (seq,)).fetchone()
