@@ -13,7 +13,6 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from api.http import decisions, ops, policy, resources
-from api.http.commit import GroupCommit
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
 from api.http.lifeline import end_with_supervisor
@@ -23,6 +22,7 @@ from api.http.routing import Table, build
 from api.node_files import KEY_FILE_ENV, node_files
 from api.service import memory
 from api.service.core import Service
+from api.service.groupcommit import GroupCommit
 from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
 from policy.secrets import Sealer, load_key_file

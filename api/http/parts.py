@@ -14,8 +14,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.http.commit import GroupCommit
 from api.service.core import Service
+from api.service.groupcommit import GroupCommit
 from api.service.tokens import TokenCache, act_for
 
 

@@ -124,7 +124,7 @@ class Service:
         self.on_epoch: list[Callable[[], None]] = []
         # Moves whenever what is cached here may have changed: another process's change
         # that a `sync` saw, or one made here (`forget_*`, `upload`). Whatever was prepared
-        # on the caches before it moved is prepared again (api.http.commit): the `sync` in
+        # on the caches before it moved is prepared again (api.service.groupcommit): the `sync` in
         # the write transaction finds nothing new when another thread of this process saw
         # the change first (a management request's), or made it.
         self.moves = 0

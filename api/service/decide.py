@@ -9,8 +9,8 @@ resolved completely before anything is written (an unknown agent, turn or thread
 not found and nothing is logged), then logged in one transaction, so every decision is logged
 exactly once with a gap-free sequence number.
 
-The work is split so that concurrent requests can share one write transaction (the HTTP
-layer's group commit, api.http.commit): `prepare` resolves one request's calls (and
+The work is split so that concurrent requests can share one write transaction (the
+group commit, api.service.groupcommit): `prepare` resolves one request's calls (and
 raises for it alone); decisionlog builds the rows of any number of prepared calls and
 logs them inside one `store.atomic()`.
 """

@@ -5,7 +5,7 @@ still pins stay cached. Another process's policy upload is noticed through the s
 `data_version()` (PRAGMA data_version), so a worker never decides on a stale "latest".
 
 Compiling takes a while (about a second at 10,000 roles), so code on the event loop asks
-with `compile=False` and compiles what is missing on a worker thread (api.http.commit);
+with `compile=False` and compiles what is missing on a worker thread (api.service.groupcommit);
 one compile per revision, the others wait for it. `/readyz` and a serving process's start
 ask for the latest in the background (`compile_in_background`), so a worker is ready to
 decide before a load balancer sends it traffic.

@@ -194,10 +194,10 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
     nothing; the other members of the group are decided."""
     import asyncio
 
-    from api.http.commit import GroupCommit
     from api.service import tokens
     from api.service.calls import Call
     from api.service.errors import ServiceError
+    from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
     harness.service.on_epoch.append(cache.forget)
@@ -232,10 +232,10 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     for a token revoked in this same process after the look-up."""
     import asyncio
 
-    from api.http.commit import GroupCommit
     from api.service import tokens
     from api.service.calls import Call
     from api.service.errors import ServiceError
+    from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
     harness.service.on_epoch.append(cache.forget)

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from api.http.app import create_app
-from api.http.commit import GroupCommit
 from api.service.calls import Call
 from api.service.core import Service
 from api.service.errors import ServiceError
+from api.service.groupcommit import GroupCommit
 from api.service.logrows import expand
 from tests.api.conftest import (
     Harness,
@@ -266,7 +266,7 @@ def test_big_integers_are_answered_and_logged_exactly(client: Any, harness: Harn
 
 
 def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
-    from api.http.commit import MAX_GROUP_CALLS
+    from api.service.groupcommit import MAX_GROUP_CALLS
 
     commit = GroupCommit(harness.service)
     size = MAX_GROUP_CALLS // 3 - 1
@@ -284,7 +284,7 @@ def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
 
 
 def test_a_full_size_request_does_not_wait_for_company(harness: Harness) -> None:
-    from api.http.commit import MAX_GROUP_CALLS
+    from api.service.groupcommit import MAX_GROUP_CALLS
 
     commit = GroupCommit(harness.service)
     big = [Call("a1", "mail.send", MAIL)] * MAX_GROUP_CALLS

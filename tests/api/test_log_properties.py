@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.http.commit import GroupCommit
 from api.http.errors import status_of
 from api.service.calls import Call
 from api.service.errors import ServiceError
+from api.service.groupcommit import GroupCommit
 from api.service.logrows import expand
 from tests.api.conftest import Harness
 from tests.store.tables import sound

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from api.http.app import create_app
-from api.http.commit import GroupCommit
 from api.service.calls import Call
 from api.service.core import Service
 from api.service.decide import decide_calls, prepare
 from api.service.decisionlog import draft
+from api.service.groupcommit import GroupCommit
 from api.service.logrows import expand
 from api.service.threads import threads_create
 from api.service.tokens import Principal

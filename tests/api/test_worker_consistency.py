@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from api.http.commit import GroupCommit
 from api.http.errors import status_of
 from api.service import tokens
 from api.service.calls import Call
@@ -21,6 +20,7 @@ from api.service.connections import connections_create, connections_delete, conn
 from api.service.core import CACHE_EPOCH, Service, parent_tag
 from api.service.decide import decide_calls
 from api.service.errors import ServiceError
+from api.service.groupcommit import GroupCommit
 from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.threads import threads_create
 from api.service.tokens import Principal, TokenCache

@@ -1,6 +1,7 @@
 """Group commit: decision requests that arrive together share one write transaction.
 
-A decision request is parsed and authorized in its handler, then handed here. The first
+A decision request is parsed and authorized by its front end (the HTTP handler), then
+handed here: the core's decision pipeline, which no front end runs itself. The first
 one (the leader) yields for one turn of the event loop, so every request that became
 ready meanwhile (the loop reads all readable connections before it runs their handlers)
 joins its group, and for a few more turns while the group keeps growing; then the leader
@@ -27,8 +28,6 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
-
-from starlette.concurrency import run_in_threadpool
 
 from api.service.calls import Call, Prepared
 from api.service.core import Service
@@ -219,7 +218,7 @@ class GroupCommit:
         health check included. Requests that come meanwhile wait for the same compile."""
         for _ in range(MAX_COMPILES):
             try:
-                await run_in_threadpool(self.service.snapshots.get, revision)
+                await asyncio.to_thread(self.service.snapshots.get, revision)
             except Exception:
                 break  # (a revision that will not compile: the commit below says why)
             except BaseException:
