@@ -22,7 +22,15 @@ from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, p
 from api.service import tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
+from api.service.ops import Outcome
 
+# What an operation did, as the HTTP status its answer carries.
+STATUS: dict[Outcome, int] = {
+    Outcome.DONE: 200,
+    Outcome.CREATED: 201,
+    Outcome.PENDING: 202,
+    Outcome.REMOVED: 204,
+}
 PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagination)
 
 
@@ -54,7 +62,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         args.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, tool, args, expected)
-        response = json_response(result.body, result.status)
+        response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:
             response.headers["ETag"] = result.etag
         return response

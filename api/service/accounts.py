@@ -12,7 +12,7 @@ from api.service import pages
 from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.etags import etag
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page
 from api.service.tokens import Principal
 from policy import identities
@@ -88,7 +88,7 @@ def identities_list(service: Service, actor: Principal, args: dict[str, Any]) ->
         own = service.agent(actor.agent)["identity"]
         with contextlib.suppress(IdentityError):  # deleted: the agent acts as a key now gone
             items.append(identities.get(service.store, own))
-    return Result(200, {"items": items, "next_cursor": None})
+    return Result(Outcome.DONE, {"items": items, "next_cursor": None})
 
 
 @identity_errors
@@ -99,17 +99,17 @@ def identity_stored(service: Service, actor: Principal, args: dict[str, Any]) ->
     return identities.stored(service.store, args["id"])
 
 
-def _identity_answer(service: Service, status: int, account: str) -> Result:
+def _identity_answer(service: Service, outcome: Outcome, account: str) -> Result:
     """The identity's view with its `ETag`, read back from the store in the caller's
     transaction (policy.identities answers with the view alone): the tag of what it shows."""
     doc = identities.stored(service.store, account)
-    return Result(status, identities.public_view(doc), etag(doc))
+    return Result(outcome, identities.public_view(doc), etag(doc))
 
 
 @identity_errors
 def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = identity_stored(service, actor, args)
-    return Result(200, identities.public_view(doc), etag(doc))
+    return Result(Outcome.DONE, identities.public_view(doc), etag(doc))
 
 
 @identity_errors
@@ -120,7 +120,7 @@ def identities_create(service: Service, actor: Principal, args: dict[str, Any]) 
             service.store, service.sealer, args.get("label"), args.get("request_id"),
             actor.agent,
         )  # fmt: skip
-        return _identity_answer(service, 201 if created else 200, view["id"])
+        return _identity_answer(service, Outcome.CREATED if created else Outcome.DONE, view["id"])
 
 
 @identity_errors
@@ -129,7 +129,7 @@ def identities_import(service: Service, actor: Principal, args: dict[str, Any]) 
         view = identities.import_seed(
             service.store, service.sealer, args["seed"], args.get("label")
         )
-        return _identity_answer(service, 201, view["id"])
+        return _identity_answer(service, Outcome.CREATED, view["id"])
 
 
 @identity_errors
@@ -143,7 +143,7 @@ def identities_update(service: Service, actor: Principal, args: dict[str, Any]) 
             name=args.get("name"),
             metadata=args.get("metadata"),
         )
-        return _identity_answer(service, 200, args["id"])
+        return _identity_answer(service, Outcome.DONE, args["id"])
 
 
 # Deleting an identity removes its secret only (docs/design.md section 7): the agents that act
@@ -180,7 +180,7 @@ def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) 
         identities.stored(service.store, args["id"])  # (not found first, orphans or not)
         _require_no_connections(service, args["id"])
         identities.delete(service.store, args["id"])
-    return Result(204, None)
+    return Result(Outcome.REMOVED, None)
 
 
 def check_identity(service: Service, account: Any) -> str:

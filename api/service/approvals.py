@@ -17,7 +17,7 @@ from api.service.calls import Call
 from api.service.core import Service, now_ms
 from api.service.decide import decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page, view
 from api.service.tokens import Principal
 from policy.store import Row
@@ -79,7 +79,7 @@ def _readable_page(
                 items.append(view("approvals", row.body))
             position = row.pos
     cursor = pages.encode("approvals", position, listed=status) if more else None
-    return Result(200, {"items": items, "next_cursor": cursor})
+    return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
 def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
@@ -97,7 +97,7 @@ def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
 
 
 def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(200, view("approvals", service.doc("approvals", "approval", args["id"])))
+    return Result(Outcome.DONE, view("approvals", service.doc("approvals", "approval", args["id"])))
 
 
 def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
@@ -265,7 +265,7 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
             # joins: as `manage` does)
             result = guarded(doc["tool"], doc.get("if_match"))(service, agent_actor, called)
             body["result"] = result.body
-    return Result(200, body)
+    return Result(Outcome.DONE, body)
 
 
 def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -274,7 +274,7 @@ def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -
         doc["status"] = "rejected"
         doc["reason"] = args.get("reason")
         service.store.update("approvals", doc["id"], doc, tag="rejected")
-    return Result(200, {"approval": view("approvals", doc)})
+    return Result(Outcome.DONE, {"approval": view("approvals", doc)})
 
 
 OPERATIONS: dict[str, Operation] = {

@@ -9,7 +9,7 @@ from api.service.accounts import check_identity, require_own_identity
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.etags import etag
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page
 from api.service.tokens import Principal
 from policy.store import Doc
@@ -69,17 +69,17 @@ def connections_create(service: Service, actor: Principal, args: dict[str, Any])
     if owner is not None:
         owner = check_identity(service, owner)
     doc = create_connection(service, args, owner)
-    return Result(201, view(doc), etag(doc))
+    return Result(Outcome.CREATED, view(doc), etag(doc))
 
 
 def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     result = page(service, "connections", args)
-    return Result(200, {**result.body, "items": [view(i) for i in result.body["items"]]})
+    return Result(Outcome.DONE, {**result.body, "items": [view(i) for i in result.body["items"]]})
 
 
 def connections_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = service.doc("connections", "connection", args["id"])
-    return Result(200, view(doc), etag(doc))
+    return Result(Outcome.DONE, view(doc), etag(doc))
 
 
 def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
@@ -120,7 +120,7 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
             doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
         doc["updated_at"] = now_ms()
         service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
-    return Result(200, view(doc), etag(doc))
+    return Result(Outcome.DONE, view(doc), etag(doc))
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -128,7 +128,7 @@ def connections_delete(service: Service, actor: Principal, args: dict[str, Any])
         _own(service, actor, args["id"])
         service.store.delete("connections", args["id"])
         service.forget_connections()
-    return Result(204, None)
+    return Result(Outcome.REMOVED, None)
 
 
 OPERATIONS: dict[str, Operation] = {

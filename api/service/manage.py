@@ -29,7 +29,7 @@ from api.service.core import Service
 from api.service.decide import decide_detailed, prepare
 from api.service.errors import ServiceError
 from api.service.etags import require
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.tokens import Principal
 from policy.store import Doc
 
@@ -234,7 +234,7 @@ def manage(
     if decision["effect"] == "allow":
         return op(service, actor, final)
     if decision["effect"] == "pause":
-        return Result(202, {"status": "pending", "approval_id": decision["approval_id"],
+        return Result(Outcome.PENDING, {"status": "pending", "approval_id": decision["approval_id"],
                             "decision": decision})  # fmt: skip
     raise ServiceError(
         "denied-by-policy",

@@ -26,7 +26,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from api.service.errors import ServiceError
-from api.service.ops import Result
+from api.service.ops import Outcome, Result
 from policy import identities
 from policy.store import Doc
 
@@ -140,7 +140,7 @@ def page(
     rows = rows[:limit]
     items = [view(kind, row.body) for row in rows]
     cursor = encode(kind, rows[-1].pos, listed=listed) if more and rows else None
-    return Result(200, {"items": items, "next_cursor": cursor})
+    return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
 _APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})

@@ -15,7 +15,7 @@ from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
 from api.service.errors import ServiceError
 from api.service.etags import etag
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page
 from api.service.tokens import Principal
 from engine.compile import Snapshot
@@ -54,7 +54,7 @@ def agents_list(service: Service, actor: Principal, args: dict[str, Any]) -> Res
 
 def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = service.agent(args["id"])
-    return Result(200, doc, etag(doc))
+    return Result(Outcome.DONE, doc, etag(doc))
 
 
 def _check_metadata(metadata: Mapping[str, Any]) -> None:
@@ -159,7 +159,7 @@ def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> Non
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = create_agent(service, actor, args)
-    return Result(201, doc, etag(doc))
+    return Result(Outcome.CREATED, doc, etag(doc))
 
 
 def require_managed(
@@ -264,7 +264,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         # store between the two and keep its cached agent (for good, had the epoch's
         # write failed after the change was committed).
         service.forget_agent(doc["id"])
-    return Result(200, doc, etag(doc))
+    return Result(Outcome.DONE, doc, etag(doc))
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -285,7 +285,7 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         _delete_turns(service, target["id"])
         reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
         service.forget_agent(target["id"])  # (in the transaction: see agents_update)
-    return Result(204, None)
+    return Result(Outcome.REMOVED, None)
 
 
 def _delete_turns(service: Service, agent_id: str) -> None:

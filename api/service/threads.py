@@ -17,7 +17,7 @@ from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.etags import etag
-from api.service.ops import Operation, Result
+from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page
 from api.service.resources import require_managed
 from api.service.tokens import Principal
@@ -99,7 +99,7 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = _thread(service, actor, args["id"])
-    return Result(200, doc, etag(doc))
+    return Result(Outcome.DONE, doc, etag(doc))
 
 
 def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -121,7 +121,7 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
             "updated_at": now,
         }
         service.store.insert("threads", doc["id"], doc, tag=agent["id"])
-    return Result(201, doc, etag(doc))
+    return Result(Outcome.CREATED, doc, etag(doc))
 
 
 def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -133,7 +133,7 @@ def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> 
             doc["status"] = args["status"]
         doc["updated_at"] = now_ms()
         service.store.update("threads", doc["id"], doc, tag=doc["agent"])
-    return Result(200, doc, etag(doc))
+    return Result(Outcome.DONE, doc, etag(doc))
 
 
 def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -141,7 +141,7 @@ def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> 
         _thread(service, actor, args["id"])
         service.store.delete("threads", args["id"])
         reject_orphans(service, "thread", args["id"], f"thread `{args['id']}` was deleted")
-    return Result(204, None)
+    return Result(Outcome.REMOVED, None)
 
 
 OPERATIONS: dict[str, Operation] = {

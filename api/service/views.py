@@ -26,7 +26,7 @@ from api.service import fitcheck, pages
 from api.service.core import Service
 from api.service.errors import ErrorCode, ServiceError
 from api.service.etags import etag, require
-from api.service.ops import Conditional, Operation, Result
+from api.service.ops import Conditional, Operation, Outcome, Result
 from api.service.rolefiles import role_path
 from api.service.solver import key_of
 from api.service.tokens import Principal
@@ -123,7 +123,7 @@ def _lister(kind: str) -> Operation:
         more = len(names) > limit
         cursor = pages.encode(kind, shown + len(page), snapshot.revision) if more else None
         items = [_view(snapshot, kind, decls[n]) for n in page]
-        return Result(200, {"items": items, "next_cursor": cursor})
+        return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
     return list_op
 
@@ -135,7 +135,7 @@ def _getter(kind: str) -> Operation:
         if decl is None:
             raise ServiceError(_NOT_FOUND[kind], f"{KINDS[kind]} `{args['name']}` not found")
         tag = _own_etag(snapshot, decl.name) if kind == "roles" else None
-        return Result(200, _view(snapshot, kind, decl), tag)
+        return Result(Outcome.DONE, _view(snapshot, kind, decl), tag)
 
     return get_op
 
@@ -291,7 +291,7 @@ def _write_role(
         # decision, and only then is it the service's latest)
         snapshot = _commit(service, files, actor, f"{'create' if create else 'update'} role {name}")
     body = _view(snapshot, "roles", snapshot.workspace.roles[name])
-    return Result(201 if create else 200, body, role_etag(name, source))
+    return Result(Outcome.CREATED if create else Outcome.DONE, body, role_etag(name, source))
 
 
 def _not_api_managed(service: Service, name: str) -> NoReturn:
@@ -327,7 +327,7 @@ def roles_delete(
         _require_unchanged(name, _own_text(service, files, name), if_match)
         # (a role a profile names cannot go: the policy would not check: `policy-invalid`)
         _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
-    return Result(204, None)
+    return Result(Outcome.REMOVED, None)
 
 
 # The writes that take an `If-Match` themselves, and compare it inside their own write

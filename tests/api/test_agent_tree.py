@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from api.http.errors import status_of
+from api.http.resources import STATUS
 from api.service import tokens
 from api.service.approvals import _root
 from api.service.budget import MAX_CHAIN, ancestors
@@ -36,10 +37,11 @@ def _token_ids(store: Store, agent: str) -> list[str]:
 
 def _delete_as(harness: Harness, agent: str, target: str) -> int:
     try:
-        return agents_delete(harness.service, Principal("t", "agent", agent), {"id": target}).status
+        done = agents_delete(harness.service, Principal("t", "agent", agent), {"id": target})
     except ServiceError as refused:
         assert refused.code == "agent-has-children", refused.message
         return status_of(refused.code)
+    return STATUS[done.outcome]
 
 
 def test_whether_an_agent_has_children_is_a_look_up_by_tag(
