@@ -200,8 +200,10 @@ class Ledger:
     """The store's budget ledger as one batch sees it, inside one write transaction.
 
     Sums are read once per (subject, window start) and kept up to date with the batch's
-    own charges: while the transaction holds the write lock nobody else can charge, so a
-    batch of 1,000 calls by one agent costs one query per cap instead of 1,000."""
+    own charges: the store holds each subject the transaction read until it ends
+    (policy.store.Ledger), so nobody else charges it meanwhile, and a batch of 1,000
+    calls by one agent costs one query per cap instead of 1,000. `charge_within` is the
+    check and the charge of one call, atomic for the same reason."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -226,6 +228,18 @@ class Ledger:
                 # The store may record the charge later than `at_ms` (at its subject's last
                 # row's time, policy/store/ledger.py), inside this window: read it again.
                 del self._sums[key]
+
+
+def charge_within(
+    ledger: Ledger, caps: list[Cap], subjects: list[str], cost_micros: int, now_ms: int
+) -> Cap | None:
+    """Check and charge, as one: the first cap `cost_micros` would pass (nothing charged),
+    or None once every subject is charged. Inside the batch's transaction, which holds
+    each cap's subject from its check on (see Ledger)."""
+    cap = over_cap(ledger, caps, cost_micros, now_ms)
+    if cap is None:
+        ledger.charge(subjects, cost_micros, now_ms)
+    return cap
 
 
 def over_cap(

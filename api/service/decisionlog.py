@@ -24,7 +24,15 @@ from typing import Any
 import cbor2
 
 from api.service.approved import DIGESTS, Approved, hook_digests, rejected_by_charter
-from api.service.budget import MICROS, Cap, Ledger, caps_for, over_cap, to_micros
+from api.service.budget import (
+    MICROS,
+    Cap,
+    Ledger,
+    caps_for,
+    charge_within,
+    over_cap,
+    to_micros,
+)
 from api.service.calls import Prepared
 from api.service.core import Service, new_id, now_ms
 from api.service.encoding import dumps
@@ -150,13 +158,13 @@ def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ..
     if problem is not None:
         return make_decision("deny", None, (*decision.reasons, Reason("connection", problem)))
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
-    if caps:
-        cap = over_cap(batch.ledger, caps, cost, batch.now)
-        if cap is not None:
-            message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
-            return make_decision("deny", None, (*decision.reasons, Reason("budget", message)))
     if decision.effect == "allow" and cost > 0:
-        batch.ledger.charge(subjects, cost, batch.now)
+        cap = charge_within(batch.ledger, caps, subjects, cost, batch.now)
+    else:
+        cap = over_cap(batch.ledger, caps, cost, batch.now) if caps else None
+    if cap is not None:
+        message = f"expected cost {p.call.expected_cost or 0} USD is over the {cap.label}"
+        return make_decision("deny", None, (*decision.reasons, Reason("budget", message)))
     return decision
 
 

@@ -1,7 +1,9 @@
 """The store: revisions, resources, the decision log and the budget ledger.
 
-`Store` is the narrow interface the service layer codes against; `SqliteStore` is the
-embedded default, `PostgresStore` (policy/store/postgres.py) the same contract on a
+`Store` is what the service codes against: the narrow interfaces `Transactions`,
+`ChangeFeed`, `Revisions`, `Documents`, `DecisionLog`, `Ledger`, `NamedValues` and
+`Lifecycle` together, each stating its own isolation. `SqliteStore` is the embedded
+default, `PostgresStore` (policy/store/postgres.py) the same contract on a
 PostgreSQL server shared by several nodes, and `open_store` (policy/store/open.py) builds
 the one a `--db` path or URL names. Everything but the ledger is a document (a
 CBOR-encodable mapping) keyed by (kind, id), so both keep six tables and no joins:
@@ -89,6 +91,16 @@ class Damaged:
 
 
 @dataclass(frozen=True, slots=True)
+class Limit:
+    """A cap on what `subject` may have been charged since `since_ms` (ms since the epoch;
+    0 for all time): `micros` micro-USD."""
+
+    subject: str
+    since_ms: int
+    micros: int
+
+
+@dataclass(frozen=True, slots=True)
 class Row:
     """One document with its position (the pagination key)."""
 
@@ -97,7 +109,10 @@ class Row:
     body: Doc
 
 
-class Store(Protocol):
+class Transactions(Protocol):
+    """Write transactions. Whatever else a transaction holds, each interface below says
+    (the decision log: its sequence; the ledger: the subjects it read)."""
+
     def atomic(self) -> AbstractContextManager[None]:
         """One write transaction; nested calls join the outer one."""
         ...
@@ -117,6 +132,11 @@ class Store(Protocol):
         once it is durable, such as "this document is written"."""
         ...
 
+
+class ChangeFeed(Protocol):
+    """What tells a process that another one changed what it caches: revisions and named
+    values (decisions, documents and charges are read where they are used, not cached)."""
+
     def data_version(self) -> int:
         """A number that differs from any read before whenever another process added a
         revision or set a named value since (SQLite's moves with any commit of another
@@ -126,7 +146,11 @@ class Store(Protocol):
         so a look is done only once it is done."""
         ...
 
-    # revisions
+
+class Revisions(Protocol):
+    """The policy's history, numbered 1, 2, ... without gaps: a revision is numbered
+    inside the transaction that adds it, after the latest committed."""
+
     def add_revision(self, body: Mapping[str, Any]) -> int:
         """A new revision, numbered after the latest; `body["files"]` is its `[path, text]`
         pairs. Its texts are kept once each, whatever number of revisions hold them, in
@@ -141,6 +165,15 @@ class Store(Protocol):
         ...
 
     def latest_revision(self) -> int: ...
+    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
+        """Revisions after `after`, at most `limit`, in order: each body with `files` its
+        paths alone (what the history shows), read without the texts."""
+        ...
+
+
+class Lifecycle(Protocol):
+    """The store as a whole: where it is kept, whether it can write, and its end."""
+
     def moved(self) -> str | None:
         """Why the store's writes no longer reach where it is kept (the SQLite file was
         removed or replaced), or None: what /readyz reports. Always None for a store
@@ -159,12 +192,14 @@ class Store(Protocol):
         None: what /readyz reports."""
         ...
 
-    def list_revisions(self, after: int, limit: int) -> list[tuple[int, Doc]]:
-        """Revisions after `after`, at most `limit`, in order: each body with `files` its
-        paths alone (what the history shows), read without the texts."""
-        ...
+    def close(self) -> None: ...
 
-    # documents
+
+class Documents(Protocol):
+    """Identities, agents, threads, turns, approvals, tokens, connections, ... by (kind,
+    id). A write inside a transaction is seen by no other until the COMMIT; a check of
+    one document and a write that depends on it belong in one transaction."""
+
     def insert(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         """Add a new document; False (and nothing written) if the id is taken."""
         ...
@@ -187,7 +222,11 @@ class Store(Protocol):
         page at a time: a caller that changes what it scans collects the rows first."""
         ...
 
-    # the decision log
+
+class DecisionLog(Protocol):
+    """Decisions, exactly once, numbered without gaps: a transaction that appends holds
+    the log's tip until it ends (SQLite: the file; PostgreSQL: the writer lock)."""
+
     def append_decisions(self, rows: Sequence[bytes]) -> list[int]:
         """Log rows as the service encoded them (kept as given, bytes in and bytes out);
         their sequence numbers, gap-free, assigned inside the caller's transaction."""
@@ -210,10 +249,26 @@ class Store(Protocol):
 
     def last_seq(self) -> int: ...
 
-    # the budget ledger
+
+class Ledger(Protocol):
+    """Budget charges. Inside a transaction, a subject whose charges are read or added is
+    held by it until it ends: no other transaction charges that subject meanwhile, so a
+    sum read once stays exact until the COMMIT, and a check followed by a charge is
+    atomic (policy/store/ledger.py)."""
+
     def spent(self, subject: str, since_ms: int) -> int:
         """The micro-USD charged to `subject` at or after `since_ms`; SPENT_OVERFLOW when
-        the sum is past 64 bits (over every cap: a budget check fails closed)."""
+        the sum is past 64 bits (over every cap: a budget check fails closed). Inside a
+        transaction, holds `subject` until it ends."""
+        ...
+
+    def charge_within(
+        self, limits: Sequence[Limit], subjects: Sequence[str], micros: int, at_ms: int
+    ) -> int | None:
+        """Atomically, the check and the charge: if `micros` more keeps every limit, charge
+        it to each of `subjects` (as `charge`) and answer None; else charge nothing and
+        answer the index of the first limit it would pass. In the caller's transaction,
+        or one of its own."""
         ...
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
@@ -222,7 +277,11 @@ class Store(Protocol):
         never earlier, so a charge can only count in more windows, never in fewer."""
         ...
 
-    # named values
+
+class NamedValues(Protocol):
+    """A few named values (the demo seed flag, the cache epoch); setting one moves the
+    change feed."""
+
     def get_meta(self, key: str) -> Any: ...
     def latest_with_meta(self, key: str) -> tuple[int, Any]:
         """`latest_revision()` and `get_meta(key)` in one read (what a process looks at
@@ -232,4 +291,16 @@ class Store(Protocol):
 
     def set_meta(self, key: str, value: Any) -> None: ...
 
-    def close(self) -> None: ...
+
+class Store(
+    Transactions,
+    ChangeFeed,
+    Revisions,
+    Documents,
+    DecisionLog,
+    Ledger,
+    NamedValues,
+    Lifecycle,
+    Protocol,
+):
+    """Everything a store keeps, as one object (SqliteStore, PostgresStore)."""

@@ -22,6 +22,15 @@ affinity would have turned such digits into an inexact REAL. In PostgreSQL it is
 `numeric`. Either way a sum past 64 bits is read exactly, and says SPENT_OVERFLOW (more
 than any cap); a charge never fails for it. A row's checksum covers `cum` as SQLite keeps
 it (an integer, or its digits as text past 64 bits), in both stores.
+
+Isolation is the ledger's own, not borrowed from "one writer at a time": every read of a
+subject's rows inside a transaction first holds the subject (`Hold`) until the
+transaction ends, so no other transaction charges it between a check and a charge, and a
+sum read once stays exact to the COMMIT (what lets the service read each sum once per
+batch). SQLite's write transaction holds the whole file; PostgreSQL takes a
+transaction-scoped advisory lock per subject (policy/store/postgres.py), apart from the
+writer lock that keeps the decision log gap-free. `charge_within` is the atomic
+check-and-charge built on it.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from policy.store import SPENT_OVERFLOW, StoreDamaged
+from policy.store import SPENT_OVERFLOW, Limit, StoreDamaged
 from policy.store.rowsum import row_digest
 
 _MAX = (1 << 63) - 1
@@ -40,6 +49,9 @@ _MIN = -(1 << 63)
 
 # Runs one statement with its named parameters and returns its rows.
 Query = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
+# Holds a subject's rows for the rest of the current transaction (no other transaction
+# charges it until then), before they are read; outside a transaction, does nothing.
+Hold = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +136,9 @@ def _insert(run: Query, sql: Statements, subject: str, at: int, micros: int, tot
     )  # fmt: skip
 
 
-def spent(run: Query, sql: Statements, subject: str, since_ms: int) -> int:
+def spent(run: Query, sql: Statements, subject: str, since_ms: int, hold: Hold) -> int:
     """`Store.spent`, through the store's connection (under the store's lock)."""
+    hold(subject)
     rows = run(sql.spent, {"subject": subject, "since": since_ms})
     found = {which: row for which, *row in rows}
     if 0 not in found:
@@ -136,10 +149,13 @@ def spent(run: Query, sql: Statements, subject: str, since_ms: int) -> int:
     return total if _MIN <= total <= _MAX else SPENT_OVERFLOW
 
 
-def charge(run: Query, sql: Statements, subjects: Sequence[str], micros: int, at_ms: int) -> None:
-    """`Store.charge`, inside the store's write transaction (which keeps another process
-    from adding a row between the look-up of a subject's last row and the new one)."""
+def charge(
+    run: Query, sql: Statements, subjects: Sequence[str], micros: int, at_ms: int, hold: Hold
+) -> None:
+    """`Store.charge`, inside a transaction: each subject held (`hold`) before its last
+    row is read, so no other transaction adds a row between that look-up and the new one."""
     for subject in subjects:
+        hold(subject)
         rows = run(sql.last, {"subject": subject})
         if not rows:
             _insert(run, sql, subject, at_ms, micros, micros)
@@ -147,6 +163,26 @@ def charge(run: Query, sql: Statements, subjects: Sequence[str], micros: int, at
             at, cum = _checked(subject, rows[0])
             # At the last row's time if that is later (see above: only ever later).
             _insert(run, sql, subject, max(at_ms, at), micros, cum + micros)
+
+
+def charge_within(
+    run: Query,
+    sql: Statements,
+    limits: Sequence[Limit],
+    subjects: Sequence[str],
+    micros: int,
+    at_ms: int,
+    hold: Hold,
+) -> int | None:
+    """`Store.charge_within`, inside a transaction: the index of the first limit `micros`
+    more would pass (nothing charged), or None once every subject is charged. Each
+    limit's subject is held from its sum's read on, so the check still holds at the
+    charge."""
+    for index, limit in enumerate(limits):
+        if spent(run, sql, limit.subject, limit.since_ms, hold) + micros > limit.micros:
+            return index
+    charge(run, sql, subjects, micros, at_ms, hold)
+    return None
 
 
 def fill_running_totals(db: sqlite3.Connection) -> None:

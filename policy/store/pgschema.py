@@ -24,6 +24,9 @@ from policy.store import StoreTooNew
 
 # The key of the advisory lock every write transaction (and a migration) takes first.
 WRITER_LOCK = 0x63686172746572  # "charter"
+# The first key of the two-key advisory locks that hold a ledger subject to a transaction
+# (the second: the subject's hashtext). Two-key locks are apart from WRITER_LOCK's.
+LEDGER_LOCKS = 0x6C656467  # "ledg"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, body bytea NOT NULL, sum bytea);

@@ -14,7 +14,7 @@ lock on a fixed key (`pg_advisory_xact_lock`), held until its COMMIT or ROLLBACK
 SQLite's BEGIN IMMEDIATE: `on_begin`'s check, a budget's check-and-charge and the log's
 `max(seq) + 1` read nothing another writer changes before the COMMIT, so the log stays
 gap-free and a cap is never overrun, with no retry of serialization failures. One writer
-at a time costs little: the service commits decisions in groups (api/http/commit.py),
+at a time costs little: the service commits decisions in groups (api/service/groupcommit.py),
 so a transaction holds the lock for a few statements. A writer that waits longer than
 `timeout` for it gets StoreUnavailable (`lock_timeout`). Reads take no lock.
 
@@ -51,6 +51,7 @@ import psycopg
 from policy.store import (
     Damaged,
     Doc,
+    Limit,
     Row,
     StoreDamaged,
     StoreUnavailable,
@@ -185,6 +186,7 @@ class PostgresStore:
         # The log's last run (the seq after it, its sum; None, None: no run yet) as the
         # current transaction's BEGIN read it, and after each append of its own.
         self._tip: tuple[Any, Any] | None = None
+        self._held: set[str] = set()  # the ledger subjects the current transaction holds
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -284,6 +286,7 @@ class PostgresStore:
             raise failure from exc
         self._began = self._feed.seen(0 if row is None else int(row[0]))
         self._tip = None if row is None else (row[1], row[2])
+        self._held.clear()
 
     def _commit(self) -> None:
         db = self._connection()
@@ -592,13 +595,39 @@ class PostgresStore:
     # ---- the budget ledger ----------------------------------------------------------------
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock:
-            return ledger.spent(self._query, ledger.POSTGRES, subject, since_ms)
+            return ledger.spent(self._query, ledger.POSTGRES, subject, since_ms, self._hold)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
         with self.atomic():
-            ledger.charge(self._query, ledger.POSTGRES, subjects, micros, at_ms)
+            ledger.charge(self._query, ledger.POSTGRES, subjects, micros, at_ms, self._hold)
             if subjects:
                 self._written()
+
+    def charge_within(
+        self, limits: Sequence[Limit], subjects: Sequence[str], micros: int, at_ms: int
+    ) -> int | None:
+        with self.atomic():
+            passed = ledger.charge_within(
+                self._query, ledger.POSTGRES, limits, subjects, micros, at_ms, self._hold
+            )
+            if passed is None and subjects:
+                self._written()
+            return passed
+
+    def _hold(self, subject: str) -> None:
+        """Hold `subject` to the current transaction (nothing outside one): a lock of its
+        own, taken in a statement before any that reads its rows, since a statement sees
+        what was committed when it began, and one that waited for the lock would not see
+        the charge committed meanwhile. Not the writer lock: the ledger's isolation is
+        its own. Subjects are held as first read; two transactions that hold two subjects
+        in opposite orders deadlock, and PostgreSQL ends one (StoreUnavailable: tried
+        again, it succeeds). The writer lock, taken first, keeps that from happening."""
+        if not self._depth or subject in self._held:
+            return
+        self._rows(
+            f"SELECT pg_advisory_xact_lock({pgschema.LEDGER_LOCKS}, hashtext(%s))", (subject,)
+        )
+        self._held.add(subject)
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:

@@ -23,6 +23,7 @@ import cbor2
 from policy.store import (
     Damaged,
     Doc,
+    Limit,
     Row,
     StoreDamaged,
     StoreTooNew,
@@ -432,13 +433,22 @@ class SqliteStore:
     # ---- the budget ledger ----------------------------------------------------------------
     # Each row keeps its subject's running total: a sum is two look-ups of the index, not a
     # read of every row in the window (policy/store/ledger.py).
+    # A transaction holds every subject it reads: its BEGIN IMMEDIATE holds the file.
     def spent(self, subject: str, since_ms: int) -> int:
         with self._lock, _unreadable(f"the ledger rows of `{subject}`"):
-            return ledger.spent(self._query, ledger.SQLITE, subject, since_ms)
+            return ledger.spent(self._query, ledger.SQLITE, subject, since_ms, _held)
 
     def charge(self, subjects: Sequence[str], micros: int, at_ms: int) -> None:
         with self.atomic(), _unreadable("the ledger"):
-            ledger.charge(self._query, ledger.SQLITE, subjects, micros, at_ms)
+            ledger.charge(self._query, ledger.SQLITE, subjects, micros, at_ms, _held)
+
+    def charge_within(
+        self, limits: Sequence[Limit], subjects: Sequence[str], micros: int, at_ms: int
+    ) -> int | None:
+        with self.atomic(), _unreadable("the ledger"):
+            return ledger.charge_within(
+                self._query, ledger.SQLITE, limits, subjects, micros, at_ms, _held
+            )
 
     def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """A statement's rows, on the store's cursor (what policy/store/ledger.py runs)."""
@@ -540,3 +550,7 @@ class SqliteStore:
             if self._mark is not None:
                 self._mark.close()
                 self._mark = None
+
+
+def _held(subject: str) -> None:
+    """A subject held to the transaction: the write transaction holds the whole file."""

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from policy.store import (
     SPENT_OVERFLOW,
     Damaged,
+    Limit,
     Store,
     StoreDamaged,
     StoreTooNew,
@@ -278,6 +279,46 @@ def test_a_ledger_sum_past_64_bits_is_spent_overflow(backend: Backend) -> None:
 
 
 # ---- named values -----------------------------------------------------------------------
+
+
+def test_charge_within_checks_and_charges_as_one(backend: Backend) -> None:
+    """The index of the first limit the charge would pass and nothing charged, or every
+    subject charged; in the caller's transaction (rolled back with it) or its own."""
+    store = backend.open()
+    store.charge(["agent:a"], 60, at_ms=1_000)
+    limits = [Limit("agent:a", 0, 100), Limit("agent:p", 0, 50), Limit("agent:a", 2_000, 10)]
+    assert store.charge_within(limits, ["agent:a", "agent:p"], 41, at_ms=3_000) == 0
+    assert store.charge_within(limits, ["agent:a", "agent:p"], 11, at_ms=3_000) == 2
+    assert store.spent("agent:a", 0) == 60 and store.spent("agent:p", 0) == 0
+    assert store.charge_within(limits, ["agent:a", "agent:p"], 10, at_ms=3_000) is None
+    assert store.spent("agent:a", 0) == 70 and store.spent("agent:p", 0) == 10
+    wide = [Limit("agent:a", 0, 200), Limit("agent:p", 0, 50)]
+    assert store.charge_within(wide, ["agent:a", "agent:p"], 41, at_ms=3_000) == 1
+    assert store.charge_within([], ["agent:q"], 5, at_ms=3_000) is None
+    with pytest.raises(RuntimeError), store.atomic():
+        assert store.charge_within(limits[:1], ["agent:a"], 30, at_ms=4_000) is None
+        raise RuntimeError("rolled back")
+    assert store.spent("agent:a", 0) == 70 and store.spent("agent:q", 0) == 5
+
+
+def test_checks_and_charges_at_once_never_pass_a_limit(backend: Backend) -> None:
+    """Four stores (four processes' worth) spending against one limit at once: exactly as
+    many charges as fit go through, never one more."""
+    stores = [backend.open(shared=True) for _ in range(4)]
+    passed: list[int | None] = []
+
+    def spend(store: Store) -> None:
+        for at in range(10):
+            found = store.charge_within([Limit("agent:a", 0, 100)], ["agent:a"], 7, at_ms=at)
+            passed.append(found)
+
+    threads = [threading.Thread(target=spend, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert passed.count(None) == 14 and passed.count(0) == 26
+    assert stores[0].spent("agent:a", 0) == 98
 
 
 def test_meta_and_latest_with_meta(backend: Backend) -> None:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy.store import StoreUnavailable, pgschema
+from policy.store import Limit, StoreUnavailable, pgschema, postgres
 from policy.store.pgfeed import Feed
 from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
@@ -76,6 +76,38 @@ def test_processes_spending_under_a_cap_never_pass_it(pg_url: str) -> None:
     assert sum(charged) == 50
     assert store.spent(pgworkers.SUBJECT, 0) == cap
     store.close()
+
+
+def test_the_ledger_holds_its_subjects_without_the_writer_lock(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's isolation is its own, not the writer lock's: with that lock taken out
+    of BEGIN, a transaction that read a subject's sum holds the subject, so another
+    store's check-and-charge of it waits for the COMMIT and then counts its charge; a
+    check-and-charge of another subject goes ahead meanwhile."""
+    lock = f"SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); "
+    assert lock in postgres._BEGIN
+    monkeypatch.setattr(postgres, "_BEGIN", postgres._BEGIN.replace(lock, ""))
+    first, second, third = (PostgresStore(pg_url, shared=True) for _ in range(3))
+    found: list[int | None] = []
+    done = threading.Event()
+
+    def spend() -> None:
+        found.append(second.charge_within([Limit("agent:a", 0, 10)], ["agent:a"], 6, at_ms=2))
+        done.set()
+
+    waiter = threading.Thread(target=spend)
+    with first.atomic():
+        assert first.spent("agent:a", 0) == 0
+        waiter.start()
+        assert not done.wait(0.3), "a held subject was charged by another transaction"
+        assert third.charge_within([Limit("agent:b", 0, 10)], ["agent:b"], 6, at_ms=2) is None
+        first.charge(["agent:a"], 6, at_ms=1)
+    waiter.join(10)
+    assert found == [0]  # it saw the first's charge: 6 + 6 is past 10
+    assert third.spent("agent:a", 0) == 6 and third.spent("agent:b", 0) == 6
+    for store in (first, second, third):
+        store.close()
 
 
 def test_a_fresh_database_opened_by_several_at_once(pg_url: str) -> None:
