@@ -148,13 +148,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for every module, both under CHARTER_TEST_STORES=all and one under `sqlite` or
     `postgres`."""
     if "store_kind" in metafunc.fixturenames:
-        kinds = getattr(metafunc.module, "STORES", ("sqlite",))
-        chosen = os.environ.get(STORES_ENV)
-        if chosen == "all":
-            kinds = BOTH
-        elif chosen in BOTH:
-            kinds = (chosen,)
-        metafunc.parametrize("store_kind", kinds)
+        metafunc.parametrize(
+            "store_kind", store_kinds(getattr(metafunc.module, "STORES", ("sqlite",)))
+        )
+
+
+def store_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The stores a module that asks for `kinds` runs on, as CHARTER_TEST_STORES says."""
+    chosen = os.environ.get(STORES_ENV)
+    if chosen == "all":
+        return BOTH
+    return (chosen,) if chosen in BOTH else kinds
 
 
 def make_harness(tmp_path: Path, db: str | None = None) -> Harness:
@@ -185,6 +189,23 @@ def harness(tmp_path: Path, request: pytest.FixtureRequest, store_kind: str) -> 
     made = make_harness(tmp_path, db)
     yield made
     made.service.store.close()  # stops its checkpoint thread
+
+
+@pytest.fixture(scope="module", params=store_kinds(("sqlite",)))
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Harness, httpx.Client]]:
+    """One harness and its live server for a whole module, for tests that change nothing
+    (refusals, look-ups of what is not there): each starts none of its own."""
+    postgres = request.param == "postgres"
+    db = request.getfixturevalue("pg_server").database() if postgres else None
+    made = make_harness(tmp_path_factory.mktemp("served"), db)
+    with (
+        LiveServer(create_app(made.service)) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        yield made, client
+    made.service.store.close()
 
 
 def free_port() -> int:

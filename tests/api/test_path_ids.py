@@ -45,8 +45,9 @@ def test_every_route_with_a_path_parameter_is_covered() -> None:
 @pytest.mark.parametrize(("method", "path"), PATHS)
 @pytest.mark.parametrize("size", [MAX_ID + 1, 60_000])
 def test_a_path_id_over_the_cap_is_refused_without_echo(
-    live: httpx.Client, harness: Harness, method: str, path: str, size: int
+    served: tuple[Harness, httpx.Client], method: str, path: str, size: int
 ) -> None:
+    harness, live = served
     store = harness.service.store
     before = (store.last_seq(), [r.id for r in store.scan("agents")])
     url = re.sub(r"\{[a-z]+\}", _long(size), path)
@@ -56,8 +57,9 @@ def test_a_path_id_over_the_cap_is_refused_without_echo(
 
 @pytest.mark.parametrize(("method", "path"), PATHS)
 def test_a_path_id_at_the_cap_is_looked_up(
-    live: httpx.Client, harness: Harness, method: str, path: str
+    served: tuple[Harness, httpx.Client], method: str, path: str
 ) -> None:
+    harness, live = served
     url = re.sub(r"\{[a-z]+\}", "q" * MAX_ID, path)
     response = _request(live, method, url, harness.auth())
     assert response.status_code == 404, response.text  # (no such id: looked up)
