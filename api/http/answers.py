@@ -1,9 +1,10 @@
 """What the endpoints answer: the response models `/openapi.json` is generated from
 (api.http.openapi), one for each operation's answer as its handler builds it.
 
-Nothing validates a response against these at run time (the handlers write their dicts
-as they are); tests/api/test_openapi.py checks real answers of a live server against
-them, with no field left undescribed. A field that holds what a caller sent (a call's
+A resource's answer is its domain record (api.records), written by the record's own
+`shown()`: the model is the serialiser. The other answers (decisions, pages, listings)
+are built by their handlers; tests/api/test_openapi.py checks real answers of a live
+server against every model, with no field left undescribed. A field that holds what a caller sent (a call's
 `args`, an agent's `metadata`) or the policy's own vocabulary (a condition as JSON) is
 `dict[str, Any]`.
 """
@@ -12,41 +13,26 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from api.http.models import PolicyFile
-
-Effect = Literal["allow", "deny", "pause"]
-Period = Literal["24h", "7d", "total"]
+from api.records import (
+    Agent,
+    Approval,
+    ConditionError,
+    Connection,
+    DecisionResponse,
+    Effect,
+    Identity,
+    Reason,
+    Revision,
+    StoredBudget,
+    Thread,
+    Token,
+)
 
 
 # ---- decisions ----------------------------------------------------------------------------
-class Reason(BaseModel):
-    kind: str
-    message: str
-    role: str | None = None
-    hook: str | None = None
-    location: str | None = None
-
-
-class ConditionError(BaseModel):
-    location: str
-    message: str
-    effect: str  # what the erroring rule or hook did: "ignored allow", "applied deny", ...
-
-
-class DecisionResponse(BaseModel):
-    id: str
-    seq: int
-    effect: Effect
-    args: dict[str, Any] | None
-    reasons: list[Reason]
-    errors: list[ConditionError]
-    near_misses: list[Reason]
-    revision: int
-    approval_id: str | None = None
-
-
 class BatchResponse(BaseModel):
     decisions: list[DecisionResponse]
 
@@ -88,16 +74,6 @@ class DamagedDecisions(BaseModel):
 class LogPage(BaseModel):
     decisions: list[LoggedDecision | DamagedDecisions]
     next_after_seq: int
-
-
-class Turn(BaseModel):
-    id: str
-    agent: str
-    thread: str | None
-    revision: int
-    profile: str
-    created_at: int
-    ends_at: int = Field(description="ms since the epoch: from then on, its calls are 409")
 
 
 class HookNote(BaseModel):
@@ -180,23 +156,6 @@ class Policy(BaseModel):
     files: list[PolicyFile]
 
 
-class RevisionSummary(BaseModel):
-    toolsets: list[str]
-    roles: list[str]
-    hooks: list[str]
-    profiles: list[str]
-    tests: int
-
-
-class Revision(BaseModel):
-    revision: int
-    author: str
-    note: str
-    created_at: int
-    summary: RevisionSummary
-    files: list[str]  # their paths (`GET /v1/policy?revision=` gives the text)
-
-
 class Declaration(BaseModel):
     """A role, hook, profile or toolset of the latest revision (or, listed, of the
     revision the listing's first page pinned), with its source."""
@@ -216,11 +175,6 @@ class Hook(Declaration):
     pass
 
 
-class StoredBudget(BaseModel):
-    amount: str  # USD, a decimal's text
-    period: Period
-
-
 class Profile(Declaration):
     roles: list[str]
     hooks: list[str]
@@ -235,76 +189,6 @@ class Toolset(Declaration):
 
 
 # ---- resources ----------------------------------------------------------------------------
-class Agent(BaseModel):
-    id: str
-    name: str
-    identity: str
-    profile: str
-    budget: StoredBudget | None
-    metadata: dict[str, Any]
-    parent: str | None
-    status: Literal["idle", "running", "stopped", "error"]
-    created_at: int
-    updated_at: int
-
-
-class Identity(BaseModel):
-    id: str
-    account_id: str
-    secret_name: str
-    name: str | None
-    label: str | None
-    metadata: dict[str, Any]
-    created_at: int
-    updated_at: int
-
-
-class Thread(BaseModel):
-    id: str
-    agent: str
-    prompt: str
-    max_cost: str | None  # USD, a decimal's text
-    depth: int
-    status: Literal["open", "running", "waiting", "done", "failed", "cancelled"]
-    created_at: int
-    updated_at: int
-
-
-class Connection(BaseModel):
-    """The credential is sealed at rest and never shown."""
-
-    id: str
-    name: str
-    toolset: str
-    owner: str | None  # an identity; None: the workspace
-    created_at: int
-    updated_at: int
-
-
-class Approval(BaseModel):
-    """A pause's approval; its call's arguments as logged (secrets redacted)."""
-
-    id: str
-    status: Literal["pending", "approved", "rejected"]
-    agent: str
-    tool: str
-    args: dict[str, Any] | None
-    thread: str | None
-    turn: str | None
-    connection: str | None
-    revision: int
-    reasons: list[Reason]
-    management: bool  # the call is an agent's management request, run once approved
-    created_at: int
-    decided_at: int | None
-    decided_by: str | None
-    final: DecisionResponse | None  # the decision the approval's re-check made
-    reason: str | None = None  # a rejection's
-    # An agent's `PATCH` or `DELETE` sent with `If-Match`: approving runs it only while the
-    # resource still has that `ETag` (else 412 `resource-moved`)
-    if_match: str | None = None
-
-
 class Approved(BaseModel):
     approval: Approval
     decision: DecisionResponse
@@ -317,12 +201,7 @@ class Rejected(BaseModel):
     approval: Approval
 
 
-class TokenIssued(BaseModel):
-    id: str
-    scope: Literal["admin", "decide", "agent"]
-    agent: str | None
-    name: str
-    created_at: int
+class TokenIssued(Token):
     token: str  # shown once: only its SHA-256 is kept
 
 

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api import records as r
 from api.http import answers as a
 from api.http import models as m
 from api.http.auth import may_decide, require_admin, require_decide
@@ -237,7 +238,7 @@ async def turns(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("POST", "/v1/decisions", "Decide one call", "decide",
-          m.DecisionRequest, a.DecisionResponse, errors=(404, 409), operation="decide",
+          m.DecisionRequest, r.DecisionResponse, errors=(404, 409), operation="decide",
           tag="decisions"), DecisionLane(batch=False)),
     (Spec("POST", "/v1/decisions/batch", "Decide up to 1,000 calls", "decide",
           m.BatchRequest, a.BatchResponse, errors=(404, 409), operation="decideBatch",
@@ -252,6 +253,6 @@ ROUTES: Table = [
           m.FitRequest, a.FitAnswer, errors=(404, 409, 503), operation="checkFit",
           tag="decisions"), fit),
     (Spec("POST", "/v1/turns", "Admit a turn, pinned to the latest revision", "decide",
-          m.TurnRequest, a.Turn, 201, errors=(404, 409), operation="admitTurn",
+          m.TurnRequest, r.Turn, 201, errors=(404, 409), operation="admitTurn",
           tag="decisions"), turns),
 ]  # fmt: skip

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api import records as r
 from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
@@ -141,17 +142,17 @@ _POLICY_VIEW = {"list": (409,), "get": (409,)}
 ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
-    *_crud("identities", "Identity", "id", a.IdentityPage, a.Identity, m.IdentityCreate, m.IdentityUpdate,
+    *_crud("identities", "Identity", "id", a.IdentityPage, r.Identity, m.IdentityCreate, m.IdentityUpdate,
            errors={"create": (404, 409), "delete": (409,)}, created=(201, 200), tagged=True),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
-                 m.IdentityImport, a.Identity, 201, tool="identities.import", errors=(409,),
+                 m.IdentityImport, r.Identity, 201, tool="identities.import", errors=(409,),
                  etag=True, operation="importIdentity", tag="identities")),
     # (an agent's token whose own profile the latest revision lacks: 404 on a create)
-    *_crud("agents", "Agent", "id", a.AgentPage, a.Agent, m.AgentCreate, m.AgentUpdate,
+    *_crud("agents", "Agent", "id", a.AgentPage, r.Agent, m.AgentCreate, m.AgentUpdate,
            errors={"create": (404, 409), "update": (409,), "delete": (409,)}, tagged=True),
-    *_crud("threads", "Thread", "id", a.ThreadPage, a.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
+    *_crud("threads", "Thread", "id", a.ThreadPage, r.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
            errors={"create": (404,)}, tagged=True),
-    *_crud("connections", "Connection", "id", a.ConnectionPage, a.Connection, m.ConnectionCreate,
+    *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, m.ConnectionCreate,
            m.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
            errors={**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)},
@@ -162,7 +163,7 @@ ROUTES: Table = [
     managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
                  query=(*PAGE, "status"), tool="approvals.list", operation="listApprovals",
                  tag="approvals")),
-    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage", None, a.Approval,
+    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage", None, r.Approval,
                  tool="approvals.get", operation="getApproval", tag="approvals")),
     # Approving runs an approved management request: its refusals are the approval's.
     managed(Spec("POST", "/v1/approvals/{id}/approve",

@@ -30,6 +30,7 @@ from typing import Any
 import jiter
 import orjson
 
+from api.records import Record
 from api.service.errors import ServiceError
 
 # What orjson would write its own way goes through str(), as the standard library's
@@ -38,9 +39,12 @@ ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATET
 
 
 def _default(value: Any) -> Any:
-    """A finite Decimal as a JSON number with its exact digits; anything else as str()."""
+    """A finite Decimal as a JSON number with its exact digits; a domain record as what it
+    shows (api.records); anything else as str()."""
     if type(value) is Decimal and value.is_finite():
         return orjson.Fragment(str(value).encode())  # str() of a finite Decimal is JSON
+    if isinstance(value, Record):
+        return value.shown()
     return str(value)
 
 
@@ -77,6 +81,8 @@ def _slow(value: Any, option: int, pad: bytes) -> bytes:
     the indent of the line it starts on) and with sorted keys as `option` says."""
     indented = bool(option & orjson.OPT_INDENT_2)
     inner = pad + b"  " if indented else b""
+    if isinstance(value, Record):
+        value = value.shown()
     if isinstance(value, dict):
         items = list(value.items())
         if option & orjson.OPT_SORT_KEYS:

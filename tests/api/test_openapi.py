@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 from starlette.routing import Route
 
+from api import records as r
 from api.http import answers as a
 from api.http.app import TABLE, create_app
 from api.http.openapi import models_of, openapi
@@ -261,7 +262,7 @@ def test_live_answers_read_as_their_schemas(
         headers=admin,
         status=200,
     )
-    a.Agent.model_validate(approved["result"], extra="forbid")  # (the update, run)
+    r.Agent.model_validate(approved["result"], extra="forbid")  # (the update, run)
     check("GET", "/v1/agents", headers=agent, status=200)  # (decided: the manager role allows)
     # ---- tokens and deletions
     token = check("POST", "/v1/tokens", json={"scope": "agent", "agent": "a1"}, headers=admin,
