@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
+from api.records import Thread
 from api.service.errors import ErrorCode, ServiceError
 from engine.compile import Snapshot
 from policy.store import Doc, Store
@@ -145,7 +146,7 @@ def ancestors(agent: Doc, load_agent: Callable[[str], Doc | None]) -> Iterator[D
 def caps_for(
     snapshot: Snapshot,
     agent: Doc,
-    thread: Doc | None,
+    thread: Thread | None,
     load_agent: Callable[[str], Doc | None],
     latest: Snapshot | None = None,
 ) -> tuple[list[Cap], list[str]]:
@@ -182,15 +183,15 @@ def caps_for(
                 )
             )
     if thread is not None:
-        subject = f"thread:{thread['id']}"
+        subject = f"thread:{thread.id}"
         subjects.append(subject)
-        if thread.get("max_cost") is not None:
+        if thread.max_cost is not None:
             caps.append(
                 Cap(
                     subject,
-                    cap_micros(thread["max_cost"]),
+                    cap_micros(thread.max_cost),
                     "total",
-                    f"thread `{thread['id']}` max_cost {thread['max_cost']} USD",
+                    f"thread `{thread.id}` max_cost {thread.max_cost} USD",
                 )
             )
     return caps, subjects

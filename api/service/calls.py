@@ -13,6 +13,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from api.records import Thread
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
 from policy.store import Doc
@@ -40,7 +41,7 @@ class Prepared:
     call: Call
     agent: Doc
     snapshot: Snapshot
-    thread: Doc | None
+    thread: Thread | None
     request: Request
     decision: Decision | None = None
     # The latest revision, for a child's call that a turn decides on an older one (its

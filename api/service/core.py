@@ -11,8 +11,9 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from api.records import Record
 from api.service import rolefiles
 from api.service.errors import ServiceError, Thing, not_found
 from api.service.metrics import Metrics
@@ -25,6 +26,7 @@ from policy.diagnostics import CharterError
 from policy.secrets import Sealer
 from policy.store import Doc, Store
 
+R = TypeVar("R", bound=Record)
 AGENT_STATUSES = ("idle", "running", "stopped", "error")
 TURN_LIFETIME_MS = 3_600_000  # an hour: a turn older than that is not running, it is kept
 CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
@@ -269,6 +271,10 @@ class Service:
         if doc is None:
             raise not_found(what, id)
         return doc
+
+    def record(self, cls: type[R], what: Thing, id: str) -> R:
+        """The `cls` record `id` as stored (`{what}-not-found` when there is none)."""
+        return cls.read(self.doc(cls.KIND, what, id))
 
     # ---- policy ---------------------------------------------------------------------------
     def current(self) -> Snapshot:

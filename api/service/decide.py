@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import cbor2
 
+from api.records import Thread, Turn
 from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.calls import Call, Prepared
-from api.service.core import TURN_LIFETIME_MS, Service, now_ms
+from api.service.core import Service, now_ms
 from api.service.decisionlog import write
 from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
@@ -69,46 +70,48 @@ def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
     return doc
 
 
+T = TypeVar("T", Thread, Turn)
+
 _MISMATCH: dict[Literal["turn", "thread"], ErrorCode] = {
     "turn": "turn-agent-mismatch",
     "thread": "thread-agent-mismatch",
 }
 
 
-def owned(service: Service, what: Literal["turn", "thread"], id: str, agent: Doc) -> Doc:
+def owned(service: Service, cls: type[T], id: str, agent: Doc) -> T:
     """The turn or thread `id`, which must belong to `agent` (`{what}-not-found` unknown,
     `{what}-agent-mismatch` foreign)."""
-    doc = service.doc(what + "s", what, id)
-    if doc["agent"] != agent["id"]:
+    what: Literal["turn", "thread"] = "turn" if cls is Turn else "thread"
+    found = service.record(cls, what, id)
+    if found.agent != agent["id"]:
         raise ServiceError(_MISMATCH[what], f"{what} `{id}` belongs to another agent")
-    return doc
+    return found
 
 
-def _check_running(turn: Doc) -> None:
+def _check_running(turn: Turn) -> None:
     """A turn decides on its revision and profile until it ends (`ends_at`, set when it was
     admitted; a turn admitted before turns ended, an hour after it began): a turn kept
     for ever would keep a grant that a later upload or a narrowed profile took away, the
     emergency upload included. `turn-ended` once it has ended."""
-    ends_at = turn.get("ends_at", int(turn["created_at"]) + TURN_LIFETIME_MS)
-    if now_ms() >= int(ends_at):
+    if now_ms() >= turn.ends_at:
         raise ServiceError(
-            "turn-ended", f"turn `{turn['id']}` has ended; it ran for its lifetime",
+            "turn-ended", f"turn `{turn.id}` has ended; it ran for its lifetime",
             help="admit a new turn (POST /v1/turns): it decides on the latest revision",
         )  # fmt: skip
 
 
-def _in_turns_thread(call: Call, turn: Doc) -> Call:
+def _in_turns_thread(call: Call, turn: Turn) -> Call:
     """A call of a turn admitted in a thread is in that thread, named or not: left out, the
     thread's `max_cost` and `thread.*` conditions did not apply to it; another thread is
     `turn-thread-mismatch`."""
-    thread = turn.get("thread")
+    thread = turn.thread
     if thread is None or call.thread == thread:
         return call
     if call.thread is None:
         return call._replace(thread=thread)
     raise ServiceError(
         "turn-thread-mismatch",
-        f"turn `{turn['id']}` runs in thread `{thread}`, not in thread `{call.thread}`",
+        f"turn `{turn.id}` runs in thread `{thread}`, not in thread `{call.thread}`",
     )  # fmt: skip
 
 
@@ -130,12 +133,12 @@ def _prepare(
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        turn = owned(service, "turn", call.turn, agent)
+        turn = owned(service, Turn, call.turn, agent)
         _check_running(turn)
-        revision = int(turn["revision"])
-        pinned = turn.get("profile", agent["profile"])
+        revision = turn.revision
+        pinned = agent["profile"] if turn.profile is None else turn.profile
         if pinned != agent["profile"]:  # a running turn keeps the profile it started with
-            agent = _pinned(service, agent, str(pinned))  # (its budget caps too, in step 6)
+            agent = _pinned(service, agent, pinned)  # (its budget caps too, in step 6)
         call = _in_turns_thread(call, turn)
     if revision == 0:
         raise no_policy()
@@ -143,11 +146,11 @@ def _prepare(
     thread = None
     thread_ctx = None
     if call.thread is not None:
-        thread = owned(service, "thread", call.thread, agent)
+        thread = owned(service, Thread, call.thread, agent)
         # Without its cost: what the thread spent is read only where it cannot move, in
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).
-        thread_ctx = {"id": thread["id"], "depth": int(thread.get("depth", 0))}
+        thread_ctx = {"id": thread.id, "depth": thread.depth}
     request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
     prepared = Prepared(call, agent, snapshot, thread, request)
     if revision != service.snapshots.latest and agent.get("parent"):

@@ -90,7 +90,7 @@ class _Batch:
             p.snapshot.revision,
             agent["id"],
             agent["profile"],
-            p.thread["id"] if p.thread else None,
+            p.thread.id if p.thread else None,
         )
         found = self._caps.get(key)
         if found is None:
@@ -147,7 +147,7 @@ def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
     in log order, as their budget caps are (docs/design.md section 2)."""
     r = p.request
     assert p.thread is not None and r.thread is not None
-    spent = batch.ledger.spent(f"thread:{p.thread['id']}", 0)
+    spent = batch.ledger.spent(f"thread:{p.thread.id}", 0)
     thread = {**r.thread, "cost": Decimal(spent) / MICROS}
     return p.snapshot.decide(Request(r.profile, r.tool, r.args, r.context, r.agent, thread))
 

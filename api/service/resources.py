@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ParamSpec, TypeVar
 
+from api.records import Thread, Turn
 from api.service import fitcheck, tokens
 from api.service.accounts import check_identity, require_own_identity
 from api.service.approved import reject_orphans
@@ -300,7 +301,7 @@ def _delete_turns(service: Service, agent_id: str) -> None:
 
 def admit_turn(
     service: Service, agent_id: str, thread_id: str | None, snapshot: Snapshot, compile: bool = True
-) -> Doc:
+) -> Turn:
     """Pin a turn to the latest revision (`snapshot`, unless a newer one was committed
     since it was read) and the agent's profile, as committed: it keeps deciding there
     whatever is uploaded. An agent whose profile that revision does not declare is not found,
@@ -319,20 +320,16 @@ def admit_turn(
             snapshot = service.snapshots.get(latest, compile)
         agent = service.agent(agent_id)
         if thread_id is not None:
-            owned(service, "thread", thread_id, agent)  # (not found, or another agent's)
+            owned(service, Thread, thread_id, agent)  # (not found, or another agent's)
         service.agent_profile(agent, snapshot)
         now = now_ms()
-        doc: Doc = {
-            "id": new_id(),
-            "agent": agent["id"],
-            "thread": thread_id,
-            "revision": snapshot.revision,
-            "profile": agent["profile"],
-            "created_at": now,
-            "ends_at": now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
-        }
-        service.store.insert("turns", doc["id"], doc, tag=agent["id"])
-    return doc
+        turn = Turn(
+            id=new_id(), agent=agent["id"], thread=thread_id, revision=snapshot.revision,
+            profile=agent["profile"], created_at=now,
+            ends_at=now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
+        )  # fmt: skip
+        service.store.insert(Turn.KIND, turn.id, turn.stored(), tag=turn.agent)
+    return turn
 
 
 OPERATIONS: dict[str, Operation] = {

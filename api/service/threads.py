@@ -10,8 +10,9 @@ for a paused call that a human approves later.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
+from api.records import Thread, ThreadStatus
 from api.service.approved import reject_orphans
 from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
@@ -23,7 +24,7 @@ from api.service.resources import require_managed
 from api.service.tokens import Principal
 from policy.store import Doc
 
-STATUSES = ("open", "running", "waiting", "done", "failed", "cancelled")
+STATUSES: tuple[str, ...] = get_args(ThreadStatus)
 
 
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
@@ -38,11 +39,11 @@ def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None
     )  # fmt: skip
 
 
-def _thread(service: Service, actor: Principal, thread_id: str) -> Doc:
+def _thread(service: Service, actor: Principal, thread_id: str) -> Thread:
     """The thread (`thread-not-found` unknown), if the caller reaches it (see `_reach`)."""
-    doc = service.doc("threads", "thread", thread_id)
-    _reach(service, actor, str(doc["agent"]), thread_id)
-    return doc
+    thread = service.record(Thread, "thread", thread_id)
+    _reach(service, actor, thread.agent, thread_id)
+    return thread
 
 
 def check_thread(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -53,7 +54,7 @@ def check_thread(service: Service, actor: Principal, args: dict[str, Any]) -> No
 def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
     """The thread `args["id"]` as stored, if the caller reaches it: what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    return _thread(service, actor, args["id"])
+    return _thread(service, actor, args["id"]).stored()
 
 
 def _listed_agent(actor: Principal, args: dict[str, Any]) -> str | None:
@@ -98,8 +99,8 @@ def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Re
 
 
 def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = _thread(service, actor, args["id"])
-    return Result(Outcome.DONE, doc, etag(doc))
+    thread = _thread(service, actor, args["id"])
+    return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
 def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -110,30 +111,25 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
         if max_cost is not None:
             max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
         now = now_ms()
-        doc: Doc = {
-            "id": new_id(),
-            "agent": agent["id"],
-            "prompt": str(args.get("prompt", "")),
-            "max_cost": max_cost,
-            "depth": 0,
-            "status": "open",
-            "created_at": now,
-            "updated_at": now,
-        }
-        service.store.insert("threads", doc["id"], doc, tag=agent["id"])
-    return Result(Outcome.CREATED, doc, etag(doc))
+        thread = Thread(
+            id=new_id(), agent=agent["id"], prompt=str(args.get("prompt", "")),
+            max_cost=max_cost, depth=0, status="open", created_at=now, updated_at=now,
+        )  # fmt: skip
+        service.store.insert(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
+    return Result(Outcome.CREATED, thread, etag(thread.stored()))
 
 
 def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():  # the check and the write see the same thread
-        doc = dict(_thread(service, actor, args["id"]))
+        thread = _thread(service, actor, args["id"])
+        changes: dict[str, Any] = {"updated_at": now_ms()}
         if "status" in args:
             if args["status"] not in STATUSES:
                 raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
-            doc["status"] = args["status"]
-        doc["updated_at"] = now_ms()
-        service.store.update("threads", doc["id"], doc, tag=doc["agent"])
-    return Result(Outcome.DONE, doc, etag(doc))
+            changes["status"] = args["status"]
+        thread = thread.changed(**changes)
+        service.store.update(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
+    return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
 def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

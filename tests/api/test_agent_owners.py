@@ -152,13 +152,13 @@ def test_the_operations_check_again(harness: Harness, operation: str, code: str)
     thread = threads.threads_create(service, Principal("t", "agent", "a1"), {"prompt": "x"})
     other, _ = identities.create(service.store, service.sealer, "bob's")
     harness.add_agent("bob", "support", identity=other["id"])
-    target = thread.body["id"] if operation.startswith("threads") else harness.identity
+    target = thread.body.id if operation.startswith("threads") else harness.identity
     with pytest.raises(ServiceError) as refused:
         OPERATIONS[operation.replace("_", ".")](
             service, Principal("t", "agent", "bob"), {"id": target, "status": "cancelled"}
         )
     assert (status_of(refused.value.code), refused.value.code) == (403, code)
-    assert service.store.get("threads", thread.body["id"]) == thread.body
+    assert service.store.get("threads", thread.body.id) == thread.body.stored()
     assert identities.get(service.store, harness.identity)["label"] == "test identity"
 
 

@@ -195,7 +195,7 @@ def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
     harness.add_agent("other-root", "support")
     _id_refused(harness, "kid", Principal("t", "agent", "other-root"), "support-child",
                 "its threads still name it")  # fmt: skip
-    threads_delete(service, ADMIN, {"id": thread["id"]})  # the admin's choice: then it is free
+    threads_delete(service, ADMIN, {"id": thread.id})  # the admin's choice: then it is free
     assert create_agent(service, ADMIN, {"id": "kid", "name": "kid", "profile": "narrow",
                                          "identity": harness.identity})["parent"] is None  # fmt: skip
 

@@ -62,7 +62,7 @@ def shop(harness: Harness) -> Harness:
 
 
 def new_thread(service: Service, agent: str = "buyer") -> str:
-    thread: str = threads_create(service, Principal("t", "admin"), {"agent": agent}).body["id"]
+    thread: str = threads_create(service, Principal("t", "admin"), {"agent": agent}).body.id
     return thread
 
 
