@@ -8,7 +8,10 @@ with the records themselves: api.http.answers reuses these classes as its respon
 models, `/openapi.json` is generated from them, and a record is written as JSON by its
 `shown()` fields (api.service.encoding), so what the document describes is what the
 handlers send. Fields in `HIDDEN` (a sealed credential, a token's hash) are kept by the
-store and never shown: not in an answer, not in the schema.
+store and never shown: not in an answer, not in the schema. Each has a default, so an
+answer, which never holds one, still reads as its record (a client's, a test's); one
+missing from a stored document reads as that default, which grants nothing (an empty
+hash matches no token).
 
 A record read back keeps exactly the fields its document has (`stored()` and `shown()`
 dump what was set, not defaults): a document written before a field existed reads with
@@ -144,7 +147,7 @@ class Thread(Record):
     agent: str
     prompt: str
     max_cost: str | None  # USD, a decimal's text
-    depth: int
+    depth: int = 0
     status: ThreadStatus
     created_at: int
     updated_at: int
@@ -188,7 +191,7 @@ class Connection(Record):
     id: str
     name: str
     toolset: str
-    owner: str | None  # an identity; None: the workspace
+    owner: str | None = None  # an identity; None: the workspace
     sealed_credential: SkipJsonSchema[bytes] = b""
     created_at: int
     updated_at: int
@@ -234,8 +237,8 @@ class Token(Record):
     id: str
     hash: SkipJsonSchema[str] = ""
     scope: Scope
-    agent: str | None
-    name: str
+    agent: str | None = None  # the agent an agent token acts as
+    name: str = ""
     created_at: int
 
 
@@ -260,3 +263,9 @@ class Revision(Record):
     created_at: int
     summary: RevisionSummary
     files: list[str]  # their paths (`GET /v1/policy?revision=` gives the text)
+
+
+# The records kept as documents, by their kind (policy.store's `kind`).
+DOCUMENTS: dict[str, type[Record]] = {
+    record.KIND: record for record in (Agent, Thread, Turn, Connection, Approval, Token)
+}

@@ -125,8 +125,8 @@ async def create_token(request: Request) -> Response:
     require_admin(request)
     item = await body(request, m.TokenCreate)
     # tokens.issue checks the agent, as for `charter token`; its ServiceError is the answer
-    token, doc = tokens.issue(service_of(request).store, item.scope, item.agent, item.name)
-    return json_response({**tokens.view(doc), "token": token}, 201)
+    token, issued = tokens.issue(service_of(request).store, item.scope, item.agent, item.name)
+    return json_response({**issued.shown(), "token": token}, 201)
 
 
 async def delete_token(request: Request) -> Response:

@@ -63,7 +63,7 @@ def _readable_page(
     after = pages.decode("approvals", args.get("cursor"), status)
     limit = pages.limit_of(args.get("limit"))
     left = SCANNED_PER_ITEM * limit
-    items: list[dict[str, Any]] = []
+    items: list[Any] = []
     position, more = after, True
     while more and left > 0 and len(items) < limit:
         want = min(limit, left)

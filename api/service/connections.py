@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.records import Connection
 from api.service.accounts import check_identity, require_own_identity
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
@@ -15,11 +16,7 @@ from api.service.tokens import Principal
 from policy.store import Doc
 
 
-def view(doc: Doc) -> Doc:
-    return {k: v for k, v in doc.items() if k != "sealed_credential"}
-
-
-def create_connection(service: Service, args: dict[str, Any], owner: str | None) -> Doc:
+def create_connection(service: Service, args: dict[str, Any], owner: str | None) -> Connection:
     toolset = str(args.get("toolset", ""))
     spec = service.current().workspace.toolsets.get(toolset)
     if spec is None:
@@ -28,24 +25,20 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
     if not isinstance(credential, str) or not credential:
         raise ServiceError("credential-required", "a connection needs a credential")
     now = now_ms()
-    doc: Doc = {
-        "id": new_id(),
-        "name": str(args.get("name", "")),
-        "toolset": toolset,
-        "owner": owner,
-        "sealed_credential": service.sealer.seal(credential.encode()),
-        "created_at": now,
-        "updated_at": now,
-    }
+    connection = Connection(
+        id=new_id(), name=str(args.get("name", "")), toolset=toolset, owner=owner,
+        sealed_credential=service.sealer.seal(credential.encode()), created_at=now,
+        updated_at=now,
+    )  # fmt: skip
     with service.store.atomic():  # the connection and the epoch move commit together
         if owner is not None:
             # Its owner looked up again in this transaction: deleted meanwhile (by another
             # process too), it made a connection owned by an identity no longer there,
             # which that delete's count (accounts.identities_delete) never saw.
             check_identity(service, owner)
-        service.store.insert("connections", doc["id"], doc, tag=toolset)
+        service.store.insert(Connection.KIND, connection.id, connection.stored(), tag=toolset)
         service.forget_connections()
-    return doc
+    return connection
 
 
 def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
@@ -68,33 +61,32 @@ def connections_create(service: Service, actor: Principal, args: dict[str, Any])
     owner = _creator_owner(service, actor, args.get("owner"))
     if owner is not None:
         owner = check_identity(service, owner)
-    doc = create_connection(service, args, owner)
-    return Result(Outcome.CREATED, view(doc), etag(doc))
+    connection = create_connection(service, args, owner)
+    return Result(Outcome.CREATED, connection, etag(connection.stored()))
 
 
 def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    result = page(service, "connections", args)
-    return Result(Outcome.DONE, {**result.body, "items": [view(i) for i in result.body["items"]]})
+    return page(service, Connection.KIND, args)
 
 
 def connections_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = service.doc("connections", "connection", args["id"])
-    return Result(Outcome.DONE, view(doc), etag(doc))
+    connection = service.record(Connection, "connection", args["id"])
+    return Result(Outcome.DONE, connection, etag(connection.stored()))
 
 
-def _own(service: Service, actor: Principal, connection_id: str) -> Doc:
+def _own(service: Service, actor: Principal, connection_id: str) -> Connection:
     """The connection; with an agent's token, only one owned by the agent's identity (as
     `connections_create` makes them): a workspace-owned or another identity's connection
     is refused, so an agent can never replace or remove a credential it does not own."""
-    doc = service.doc("connections", "connection", connection_id)
+    connection = service.record(Connection, "connection", connection_id)
     require_own_identity(
-        service, actor, doc.get("owner"),
+        service, actor, connection.owner,
         lambda own: ServiceError(
             "not-own-identity",
             f"connection `{connection_id}` is not owned by this agent's identity",
         ),
     )  # fmt: skip
-    return doc
+    return connection
 
 
 def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -106,21 +98,24 @@ def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
     """The connection `args["id"]` as stored (its sealed credential too: a change of it
     alone changes its `ETag`), if the caller may change it (`_own`): what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    return _own(service, actor, args["id"])
+    return _own(service, actor, args["id"]).stored()
 
 
 def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     # Read and written in one transaction: another process's change meanwhile (its name,
     # its credential) was written over, and one deleted meanwhile answered 200.
     with service.store.atomic():
-        doc = dict(_own(service, actor, args["id"]))
+        connection = _own(service, actor, args["id"])
+        changes: dict[str, Any] = {"updated_at": now_ms()}
         if "name" in args:
-            doc["name"] = str(args["name"])
+            changes["name"] = str(args["name"])
         if "credential" in args:
-            doc["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
-        doc["updated_at"] = now_ms()
-        service.store.update("connections", doc["id"], doc, tag=doc["toolset"])
-    return Result(Outcome.DONE, view(doc), etag(doc))
+            changes["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
+        connection = connection.changed(**changes)
+        service.store.update(
+            Connection.KIND, connection.id, connection.stored(), tag=connection.toolset
+        )
+    return Result(Outcome.DONE, connection, etag(connection.stored()))
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:

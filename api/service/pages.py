@@ -25,6 +25,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from api.records import DOCUMENTS, Record
 from api.service.errors import ServiceError
 from api.service.ops import Outcome, Result
 from policy import identities
@@ -144,13 +145,17 @@ def page(
 
 
 _APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})
+# The kinds whose pages are of records (the others: of their documents as they are).
+RECORDS: dict[str, type[Record]] = {kind: DOCUMENTS[kind] for kind in ("threads", "connections")}
 
 
-def view(kind: str, doc: Doc) -> Doc:
-    """A stored row as a list shows it: an identity without its secret, an approval
-    without its sealed call."""
+def view(kind: str, doc: Doc) -> Doc | Record:
+    """A stored row as a list shows it: its record (api.records: what it hides, such as a
+    connection's sealed credential, is never shown), an identity without its secret, an
+    approval without its sealed call."""
     if kind == "secrets":
         return identities.public_view(doc)
     if kind == "approvals":  # (the sealed call, and what the re-check compares)
         return {k: v for k, v in doc.items() if k not in _APPROVAL_INTERNALS}
-    return doc
+    record = RECORDS.get(kind)
+    return doc if record is None else record.read(doc)

@@ -13,9 +13,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from api.records import Token
 from api.service.core import Service, now_ms, token_tag
 from api.service.errors import ServiceError, invalid_token, not_found
-from policy.store import Doc, Store
+from policy.store import Store
 
 SCOPES = ("admin", "decide")
 PREFIX = "chr_"
@@ -56,7 +57,7 @@ def digest(token: str) -> str:
     return str(_sha256(token.encode()).hexdigest())
 
 
-def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Doc]:
+def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Token]:
     """A new token: the plain text is returned once and never stored.
 
     The one check of a token's agent, for `POST /v1/tokens`, `charter token` and anything
@@ -81,16 +82,13 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
             raise not_found("agent", agent)
         token = PREFIX + secrets.token_urlsafe(32)
         hashed = digest(token)
-        doc: Doc = {
-            "id": hashed[:16],
-            "hash": hashed,
-            "scope": scope,
-            "agent": agent,
-            "name": name,
-            "created_at": now_ms(),
-        }
-        store.insert("tokens", doc["id"], doc, tag=token_tag(doc))
-    return token, doc
+        record = Token.model_validate(
+            {"id": hashed[:16], "hash": hashed, "scope": scope, "agent": agent, "name": name,
+             "created_at": now_ms()}
+        )  # fmt: skip
+        doc = record.stored()
+        store.insert(Token.KIND, record.id, doc, tag=token_tag(doc))
+    return token, record
 
 
 def revoke(service: Service, ids: Iterable[str]) -> bool:
@@ -149,10 +147,6 @@ def agent_tokens(store: Store, agent: str) -> list[str]:
     return [row.id for row in store.scan("tokens", tag=agent)]
 
 
-def view(doc: Doc) -> Doc:
-    return {k: doc[k] for k in ("id", "scope", "agent", "name", "created_at")}
-
-
 class TokenCache:
     """Token look-ups by the token's SHA-256. A token found stays cached until `forget()`:
     revoking a token calls it here and moves the service's cache epoch, so every other
@@ -177,10 +171,11 @@ class TokenCache:
         if self._unknown.get(hashed, 0.0) > now:
             return None
         forgets = self._forgets
-        doc = self.store.get("tokens", hashed[:16])
+        doc = self.store.get(Token.KIND, hashed[:16])
         principal = None
-        if doc is not None and secrets.compare_digest(doc["hash"], hashed):
-            principal = Principal(doc["id"], doc["scope"], doc.get("agent"))
+        kept = None if doc is None else Token.read(doc)
+        if kept is not None and secrets.compare_digest(kept.hash, hashed):
+            principal = Principal(kept.id, kept.scope, kept.agent)
         with self._lock:
             if self._forgets != forgets:
                 # Dropped while the token was read (by a revocation, maybe of this one,

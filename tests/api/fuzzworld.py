@@ -208,7 +208,7 @@ class World:
         if self._gone("/v1/roles/fz"):
             self._admin("POST", "/v1/roles", {"name": "fz", "source": ROLE.format(n="")})
         if "spare-token" not in ids or self.service.store.get("tokens", ids["spare-token"]) is None:
-            ids["spare-token"] = tokens.issue(self.service.store, "decide")[1]["id"]
+            ids["spare-token"] = tokens.issue(self.service.store, "decide")[1].id
         if self._gone("/v1/agents/v1"):
             self._agent("v1")
 

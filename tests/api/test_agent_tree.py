@@ -85,7 +85,7 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
     written = {"kid": _untagged_child(store, "kid", "a1"),
                "grandkid": _untagged_child(store, "grandkid", "kid")}  # fmt: skip
     kid_token = tokens.issue(store, "agent", "kid")[1]
-    assert store.update("tokens", kid_token["id"], kid_token)  # (untagged, as before)
+    assert store.update("tokens", kid_token.id, kid_token.stored())  # (untagged, as before)
     store.set_meta(TAGGED, None)  # (as a database that never had them)
     assert _tags(store, "a1") == [] and _tags(store, "kid") == []
     assert _token_ids(store, "kid") == []
@@ -97,7 +97,7 @@ def test_a_database_from_before_the_tags_gets_them_when_opened(tmp_path: Path) -
         assert _tags(store, "root2") == []
         for agent_id, doc in written.items():  # the documents themselves are as they were
             assert store.get("agents", agent_id) == doc
-        assert _token_ids(store, "kid") == [kid_token["id"]]
+        assert _token_ids(store, "kid") == [kid_token.id]
         assert store.get_meta(TAGGED) is True
         assert _delete_as(harness, "a1", "kid") == 409
         assert _delete_as(harness, "a1", "grandkid") == 204

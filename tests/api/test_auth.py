@@ -205,7 +205,7 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
     doomed, doc = tokens.issue(harness.service.store, "decide")
     assert cache.lookup(doomed) is not None and cache.lookup(harness.decide) is not None
     with other.store.atomic():
-        other.store.delete("tokens", doc["id"])
+        other.store.delete("tokens", doc.id)
         other.forget_tokens()
     call = [Call("a1", "mail.send", MAIL)]
 
@@ -245,7 +245,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     generation = commit.generation  # as the lane reads it, before the look-up
     assert cache.lookup(doomed) is not None
     with other.store.atomic():
-        other.store.delete("tokens", doc["id"])
+        other.store.delete("tokens", doc.id)
         other.forget_tokens()
     # another request's group sees the move first (and drops the cache)
     assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 1
@@ -258,7 +258,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     generation = commit.generation
     assert cache.lookup(mine) is not None
     with harness.service.store.atomic():
-        harness.service.store.delete("tokens", doc["id"])
+        harness.service.store.delete("tokens", doc.id)
         harness.service.forget_tokens()
     with pytest.raises(ServiceError) as refused:  # a revoked token is never logged
         asyncio.run(commit.decide(call, mine, generation))

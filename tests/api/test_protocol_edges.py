@@ -157,7 +157,7 @@ def test_a_pipelined_request_acts_for_its_own_token(port: int, harness: Harness)
     checked against the revoked admin token (a 401, nothing logged)."""
     doomed, doc = tokens.issue(harness.service.store, "admin")
     call = json.dumps({**CALL, "agent": "a1"}).encode()
-    pipelined = request("DELETE", f"/v1/tokens/{doc['id']}", (bearer(doomed),)) + request(
+    pipelined = request("DELETE", f"/v1/tokens/{doc.id}", (bearer(doomed),)) + request(
         "POST", "/v1/decisions", (bearer(harness.decide),), call
     )
     revoked, decided = exchange(port, pipelined, answers=2)

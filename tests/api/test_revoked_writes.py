@@ -135,17 +135,17 @@ def test_a_token_revoked_during_its_write_request_writes_nothing(
     scope, request = WRITES[write]
     method, path, sent = request(client, harness)
     doomed, doc = tokens.issue(harness.service.store, scope)
-    before = _stored(harness.file, doc["id"])
-    revoked_once_authorized(monkeypatch, other, doc["id"])
+    before = _stored(harness.file, doc.id)
+    revoked_once_authorized(monkeypatch, other, doc.id)
     headers = {**sent.get("headers", {}), **harness.auth(doomed)}
     refused = client.request(method, path, **{**sent, "headers": headers})
     assert code_of(refused) == (401, "unauthorized"), refused.text
-    assert _stored(harness.file, doc["id"]) == before
+    assert _stored(harness.file, doc.id) == before
     live = harness.auth(harness.admin if scope == "admin" else harness.decide)
     written = client.request(method, path, **{**sent, "headers": {**sent.get("headers", {}),
                                                                   **live}})  # fmt: skip
     assert written.status_code in (200, 201, 204), written.text
-    assert _stored(harness.file, doc["id"]) != before
+    assert _stored(harness.file, doc.id) != before
 
 
 def test_a_write_request_reads_its_token_once(
@@ -195,7 +195,7 @@ def test_a_request_acts_for_no_token_it_did_not_send(harness: Harness, other: Se
         transport = httpx.ASGITransport(app=create_app(harness.service))
         async with httpx.AsyncClient(transport=transport, base_url="http://charter") as client:
             read = await client.get("/v1/agents", headers=harness.auth(doomed))
-            assert tokens.revoke(other, [doc["id"]])
+            assert tokens.revoke(other, [doc.id])
             decided = await client.post("/v1/decisions", json=body, headers=harness.auth(
                 harness.decide))  # fmt: skip
             return read.status_code, decided.status_code
