@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.codegen import ConditionCompiler, ConditionFn, fresh_copy
+from engine.compiledplan import CompiledPlan
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
-    CompiledPlan,
     HookEntry,
     Plan,
     PlanParts,

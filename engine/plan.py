@@ -1,9 +1,9 @@
 """Plans: what decides one tool for one profile.
 
-A plan is data (a slotted `CompiledPlan`) plus its run function, picked at compile time
-by what the plan needs from a few generated per signature (`engine.runfns`: a constant
-answer after the shape check, a straight allow, allows only, denies then allows), or
-`run_hooks` (the roles, then the profile's hooks).
+A plan is data (a slotted `CompiledPlan`, engine.compiledplan) plus its run function,
+picked at compile time by what the plan needs from a few generated per signature
+(`engine.runfns`: a constant answer after the shape check, a straight allow, allows
+only, denies then allows), or `run_hooks` (the roles, then the profile's hooks).
 
 Every plan runs docs/design.md section 2 in order: shape (validate and apply defaults), denies
 win, allows add up, then the profile's hooks (deny, rewrites re-checked against the
@@ -17,16 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.codegen import ConditionFn
+from engine.compiledplan import CompiledPlan
 from engine.decision import Decision, Reason, make_decision
-from engine.runfns import RunFn, RunFunctions, condition_error
+from engine.runfns import RunFunctions, condition_error
 
 Plan = Callable[[Any, Any, Any, Any], Decision]
-_Hooks = tuple[
-    tuple[tuple[Reason, "ConditionFn | None"], ...],
-    tuple[tuple[Reason, "ConditionFn | None", tuple[tuple[str, "ConditionFn"], ...]], ...],
-    tuple[tuple[Reason, "ConditionFn | None"], ...],
-    RunFn,  # the roles check of the tool's signature (run first, and again after rewrites)
-]
 
 EXECUTE_MESSAGE = (
     "Tool {name} runs code in the sandbox, which is not enabled for this agent. "
@@ -56,31 +51,6 @@ class HookEntry:
     kind: str
     fn: ConditionFn | None
     rewrites: tuple[tuple[str, ConditionFn], ...]
-
-
-class CompiledPlan:
-    """One profile x tool (a constant plan is shared by every profile that has it).
-    Callable as a `Plan`: `plan(args, context, agent, thread)`. The snapshot's hot path
-    calls `plan.run(plan, ...)` directly (one frame less)."""
-
-    __slots__ = ("allows", "denies", "hooks", "near", "not_granted", "run", "tool")
-
-    def __init__(self, tool: str, run: RunFn, not_granted: Decision) -> None:
-        self.tool = tool
-        self.run = run
-        self.denies: tuple[tuple[Reason, ConditionFn | None, Decision], ...] = ()
-        self.allows: tuple[tuple[tuple[Reason, ...], ConditionFn | None], ...] = ()
-        # Near misses: the conditional allows, reported when none applies. An `allow`
-        # plan (unconditional grant first) has none, and keeps its grant's reasons here
-        # instead: one object fewer to reach on the most common path.
-        self.near: tuple[Reason, ...] = ()
-        # The default deny: not granted (shared per tool), or the `execute` answer when
-        # the tool runs code the profile may not run (then no allow can apply).
-        self.not_granted = not_granted
-        self.hooks: _Hooks | None = None
-
-    def __call__(self, args: Any, x: Any = None, g: Any = None, t: Any = None) -> Decision:
-        return self.run(self, args, x, g, t)
 
 
 def run_hooks(p: CompiledPlan, args: Any, x: Any, g: Any, t: Any) -> Decision:

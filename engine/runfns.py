@@ -1,11 +1,11 @@
 """Run functions: the code every decision runs, generated per (plan kind, signature).
 
-A plan (`engine.plan.CompiledPlan`) is data; its `run` is one of a few functions chosen
-at compile time by what the plan needs, with the validation of the tool's signature
-inlined (one call per decision instead of two). Functions are generated per distinct
-signature, not per plan: 5,000 tools have a few dozen signatures, so decisions run a few
-hundred small code objects that stay hot in the CPU caches (one generated function per
-profile x tool was tried and ran ~3x slower over 20,000 varied requests).
+A plan (`engine.compiledplan.CompiledPlan`) is data; its `run` is one of a few functions
+chosen at compile time by what the plan needs, with the validation of the tool's
+signature inlined (one call per decision instead of two). Functions are generated per
+distinct signature, not per plan: 5,000 tools have a few dozen signatures, so decisions
+run a few hundred small code objects that stay hot in the CPU caches (one generated
+function per profile x tool was tried and ran ~3x slower over 20,000 varied requests).
 
 The kinds, each docs/design.md section 2 in order (shape, denies win, allows add up, default
 deny; nothing here can fail open):
@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
+from engine.compiledplan import RunFn
 from engine.decision import ConditionError, Decision, Reason
 from engine.runtime import ShapeError, describe
 from engine.shape import (
@@ -36,10 +37,6 @@ from engine.shape import (
 )
 from policy.catalogue import ToolSpec
 
-if TYPE_CHECKING:
-    from engine.plan import CompiledPlan
-
-RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
 KINDS = ("constant", "allow", "allows", "roles")
 
 

@@ -3,12 +3,15 @@
 Approving grants nothing by itself: the call is decided again on the current revision
 (roles, denies, hooks, budget, connection) and only a pause left by the hooks turns into
 the allow the human gave. The final decision is logged like any other, with the
-approval id. An approved management call (an agent's `roles.create`, ...) then runs.
+approval id. An approved management call (an agent's `roles.create`, ...) then runs,
+with what the registry of management operations gives the approvals' operations
+(`operations(managed)`: api.service.managedcalls).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from api.service import pages
@@ -17,6 +20,7 @@ from api.service.calls import Call
 from api.service.core import Service, now_ms
 from api.service.decide import decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
+from api.service.managedcalls import ManagedCalls
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page, view
 from api.service.tokens import Principal
@@ -192,21 +196,22 @@ def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> No
     _decidable(service, actor, args["id"])
 
 
-def check_approve(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_approve(
+    service: Service, actor: Principal, args: dict[str, Any], managed: ManagedCalls
+) -> None:
     """Before an approval's transaction, and before an agent's `approvals.approve` is
     decided (whose transaction then runs the approval): `_decidable`'s refusals, then an
     agent's paused management call runs its checks, as when it was asked. Fit checks and
     compiling a policy may take seconds, which inside the transaction would hold every
     writer off; the operation inside finds them done (a look-up)."""
-    from api.service.manage import PRECHECKS
-
     doc = _decidable(service, actor, args["id"])
-    precheck = PRECHECKS.get(doc["tool"]) if doc.get("management") else None
+    precheck = managed.precheck(doc["tool"]) if doc.get("management") else None
     if precheck is None and doc.get("if_match") is None:
         return
     agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
     called = unseal_call(service, doc).args
-    _unchanged(service, agent_actor, doc, called)  # (first: a stale one needs no fit check)
+    # (first: a stale one needs no fit check)
+    _unchanged(service, agent_actor, doc, called, managed)
     if precheck is not None:
         precheck(service, agent_actor, dict(called))
 
@@ -220,13 +225,13 @@ def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
     service.store.update("approvals", approval_id, doc, tag="pending")
 
 
-def _unchanged(service: Service, actor: Principal, doc: dict[str, Any], args: Any) -> None:
+def _unchanged(
+    service: Service, actor: Principal, doc: dict[str, Any], args: Any, managed: ManagedCalls
+) -> None:
     """`resource-moved` when an approval's management call was sent with an `If-Match` that its
     document no longer has (`actor`: the agent, whose reach it is read with)."""
-    from api.service.manage import unchanged
-
     if doc.get("management") and doc.get("if_match") is not None:
-        unchanged(service, actor, doc["tool"], dict(args), doc["if_match"])
+        managed.unchanged(service, actor, doc["tool"], dict(args), doc["if_match"])
 
 
 def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
@@ -236,10 +241,10 @@ def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, An
     return doc
 
 
-def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    from api.service.manage import guarded
-
-    check_approve(service, actor, args)
+def approvals_approve(
+    service: Service, actor: Principal, args: dict[str, Any], managed: ManagedCalls
+) -> Result:
+    check_approve(service, actor, args, managed)
     with service.store.atomic():
         doc = _close(service, actor, args["id"])
         call = unseal_call(service, doc)
@@ -263,7 +268,8 @@ def approvals_approve(service: Service, actor: Principal, args: dict[str, Any]) 
             called = dict(raw[0] or call.args)
             # (its `If-Match` compared inside this transaction, which the call's write
             # joins: as `manage` does)
-            result = guarded(doc["tool"], doc.get("if_match"))(service, agent_actor, called)
+            run = managed.guarded(doc["tool"], doc.get("if_match"))
+            result = run(service, agent_actor, called)
             body["result"] = result.body
     return Result(Outcome.DONE, body)
 
@@ -277,9 +283,12 @@ def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -
     return Result(Outcome.DONE, {"approval": view("approvals", doc)})
 
 
-OPERATIONS: dict[str, Operation] = {
-    "approvals.list": approvals_list,
-    "approvals.get": approvals_get,
-    "approvals.approve": approvals_approve,
-    "approvals.reject": approvals_reject,
-}
+def operations(managed: ManagedCalls) -> dict[str, Operation]:
+    """The approvals' operations by tool; approving runs an agent's paused management call
+    with `managed`."""
+    return {
+        "approvals.list": approvals_list,
+        "approvals.get": approvals_get,
+        "approvals.approve": partial(approvals_approve, managed=managed),
+        "approvals.reject": approvals_reject,
+    }

@@ -13,6 +13,7 @@ request's is (api.service.tokens.check_writes): revoked meanwhile, `unauthorized
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from api.service import (
@@ -29,16 +30,63 @@ from api.service.core import Service
 from api.service.decide import decide_detailed, prepare
 from api.service.errors import ServiceError
 from api.service.etags import require
-from api.service.ops import Operation, Outcome, Result
+from api.service.managedcalls import ManagedCalls
+from api.service.ops import Operation, Outcome, Precheck, Result
 from api.service.tokens import Principal
 from policy.store import Doc
+
+# What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
+# called, the argument naming it, its stored document as the caller reaches it: refused
+# as the operation refuses it). A role's is its own file (api.service.views).
+STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
+    "identities": ("identity", "id", accounts.identity_stored),
+    "agents": ("agent", "id", resources.agent_stored),
+    "threads": ("thread", "id", threads.stored),
+    "connections": ("connection", "id", connections.stored),
+    "roles": ("role", "name", views.role_stored),
+}
+
+
+def unchanged(
+    service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
+) -> None:
+    """`resource-moved` when the document `tool` acts on differs from the one `if_match` names."""
+    what, key, stored = STORED[tool.partition(".")[0]]
+    require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
+
+
+def guarded(tool: str, if_match: str | None) -> Operation:
+    """`tool`'s operation, run only while its document is the one `if_match` names (None:
+    unconditionally): compared inside the transaction that writes, so of two writes made
+    from the same state one wins and the other is `resource-moved`, in this process or in another.
+    A role's change compares in its own transaction (views.CONDITIONAL); any other's
+    joins one around the comparison."""
+    op = OPERATIONS[tool]
+    if if_match is None:
+        return op
+    own = views.CONDITIONAL.get(tool)
+    if own is not None:
+        return lambda service, actor, args: own(service, actor, args, if_match)
+
+    def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+        with service.store.atomic():
+            unchanged(service, actor, tool, args, if_match)
+            return op(service, actor, args)
+
+    return run
+
+
+# What approving an agent's paused management call runs of it: its precheck, its
+# `If-Match` comparison and its operation, from the tables of this module, which hold the
+# approvals' own operations and checks (an agent's paused `approvals.approve` runs one).
+MANAGED = ManagedCalls(lambda tool: PRECHECKS.get(tool), unchanged, guarded)
 
 OPERATIONS: dict[str, Operation] = {
     **accounts.OPERATIONS,
     **resources.OPERATIONS,
     **threads.OPERATIONS,
     **views.OPERATIONS,
-    **approvals.OPERATIONS,
+    **approvals.operations(MANAGED),
     **connections.OPERATIONS,
 }
 
@@ -102,7 +150,7 @@ def _role_update_fits(service: Service, actor: Principal, args: dict[str, Any]) 
     views.check_role_change(service, actor, args)
 
 
-PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
+PRECHECKS: dict[str, Precheck] = {
     "agents.create": _create_fits,
     "roles.create": _role_create_fits,
     "roles.update": _role_update_fits,
@@ -121,7 +169,7 @@ PRECHECKS: dict[str, Callable[[Service, Principal, dict[str, Any]], None]] = {
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,
     "approvals.list": approvals.check_list,
-    "approvals.approve": approvals.check_approve,
+    "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
 }
 
@@ -139,47 +187,6 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
     "approvals.approve": approvals.context_of,
     "approvals.reject": approvals.context_of,
 }
-
-
-# What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
-# called, the argument naming it, its stored document as the caller reaches it: refused
-# as the operation refuses it). A role's is its own file (api.service.views).
-STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
-    "identities": ("identity", "id", accounts.identity_stored),
-    "agents": ("agent", "id", resources.agent_stored),
-    "threads": ("thread", "id", threads.stored),
-    "connections": ("connection", "id", connections.stored),
-    "roles": ("role", "name", views.role_stored),
-}
-
-
-def unchanged(
-    service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
-) -> None:
-    """`resource-moved` when the document `tool` acts on differs from the one `if_match` names."""
-    what, key, stored = STORED[tool.partition(".")[0]]
-    require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
-
-
-def guarded(tool: str, if_match: str | None) -> Operation:
-    """`tool`'s operation, run only while its document is the one `if_match` names (None:
-    unconditionally): compared inside the transaction that writes, so of two writes made
-    from the same state one wins and the other is `resource-moved`, in this process or in another.
-    A role's change compares in its own transaction (views.CONDITIONAL); any other's
-    joins one around the comparison."""
-    op = OPERATIONS[tool]
-    if if_match is None:
-        return op
-    own = views.CONDITIONAL.get(tool)
-    if own is not None:
-        return lambda service, actor, args: own(service, actor, args, if_match)
-
-    def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-        with service.store.atomic():
-            unchanged(service, actor, tool, args, if_match)
-            return op(service, actor, args)
-
-    return run
 
 
 def manage(

@@ -29,6 +29,9 @@ class Result:
 
 
 Operation = Callable[[Service, Principal, dict[str, Any]], Result]
+# What an operation refuses, checked before an agent's request for it is decided
+# (api.service.manage.PRECHECKS): it raises the refusal, and returns nothing.
+Precheck = Callable[[Service, Principal, dict[str, Any]], None]
 # An operation that takes a write's `If-Match` (None: not sent) and compares it itself,
 # inside its own write transaction (api.service.views.CONDITIONAL).
 Conditional = Callable[[Service, Principal, dict[str, Any], str | None], Result]
