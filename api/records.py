@@ -53,8 +53,14 @@ class Record(BaseModel):
         try:
             return cls.model_validate(doc)
         except ValidationError as exc:
+            # Where and what, never a value: a document may hold a secret.
+            wrong = ", ".join(
+                f"`{'.'.join(map(str, error['loc']))}` {error['type']}" for error in exc.errors()
+            )
             what = f"document {cls.KIND}/{doc.get('id', '?')}"
-            raise StoreDamaged(what, f"it is not a {cls.__name__.lower()}: {exc}") from None
+            raise StoreDamaged(
+                what, f"its fields do not read as a {cls.__name__}: {wrong}"
+            ) from None
 
     def stored(self) -> Doc:
         """The document the store keeps: every field set, the hidden ones too."""
@@ -117,10 +123,10 @@ class Agent(Record):
     name: str
     identity: str
     profile: str
-    budget: StoredBudget | None
-    metadata: dict[str, Any]
-    parent: str | None
-    status: AgentStatus
+    budget: StoredBudget | None = None
+    metadata: dict[str, Any] = {}
+    parent: str | None = None  # the agent that made it; None: a root
+    status: AgentStatus = "idle"
     created_at: int
     updated_at: int
 

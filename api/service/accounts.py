@@ -51,7 +51,7 @@ def require_own_identity(
     None, if `none_is_own`), else `refusal(own)` is raised; with an admin's, `given`."""
     if actor.agent is None:
         return given
-    own = service.agent(actor.agent)["identity"]
+    own = service.agent(actor.agent).identity
     if given != own and not (none_is_own and given is None):
         raise refusal(own)
     return own
@@ -85,7 +85,7 @@ def identities_list(service: Service, actor: Principal, args: dict[str, Any]) ->
     pages.limit_of(args.get("limit"))
     items = []
     if after == 0:
-        own = service.agent(actor.agent)["identity"]
+        own = service.agent(actor.agent).identity
         with contextlib.suppress(IdentityError):  # deleted: the agent acts as a key now gone
             items.append(identities.get(service.store, own))
     return Result(Outcome.DONE, {"items": items, "next_cursor": None})

@@ -107,13 +107,13 @@ def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> R
 def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
     """(the root of the agent's tree, its identity): parents are followed up to an agent
     without one; a parent that was deleted is still the root its children share."""
-    doc = service.find_agent(agent_id)
-    identity = None if doc is None else doc.get("identity")
+    agent = service.find_agent(agent_id)
+    identity = None if agent is None else agent.identity
     seen = {agent_id}
-    while doc is not None and doc.get("parent") and doc["parent"] not in seen:
-        agent_id = str(doc["parent"])
+    while agent is not None and agent.parent and agent.parent not in seen:
+        agent_id = agent.parent
         seen.add(agent_id)
-        doc = service.find_agent(agent_id)
+        agent = service.find_agent(agent_id)
     return agent_id, identity
 
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
-from api.records import Thread
+from api.records import Agent, Thread
 from api.service.errors import ErrorCode, ServiceError
 from engine.compile import Snapshot
-from policy.store import Doc, Store
+from policy.store import Store
 
 WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
 MICROS = Decimal(1_000_000)
@@ -124,30 +124,29 @@ def _scaled(value: Decimal, rounding: str) -> int:
     return int(value.quantize(_ONE_MICRO, rounding=rounding).scaleb(6))
 
 
-def agent_cap(doc: Mapping[str, Any]) -> tuple[Decimal, str] | None:
-    budget = doc.get("budget")
-    if not budget:
+def agent_cap(agent: Agent | None) -> tuple[Decimal, str] | None:
+    budget = None if agent is None else agent.budget
+    if budget is None:
         return None
-    return Decimal(str(budget["amount"])), str(budget["period"])
+    return Decimal(budget.amount), budget.period
 
 
-def ancestors(agent: Doc, load_agent: Callable[[str], Doc | None]) -> Iterator[Doc]:
+def ancestors(agent: Agent, load_agent: Callable[[str], Agent | None]) -> Iterator[Agent]:
     """`agent`, then its parent, its parent's parent, ... up to a root (or a parent that is
     gone); a chain that comes back on itself or runs past MAX_CHAIN stops there."""
-    current: Doc | None = agent
+    current: Agent | None = agent
     seen: set[str] = set()
-    while current is not None and len(seen) < MAX_CHAIN and current["id"] not in seen:
-        seen.add(current["id"])
+    while current is not None and len(seen) < MAX_CHAIN and current.id not in seen:
+        seen.add(current.id)
         yield current
-        parent = current.get("parent")
-        current = load_agent(parent) if parent else None
+        current = load_agent(current.parent) if current.parent else None
 
 
 def caps_for(
     snapshot: Snapshot,
-    agent: Doc,
+    agent: Agent,
     thread: Thread | None,
-    load_agent: Callable[[str], Doc | None],
+    load_agent: Callable[[str], Agent | None],
     latest: Snapshot | None = None,
 ) -> tuple[list[Cap], list[str]]:
     """(caps to check, ledger subjects to charge) for a call by `agent`. `latest`: the
@@ -157,11 +156,11 @@ def caps_for(
     caps: list[Cap] = []
     subjects: list[str] = []
     for current in ancestors(agent, load_agent):
-        subject = f"agent:{current['id']}"
+        subject = f"agent:{current.id}"
         subjects.append(subject)
-        profile = snapshot.workspace.profiles.get(current["profile"])
+        profile = snapshot.workspace.profiles.get(current.profile)
         if profile is None and latest is not None:
-            profile = latest.workspace.profiles.get(current["profile"])
+            profile = latest.workspace.profiles.get(current.profile)
         if profile is not None and profile.budget is not None:
             budget = profile.budget
             caps.append(
@@ -179,7 +178,7 @@ def caps_for(
                     subject,
                     cap_micros(own[0]),
                     own[1],
-                    f"agent `{current['id']}` budget {own[0]} USD per {own[1]}",
+                    f"agent `{current.id}` budget {own[0]} USD per {own[1]}",
                 )
             )
     if thread is not None:

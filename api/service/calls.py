@@ -13,10 +13,9 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from api.records import Thread
+from api.records import Agent, Thread
 from engine.compile import Snapshot
 from engine.decision import Decision, Request
-from policy.store import Doc
 
 
 class Call(NamedTuple):
@@ -39,7 +38,7 @@ class Prepared:
     decides it inside the write transaction, on the thread's running cost."""
 
     call: Call
-    agent: Doc
+    agent: Agent
     snapshot: Snapshot
     thread: Thread | None
     request: Request

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from api.records import Record
+from api.records import Agent, Record
 from api.service import rolefiles
 from api.service.errors import ServiceError, Thing, not_found
 from api.service.metrics import Metrics
@@ -54,11 +54,16 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def parent_tag(agent: Doc) -> str | None:
+def parent_tag(agent: Agent) -> str | None:
     """An agent's document tag: its parent's id (None for a root). Every write of an agent
     gives it, so whether an agent has children is a look-up in the store's index of tags
     (`resources._has_children`), not a read of every agent."""
-    parent = agent.get("parent")
+    return agent.parent or None
+
+
+def _stored_parent(doc: Doc) -> str | None:
+    """`parent_tag` of an agent's document as it is stored, however old."""
+    parent = doc.get("parent")
     return str(parent) if parent else None
 
 
@@ -77,7 +82,7 @@ def tag_documents(store: Store) -> None:
     if store.get_meta(TAGGED):
         return
     with store.atomic():
-        for kind, tag_of in (("agents", parent_tag), ("tokens", token_tag)):
+        for kind, tag_of in (("agents", _stored_parent), ("tokens", token_tag)):
             for row in store.scan(kind):
                 tag = tag_of(row.body)
                 if tag is not None:
@@ -97,7 +102,7 @@ class Service:
         self.metrics = Metrics()
         # With `--workers N`: this worker's counters published, the others' read back.
         self.shared_metrics: SharedMetrics | None = None
-        self._agents: dict[str, Doc] = {}
+        self._agents: dict[str, Agent] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         self._lock = threading.Lock()
         self._epoch: Any = store.get_meta(CACHE_EPOCH)
@@ -105,16 +110,18 @@ class Service:
         # What step 6 needs that is the same for like calls, kept across requests and
         # dropped with the agent and connection caches it derives from:
         # (id(agent), tool, connection) -> (snapshot, agent, parts); see decisionlog._static.
-        self.static_parts: dict[tuple[int, str, str | None], tuple[Any, Doc, tuple[Any, ...]]] = {}
+        self.static_parts: dict[
+            tuple[int, str, str | None], tuple[Any, Agent, tuple[Any, ...]]
+        ] = {}
         self._static_revision = 0  # the revision of the snapshot in every entry
         # agent id -> (the cached agent document it was built from, the agent's context
         # for conditions); the agent cache hands out the same document until it changes,
         # so identity is the check (see decide._agent_context).
-        self.contexts: dict[str, tuple[Doc, dict[str, Any]]] = {}
+        self.contexts: dict[str, tuple[Agent, dict[str, Any]]] = {}
         # (agent id, the profile a turn pinned) -> (the cached agent document, it under
         # that profile): one document while the agent's stays, so step 6's per-document
         # caches hit for a turn's calls as for any other (api.service.decide).
-        self.pinned: dict[tuple[str, str], tuple[Doc, Doc]] = {}
+        self.pinned: dict[tuple[str, str], tuple[Agent, Agent]] = {}
         # The files last `prepare`d and their compiled snapshot, for their `upload`.
         self._prepared: dict[tuple[tuple[str, str], ...], Snapshot] = {}
         # How long an admitted turn decides on its revision and profile (`--turn-lifetime`).
@@ -211,7 +218,10 @@ class Service:
         self._move_epoch()
 
     def keep_static(
-        self, key: tuple[int, str, str | None], entry: tuple[Any, Doc, tuple[Any, ...]], moves: int
+        self,
+        key: tuple[int, str, str | None],
+        entry: tuple[Any, Agent, tuple[Any, ...]],
+        moves: int,
     ) -> None:
         """Keep `entry` in `static_parts` unless the caches were dropped since `moves` was
         read (see find_agent): its caps were made from the agent's ancestors as read then,
@@ -230,36 +240,38 @@ class Service:
                 self._static_revision = revision
             parts[key] = entry
 
-    def find_agent(self, agent_id: str) -> Doc | None:
+    def find_agent(self, agent_id: str) -> Agent | None:
         cached = self._agents.get(agent_id)
         if cached is not None:
             return cached
         moves = self.moves
-        doc = self.store.get("agents", agent_id)
-        if doc is not None:
-            with self._lock:
-                # Not kept if the caches were dropped while it was read (another thread
-                # saw or made a change, maybe this agent's): kept, it outlived the drop.
-                if self.moves == moves:
-                    self._agents[agent_id] = doc
-        return doc
-
-    def agent(self, agent_id: str) -> Doc:
-        doc = self.find_agent(agent_id)
+        doc = self.store.get(Agent.KIND, agent_id)
         if doc is None:
-            raise not_found("agent", agent_id)
-        return doc
+            return None
+        agent = Agent.read(doc)
+        with self._lock:
+            # Not kept if the caches were dropped while it was read (another thread saw or
+            # made a change, maybe this agent's): kept, it outlived the drop.
+            if self.moves == moves:
+                self._agents[agent_id] = agent
+        return agent
 
-    def agent_profile(self, agent: Doc, snapshot: Snapshot | None = None) -> str:
+    def agent(self, agent_id: str) -> Agent:
+        agent = self.find_agent(agent_id)
+        if agent is None:
+            raise not_found("agent", agent_id)
+        return agent
+
+    def agent_profile(self, agent: Agent, snapshot: Snapshot | None = None) -> str:
         """The name of `agent`'s profile, which `snapshot` (default: the latest) declares:
         an agent whose profile a later upload removed is decided deny ("unknown profile")
         and has nothing to list or to check what it makes against: `profile-not-found`."""
-        profile = str(agent["profile"])
+        profile = agent.profile
         snapshot = snapshot or self.current()
         if profile not in snapshot.workspace.profiles:
             raise ServiceError(
                 "profile-not-found",
-                f"agent `{agent['id']}` has profile `{profile}`, which revision "
+                f"agent `{agent.id}` has profile `{profile}`, which revision "
                 f"{snapshot.revision} does not declare",
                 help="give the agent a profile of the latest revision, or upload a policy "
                 "that declares this one",

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import cbor2
 
-from api.records import Thread, Turn
+from api.records import Agent, Thread, Turn
 from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.calls import Call, Prepared
@@ -35,39 +35,41 @@ from engine.decision import Request
 from policy.store import Doc
 
 
-def agent_context(agent: Doc) -> dict[str, Any]:
+def agent_context(agent: Agent) -> dict[str, Any]:
+    """What conditions read of an agent (`agent.id`, `agent.name`, `agent.identity`,
+    `agent.metadata.*`)."""
     return {
-        "id": agent["id"],
-        "name": agent.get("name", ""),
-        "identity": agent.get("identity", ""),
-        "metadata": agent.get("metadata", {}),
+        "id": agent.id,
+        "name": agent.name,
+        "identity": agent.identity,
+        "metadata": agent.metadata,
     }
 
 
-def _agent_context(service: Service, agent: Doc) -> dict[str, Any]:
-    """The agent's context, built once per cached agent document (`Service.contexts`)."""
+def _agent_context(service: Service, agent: Agent) -> dict[str, Any]:
+    """The agent's context, built once per cached agent record (`Service.contexts`)."""
     contexts = service.contexts
-    hit = contexts.get(agent["id"])
+    hit = contexts.get(agent.id)
     if hit is not None and hit[0] is agent:
         return hit[1]
     context = agent_context(agent)
     if len(contexts) > 16_384:
         contexts.clear()
-    contexts[agent["id"]] = (agent, context)
+    contexts[agent.id] = (agent, context)
     return context
 
 
-def _pinned(service: Service, agent: Doc, profile: str) -> Doc:
-    """`agent` under `profile`, the same document for as long as `agent` is the cached one."""
-    key = (agent["id"], profile)
+def _pinned(service: Service, agent: Agent, profile: str) -> Agent:
+    """`agent` under `profile`, the same record for as long as `agent` is the cached one."""
+    key = (agent.id, profile)
     hit = service.pinned.get(key)
     if hit is not None and hit[0] is agent:
         return hit[1]
     if len(service.pinned) > 16_384:
         service.pinned.clear()
-    doc = {**agent, "profile": profile}
-    service.pinned[key] = (agent, doc)
-    return doc
+    pinned = agent.model_copy(update={"profile": profile})
+    service.pinned[key] = (agent, pinned)
+    return pinned
 
 
 T = TypeVar("T", Thread, Turn)
@@ -78,12 +80,12 @@ _MISMATCH: dict[Literal["turn", "thread"], ErrorCode] = {
 }
 
 
-def owned(service: Service, cls: type[T], id: str, agent: Doc) -> T:
+def owned(service: Service, cls: type[T], id: str, agent: Agent) -> T:
     """The turn or thread `id`, which must belong to `agent` (`{what}-not-found` unknown,
     `{what}-agent-mismatch` foreign)."""
     what: Literal["turn", "thread"] = "turn" if cls is Turn else "thread"
     found = service.record(cls, what, id)
-    if found.agent != agent["id"]:
+    if found.agent != agent.id:
         raise ServiceError(_MISMATCH[what], f"{what} `{id}` belongs to another agent")
     return found
 
@@ -136,8 +138,8 @@ def _prepare(
         turn = owned(service, Turn, call.turn, agent)
         _check_running(turn)
         revision = turn.revision
-        pinned = agent["profile"] if turn.profile is None else turn.profile
-        if pinned != agent["profile"]:  # a running turn keeps the profile it started with
+        pinned = agent.profile if turn.profile is None else turn.profile
+        if pinned != agent.profile:  # a running turn keeps the profile it started with
             agent = _pinned(service, agent, pinned)  # (its budget caps too, in step 6)
         call = _in_turns_thread(call, turn)
     if revision == 0:
@@ -151,9 +153,9 @@ def _prepare(
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).
         thread_ctx = {"id": thread.id, "depth": thread.depth}
-    request = Request(agent["profile"], call.tool, call.args, call.context, context, thread_ctx)
+    request = Request(agent.profile, call.tool, call.args, call.context, context, thread_ctx)
     prepared = Prepared(call, agent, snapshot, thread, request)
-    if revision != service.snapshots.latest and agent.get("parent"):
+    if revision != service.snapshots.latest and agent.parent:
         prepared.latest = _snapshot(service, snapshots, service.snapshots.latest, compile)
     if thread is None or not snapshot.reads_thread_cost(request.profile, call.tool):
         prepared.decision = snapshot.decide(request)
@@ -195,7 +197,7 @@ def prepare(
     not compiled yet (api.service.snapshots). Call `service.sync()` first."""
     prepared = []
     latest = service.snapshots.latest
-    agents: dict[str, tuple[Doc, dict[str, Any]]] = {}  # a batch is mostly one agent's
+    agents: dict[str, tuple[Agent, dict[str, Any]]] = {}  # a batch is mostly one agent's
     for call in calls:
         cost = call.expected_cost
         if cost is not None and not 0 <= cost <= MAX_USD:
@@ -213,7 +215,7 @@ def prepare(
             if snapshot is None:
                 snapshot = snapshots[latest] = service.snapshots.get(latest, compile)
             agent, context = hit
-            request = Request(agent["profile"], call.tool, call.args, call.context, context, None)
+            request = Request(agent.profile, call.tool, call.args, call.context, context, None)
             prepared.append(
                 Prepared(call, agent, snapshot, None, request, snapshot.decide(request))
             )

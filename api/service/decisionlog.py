@@ -88,8 +88,8 @@ class _Batch:
         agent = p.agent
         key = (
             p.snapshot.revision,
-            agent["id"],
-            agent["profile"],
+            agent.id,
+            agent.profile,
             p.thread.id if p.thread else None,
         )
         found = self._caps.get(key)
@@ -199,7 +199,7 @@ def _reasons_json(reasons: tuple[Reason, ...]) -> list[dict[str, Any]]:
 def _connection_problem(batch: _Batch, p: Prepared, toolset: str) -> str | None:
     """An agent may use workspace-owned connections and its own identity's, nothing else.
     Naming a connection picks it (it must be eligible); else any eligible one will do."""
-    eligible = batch.eligible(toolset, p.agent.get("identity"))
+    eligible = batch.eligible(toolset, p.agent.identity)
     if p.call.connection is None:
         if not eligible:
             return f"toolset `{toolset}` needs a connection and none is eligible"
@@ -350,7 +350,7 @@ def draft(
             "id": decision_id,
             "at": now,
             "agent": call.agent,
-            "profile": p.agent["profile"],
+            "profile": p.agent.profile,
             "tool": call.tool,
             "args": args,
             "effect": effect,

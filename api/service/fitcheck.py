@@ -14,6 +14,7 @@ import threading
 import weakref
 from typing import Any, cast
 
+from api.records import Agent
 from api.service import solver
 from api.service.budget import agent_cap, ancestors
 from api.service.core import Service
@@ -22,7 +23,6 @@ from api.service.errors import ServiceError
 from engine.runtime import EvalError, eq
 from policy import ast
 from policy.diagnostics import CharterError
-from policy.store import Doc
 
 TIMEOUT_MS = 2000
 
@@ -40,8 +40,8 @@ def _refuse(result: Any, what: str) -> ServiceError:
     )
 
 
-def _agent_budget(doc: Doc | None) -> ast.Budget | None:
-    own = agent_cap(doc or {})  # (a stored period is one parse_budget accepted)
+def _agent_budget(agent: Agent | None) -> ast.Budget | None:
+    own = agent_cap(agent)  # (a stored period is one parse_budget accepted)
     return None if own is None else ast.Budget(own[0], cast(ast.Period, own[1]))
 
 
@@ -73,7 +73,7 @@ def _remember_fit(snapshot: Any, key: tuple[str, ...]) -> None:
             found.add(key)
 
 
-def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -> None:
+def require_source_fits(service: Service, caller: Agent, source: str, kind: str) -> None:
     snapshot = service.current()
     profile = service.agent_profile(caller, snapshot)
     key = ("source", profile, kind, _digest(source))
@@ -82,7 +82,7 @@ def require_source_fits(service: Service, caller: Doc, source: str, kind: str) -
     fit = _engine()
     try:
         result = solver.check(
-            solver.agent_key(caller["id"]), fit.fit_source, snapshot, profile, source,
+            solver.agent_key(caller.id), fit.fit_source, snapshot, profile, source,
             kind=kind, timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
     except CharterError as exc:
@@ -132,7 +132,7 @@ def require_role_change_narrows(
     _remember_fit(snapshot, key)
 
 
-def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
+def require_profile_fits(service: Service, caller: Agent, profile: str) -> None:
     """Profile `profile` keeps every deny and hook of the caller's and grants nothing more."""
     snapshot = service.current()
     callers = service.agent_profile(caller, snapshot)
@@ -140,7 +140,7 @@ def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
     if _known_fit(snapshot, key):
         return
     result = solver.check(
-        solver.agent_key(caller["id"]), _engine().fit_profile,
+        solver.agent_key(caller.id), _engine().fit_profile,
         snapshot, callers, snapshot, profile, timeout_ms=TIMEOUT_MS,
     )  # fmt: skip
     if not result.fits:
@@ -150,8 +150,8 @@ def require_profile_fits(service: Service, caller: Doc, profile: str) -> None:
 
 def require_agent_fits(
     service: Service,
-    caller: Doc,
-    candidate: Doc,
+    caller: Agent,
+    candidate: Agent,
     caps: list[ast.Budget | None] | None = None,
     *,
     access: bool = True,
@@ -165,11 +165,11 @@ def require_agent_fits(
     own and its profile's). `access` False checks the budget alone."""
     snapshot = service.current()
     fit = _engine()
-    profile = candidate["profile"]
+    profile = candidate.profile
     if access:
         require_profile_fits(service, caller, profile)
         _require_same_attributes(snapshot.workspace, caller, candidate)
-    caller_profile = snapshot.workspace.profiles.get(caller["profile"])
+    caller_profile = snapshot.workspace.profiles.get(caller.profile)
     if caps is None:
         caps = [caller_profile.budget if caller_profile else None, _agent_budget(caller)]
     candidate_profile = snapshot.workspace.profiles.get(profile)
@@ -183,14 +183,14 @@ def require_agent_fits(
             )  # fmt: skip
 
 
-def chain_caps(service: Service, doc: Doc | None) -> list[ast.Budget | None]:
-    """Every cap `doc` and its ancestors spend under (each one's own and its profile's)."""
-    if doc is None:
+def chain_caps(service: Service, agent: Agent | None) -> list[ast.Budget | None]:
+    """Every cap `agent` and its ancestors spend under (each one's own and its profile's)."""
+    if agent is None:
         return []
     profiles = service.current().workspace.profiles
     caps: list[ast.Budget | None] = []
-    for node in ancestors(doc, service.find_agent):
-        found = profiles.get(node["profile"])
+    for node in ancestors(agent, service.find_agent):
+        found = profiles.get(node.profile)
         caps += [found.budget if found else None, _agent_budget(node)]
     return caps
 
@@ -220,10 +220,9 @@ def agent_reads(ws: Any, profiles: list[str]) -> dict[tuple[str, ...], str]:
 _ABSENT = object()
 
 
-def _attribute(doc: Doc, parts: tuple[str, ...]) -> Any:
-    # What a condition's `agent.*` reads, built as decisions build it (an agent being
-    # created has no id yet: "", which differs from any caller's).
-    value: Any = agent_context({**doc, "id": doc.get("id", "")})
+def _attribute(agent: Agent, parts: tuple[str, ...]) -> Any:
+    # What a condition's `agent.*` reads, built as decisions build it.
+    value: Any = agent_context(agent)
     for part in parts:
         value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
     return value
@@ -241,8 +240,8 @@ def _same(one: Any, other: Any) -> bool:
         return False
 
 
-def _require_same_attributes(ws: Any, caller: Doc, candidate: Doc) -> None:
-    reads = agent_reads(ws, [caller["profile"], candidate["profile"]])
+def _require_same_attributes(ws: Any, caller: Agent, candidate: Agent) -> None:
+    reads = agent_reads(ws, [caller.profile, candidate.profile])
     differ = [
         {"path": ".".join(("agent", *parts)), "read_by": where}
         for parts, where in reads.items()

@@ -113,7 +113,7 @@ def _create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> No
 def _update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
     resources.check_managed(service, actor, args)
     if resources.ACCESS_FIELDS & set(args):
-        _profile_fits(service, actor, args.get("profile", service.agent(args["id"])["profile"]))
+        _profile_fits(service, actor, args.get("profile", service.agent(args["id"]).profile))
 
 
 def _role_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:

@@ -146,7 +146,9 @@ def page(
 
 _APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})
 # The kinds whose pages are of records (the others: of their documents as they are).
-RECORDS: dict[str, type[Record]] = {kind: DOCUMENTS[kind] for kind in ("threads", "connections")}
+RECORDS: dict[str, type[Record]] = {
+    kind: DOCUMENTS[kind] for kind in ("agents", "threads", "connections")
+}
 
 
 def view(kind: str, doc: Doc) -> Doc | Record:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ParamSpec, TypeVar
 
-from api.records import Thread, Turn
+from api.records import Agent, Thread, Turn
 from api.service import fitcheck, tokens
 from api.service.accounts import check_identity, require_own_identity
 from api.service.approved import reject_orphans
@@ -54,8 +54,8 @@ def agents_list(service: Service, actor: Principal, args: dict[str, Any]) -> Res
 
 
 def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = service.agent(args["id"])
-    return Result(Outcome.DONE, doc, etag(doc))
+    agent = service.agent(args["id"])
+    return Result(Outcome.DONE, agent, etag(agent.stored()))
 
 
 def _check_metadata(metadata: Mapping[str, Any]) -> None:
@@ -66,7 +66,7 @@ def _check_metadata(metadata: Mapping[str, Any]) -> None:
         raise ServiceError("metadata-too-large", message, help=MERGE_HELP)
 
 
-def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Agent:
     name = args.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ServiceError("invalid-name", "Name is required")
@@ -76,32 +76,26 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     agent_id = str(args.get("id") or new_id())
     metadata = dict(args.get("metadata") or {})
     _check_metadata(metadata)
+    now = now_ms()
+
+    def made(identity: Any) -> Agent:
+        return Agent.model_validate(
+            {"id": agent_id, "name": name.strip(), "identity": identity, "profile": profile,
+             "budget": budget, "metadata": metadata, "parent": parent, "status": "idle",
+             "created_at": now, "updated_at": now}
+        )  # fmt: skip
+
     if actor.agent is not None:
         caller = service.agent(actor.agent)
         _check_tree_depth(service, caller)
-        parent = caller["id"]
+        parent = caller.id
         identity = _inherited_identity(service, actor, args)
-        child = {"id": agent_id, "name": name.strip(), "identity": identity,
-                 "profile": profile, "budget": budget, "metadata": metadata}  # fmt: skip
-        fitcheck.require_agent_fits(service, caller, child)
+        fitcheck.require_agent_fits(service, caller, made(identity))
     else:
         if not args.get("identity"):
             raise ServiceError("identity-required", "an agent needs a signing identity")
         identity = args["identity"]
-    identity = check_identity(service, identity)
-    now = now_ms()
-    doc: Doc = {
-        "id": agent_id,
-        "name": name.strip(),
-        "identity": identity,
-        "profile": profile,
-        "budget": budget,
-        "metadata": metadata,
-        "parent": parent,
-        "status": "idle",
-        "created_at": now,
-        "updated_at": now,
-    }
+    agent = made(check_identity(service, identity))
     with service.store.atomic():
         if _has_children(service, agent_id):
             # A deleted agent's children still name it as their parent: an agent made
@@ -122,18 +116,18 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Do
                 f"agent `{agent_id}` was deleted, but its threads still name it",
                 help="choose another id, or delete those threads first",
             )  # fmt: skip
-        if not service.store.insert("agents", doc["id"], doc, tag=parent_tag(doc)):
-            raise ServiceError("agent-exists", f"agent `{doc['id']}` already exists")
-    return doc
+        if not service.store.insert(Agent.KIND, agent.id, agent.stored(), tag=parent_tag(agent)):
+            raise ServiceError("agent-exists", f"agent `{agent.id}` already exists")
+    return agent
 
 
-def _check_tree_depth(service: Service, caller: Doc) -> None:
+def _check_tree_depth(service: Service, caller: Agent) -> None:
     """An agent's child must be within MAX_CHAIN agents of its root, so that every walk up
     its chain (the budget caps it is charged against, who may manage it) reaches the root."""
     if sum(1 for _ in ancestors(caller, service.find_agent)) >= MAX_CHAIN:
         raise ServiceError(
             "agent-too-deep",
-            f"agent `{caller['id']}` is {MAX_CHAIN} agents deep, counting its root: its "
+            f"agent `{caller.id}` is {MAX_CHAIN} agents deep, counting its root: its "
             "tree can grow no deeper below it",
         )  # fmt: skip
 
@@ -159,17 +153,17 @@ def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> Non
 
 
 def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = create_agent(service, actor, args)
-    return Result(Outcome.CREATED, doc, etag(doc))
+    agent = create_agent(service, actor, args)
+    return Result(Outcome.CREATED, agent, etag(agent.stored()))
 
 
 def require_managed(
     service: Service,
     actor: Principal,
-    target: Doc | str,
+    target: Agent | str,
     subject: str | None = None,
     **extra: Any,
-) -> Doc | None:
+) -> Agent | None:
     """With an agent's token, `target` (an agent's doc, or an id, found or not) must be the
     agent itself or one of its descendants (docs/design.md section 3: agents can only narrow; a
     parent manages its children), else `not-managed-agent`, whose message starts with
@@ -178,23 +172,23 @@ def require_managed(
     if actor.agent is None:
         return None
     caller = service.agent(actor.agent)
-    doc = service.find_agent(target) if isinstance(target, str) else target
-    if manages(service, caller, doc):
+    agent = service.find_agent(target) if isinstance(target, str) else target
+    if manages(service, caller, agent):
         return caller
     if subject is None:
-        subject = f"agent `{target if isinstance(target, str) else target['id']}` is"
+        subject = f"agent `{target if isinstance(target, str) else target.id}` is"
     raise ServiceError(
         "not-managed-agent",
-        f"{subject} neither agent `{caller['id']}` nor one of its descendants",
+        f"{subject} neither agent `{caller.id}` nor one of its descendants",
         **extra,
     )  # fmt: skip
 
 
-def manages(service: Service, caller: Doc, target: Doc | None) -> bool:
+def manages(service: Service, caller: Agent, target: Agent | None) -> bool:
     """Whether `target` is `caller` or one of its descendants; an agent that is gone (a
     thread's deleted agent) has no place in the tree left, so is neither."""
     return target is not None and any(
-        node["id"] == caller["id"] for node in ancestors(target, service.find_agent)
+        node.id == caller.id for node in ancestors(target, service.find_agent)
     )
 
 
@@ -209,9 +203,9 @@ def agent_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Do
     `DELETE` acts on, and its `If-Match` names (api.service.manage). `sync` first: in the
     write's transaction, the cached agent may be older than another process's change."""
     service.sync()
-    doc = service.agent(args["id"])
-    require_managed(service, actor, doc)
-    return doc
+    agent = service.agent(args["id"])
+    require_managed(service, actor, agent)
+    return agent.stored()
 
 
 def _has_children(service: Service, agent_id: str) -> bool:
@@ -230,42 +224,43 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         service.sync()
         old = service.agent(args["id"])
         caller = require_managed(service, actor, old)
-        doc = dict(old)
-        if "identity" in args and args["identity"] != doc["identity"]:
+        changes: dict[str, Any] = {}
+        if "identity" in args and args["identity"] != old.identity:
             raise ServiceError("identity-immutable", "an agent's identity never changes")
         if "name" in args:
             if not isinstance(args["name"], str) or not args["name"].strip():
                 raise ServiceError("invalid-name", "Name is required")
-            doc["name"] = args["name"].strip()
+            changes["name"] = args["name"].strip()
         if "profile" in args:
-            doc["profile"] = _check_profile(service, args["profile"])
+            changes["profile"] = _check_profile(service, args["profile"])
         if "budget" in args:
-            doc["budget"] = parse_budget(args["budget"])
+            changes["budget"] = parse_budget(args["budget"])
         if "metadata" in args:
-            doc["metadata"] = {**doc.get("metadata", {}), **dict(args["metadata"] or {})}
-            _check_metadata(doc["metadata"])  # (the merge: each PATCH may be small)
+            changes["metadata"] = {**old.metadata, **dict(args["metadata"] or {})}
+            _check_metadata(changes["metadata"])  # (the merge: each PATCH may be small)
         if "status" in args:
             if args["status"] not in AGENT_STATUSES:
                 raise ServiceError(
                     "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
                 )
-            doc["status"] = args["status"]
+            changes["status"] = args["status"]
+        agent = old.changed(**changes)
         if caller is not None and (ACCESS_FIELDS | {"budget"}) & set(args):
             # it may end up doing nothing its caller cannot (itself: nothing it could not
             # already), and its budget is no looser than any cap above it or its old own
-            itself = caller["id"] == old["id"]  # (then `caller` is its doc before the change)
-            above = old if itself else service.find_agent(old["parent"])
+            itself = caller.id == old.id  # (then `caller` is it before the change)
+            above = old if itself else service.find_agent(old.parent) if old.parent else None
             fitcheck.require_agent_fits(
-                service, caller, doc, fitcheck.chain_caps(service, above),
+                service, caller, agent, fitcheck.chain_caps(service, above),
                 access=bool(ACCESS_FIELDS & set(args)),
             )  # fmt: skip
-        doc["updated_at"] = now_ms()
-        service.store.update("agents", doc["id"], doc, tag=parent_tag(doc))
+        agent = agent.changed(updated_at=now_ms())
+        service.store.update(Agent.KIND, agent.id, agent.stored(), tag=parent_tag(agent))
         # In the same transaction: committed apart, another process could look at the
         # store between the two and keep its cached agent (for good, had the epoch's
         # write failed after the change was committed).
-        service.forget_agent(doc["id"])
-    return Result(Outcome.DONE, doc, etag(doc))
+        service.forget_agent(agent.id)
+    return Result(Outcome.DONE, agent, etag(agent.stored()))
 
 
 def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
@@ -273,19 +268,19 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         service.sync()  # (see agents_update: one deleted elsewhere is not found)
         target = service.agent(args["id"])
         by_agent = require_managed(service, actor, target) is not None
-        if by_agent and _has_children(service, target["id"]):
+        if by_agent and _has_children(service, target.id):
             # its children's spending would no longer reach the caps above it
             raise ServiceError(
                 "agent-has-children",
-                f"agent `{target['id']}` has child agents: delete them first",
+                f"agent `{target.id}` has child agents: delete them first",
             )  # fmt: skip
-        service.store.delete("agents", target["id"])
+        service.store.delete(Agent.KIND, target.id)
         # Its tokens go with it: an agent made later under the same id is another agent,
         # which the old tokens must not act as.
-        tokens.revoke(service, tokens.agent_tokens(service.store, target["id"]))
-        _delete_turns(service, target["id"])
-        reject_orphans(service, "agent", target["id"], f"agent `{target['id']}` was deleted")
-        service.forget_agent(target["id"])  # (in the transaction: see agents_update)
+        tokens.revoke(service, tokens.agent_tokens(service.store, target.id))
+        _delete_turns(service, target.id)
+        reject_orphans(service, "agent", target.id, f"agent `{target.id}` was deleted")
+        service.forget_agent(target.id)  # (in the transaction: see agents_update)
     return Result(Outcome.REMOVED, None)
 
 
@@ -324,8 +319,8 @@ def admit_turn(
         service.agent_profile(agent, snapshot)
         now = now_ms()
         turn = Turn(
-            id=new_id(), agent=agent["id"], thread=thread_id, revision=snapshot.revision,
-            profile=agent["profile"], created_at=now,
+            id=new_id(), agent=agent.id, thread=thread_id, revision=snapshot.revision,
+            profile=agent.profile, created_at=now,
             ends_at=now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
         )  # fmt: skip
         service.store.insert(Turn.KIND, turn.id, turn.stored(), tag=turn.agent)

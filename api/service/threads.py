@@ -112,7 +112,7 @@ def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> 
             max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
         now = now_ms()
         thread = Thread(
-            id=new_id(), agent=agent["id"], prompt=str(args.get("prompt", "")),
+            id=new_id(), agent=agent.id, prompt=str(args.get("prompt", "")),
             max_cost=max_cost, depth=0, status="open", created_at=now, updated_at=now,
         )  # fmt: skip
         service.store.insert(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)

@@ -50,11 +50,11 @@ def test_whether_an_agent_has_children_is_a_look_up_by_tag(
     service, store = harness.service, harness.service.store
     kid = create_agent(service, Principal("t", "agent", "a1"),
                        {"name": "kid", "profile": "support-child"})  # fmt: skip
-    assert _tags(store, "a1") == [kid["id"]]
+    assert _tags(store, "a1") == [kid.id]
     # an update rewrites the document and keeps its tag (an untagged write would
     # make the parent look childless)
-    agents_update(service, ADMIN, {"id": kid["id"], "name": "kid-renamed"})
-    assert _tags(store, "a1") == [kid["id"]]
+    agents_update(service, ADMIN, {"id": kid.id, "name": "kid-renamed"})
+    assert _tags(store, "a1") == [kid.id]
 
     scan = store.scan
 
@@ -65,7 +65,7 @@ def test_whether_an_agent_has_children_is_a_look_up_by_tag(
 
     monkeypatch.setattr(store, "scan", no_scan)
     assert _delete_as(harness, "a1", "a1") == 409
-    assert _delete_as(harness, "a1", kid["id"]) == 204
+    assert _delete_as(harness, "a1", kid.id) == 204
     assert _tags(store, "a1") == []
     assert _delete_as(harness, "a1", "a1") == 204
 
@@ -118,7 +118,7 @@ def _chain(
     """Agents each the parent of the next (identities `id-<agent>` unless `identity`)."""
     for parent, agent_id in zip([top_parent, *ids], ids, strict=False):
         doc = {"id": agent_id, "name": agent_id, "identity": identity or f"id-{agent_id}",
-               "profile": "narrow", "parent": parent}  # fmt: skip
+               "profile": "narrow", "parent": parent, "created_at": 1, "updated_at": 1}  # fmt: skip
         store.insert("agents", agent_id, doc, tag=parent)
 
 
@@ -154,7 +154,7 @@ def test_a_tree_grows_no_deeper_than_the_walks_up_it(harness: Harness) -> None:
     deepest = create_agent(
         service, Principal("t", "agent", ids[-2]), {"name": "deepest", "profile": "narrow"}
     )
-    assert [node["id"] for node in ancestors(deepest, service.find_agent)][-1] == "n0"
+    assert [node.id for node in ancestors(deepest, service.find_agent)][-1] == "n0"
 
 
 def _id_refused(harness: Harness, agent_id: str, agent: Principal, profile: str, why: str) -> None:
@@ -197,7 +197,7 @@ def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
                 "its threads still name it")  # fmt: skip
     threads_delete(service, ADMIN, {"id": thread.id})  # the admin's choice: then it is free
     assert create_agent(service, ADMIN, {"id": "kid", "name": "kid", "profile": "narrow",
-                                         "identity": harness.identity})["parent"] is None  # fmt: skip
+                                         "identity": harness.identity}).parent is None  # fmt: skip
 
 
 def test_deleting_an_agent_revokes_its_tokens(live: Any, harness: Harness) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.service.core import Service, parent_tag
+from api.service.core import Service
 from api.service.resources import agents_delete, agents_update
 from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, code_of, opened_again, slow_compiles
@@ -74,7 +74,7 @@ def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -
     harness.add_agent("kid", "wide")
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = doc["id"]
-    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
+    store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
     harness.service.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="9").json()["effect"] == "allow"
@@ -91,7 +91,7 @@ def test_a_parents_new_budget_reaches_a_child_decided_before(harness: Harness, l
     harness.add_agent("kid", "wide")
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = "a1"
-    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
+    store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
     harness.service.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
@@ -256,7 +256,7 @@ def test_a_childs_turn_is_capped_by_a_profile_its_revision_does_not_declare(
     harness.add_agent("kid", "wide")
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = "p"
-    store.update("agents", "kid", kid, tag=parent_tag(kid))  # as every agent write tags it
+    store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
     harness.service.forget_agent("kid")
     turn = live.post("/v1/turns", json={"agent": "kid"}, headers=admin).json()
     thread = live.post("/v1/threads", json={"agent": "kid"}, headers=admin).json()["id"]

@@ -155,7 +155,7 @@ def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
     assert mine.agent("a1") is cached  # decisions elsewhere: nothing dropped
     agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
     seen_elsewhere(mine).sync()
-    assert mine.agent("a1")["profile"] == "narrow"
+    assert mine.agent("a1").profile == "narrow"
     seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
     assert seqs == [5]  # gap-free across both
 

@@ -17,7 +17,7 @@ from api.http.errors import status_of
 from api.service import tokens
 from api.service.calls import Call
 from api.service.connections import connections_create, connections_delete, connections_update
-from api.service.core import CACHE_EPOCH, Service, parent_tag
+from api.service.core import CACHE_EPOCH, Service
 from api.service.decide import decide_calls
 from api.service.errors import ServiceError
 from api.service.groupcommit import GroupCommit
@@ -234,9 +234,9 @@ def test_an_agent_changed_while_it_was_read_is_not_kept(
 
     harness.add_agent("b1", "support")
     pending = _while_read(monkeypatch, service, "agents", narrowed)
-    assert service.agent("b1")["profile"] == "support"
+    assert service.agent("b1").profile == "support"
     assert pending == []
-    assert service.agent("b1")["profile"] == "narrow"
+    assert service.agent("b1").profile == "narrow"
 
 
 def test_connections_changed_while_they_were_read_are_not_kept(
@@ -267,7 +267,7 @@ def test_caps_made_from_a_parent_read_while_it_changed_are_not_kept(
     harness.add_agent("kid", "wide")  # (a profile without a budget of its own)
     kid = dict(service.store.get("agents", "kid") or {})
     kid["parent"] = "a1"
-    service.store.update("agents", "kid", kid, tag=parent_tag(kid))
+    service.store.update("agents", "kid", kid, tag=kid["parent"])
     service.forget_agent("kid")
     service.forget_agent("a1")
     service.agent("kid")  # cached: the parent is the first agent its call reads
