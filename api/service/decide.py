@@ -47,8 +47,8 @@ def agent_context(agent: Agent) -> dict[str, Any]:
 
 
 def _agent_context(service: Service, agent: Agent) -> dict[str, Any]:
-    """The agent's context, built once per cached agent record (`Service.contexts`)."""
-    contexts = service.contexts
+    """The agent's context, built once per cached agent record (`ReadModel.contexts`)."""
+    contexts = service.read.contexts
     hit = contexts.get(agent.id)
     if hit is not None and hit[0] is agent:
         return hit[1]
@@ -62,13 +62,13 @@ def _agent_context(service: Service, agent: Agent) -> dict[str, Any]:
 def _pinned(service: Service, agent: Agent, profile: str) -> Agent:
     """`agent` under `profile`, the same record for as long as `agent` is the cached one."""
     key = (agent.id, profile)
-    hit = service.pinned.get(key)
+    hit = service.read.pinned.get(key)
     if hit is not None and hit[0] is agent:
         return hit[1]
-    if len(service.pinned) > 16_384:
-        service.pinned.clear()
+    if len(service.read.pinned) > 16_384:
+        service.read.pinned.clear()
     pinned = agent.model_copy(update={"profile": profile})
-    service.pinned[key] = (agent, pinned)
+    service.read.pinned[key] = (agent, pinned)
     return pinned
 
 

@@ -58,9 +58,9 @@ class _Batch:
         self.service = service
         self.now = now
         self.in_transaction = in_transaction
-        # The caches' state before anything of this batch was read (`Service.moves`): what
+        # The caches' state before anything of this batch was read (`ReadModel.moves`): what
         # it reads after a drop may be from before the change that dropped them.
-        self.moves = service.moves
+        self.moves = service.read.moves
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
         self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
@@ -109,7 +109,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     shared = p.thread is None and p.latest is None  # (caps read from the latest: not kept)
     if shared:
         shared_key = (id(p.agent), p.call.tool, p.call.connection)
-        hit = batch.service.static_parts.get(shared_key)
+        hit = batch.service.read.static_parts.get(shared_key)
         if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent:
             found: tuple[Any, ...] = hit[2]
             return found
@@ -134,7 +134,7 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     hidden = secret_names(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden)
     if shared:
-        batch.service.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
+        batch.service.read.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
     return static
 
 

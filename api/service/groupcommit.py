@@ -119,7 +119,7 @@ class GroupCommit:
         # (create_app), so a look-up on the old cache always carries the old number.
         self.generation = 0
         if tokens is not None:
-            service.on_epoch.append(self._moved)
+            service.read.on_epoch.append(self._moved)
         # The group being collected, per event loop (the in-process test client runs its
         # own loop in another thread).
         self._groups: dict[asyncio.AbstractEventLoop, _Group] = {}
@@ -243,18 +243,18 @@ class GroupCommit:
             # lock (where a new revision compiles) and the next transaction looks again
             # (a second change meanwhile: prepared inside it, on what nobody can change
             # before its COMMIT). The usual case (nothing changed) costs no read
-            # transaction of its own. Changed means `service.moves` moved since the group
+            # transaction of its own. Changed means `service.read.moves` moved since the group
             # was prepared: another thread of this process may have seen the change (its
             # own `sync`, whose look at the store then leaves ours nothing new), or made it.
-            seen = service.moves
+            seen = service.read.moves
             outcome = self._prepare(group, compile=compile)
             prepared, ready = _ready(outcome)
             if not prepared:
                 # All refused (or gone): look again on fresh caches, outside any write
                 # transaction; a request refused then writes nothing and opens none.
                 service.sync()
-                if service.moves != seen:
-                    seen = service.moves
+                if service.read.moves != seen:
+                    seen = service.read.moves
                     outcome = self._prepare(group, recheck=True, compile=compile)
                     prepared, ready = _ready(outcome)
                 if not prepared:
@@ -268,18 +268,18 @@ class GroupCommit:
             drafted = draft(service, prepared)
             with service.store.atomic():  # never nested: this transaction is ours
                 service.sync()
-                stale = service.moves != seen
+                stale = service.read.moves != seen
                 if not stale:
                     if self._revoked(outcome):  # authorized before a move seen earlier
                         prepared, ready = _ready(outcome)
                         drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
             if stale:  # ended empty: prepared again outside the write lock, then inside
-                seen = service.moves
+                seen = service.read.moves
                 outcome = self._prepare(group, recheck=True, compile=compile)
                 with service.store.atomic():
                     service.sync()
-                    if service.moves != seen:
+                    if service.read.moves != seen:
                         outcome = self._prepare(group, recheck=True, compile=compile)
                     self._revoked(outcome)
                     prepared, ready = _ready(outcome)

@@ -281,7 +281,7 @@ def seen_elsewhere(service: Service, within: float = 2.0) -> Service:
     change feed within a bound (policy/store/pgfeed.py), waited for here. Then its next
     `sync()` finds the change, on either store."""
     deadline = time.monotonic() + within
-    while service.store.data_version() == service._version and time.monotonic() < deadline:
+    while service.store.data_version() == service.read._version and time.monotonic() < deadline:
         time.sleep(0.002)
     return service
 

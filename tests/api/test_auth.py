@@ -200,7 +200,7 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
     from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
-    harness.service.on_epoch.append(cache.forget)
+    harness.service.read.on_epoch.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
     doomed, doc = tokens.issue(harness.service.store, "decide")
     assert cache.lookup(doomed) is not None and cache.lookup(harness.decide) is not None
@@ -238,7 +238,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
-    harness.service.on_epoch.append(cache.forget)
+    harness.service.read.on_epoch.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
     call = [Call("a1", "mail.send", MAIL)]
     doomed, doc = tokens.issue(harness.service.store, "decide")

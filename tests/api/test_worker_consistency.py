@@ -17,10 +17,11 @@ from api.http.errors import status_of
 from api.service import tokens
 from api.service.calls import Call
 from api.service.connections import connections_create, connections_delete, connections_update
-from api.service.core import CACHE_EPOCH, Service
+from api.service.core import Service
 from api.service.decide import decide_calls
 from api.service.errors import ServiceError
 from api.service.groupcommit import GroupCommit
+from api.service.readmodel import CACHE_EPOCH
 from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.threads import threads_create
 from api.service.tokens import Principal, TokenCache
@@ -292,7 +293,7 @@ def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
     the cache was dropped, and found it in the cache)."""
     service = harness.service
     cache = TokenCache(service.store)
-    service.on_epoch.append(cache.forget)  # as create_app registers it
+    service.read.on_epoch.append(cache.forget)  # as create_app registers it
     token = harness.token_for("a1")
     (token_id,) = tokens.agent_tokens(service.store, "a1")[-1:]
 
