@@ -2,7 +2,7 @@
 
 CPython 3.11's sqlite3 keeps a weak reference for every blob a connection opens until the
 connection closes, so reading runs through `blobopen` grew the process by 89 bytes a run
-of every page served. Thousands of pages, whole runs and runs cut by the byte budget,
+of every page served. Hundreds of pages, whole runs and runs cut by the byte budget,
 must leave the traced heap where it was: what was allocated under this test's reads (the
 traces are filtered by its stack, so a thread another test left in this process
 allocating meanwhile counts for nothing).
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from policy.store.sqlite import SqliteStore
 
-PAGES = 2_000
+PAGES = 300  # a kept blob per run read would be 89 B x ~5,000 runs: past 400 KB
 STACK = 32  # frames kept a trace: enough to reach the store's code from sqlite3's
 # What this test's own reads allocated, down through the store and sqlite3: a thread
 # another test in this process left running (a store's checkpoints, a feed) never has
