@@ -222,10 +222,11 @@ class Approval(Record):
     decided_at: int | None
     decided_by: str | None
     final: DecisionResponse | None  # the decision the approval's re-check made
-    reason: str | None = None  # a rejection's
     # An agent's `PATCH` or `DELETE` sent with `If-Match`: approving runs it only while the
-    # resource still has that `ETag` (else 412 `resource-moved`)
+    # resource still has that `ETag` (else 412 `resource-moved`). Set when the approval
+    # opens, so an answer lists it before a rejection's `reason`, in the order they are set.
     if_match: str | None = None
+    reason: str | None = None  # a rejection's
 
 
 class Token(Record):

@@ -144,18 +144,17 @@ def page(
     return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
-_APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})
 # The kinds whose pages are of records (the others: of their documents as they are).
-RECORDS: dict[str, type[Record]] = {kind: DOCUMENTS[kind] for kind in ("threads", "connections")}
+RECORDS: dict[str, type[Record]] = {
+    kind: DOCUMENTS[kind] for kind in ("threads", "connections", "approvals")
+}
 
 
 def view(kind: str, doc: Doc) -> Doc | Record:
     """A stored row as a list shows it: its record (api.records: what it hides, such as a
-    connection's sealed credential, is never shown), an identity without its secret, an
-    approval without its sealed call."""
+    connection's sealed credential or an approval's sealed call, is never shown), an
+    identity without its secret."""
     if kind == "secrets":
         return identities.public_view(doc)
-    if kind == "approvals":  # (the sealed call, and what the re-check compares)
-        return {k: v for k, v in doc.items() if k not in _APPROVAL_INTERNALS}
     record = RECORDS.get(kind)
     return doc if record is None else record.read(doc)
