@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from policy import identities
 from policy.store import Doc, StoreDamaged
 
 Effect = Literal["allow", "deny", "pause"]
@@ -138,6 +139,12 @@ class Identity(Record):
     metadata: dict[str, Any]
     created_at: int
     updated_at: int
+
+    @classmethod
+    def of_secret(cls, doc: Doc) -> Identity:
+        """The identity a stored Seed secret holds (policy.identities keeps each identity
+        as a document of kind "secrets"): its public view, read as a stored document is."""
+        return cls.read(identities.public_view(doc))
 
 
 class Thread(Record):

@@ -25,10 +25,9 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from api.records import DOCUMENTS, Record
+from api.records import DOCUMENTS, Identity, Record
 from api.service.errors import ServiceError
 from api.service.ops import Outcome, Result
-from policy import identities
 from policy.store import Doc
 
 if TYPE_CHECKING:
@@ -152,9 +151,9 @@ RECORDS: dict[str, type[Record]] = {
 
 def view(kind: str, doc: Doc) -> Doc | Record:
     """A stored row as a list shows it: its record (api.records: what it hides, such as a
-    connection's sealed credential or an approval's sealed call, is never shown), an
-    identity without its secret."""
+    connection's sealed credential or an approval's sealed call, is never shown); an
+    identity's, from its Seed secret, without the sealed seed."""
     if kind == "secrets":
-        return identities.public_view(doc)
+        return Identity.of_secret(doc)
     record = RECORDS.get(kind)
     return doc if record is None else record.read(doc)
