@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from policy import identities
 from policy.store import Doc, StoreDamaged
 
 Effect = Literal["allow", "deny", "pause"]
@@ -60,7 +61,7 @@ class Record(BaseModel):
             wrong = ", ".join(
                 f"`{'.'.join(map(str, error['loc']))}` {error['type']}" for error in exc.errors()
             )
-            what = f"document {cls.KIND}/{doc.get('id', '?')}"
+            what = f"document {cls.KIND}/{doc.get('id', doc.get('revision', '?'))}"
             raise StoreDamaged(
                 what, f"its fields do not read as a {cls.__name__}: {wrong}"
             ) from None
@@ -148,6 +149,12 @@ class Identity(Record):
     created_at: int
     updated_at: int
 
+    @classmethod
+    def of_secret(cls, doc: Doc) -> Identity:
+        """The identity a stored Seed secret holds (policy.identities keeps each identity
+        as a document of kind "secrets"): its public view, read as a stored document is."""
+        return cls.read(identities.public_view(doc))
+
 
 class Thread(Record):
     KIND = "threads"
@@ -231,10 +238,11 @@ class Approval(Record):
     decided_at: int | None
     decided_by: str | None
     final: DecisionResponse | None  # the decision the approval's re-check made
-    reason: str | None = None  # a rejection's
     # An agent's `PATCH` or `DELETE` sent with `If-Match`: approving runs it only while the
-    # resource still has that `ETag` (else 412 `resource-moved`)
+    # resource still has that `ETag` (else 412 `resource-moved`). Set when the approval
+    # opens, so an answer lists it before a rejection's `reason`, in the order they are set.
     if_match: str | None = None
+    reason: str | None = None  # a rejection's
 
 
 class Token(Record):

@@ -17,6 +17,7 @@ from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
+from api.records import Revision
 from api.service import inuse, pages
 from api.service.core import Service
 from api.service.errors import ServiceError
@@ -231,11 +232,7 @@ async def revisions(request: Request) -> Response:
     rows = service.store.list_revisions(after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
-    items = [
-        {"revision": n, **{k: v for k, v in body.items() if k != "files"},
-         "files": body["files"]}
-        for n, body in rows
-    ]  # fmt: skip
+    items = [Revision.read({**body, "revision": n}) for n, body in rows]
     cursor = pages.encode("revisions", rows[-1][0]) if more and rows else None
     return json_response({"items": items, "next_cursor": cursor})
 

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from api.records import Identity
 from api.service import pages
 from api.service.core import Service
 from api.service.errors import ServiceError
@@ -87,7 +88,7 @@ def identities_list(service: Service, actor: Principal, args: dict[str, Any]) ->
     if after == 0:
         own = service.agent(actor.agent).identity
         with contextlib.suppress(IdentityError):  # deleted: the agent acts as a key now gone
-            items.append(identities.get(service.store, own))
+            items.append(Identity.of_secret(identities.stored(service.store, own)))
     return Result(Outcome.DONE, {"items": items, "next_cursor": None})
 
 
@@ -100,16 +101,16 @@ def identity_stored(service: Service, actor: Principal, args: dict[str, Any]) ->
 
 
 def _identity_answer(service: Service, outcome: Outcome, account: str) -> Result:
-    """The identity's view with its `ETag`, read back from the store in the caller's
-    transaction (policy.identities answers with the view alone): the tag of what it shows."""
+    """The identity with its `ETag`, read back from the store in the caller's transaction
+    (policy.identities answers with its public view alone): the tag of what it shows."""
     doc = identities.stored(service.store, account)
-    return Result(outcome, identities.public_view(doc), etag(doc))
+    return Result(outcome, Identity.of_secret(doc), etag(doc))
 
 
 @identity_errors
 def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     doc = identity_stored(service, actor, args)
-    return Result(Outcome.DONE, identities.public_view(doc), etag(doc))
+    return Result(Outcome.DONE, Identity.of_secret(doc), etag(doc))
 
 
 @identity_errors

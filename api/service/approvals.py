@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import Any, get_args
 
+from api.records import Approval, ApprovalStatus
 from api.service import pages
 from api.service.approved import Approved
 from api.service.calls import Call
@@ -22,11 +23,10 @@ from api.service.decide import decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
 from api.service.managedcalls import ManagedCalls
 from api.service.ops import Operation, Outcome, Result
-from api.service.pages import page, view
+from api.service.pages import page
 from api.service.tokens import Principal
-from policy.store import Row
 
-STATUSES = ("pending", "approved", "rejected")
+STATUSES: tuple[str, ...] = get_args(ApprovalStatus)
 
 
 # An agent's page reads at most this many approvals for each item it may hold (`limit`),
@@ -45,14 +45,14 @@ def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None
     """Before an agent's `approvals.list` is decided: every refusal of the operation (a
     status, cursor or limit it does not take), so the allowed list runs after the
     decision is committed (api.service.manage.READ_AFTER) and cannot refuse then."""
-    pages.decode("approvals", args.get("cursor"), _status(args))
+    pages.decode(Approval.KIND, args.get("cursor"), _status(args))
     pages.limit_of(args.get("limit"))
 
 
 def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     status = _status(args)
     if actor.agent is None:
-        return page(service, "approvals", args, tag=status, listed=status)
+        return page(service, Approval.KIND, args, tag=status, listed=status)
     return _readable_page(service, actor.agent, args, status)
 
 
@@ -64,34 +64,39 @@ def _readable_page(
     than `limit` items (none, even) and still have a `next_cursor`: the cursor is past the
     last row whose fate this page settled (shown, or hidden), never past one it did not,
     so no approval is skipped or shown twice. Only the end of the list has none."""
-    after = pages.decode("approvals", args.get("cursor"), status)
+    after = pages.decode(Approval.KIND, args.get("cursor"), status)
     limit = pages.limit_of(args.get("limit"))
     left = SCANNED_PER_ITEM * limit
-    items: list[Any] = []
+    items: list[Approval] = []
     position, more = after, True
     while more and left > 0 and len(items) < limit:
         want = min(limit, left)
-        rows = service.store.page("approvals", position, want + 1, status)
+        rows = service.store.page(Approval.KIND, position, want + 1, status)
         more = len(rows) > want
         rows = rows[:want]
         left -= len(rows)
-        for row, shown in zip(rows, _readable(service, agent, rows), strict=True):
+        approvals = [Approval.read(row.body) for row in rows]
+        readable = _readable(service, agent, approvals)
+        for row, approval, shown in zip(rows, approvals, readable, strict=True):
             if shown:
                 if len(items) == limit:  # the next page's first item: not settled here
                     more = True
                     break
-                items.append(view("approvals", row.body))
+                items.append(approval)
             position = row.pos
-    cursor = pages.encode("approvals", position, listed=status) if more else None
+    cursor = pages.encode(Approval.KIND, position, listed=status) if more else None
     return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
-def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
-    """Whether the agent's `approvals.get` of each row would be allowed, as it is decided
-    (its roles, denies and hooks, with the approval as `context.approval`), but not logged:
-    the list request itself was. A pause hides the row as a deny does, and so does a
-    rewrite that would have the `approvals.get` show another approval."""
-    calls = [Call(agent, "approvals.get", {"id": row.id}, context=facts(row.body)) for row in rows]
+def _readable(service: Service, agent: str, approvals: list[Approval]) -> list[bool]:
+    """Whether the agent's `approvals.get` of each approval would be allowed, as it is
+    decided (its roles, denies and hooks, with the approval as `context.approval`), but not
+    logged: the list request itself was. A pause hides the approval as a deny does, and so
+    does a rewrite that would have the `approvals.get` show another approval."""
+    calls = [
+        Call(agent, "approvals.get", {"id": approval.id}, context=facts(approval))
+        for approval in approvals
+    ]
     return [
         found.decision is not None
         and found.decision.effect == "allow"
@@ -101,7 +106,7 @@ def _readable(service: Service, agent: str, rows: list[Row]) -> list[bool]:
 
 
 def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(Outcome.DONE, view("approvals", service.doc("approvals", "approval", args["id"])))
+    return Result(Outcome.DONE, service.record(Approval, "approval", args["id"]))
 
 
 def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
@@ -122,21 +127,22 @@ def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
 DECIDING = ("approvals.approve", "approvals.reject")
 
 
-def _decided(service: Service, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """`doc`, then, while the last is an agent's paused `approvals.approve`/`.reject`,
+def _decided(service: Service, approval: Approval) -> Iterator[Approval]:
+    """`approval`, then, while the last is an agent's paused `approvals.approve`/`.reject`,
     the approval it names (its `args` as shown: these tools have no secret argument)."""
     seen: set[str] = set()
-    found: dict[str, Any] | None = doc
-    while found is not None and found["id"] not in seen:
-        seen.add(found["id"])
+    found: Approval | None = approval
+    while found is not None and found.id not in seen:
+        seen.add(found.id)
         yield found
-        named = (found.get("args") or {}).get("id")
-        if not (found.get("management") and found["tool"] in DECIDING and isinstance(named, str)):
+        named = (found.args or {}).get("id")
+        if not (found.management and found.tool in DECIDING and isinstance(named, str)):
             return
-        found = service.store.get("approvals", named)
+        doc = service.store.get(Approval.KIND, named)
+        found = None if doc is None else Approval.read(doc)
 
 
-def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> None:
+def _independent(service: Service, actor: Principal, approval: Approval) -> None:
     """A pause asks a human (docs/design.md section 1). An agent's token may decide only an
     approval raised outside its own tree (itself, its ancestors, its descendants, any
     agent under the same root: a parent controls all its children) and its identity, and
@@ -145,37 +151,37 @@ def _independent(service: Service, actor: Principal, doc: dict[str, Any]) -> Non
     if actor.agent is None:
         return
     mine = _root(service, actor.agent)
-    for decided in _decided(service, doc):
-        theirs = _root(service, str(decided["agent"]))
+    for decided in _decided(service, approval):
+        theirs = _root(service, decided.agent)
         if mine[0] == theirs[0] or (mine[1] is not None and mine[1] == theirs[1]):
-            what = "it was" if decided is doc else f"it decides approval `{decided['id']}`,"
+            what = "it was" if decided is approval else f"it decides approval `{decided.id}`,"
             raise ServiceError(
                 "self-approval",
-                f"agent `{actor.agent}` cannot decide approval `{doc['id']}`: {what} raised "
-                f"by agent `{decided['agent']}` of its own tree or identity; a human decides it",
+                f"agent `{actor.agent}` cannot decide approval `{approval.id}`: {what} raised "
+                f"by agent `{decided.agent}` of its own tree or identity; a human decides it",
             )  # fmt: skip
 
 
-def _pending(doc: dict[str, Any]) -> None:
-    if doc["status"] != "pending":
+def _pending(approval: Approval) -> None:
+    if approval.status != "pending":
         raise ServiceError(
-            "approval-not-pending", f"approval `{doc['id']}` is already {doc['status']}"
+            "approval-not-pending", f"approval `{approval.id}` is already {approval.status}"
         )
 
 
-def _decidable(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
+def _decidable(service: Service, actor: Principal, approval_id: str) -> Approval:
     """The approval, which `actor` may decide (`_independent`) and which is pending."""
-    doc = service.doc("approvals", "approval", approval_id)
-    _independent(service, actor, doc)
-    _pending(doc)
-    return doc
+    approval = service.record(Approval, "approval", approval_id)
+    _independent(service, actor, approval)
+    _pending(approval)
+    return approval
 
 
-def facts(doc: dict[str, Any]) -> dict[str, Any]:
-    """The `context` an agent's request about approval `doc` is decided with."""
+def facts(approval: Approval) -> dict[str, Any]:
+    """The `context` an agent's request about `approval` is decided with."""
     return {
         "approval": {
-            "agent": doc["agent"], "tool": doc["tool"], "management": bool(doc.get("management")),
+            "agent": approval.agent, "tool": approval.tool, "management": approval.management,
         }
     }  # fmt: skip
 
@@ -187,7 +193,7 @@ def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
     approvals.approve where context.approval.tool == "billing.refund"`); the request's
     `id` alone said nothing. `approvals.list` shows an agent the approvals whose
     `approvals.get` would be allowed (`_readable`)."""
-    return facts(service.doc("approvals", "approval", args["id"]))
+    return facts(service.record(Approval, "approval", args["id"]))
 
 
 def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:
@@ -204,14 +210,14 @@ def check_approve(
     agent's paused management call runs its checks, as when it was asked. Fit checks and
     compiling a policy may take seconds, which inside the transaction would hold every
     writer off; the operation inside finds them done (a look-up)."""
-    doc = _decidable(service, actor, args["id"])
-    precheck = managed.precheck(doc["tool"]) if doc.get("management") else None
-    if precheck is None and doc.get("if_match") is None:
+    approval = _decidable(service, actor, args["id"])
+    precheck = managed.precheck(approval.tool) if approval.management else None
+    if precheck is None and approval.if_match is None:
         return
-    agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
-    called = unseal_call(service, doc).args
+    agent_actor = Principal(f"approval:{approval.id}", "agent", approval.agent)
+    called = unseal_call(service, approval).args
     # (first: a stale one needs no fit check)
-    _unchanged(service, agent_actor, doc, called, managed)
+    _unchanged(service, agent_actor, approval, called, managed)
     if precheck is not None:
         precheck(service, agent_actor, dict(called))
 
@@ -220,25 +226,23 @@ def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
     """In the transaction that opened approval `approval_id` (an agent's paused management
     request): the `If-Match` the request was sent with, which approving it checks again
     (`approvals_approve`). Not one of the call's arguments: the policy never saw it."""
-    doc = dict(service.doc("approvals", "approval", approval_id))
-    doc["if_match"] = if_match
-    service.store.update("approvals", approval_id, doc, tag="pending")
+    approval = service.record(Approval, "approval", approval_id).changed(if_match=if_match)
+    service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
 
 
 def _unchanged(
-    service: Service, actor: Principal, doc: dict[str, Any], args: Any, managed: ManagedCalls
+    service: Service, actor: Principal, approval: Approval, args: Any, managed: ManagedCalls
 ) -> None:
     """`resource-moved` when an approval's management call was sent with an `If-Match` that its
     document no longer has (`actor`: the agent, whose reach it is read with)."""
-    if doc.get("management") and doc.get("if_match") is not None:
-        managed.unchanged(service, actor, doc["tool"], dict(args), doc["if_match"])
+    if approval.management and approval.if_match is not None:
+        managed.unchanged(service, actor, approval.tool, dict(args), approval.if_match)
 
 
-def _close(service: Service, actor: Principal, approval_id: str) -> dict[str, Any]:
-    doc = dict(_decidable(service, actor, approval_id))
-    doc["decided_at"] = now_ms()
-    doc["decided_by"] = actor.agent or f"token:{actor.token_id}"
-    return doc
+def _close(service: Service, actor: Principal, approval_id: str) -> Approval:
+    return _decidable(service, actor, approval_id).changed(
+        decided_at=now_ms(), decided_by=actor.agent or f"token:{actor.token_id}"
+    )
 
 
 def approvals_approve(
@@ -246,29 +250,28 @@ def approvals_approve(
 ) -> Result:
     check_approve(service, actor, args, managed)
     with service.store.atomic():
-        doc = _close(service, actor, args["id"])
-        call = unseal_call(service, doc)
+        approval = _close(service, actor, args["id"])
+        call = unseal_call(service, approval)
         # (a pause by a hook this approval was not asked about opens one of its own: for
         # an agent's management call, one that runs the call once approved, as this one)
         responses, raw = decide_detailed(
-            service, [call], management=bool(doc.get("management")), approval=Approved.of(doc)
+            service, [call], management=approval.management, approval=Approved.of(approval)
         )
         final = responses[0]
-        if final["effect"] == "pause" and doc.get("if_match") is not None:
+        if final["effect"] == "pause" and approval.if_match is not None:
             # The approval the re-check opened runs the same call once approved: only while
             # its document is still the one named, as this one would have.
-            keep_if_match(service, final["approval_id"], doc["if_match"])
-        doc["status"] = "approved"
-        doc["final"] = final
-        service.store.update("approvals", doc["id"], doc, tag="approved")
-        body: dict[str, Any] = {"approval": view("approvals", doc), "decision": final}
-        if doc.get("management") and final["effect"] == "allow":
+            keep_if_match(service, final["approval_id"], approval.if_match)
+        approval = approval.changed(status="approved", final=final)
+        service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
+        body: dict[str, Any] = {"approval": approval, "decision": final}
+        if approval.management and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
-            agent_actor = Principal(f"approval:{doc['id']}", "agent", doc["agent"])
+            agent_actor = Principal(f"approval:{approval.id}", "agent", approval.agent)
             called = dict(raw[0] or call.args)
             # (its `If-Match` compared inside this transaction, which the call's write
             # joins: as `manage` does)
-            run = managed.guarded(doc["tool"], doc.get("if_match"))
+            run = managed.guarded(approval.tool, approval.if_match)
             result = run(service, agent_actor, called)
             body["result"] = result.body
     return Result(Outcome.DONE, body)
@@ -276,11 +279,11 @@ def approvals_approve(
 
 def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
     with service.store.atomic():
-        doc = _close(service, actor, args["id"])
-        doc["status"] = "rejected"
-        doc["reason"] = args.get("reason")
-        service.store.update("approvals", doc["id"], doc, tag="rejected")
-    return Result(Outcome.DONE, {"approval": view("approvals", doc)})
+        approval = _close(service, actor, args["id"]).changed(
+            status="rejected", reason=args.get("reason")
+        )
+        service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
+    return Result(Outcome.DONE, {"approval": approval})
 
 
 def operations(managed: ManagedCalls) -> dict[str, Operation]:

@@ -13,15 +13,13 @@ its file or into another file changes nothing.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
+from api.records import Approval
 from api.service.core import Service, now_ms
 from engine.compile import Snapshot
 from engine.decision import Decision
-
-DIGESTS = "hook_digests"  # an approval's field: {hook name: digest} (not shown in views)
 
 
 def hook_digest(snapshot: Snapshot, name: str) -> str:
@@ -50,12 +48,11 @@ class Approved:
     digests: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, doc: Mapping[str, Any]) -> Approved:
+    def of(cls, approval: Approval) -> Approved:
         """From an approval as stored (its reasons those of the pause that opened it)."""
-        reasons = doc.get("reasons") or []
-        hooks = {r["hook"] for r in reasons if r.get("kind") == "hook-pause" and r.get("hook")}
-        digests = doc.get(DIGESTS) or {}
-        return cls(str(doc["id"]), frozenset(hooks), tuple(sorted(digests.items())))
+        hooks = {r.hook for r in approval.reasons if r.kind == "hook-pause" and r.hook}
+        digests = approval.hook_digests or {}
+        return cls(approval.id, frozenset(hooks), tuple(sorted(digests.items())))
 
     def lifts(self, decision: Decision, snapshot: Snapshot) -> bool:
         """Whether every pause of `decision` (decided on `snapshot`) is by a hook this
@@ -72,18 +69,23 @@ class Approved:
         return True
 
 
-def rejected_by_charter(doc: Mapping[str, Any], why: str) -> dict[str, Any]:
-    """Approval `doc` closed as rejected by charter itself, `why` its reason: one no human
+def rejected_by_charter(approval: Approval, why: str) -> Approval:
+    """`approval` closed as rejected by charter itself, `why` its reason: one no human
     could approve any more (its agent or its thread is gone)."""
-    return {**doc, "status": "rejected", "reason": why, "decided_at": now_ms(),
-            "decided_by": "charter"}  # fmt: skip
+    return approval.changed(
+        status="rejected", reason=why, decided_at=now_ms(), decided_by="charter"
+    )
 
 
-def reject_orphans(service: Service, field: str, value: str, why: str) -> None:
+def reject_orphans(
+    service: Service, field: Literal["agent", "thread"], value: str, why: str
+) -> None:
     """Inside the transaction that deletes an agent (`field` "agent") or a thread
     ("thread"): its pending approvals are rejected, `why` their reason. Approving one
     could only fail (the call's agent or thread is gone), and it stayed pending for ever,
     where a human looks for what is left to decide."""
-    pending = service.store.scan("approvals", tag="pending")
-    for doc in [row.body for row in pending if row.body.get(field) == value]:
-        service.store.update("approvals", doc["id"], rejected_by_charter(doc, why), tag="rejected")
+    pending = [Approval.read(row.body) for row in service.store.scan(Approval.KIND, tag="pending")]
+    for approval in pending:
+        if getattr(approval, field) == value:
+            closed = rejected_by_charter(approval, why)
+            service.store.update(Approval.KIND, closed.id, closed.stored(), tag=closed.status)

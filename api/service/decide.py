@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import cbor2
 
-from api.records import Agent, Thread, Turn
+from api.records import Agent, Approval, Thread, Turn
 from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.calls import Call, Prepared
@@ -32,7 +32,7 @@ from api.service.decisionlog import write
 from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
 from engine.decision import Request
-from policy.store import Doc
+from policy.store import StoreDamaged
 
 
 def agent_context(agent: Agent) -> dict[str, Any]:
@@ -231,16 +231,19 @@ def _cost_refused(cost: Decimal) -> ServiceError:
     return ServiceError("invalid-body", "the body does not match the schema", errors=[error])
 
 
-def unseal_call(service: Service, approval: Doc) -> Call:
-    inner = cbor2.loads(service.sealer.open(approval["sealed_call"]))
+def unseal_call(service: Service, approval: Approval) -> Call:
+    """The call `approval` paused, as it was made (its arguments unredacted)."""
+    if approval.sealed_call is None:  # (every approval is opened with one)
+        raise StoreDamaged(f"document {Approval.KIND}/{approval.id}", "it has no sealed call")
+    inner = cbor2.loads(service.sealer.open(approval.sealed_call))
     cost = inner.get("expected_cost")
     return Call(
-        approval["agent"],
-        approval["tool"],
+        approval.agent,
+        approval.tool,
         inner["args"],
-        approval.get("thread"),
+        approval.thread,
         None,  # approving re-checks on the current revision, not the pinned one
         inner.get("context"),
         Decimal(cost) if cost is not None else None,
-        approval.get("connection"),
+        approval.connection,
     )

@@ -23,7 +23,8 @@ from typing import Any
 
 import cbor2
 
-from api.service.approved import DIGESTS, Approved, hook_digests, rejected_by_charter
+from api.records import Approval
+from api.service.approved import Approved, hook_digests, rejected_by_charter
 from api.service.budget import (
     MICROS,
     Cap,
@@ -224,7 +225,7 @@ class Draft:
     __slots__ = ("approvals", "bodies", "counts", "fresh", "raw", "rows")
 
     def __init__(self) -> None:
-        self.approvals: list[dict[str, Any]] = []  # pending approvals the pauses opened
+        self.approvals: list[Approval] = []  # pending approvals the pauses opened
         self.fresh: dict[str, list[dict[str, Any]]] = {}  # reasons not known as written
         self.raw: list[Mapping[str, Any] | None] = []  # final arguments, unredacted
         self.bodies: list[dict[str, Any]] = []  # the responses, numbered by `log`
@@ -235,8 +236,8 @@ class Draft:
         """Write it all inside the caller's `store.atomic()`: (responses, the final
         arguments unredacted), in order."""
         store = service.store
-        for doc in self.approvals:
-            thread = doc["thread"]
+        for approval in self.approvals:
+            thread = approval.thread
             if thread is not None and store.get("threads", thread) is None:
                 # Its thread was deleted after the call was prepared and before this
                 # transaction: rejected as the deletion rejected the thread's other pending
@@ -244,10 +245,8 @@ class Draft:
                 # approve it (its re-check finds no thread), and it stayed pending
                 # for ever. (A deleted agent moves every process's caches, and its calls
                 # are prepared again: not found.)
-                closed = rejected_by_charter(doc, f"thread `{thread}` was deleted")
-                store.insert("approvals", doc["id"], closed, tag="rejected")
-            else:
-                store.insert("approvals", doc["id"], doc, tag="pending")
+                approval = rejected_by_charter(approval, f"thread `{thread}` was deleted")
+            store.insert(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})
@@ -381,7 +380,7 @@ def draft(
         if effect == "pause":
             opened = _approval(service, p, decision, now, management, args)
             made.approvals.append(opened)
-            approval_id = opened["id"]
+            approval_id = opened.id
         if approval_id is not None:
             entry["approval"] = approval_id
         rows.append(dumps(entry))
@@ -414,11 +413,10 @@ def _approval(
     now: int,
     management: bool,
     shown: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> Approval:
     """The pending approval a pause opens (inserted with the rows by `Draft.log`);
     `shown`: the call's arguments as the log row has them, secrets redacted."""
     call = p.call
-    approval_id = new_id()
     sealed = service.sealer.seal(
         cbor2.dumps(
             {
@@ -428,23 +426,14 @@ def _approval(
             }
         )
     )
-    doc = {
-        "id": approval_id,
-        "status": "pending",
-        "agent": call.agent,
-        "tool": call.tool,
-        "args": shown,
-        "thread": call.thread,
-        "turn": call.turn,
-        "connection": call.connection,
-        "revision": p.snapshot.revision,
-        "reasons": [r.to_json() for r in decision.reasons],
-        DIGESTS: hook_digests(p.snapshot, decision),  # (what is approved: api.service.approved)
-        "management": management,
-        "sealed_call": sealed,
-        "created_at": now,
-        "decided_at": None,
-        "decided_by": None,
-        "final": None,
-    }
-    return doc
+    # (reasons as the engine writes them, which records.Reason reads)
+    return Approval.model_validate(
+        {"id": new_id(), "status": "pending", "agent": call.agent, "tool": call.tool,
+         "args": shown, "thread": call.thread, "turn": call.turn,
+         "connection": call.connection, "revision": p.snapshot.revision,
+         "reasons": [r.to_json() for r in decision.reasons],
+         # (what is approved: api.service.approved)
+         "hook_digests": hook_digests(p.snapshot, decision), "management": management,
+         "sealed_call": sealed, "created_at": now, "decided_at": None, "decided_by": None,
+         "final": None}
+    )  # fmt: skip

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.records import Approval
 from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.rolefiles import ROLES_DIR, role_path
@@ -110,17 +111,16 @@ def find(service: Service, old: Workspace, new: Workspace) -> list[InUse]:
                 on[row.id] = str(profile)
                 use("profile", str(profile), "agent", row.id)
     if on or tools:
-        for row in store.scan("approvals", tag="pending"):
-            agent = str(row.body.get("agent"))
-            if agent in on:
-                use("profile", on[agent], "approval", row.id)
-            tool = str(row.body.get("tool"))
-            if tool in tools:
-                toolset = old.tools[tool].toolset or ""
+        for row in store.scan(Approval.KIND, tag="pending"):
+            approval = Approval.read(row.body)
+            if approval.agent in on:
+                use("profile", on[approval.agent], "approval", approval.id)
+            if approval.tool in tools:
+                toolset = old.tools[approval.tool].toolset or ""
                 if toolset in toolsets:
-                    use("toolset", toolset, "approval", row.id)
+                    use("toolset", toolset, "approval", approval.id)
                 else:
-                    use("tool", tool, "approval", row.id)
+                    use("tool", approval.tool, "approval", approval.id)
     for toolset in sorted(toolsets):
         for row in store.scan("connections", tag=toolset):
             use("toolset", toolset, "connection", row.id)

@@ -25,10 +25,9 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from api.records import DOCUMENTS, Record
+from api.records import DOCUMENTS, Identity, Record
 from api.service.errors import ServiceError
 from api.service.ops import Outcome, Result
-from policy import identities
 from policy.store import Doc
 
 if TYPE_CHECKING:
@@ -144,20 +143,17 @@ def page(
     return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
-_APPROVAL_INTERNALS = frozenset({"sealed_call", "hook_digests"})
 # The kinds whose pages are of records (the others: of their documents as they are).
 RECORDS: dict[str, type[Record]] = {
-    kind: DOCUMENTS[kind] for kind in ("agents", "threads", "connections")
+    kind: DOCUMENTS[kind] for kind in ("agents", "threads", "connections", "approvals")
 }
 
 
 def view(kind: str, doc: Doc) -> Doc | Record:
     """A stored row as a list shows it: its record (api.records: what it hides, such as a
-    connection's sealed credential, is never shown), an identity without its secret, an
-    approval without its sealed call."""
+    connection's sealed credential or an approval's sealed call, is never shown); an
+    identity's, from its Seed secret, without the sealed seed."""
     if kind == "secrets":
-        return identities.public_view(doc)
-    if kind == "approvals":  # (the sealed call, and what the re-check compares)
-        return {k: v for k, v in doc.items() if k not in _APPROVAL_INTERNALS}
+        return Identity.of_secret(doc)
     record = RECORDS.get(kind)
     return doc if record is None else record.read(doc)
