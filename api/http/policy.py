@@ -17,8 +17,7 @@ from api.http.pagination import int_query, query
 from api.http.parts import service_of
 from api.http.preconditions import if_match
 from api.http.routing import Spec, Table, json_response
-from api.records import Revision
-from api.service import inuse, pages
+from api.service import inuse, pages, views
 from api.service.core import Service
 from api.service.errors import ServiceError
 from engine.compile import Snapshot
@@ -225,16 +224,9 @@ async def get_policy(request: Request) -> Response:
 
 async def revisions(request: Request) -> Response:
     require_admin(request)
-    service = service_of(request)
-    after = pages.decode("revisions", query(request, "cursor"))
+    cursor = query(request, "cursor")
     limit = int_query(request, "limit", 50, minimum=1, maximum=pages.MAX_LIMIT)
-    # (each revision's paths, without its texts: a revision of a large policy holds MiBs)
-    rows = service.store.list_revisions(after, limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    items = [Revision.read({**body, "revision": n}) for n, body in rows]
-    cursor = pages.encode("revisions", rows[-1][0]) if more and rows else None
-    return json_response({"items": items, "next_cursor": cursor})
+    return json_response(views.revision_history(service_of(request), cursor, limit).body)
 
 
 ROUTES: Table = [

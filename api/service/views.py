@@ -1,4 +1,5 @@
-"""Read views of the policy (profiles, roles, hooks, toolsets) and role management.
+"""Read views of the policy (its history, profiles, roles, hooks, toolsets) and role
+management.
 
 A role created through the API is one file, `api/roles/<name>.charter`, added to the
 latest revision's files; the result is checked as a whole and becomes a new revision.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from api.records import Revision
 from api.service import fitcheck, pages
 from api.service.core import Service
 from api.service.errors import ErrorCode, ServiceError
@@ -37,6 +39,19 @@ from policy import ast
 from policy.catalogue import DEFAULT_HOOKS_SOURCE
 from policy.diagnostics import CharterError, source_lines
 from policy.store import Doc
+
+
+def revision_history(service: Service, cursor: str | None, limit: int) -> Result:
+    """A page of the policy's revisions in order, each as its Revision record: its paths
+    and summary, without its texts (a revision of a large policy holds MiBs)."""
+    after = pages.decode("revisions", cursor)
+    rows = service.store.list_revisions(after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [Revision.read({**body, "revision": n}) for n, body in rows]
+    next_cursor = pages.encode("revisions", rows[-1][0]) if more and rows else None
+    return Result(Outcome.DONE, {"items": items, "next_cursor": next_cursor})
+
 
 KINDS = {"roles": "role", "profiles": "profile", "hooks": "hook", "toolsets": "toolset"}
 _NOT_FOUND: dict[str, ErrorCode] = {
