@@ -4,8 +4,8 @@ A plan (`engine.compiledplan.CompiledPlan`) is data; its `run` is one of a few f
 chosen at compile time by what the plan needs, with the validation of the tool's
 signature inlined (one call per decision instead of two). Functions are generated per
 distinct signature, not per plan: 5,000 tools have a few dozen signatures, so decisions
-run a few hundred small code objects that stay hot in the CPU caches (one generated
-function per profile x tool was tried and ran ~3x slower over 20,000 varied requests).
+run a few hundred small code objects that stay hot in the CPU caches (a generated
+function per profile x tool runs ~3x slower over 20,000 varied requests).
 
 The kinds, each docs/design.md section 2 in order (shape, denies win, allows add up, default
 deny; nothing here can fail open):
