@@ -56,6 +56,7 @@ from policy.store import (
     StoreUnavailable,
     ledger,
     logread,
+    pgpipe,
     pgschema,
     revisions,
     texts,
@@ -63,22 +64,32 @@ from policy.store import (
 from policy.store.decode import document, encoded, meta, revision, summed
 from policy.store.logcheck import Chain
 from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
+from policy.store.pgpipe import Pipeline, Prepared, Statement
 from policy.store.rowsum import GENESIS, log_digest, row_digest
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 # The writer lock, then the feed's version and the log's tip (where the next run goes,
 # and the sum it chains to): exact for the whole transaction, since no other writer
-# commits while the lock is held, and read in the round trip that takes it.
-_BEGIN = (
-    f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); "
-    "SELECT f.version, d.next, d.sum FROM feed f LEFT JOIN LATERAL "
-    "(SELECT seq + count AS next, sum FROM decisions ORDER BY seq DESC LIMIT 1) d ON true"
+# commits while the lock is held. Two statements, sent with the BEGIN in one round trip
+# (policy/store/pgpipe.py): a statement's snapshot is taken when it starts, so reads in
+# the statement that takes the lock could miss a commit made while it waited for it.
+_LOCK = Statement(b"charter_lock", f"SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK})".encode())
+_TIP = Statement(
+    b"charter_tip",
+    b"SELECT f.version, d.next, d.sum FROM feed f LEFT JOIN LATERAL "
+    b"(SELECT seq + count AS next, sum FROM decisions ORDER BY seq DESC LIMIT 1) d ON true",
 )
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
-_BUMP = (
-    "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
-    f"SELECT version, pg_notify({NOTIFY_CHANNEL}, version::text) FROM moved"
+_BUMP = Statement(
+    b"charter_bump",
+    b"WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
+    + f"SELECT version, pg_notify({NOTIFY_CHANNEL}, version::text) FROM moved".encode(),
+)
+_APPEND = Statement(
+    b"charter_append",
+    b"INSERT INTO decisions (seq, count, body, sum) VALUES ($1, $2, $3, $4)",
+    (pgpipe.INT8, pgpipe.INT4, pgpipe.BYTEA, pgpipe.BYTEA),
 )
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
 _RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < %s ORDER BY seq DESC LIMIT 1"
@@ -185,6 +196,11 @@ class PostgresStore:
         # The log's last run (the seq after it, its sum; None, None: no run yet) as the
         # current transaction's BEGIN read it, and after each append of its own.
         self._tip: tuple[Any, Any] | None = None
+        # Writes of the current transaction whose results nobody reads (a run of the
+        # log), not sent yet: they go with its COMMIT, in the same round trip, or before
+        # any other statement of it (which may read what they wrote).
+        self._pending: list[tuple[Statement, tuple[Any, ...]]] = []
+        self._prepared = Prepared()  # (the statements of pgpipe.py on this connection)
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -207,6 +223,12 @@ class PostgresStore:
         transaction: one that lost it has failed)."""
         db = self._db
         if db is not None and not db.closed:
+            if self._pending:
+                pending, self._pending = self._pending, []
+                write = Pipeline(db, self._prepared)
+                for statement, params in pending:
+                    write.add(statement, params)
+                write.send()
             return db
         if self._depth:
             raise StoreUnavailable("the connection to the database was lost")
@@ -274,32 +296,44 @@ class PostgresStore:
     def _begin(self) -> None:
         db = self._connection()
         try:
-            cursor = db.execute(_BEGIN)
-            while cursor.nextset():  # (to the last statement's result: the version)
-                pass
-            row = cursor.fetchone()
+            begin = Pipeline(db, self._prepared)
+            begin.add(b"BEGIN")
+            begin.add(_LOCK)
+            begin.add(_TIP)
+            row = begin.send()[2]
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
-        self._began = self._feed.seen(0 if row is None else int(row[0]))
-        self._tip = None if row is None else (row[1], row[2])
+        assert row is not None  # (one row: the feed's, the log's tip joined to it)
+        version, tip, chained_to = row
+        self._began = self._feed.seen(pgpipe.int8(version) or 0)
+        self._tip = (pgpipe.int8(tip), chained_to)
 
     def _commit(self) -> None:
-        db = self._connection()
+        db = self._db
+        pending, self._pending = self._pending, []
+        if db is None or db.closed:
+            raise StoreUnavailable("the connection to the database was lost")
         try:
-            version = None
-            if self._changed:  # (one round trip: the COMMIT runs only once the feed moved)
-                row = db.execute(f"{_BUMP}; COMMIT").fetchone()
-                version = None if row is None else int(row[0])
-            else:
-                db.execute("COMMIT")
+            # One round trip: the writes waiting to be sent, the feed moved (when the
+            # transaction changed what it tells of), and the COMMIT; the COMMIT runs only
+            # if every statement before it succeeded.
+            commit = Pipeline(db, self._prepared)
+            for statement, params in pending:
+                commit.add(statement, params)
+            if self._changed:
+                commit.add(_BUMP)
+            commit.add(b"COMMIT")
+            rows = commit.send()
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
-        if version is not None:
-            self._feed.own(version)
+        if self._changed:
+            bumped = rows[-2]
+            if bumped is not None:
+                self._feed.own(pgpipe.int8(bumped[0]) or 0)
         if self._wrote:
             self.write_failed = None
 
@@ -307,12 +341,17 @@ class PostgresStore:
         self._rollback_quietly()
 
     def _rollback_quietly(self) -> None:
+        self._pending = []
         db = self._db
         if db is None or db.closed:
             return
         try:
             if db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                db.execute("ROLLBACK")
+                # (past psycopg: a ROLLBACK it runs makes it deallocate every prepared
+                # statement, pgpipe's too)
+                rollback = Pipeline(db, self._prepared)
+                rollback.add(b"ROLLBACK")
+                rollback.send()
         except psycopg.Error:
             self._close_connection()  # (a connection that cannot roll back is let go)
 
@@ -550,10 +589,7 @@ class PostgresStore:
             if not isinstance(chained_to, bytes):  # (the sum of the last run is damaged)
                 chained_to = b""
             digest = log_digest(chained_to, first, len(rows), body)
-            self._rows(
-                "INSERT INTO decisions (seq, count, body, sum) VALUES (%s, %s, %s, %s)",
-                (first, len(rows), body, digest),
-            )
+            self._pending.append((_APPEND, (first, len(rows), body, digest)))
             self._tip = (first + len(rows), digest)
             self._written()
         return list(range(first, first + len(rows)))
