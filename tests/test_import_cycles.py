@@ -18,8 +18,6 @@ PACKAGES = ("charter", "grammar", "policy", "engine", "api")
 KNOWN: dict[frozenset[str], str] = {
     # `CompiledPlan` is typed with the run functions that read it, which are typed with it.
     frozenset({"engine.plan", "engine.runfns"}): "type-only",
-    # The transaction type names the store it runs on, which makes it.
-    frozenset({"policy.store.sqlite", "policy.store.transaction"}): "type-only",
     # Approving a paused management call runs that call's operation, from the registry
     # of management operations, which holds the approvals' own.
     frozenset({"api.service.approvals", "api.service.manage"}): "imports inside functions",

@@ -42,7 +42,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 import cbor2
@@ -66,6 +65,7 @@ from policy.store.logcheck import Chain
 from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
 from policy.store.pgpipe import Pipeline, Prepared, Statement
 from policy.store.rowsum import GENESIS, log_digest, row_digest
+from policy.store.transaction import Transaction
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -120,62 +120,6 @@ _CANNOT_WRITE = {"53100": "the disk is full", "58030": "an I/O error"}
 def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
     row = db.execute(_RUN_BYTES, (start, size, seq)).fetchone()
     return b"" if row is None or row[0] is None else bytes(row[0])
-
-
-class _Transaction:
-    """`PostgresStore.atomic()`: BEGIN and the writer lock ... COMMIT (ROLLBACK on an
-    exception) under the store's lock, `on_begin`'s check first; a nested one joins the
-    outer transaction (and is not checked again)."""
-
-    __slots__ = ("_outer", "_store")
-
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self._outer = False
-
-    def __enter__(self) -> None:
-        store = self._store
-        store._lock.acquire()
-        if store._depth:
-            store._depth += 1
-            return
-        try:
-            store._begin()
-        except BaseException:
-            store._lock.release()
-            raise
-        store._depth = 1
-        store._wrote = store._changed = False
-        self._outer = True
-        check = store._on_begin
-        if check is not None:
-            try:
-                check()
-            except BaseException as refused:  # rolled back: nothing of it is written
-                self.__exit__(type(refused), refused, refused.__traceback__)
-                raise
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        store = self._store
-        try:
-            if not self._outer:
-                store._depth -= 1
-                return
-            try:
-                if kind is None:
-                    store._commit()
-                    actions, store._after_commit = store._after_commit, []
-                    for action in actions:
-                        action()
-                else:
-                    store._rollback()
-            finally:
-                store._depth = 0
-                store._after_commit = []
-        finally:
-            store._lock.release()
 
 
 class PostgresStore:
@@ -290,8 +234,10 @@ class PostgresStore:
         return self._rows(statement, params)
 
     # ---- transactions ---------------------------------------------------------------------
-    def atomic(self) -> _Transaction:
-        return _Transaction(self)
+    def atomic(self) -> Transaction:
+        return Transaction(self)
+
+    # The transaction's hooks (policy/store/transaction.py), under the store's lock.
 
     def _begin(self) -> None:
         db = self._connection()
@@ -309,6 +255,7 @@ class PostgresStore:
         version, tip, chained_to = row
         self._began = self._feed.seen(pgpipe.int8(version) or 0)
         self._tip = (pgpipe.int8(tip), chained_to)
+        self._wrote = self._changed = False
 
     def _commit(self) -> None:
         db = self._db
@@ -337,8 +284,11 @@ class PostgresStore:
         if self._wrote:
             self.write_failed = None
 
-    def _rollback(self) -> None:
+    def _rollback(self, exc: BaseException | None) -> None:
         self._rollback_quietly()
+
+    def _ended(self) -> None:
+        """Nothing to release: the advisory lock ends with the transaction."""
 
     def _rollback_quietly(self) -> None:
         self._pending = []
