@@ -92,12 +92,22 @@ _APPEND = Statement(
     (pgpipe.INT8, pgpipe.INT4, pgpipe.BYTEA, pgpipe.BYTEA),
 )
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
-_RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < %s ORDER BY seq DESC LIMIT 1"
-# The runs from the one that holds a seq on: at most a page's `limit` of them give rows,
-# after one that may end before the seq, and one more tells where the last one ends.
-_READ_RUNS = (
-    "SELECT seq, count, length(body), sum FROM decisions WHERE seq >= "
-    "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= %s) ORDER BY seq LIMIT %s"
+# A page of the log in one statement: the runs from the one that holds the first seq
+# wanted on (at most a page's `limit` of them give rows, after one that may end before
+# that seq, and one more tells where the last one ends), each with its body when it is
+# small and starts within the page and the bytes of the runs before it leave room for it
+# (the rest are read a piece at a time); and first the run before them, the link the
+# first one is checked against (`before` 0, its seq + count, its sum).
+_READ_PAGE = (
+    "WITH start AS (SELECT coalesce(max(seq), 0) AS at FROM decisions WHERE seq <= %(first)s) "
+    "(SELECT 0 AS before, seq + count, NULL::integer, NULL::integer, sum, NULL::bytea "
+    "FROM decisions WHERE seq < (SELECT at FROM start) ORDER BY seq DESC LIMIT 1) "
+    "UNION ALL "
+    "(SELECT 1, seq, count, length(body), sum, CASE WHEN seq <= %(last)s "
+    "AND length(body) <= %(small)s AND coalesce(sum(length(body)) OVER "
+    "(ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) <= %(room)s "
+    "THEN body END FROM decisions WHERE seq >= (SELECT at FROM start) "
+    "ORDER BY seq LIMIT %(runs)s) ORDER BY 1, 2"
 )
 _RUN_BYTES = "SELECT substring(body FROM %s FOR %s) FROM decisions WHERE seq = %s"
 _LATEST = "SELECT coalesce(max(n), 0) FROM revisions"
@@ -120,6 +130,15 @@ _CANNOT_WRITE = {"53100": "the disk is full", "58030": "an I/O error"}
 def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
     row = db.execute(_RUN_BYTES, (start, size, seq)).fetchone()
     return b"" if row is None or row[0] is None else bytes(row[0])
+
+
+def _opened(db: Connection, bodies: dict[int, bytes], seq: int, length: int) -> logread.Pieces:
+    """The body of the run `seq`: from what the page's statement read of it, or else a
+    piece at a time from the database."""
+    body = bodies.get(seq)
+    if body is None:
+        return logread.Pieces(partial(_piece, db), seq, length)
+    return logread.Pieces(lambda _seq, start, size: body[start - 1 : start - 1 + size], seq, length)
 
 
 class PostgresStore:
@@ -552,16 +571,27 @@ class PostgresStore:
             return found
         with self._lock, self._errors():
             db = self._connection()
-            runs = db.execute(_READ_RUNS, (after_seq + 1, limit + 2)).fetchall()
+            small = logread.PIECE if max_bytes is None else min(logread.PIECE, max_bytes)
+            page = db.execute(
+                _READ_PAGE,
+                {"first": after_seq + 1, "last": after_seq + limit, "small": small,
+                 "room": limit * logread.PIECE if max_bytes is None else max_bytes,
+                 "runs": limit + 2},
+            ).fetchall()  # fmt: skip
+            chain = Chain()
+            runs: list[tuple[Any, ...]] = []
+            bodies: dict[int, bytes] = {}
+            for before, seq, count, length, stored, body in page:
+                if not before:
+                    chain = Chain(int(seq), stored)
+                    continue
+                runs.append((seq, count, length, stored))
+                if body is not None:
+                    bodies[seq] = body
             return logread.read(
-                runs, self._chain_before,
-                lambda seq, length: logread.Pieces(partial(_piece, db), seq, length), (),
+                runs, lambda seq: chain, partial(_opened, db, bodies), (),
                 after_seq, limit, max_bytes, found,
             )  # fmt: skip
-
-    def _chain_before(self, seq: int) -> Chain:
-        before = self._one(_RUN_BEFORE, (seq,))
-        return Chain() if before is None else Chain(int(before[0]), before[1])
 
     def log_head(self) -> tuple[int, bytes]:
         with self._lock:
