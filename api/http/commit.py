@@ -11,7 +11,8 @@ processes committed (PRAGMA data_version, inside the transaction), one INSERT of
 (numbered max + 1 on), one COMMIT. Only then is any of them answered, so no response is
 sent before its decisions are committed, and the sequence stays gap-free (assigned
 inside the transaction). A batch request is one member: its calls stay all or nothing.
-A group takes newcomers up to MAX_GROUP_CALLS calls; past that a request leads the next.
+A group takes newcomers up to MAX_GROUP_CALLS calls (MAX_WAITING_GROUP_CALLS on a store
+whose commits wait on a server); past that a request leads the next.
 
 A lone request commits at once (asyncio's loop tells whether anything else is ready to
 run; under uvloop, which does not, the leader stops waiting after a run of lone turns and
@@ -47,6 +48,10 @@ Answer = list[dict[str, Any]]
 # Measured: batches of 100 grouped 5 to a transaction went 15% slower at 64 clients
 # than batches committed alone (each waited a turn of a busy loop for the others).
 MAX_GROUP_CALLS = 100
+# The same on a store whose commits wait on a server (`Store.waits`: PostgreSQL's round
+# trips and its COMMIT's fsync, ~1 ms, where the loop sits idle): a group's cost is
+# mostly that wait, so batches of 100 are grouped too, up to this many calls.
+MAX_WAITING_GROUP_CALLS = 1000
 # A leader joined by others waits another turn while the last one brought newcomers, up to
 # this many turns: under uvloop a single turn gathered a third of 16 busy clients; waiting
 # while the group grew took single-call throughput at 16 clients from 14,600 to 18,300/s.
@@ -128,6 +133,8 @@ class GroupCommit:
         # system call each time (Python 3.11), once per request otherwise. A thread runs
         # one loop at a time, so a cached loop that is running is the caller's.
         self._loops: dict[int, asyncio.AbstractEventLoop] = {}
+        # The calls a group takes at most (policy/store Store.waits).
+        self.max_calls = MAX_WAITING_GROUP_CALLS if service.store.waits else MAX_GROUP_CALLS
         self._alone = 0  # leaders in a row that waited a turn and were joined by nobody
         self._skipped = 0  # requests since the last probe
         self._gap = PROBE_GAP
@@ -172,20 +179,20 @@ class GroupCommit:
         if loop is None or not loop.is_running():
             loop = self._loops[threading.get_ident()] = asyncio.get_running_loop()
         group = self._groups.get(loop)
-        if group is not None and group.calls + len(calls) <= MAX_GROUP_CALLS:
+        if group is not None and group.calls + len(calls) <= self.max_calls:
             future: asyncio.Future[Answer] = loop.create_future()  # join the open group
             group.members.append(_Member(calls, future, token, generation))
             group.calls += len(calls)
             return await future
         leader = _Member(calls, None, token, generation)
-        if len(calls) >= MAX_GROUP_CALLS or not self._worth_waiting(loop):
+        if len(calls) >= self.max_calls or not self._worth_waiting(loop):
             members = [leader]  # no turn to wait: nobody could join, no group to open
         else:
             group = self._groups[loop] = _Group(leader)  # (a full one stays with its leader)
             try:
                 await asyncio.sleep(0)  # one turn of the loop: whoever is ready joins
                 turns, size = 1, len(group.members)
-                while size > 1 and turns < MAX_TURNS and group.calls < MAX_GROUP_CALLS:
+                while size > 1 and turns < MAX_TURNS and group.calls < self.max_calls:
                     await asyncio.sleep(0)  # more came last turn: more may come this one
                     turns += 1
                     if len(group.members) == size:

@@ -98,6 +98,11 @@ class Row:
 
 
 class Store(Protocol):
+    # Whether a write transaction waits on a server (its round trips, its COMMIT's
+    # fsync): the HTTP app then groups more decisions to a transaction
+    # (api/http/commit.py). False for SQLite, whose commits are function calls.
+    waits: bool
+
     def atomic(self) -> AbstractContextManager[None]:
         """One write transaction; nested calls join the outer one."""
         ...

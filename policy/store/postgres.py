@@ -146,6 +146,8 @@ class PostgresStore:
     `timeout`: how long a connection attempt, or a transaction waiting for another
     writer, takes before StoreUnavailable."""
 
+    waits = True  # (Store.waits: a transaction's round trips, its COMMIT's fsync)
+
     def __init__(self, url: str, *, shared: bool = False, timeout: float = 30.0) -> None:
         self.url = url
         self.shared = shared  # (every PostgresStore takes the writer lock)

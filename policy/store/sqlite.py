@@ -142,6 +142,8 @@ class SqliteStore:
     their write transactions take a `WriterLock` first (policy/store/writerlock.py).
     `timeout`: how long a transaction waits for another writer before StoreUnavailable."""
 
+    waits = False  # (Store.waits: a transaction is function calls)
+
     def __init__(
         self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0,
         mark: bool = True,
