@@ -18,6 +18,13 @@ A lone request commits at once (asyncio's loop tells whether anything else is re
 run; under uvloop, which does not, the leader stops waiting after a run of lone turns and
 probes now and then); under load, N concurrent requests pay for one commit instead of N.
 
+On a store whose commits wait on a server (`Store.waits`: PostgreSQL), a group of at least
+MAX_GROUP_CALLS calls sends its COMMIT and reads the answer later (`Store.defer_commit`):
+the loop reads and decides the next requests while the server syncs its log, and the
+group is answered once the answer is read (`_settled`); a group formed meanwhile stays
+open until then. Smaller groups commit as on SQLite: for them the deferral cost more
+than it hid (measured at 16 clients of single decisions).
+
 A revision another process uploaded is compiled here on a worker thread before the group
 that first needs it is decided (`_compile_then_commit`), not on the event loop.
 """
@@ -25,8 +32,10 @@ that first needs it is decided (`_compile_then_commit`), not on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -39,6 +48,7 @@ from api.service.errors import invalid_token
 from api.service.snapshots import NotCompiled
 from api.service.tokens import TokenCache
 from engine.compile import Snapshot
+from policy.store.deferred import Deferred
 
 Answer = list[dict[str, Any]]
 
@@ -112,6 +122,9 @@ class _Group:
 
 
 _Outcome = list[tuple[_Member, "list[Prepared] | Exception"]]
+_Answering = Callable[[], None]
+# A group whose COMMIT was sent: its answer to wait for, its members, their answering.
+_Later = tuple[Deferred, list[_Member], _Answering]
 
 
 class GroupCommit:
@@ -133,8 +146,15 @@ class GroupCommit:
         # system call each time (Python 3.11), once per request otherwise. A thread runs
         # one loop at a time, so a cached loop that is running is the caller's.
         self._loops: dict[int, asyncio.AbstractEventLoop] = {}
-        # The calls a group takes at most (policy/store Store.waits).
+        # The calls a group takes at most, and whether its COMMIT's answer is waited for
+        # on the loop, which meanwhile reads and decides the next requests (policy/store
+        # Store.waits, Store.defer_commit).
         self.max_calls = MAX_WAITING_GROUP_CALLS if service.store.waits else MAX_GROUP_CALLS
+        self._defers = service.store.waits
+        # Per loop and socket, the COMMIT whose answer the loop waits to read there; per
+        # loop, the last group sent, answered when its COMMIT's answer is read.
+        self._readers: dict[tuple[asyncio.AbstractEventLoop, int], Deferred] = {}
+        self._inflight: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
         self._alone = 0  # leaders in a row that waited a turn and were joined by nobody
         self._skipped = 0  # requests since the last probe
         self._gap = PROBE_GAP
@@ -185,7 +205,9 @@ class GroupCommit:
             group.calls += len(calls)
             return await future
         leader = _Member(calls, None, token, generation)
-        if len(calls) >= self.max_calls or not self._worth_waiting(loop):
+        flight = self._inflight.get(loop)  # (a group committing: waiting pays, see below)
+        busy = flight is not None and not flight.done()
+        if len(calls) >= self.max_calls or not (busy or self._worth_waiting(loop)):
             members = [leader]  # no turn to wait: nobody could join, no group to open
         else:
             group = self._groups[loop] = _Group(leader)  # (a full one stays with its leader)
@@ -198,13 +220,23 @@ class GroupCommit:
                     if len(group.members) == size:
                         break
                     size = len(group.members)
+                # While the group before is committing, this one stays open: its BEGIN
+                # would wait for that COMMIT's answer anyway, and newcomers join it.
+                flight = self._inflight.get(loop)
+                while flight is not None and not flight.done() and group.calls < self.max_calls:
+                    await asyncio.wait([flight])
+                    flight = self._inflight.get(loop)
             except BaseException:
                 group.members.remove(leader)  # cancelled: nothing of ours is logged
                 self._commit(self._close(loop, group))
                 raise
             self._waited(len(group.members) > 1)
             members = self._close(loop, group)
-        missing = self._commit(members, compile=False)
+        later: list[_Later] = []
+        defer = self._defers and sum(len(member.calls) for member in members) >= MAX_GROUP_CALLS
+        missing = self._commit(members, compile=False, later=later if defer else None)
+        if later:
+            await self._settled(*later[0])
         if missing is not None:
             await self._compile_then_commit(members, leader, missing)
         if leader.error is not None:
@@ -239,10 +271,16 @@ class GroupCommit:
             revision = missing
         self._commit(members)  # uploads keep coming: compiled here, as any other caller
 
-    def _commit(self, group: list[_Member], compile: bool = True) -> int | None:
+    def _commit(
+        self, group: list[_Member], compile: bool = True, later: list[_Later] | None = None
+    ) -> int | None:
         """Decide and log the group, each member answered or failed; or, with `compile`
-        False, a revision it needs that is not compiled yet, and nothing done."""
+        False, a revision it needs that is not compiled yet, and nothing done. With
+        `later`, on a store that can (`Store.defer_commit`), the transaction's COMMIT is
+        sent and the answering is added to `later`: the caller answers once the COMMIT's
+        answer is read (`_settled`)."""
         service = self.service
+        deferred = None
         try:
             # Prepared on the caches as they are, then checked inside the write
             # transaction: if another process changed something since the last look (a
@@ -282,6 +320,8 @@ class GroupCommit:
                         prepared, ready = _ready(outcome)
                         drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
+                    if later is not None:
+                        deferred = service.store.defer_commit()
             if stale:  # ended empty: prepared again outside the write lock, then inside
                 seen = service.moves
                 outcome = self._prepare(group, recheck=True, compile=compile)
@@ -298,12 +338,63 @@ class GroupCommit:
             for member in group:
                 member.fail(exc)
             return None
-        for member, mine in outcome:
-            if isinstance(mine, BaseException):
-                member.fail(mine)  # a 404, a 409: this request only, nothing written
-        for start, end, member in ready:
-            member.answer(responses[start:end])
+        if deferred is not None and later is not None:
+            later.append((deferred, group, partial(_answer, outcome, ready, responses)))
+            return None
+        _answer(outcome, ready, responses)
         return None
+
+    async def _settled(self, deferred: Deferred, group: list[_Member], answer: _Answering) -> None:
+        """Answer the group once its COMMIT's answer is read: by this loop when the
+        connection is readable, or by the store before another use of it. The loop reads
+        and decides other requests meanwhile; a leader cancelled meanwhile reads it at
+        once, so the others are answered all the same."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        self._inflight[loop] = woken
+
+        def finish() -> None:  # (on the loop)
+            if deferred.error is not None:
+                for member in group:
+                    member.fail(deferred.error)
+            else:
+                answer()
+            if not woken.done():
+                woken.set_result(None)
+            if self._inflight.get(loop) is woken:
+                del self._inflight[loop]
+
+        def settled() -> None:  # (on the thread that read it)
+            loop.call_soon_threadsafe(finish)
+
+        deferred.when_settled(settled)
+        if not deferred.settled and deferred.answered():
+            deferred.settle()
+        if woken.done() or deferred.settled:
+            await woken
+            return
+        # One reader a socket: the group after this one may be waiting on the same
+        # connection already (its BEGIN read this answer), and replaced it.
+        key = (loop, deferred.fileno)
+        self._readers[key] = deferred
+
+        def readable() -> None:
+            if self._readers.get(key) is deferred:
+                del self._readers[key]
+                loop.remove_reader(key[1])
+            deferred.settle()
+
+        loop.add_reader(key[1], readable)
+        try:
+            await asyncio.shield(woken)
+        except BaseException:
+            deferred.settle()
+            raise
+        finally:
+            if self._readers.get(key) is deferred:
+                del self._readers[key]
+                with contextlib.suppress(Exception):
+                    loop.remove_reader(key[1])
 
     def _revoked(self, outcome: _Outcome) -> bool:
         """Inside the write transaction, after `service.sync()`: a prepared member whose
@@ -351,6 +442,14 @@ class GroupCommit:
             except Exception as exc:  # a 404, a 409: this request only
                 outcome.append((member, exc))
         return outcome
+
+
+def _answer(outcome: _Outcome, ready: list[tuple[int, int, _Member]], responses: Answer) -> None:
+    for member, mine in outcome:
+        if isinstance(mine, BaseException):
+            member.fail(mine)  # a 404, a 409: this request only, nothing written
+    for start, end, member in ready:
+        member.answer(responses[start:end])
 
 
 def _ready(outcome: _Outcome) -> tuple[list[Prepared], list[tuple[int, int, _Member]]]:

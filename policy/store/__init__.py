@@ -39,6 +39,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from policy.store.deferred import Deferred
+
 Doc = dict[str, Any]
 # What `Store.spent` says when the ledger's sum does not fit in 64 bits: more than any cap
 # (caps stop at 2^63 - 1 micro-USD), so a budget check fails closed instead of failing.
@@ -114,6 +116,13 @@ class Store(Protocol):
         check at a time (None: none). Every write runs in a transaction, so none passes
         it by: the HTTP app checks there that a request's token is still stored
         (api.service.tokens.check_writes)."""
+        ...
+
+    def defer_commit(self) -> Deferred | None:
+        """Inside a transaction, on a store that `waits`: its COMMIT is sent at its end
+        and its answer read later, which the caller waits for (policy/store/deferred.py)
+        before it tells anyone; None when the COMMIT is answered at the end (SQLite's, or
+        outside a transaction)."""
         ...
 
     def after_commit(self, action: Callable[[], None]) -> None:

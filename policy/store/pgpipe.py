@@ -80,20 +80,37 @@ class Pipeline:
         self._db = db
         self._names = prepared.on(db)
         self._queued: list[tuple[Statement | bytes, Sequence[Any]]] = []
+        self._expected: list[bytes | None] = []
 
     def add(self, statement: Statement | bytes, params: Sequence[Any] = ()) -> None:
         """`statement`: a prepared one, or plain SQL without parameters (BEGIN, COMMIT)."""
         self._queued.append((statement, params))
 
     def send(self) -> list[tuple[bytes | None, ...] | None]:
+        self.start()
+        return self.finish()
+
+    def start(self) -> None:
+        """Send the statements and the Sync, without waiting for the answer (`finish`
+        reads it; nothing else may use the connection in between)."""
         db = self._db
         pgconn = db.pgconn
         pgconn.enter_pipeline_mode()
         try:
-            results = db.wait(self._exchange(pgconn))
+            self._expected = self._send_all(pgconn)
+            db.wait(generators.send(pgconn))
+        except BaseException:
+            self._exit(pgconn)
+            raise
+
+    def finish(self) -> list[tuple[bytes | None, ...] | None]:
+        """Wait for the answer and read it: each statement's first row, or None."""
+        db = self._db
+        pgconn = db.pgconn
+        try:
+            results = db.wait(self._read(pgconn, self._expected))
         finally:
-            if pgconn.status == pq.ConnStatus.OK:
-                pgconn.exit_pipeline_mode()
+            self._exit(pgconn)
         rows: list[tuple[bytes | None, ...] | None] = []
         for result in results:
             if result is None:
@@ -111,11 +128,15 @@ class Pipeline:
             )
         return rows
 
-    def _exchange(self, pgconn: Any) -> PQGen[list[Any]]:
-        """Send every statement and a Sync, then read each statement's result (and its
-        prepare's) up to the Sync's: the statements' own results in order, or the first
-        failure alone."""
-        expected: list[bytes | None] = []  # per result to come: the name a prepare adds
+    @staticmethod
+    def _exit(pgconn: Any) -> None:
+        if pgconn.status == pq.ConnStatus.OK and pgconn.pipeline_status:
+            pgconn.exit_pipeline_mode()
+
+    def _send_all(self, pgconn: Any) -> list[bytes | None]:
+        """Queue every statement and a Sync; per result to come, the name its prepare
+        adds (None: a statement's own result)."""
+        expected: list[bytes | None] = []
         for statement, params in self._queued:
             if isinstance(statement, bytes):
                 pgconn.send_query_params(statement, None)
@@ -133,7 +154,11 @@ class Pipeline:
             )
             expected.append(None)
         pgconn.pipeline_sync()
-        yield from generators.send(pgconn)
+        return expected
+
+    def _read(self, pgconn: Any, expected: list[bytes | None]) -> PQGen[list[Any]]:
+        """Each statement's result (and its prepare's) up to the Sync's: the statements'
+        own results in order, or the first failure alone."""
         found: list[Any] = []
         failure = None
         for prepares in expected:

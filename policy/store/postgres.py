@@ -61,6 +61,7 @@ from policy.store import (
     texts,
 )
 from policy.store.decode import document, encoded, meta, revision, summed
+from policy.store.deferred import Deferred
 from policy.store.logcheck import Chain
 from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
 from policy.store.pgpipe import Pipeline, Prepared, Statement
@@ -132,6 +133,16 @@ def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
     return b"" if row is None or row[0] is None else bytes(row[0])
 
 
+def _answered(db: Connection) -> bool:
+    """Whether the answer to what was sent on `db` is in, whole or in part (its start
+    may have been read off the socket with what was sent)."""
+    try:
+        db.pgconn.consume_input()
+    except psycopg.Error:
+        return True  # (a broken connection: the reader says so at once)
+    return not db.pgconn.is_busy()
+
+
 def _opened(db: Connection, bodies: dict[int, bytes], seq: int, length: int) -> logread.Pieces:
     """The body of the run `seq`: from what the page's statement read of it, or else a
     piece at a time from the database."""
@@ -166,6 +177,12 @@ class PostgresStore:
         # any other statement of it (which may read what they wrote).
         self._pending: list[tuple[Statement, tuple[Any, ...]]] = []
         self._prepared = Prepared()  # (the statements of pgpipe.py on this connection)
+        # The current transaction's COMMIT, when its caller reads the answer later
+        # (`defer_commit`); and a COMMIT sent whose answer nobody has read yet: the
+        # pipeline, whether the feed moved, whether it wrote, its after-commit actions.
+        self._deferring: Deferred | None = None
+        self._unsettled: tuple[Deferred, Pipeline, bool, bool, list[Callable[[], None]]] | None
+        self._unsettled = None
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -186,6 +203,8 @@ class PostgresStore:
     def _connection(self) -> Connection:
         """The process's connection, connected again if it was lost (outside a
         transaction: one that lost it has failed)."""
+        if self._unsettled is not None:
+            self._settle()  # (the answer to a COMMIT sent, read before anything else)
         db = self._db
         if db is not None and not db.closed:
             if self._pending:
@@ -281,8 +300,10 @@ class PostgresStore:
     def _commit(self) -> None:
         db = self._db
         pending, self._pending = self._pending, []
+        deferred, self._deferring = self._deferring, None
         if db is None or db.closed:
             raise StoreUnavailable("the connection to the database was lost")
+        changed, wrote = self._changed, self._wrote
         try:
             # One round trip: the writes waiting to be sent, the feed moved (when the
             # transaction changed what it tells of), and the COMMIT; the COMMIT runs only
@@ -290,26 +311,75 @@ class PostgresStore:
             commit = Pipeline(db, self._prepared)
             for statement, params in pending:
                 commit.add(statement, params)
-            if self._changed:
+            if changed:
                 commit.add(_BUMP)
             commit.add(b"COMMIT")
+            if deferred is not None:  # (the answer is read later: `_settle`)
+                commit.start()
+                actions, self._after_commit = self._after_commit, []
+                self._unsettled = (deferred, commit, changed, wrote, actions)
+                deferred.fileno = db.pgconn.socket
+                deferred.reader = self._settle_outside
+                deferred.answered = partial(_answered, db)
+                return
             rows = commit.send()
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
-        if self._changed:
+        self._committed(rows, changed, wrote)
+
+    def _committed(self, rows: list[Any], changed: bool, wrote: bool) -> None:
+        if changed:
             bumped = rows[-2]
             if bumped is not None:
                 self._feed.own(pgpipe.int8(bumped[0]) or 0)
-        if self._wrote:
+        if wrote:
             self.write_failed = None
+
+    def defer_commit(self) -> Deferred | None:
+        """Inside a transaction: its COMMIT is sent at its end and its answer read later,
+        by the caller (the Deferred's `settle`, once its `fileno` is readable) or before
+        the next use of the connection (policy/store/deferred.py)."""
+        with self._lock:
+            if not self._depth:
+                return None
+            if self._deferring is None:
+                self._deferring = Deferred()
+            return self._deferring
+
+    def _settle_outside(self) -> None:
+        with self._lock:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Read the answer to the COMMIT sent (under the store's lock): the Deferred is
+        done, committed or failed (rolled back), and the after-commit actions run."""
+        unsettled, self._unsettled = self._unsettled, None
+        if unsettled is None:
+            return
+        deferred, commit, changed, wrote, actions = unsettled
+        try:
+            rows = commit.finish()
+        except psycopg.Error as exc:
+            failure = self._failure(exc)
+            self._rollback_quietly()
+            deferred.done(failure)
+            return
+        self._committed(rows, changed, wrote)
+        try:
+            for action in actions:
+                action()
+        finally:
+            deferred.done(None)
 
     def _rollback(self, exc: BaseException | None) -> None:
         self._rollback_quietly()
 
     def _ended(self) -> None:
-        """Nothing to release: the advisory lock ends with the transaction."""
+        # The advisory lock ends with the transaction: nothing to release. A transaction
+        # rolled back leaves nothing to wait for.
+        self._deferring = None
 
     def _rollback_quietly(self) -> None:
         self._pending = []
@@ -648,4 +718,6 @@ class PostgresStore:
     def close(self) -> None:
         self._feed.stop()
         with self._lock:
+            with contextlib.suppress(Exception):
+                self._settle()
             self._close_connection()

@@ -250,6 +250,10 @@ class SqliteStore:
     def on_begin(self, check: Callable[[], None] | None) -> None:
         self._on_begin = check
 
+    def defer_commit(self) -> None:
+        """None: a COMMIT here is a function call, answered when it returns."""
+        return None
+
     def after_commit(self, action: Callable[[], None]) -> None:
         with self._lock:
             if self._depth:
