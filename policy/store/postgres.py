@@ -19,7 +19,10 @@ so a transaction holds the lock for a few statements. A writer that waits longer
 `timeout` for it gets StoreUnavailable (`lock_timeout`). Reads take no lock.
 
 One connection per process, in autocommit mode, guarded by a lock (a read is one
-statement; `atomic()` sends BEGIN and COMMIT itself), and the change feed's own
+statement; `atomic()` sends BEGIN and COMMIT itself: a write transaction is two round
+trips, BEGIN with the writer lock and its reads, then the writes whose results nobody
+reads with the COMMIT, each one libpq pipeline, policy/store/pgpipe.py; a caller may
+have the COMMIT's answer read later, `defer_commit`), and the change feed's own
 connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
 version when it added a revision or set a named value (what a service's caches are
 brought up to date by: a transaction of decisions or documents alone moves nothing), and
@@ -131,16 +134,6 @@ _CANNOT_WRITE = {"53100": "the disk is full", "58030": "an I/O error"}
 def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
     row = db.execute(_RUN_BYTES, (start, size, seq)).fetchone()
     return b"" if row is None or row[0] is None else bytes(row[0])
-
-
-def _answered(db: Connection) -> bool:
-    """Whether the answer to what was sent on `db` is in, whole or in part (its start
-    may have been read off the socket with what was sent)."""
-    try:
-        db.pgconn.consume_input()
-    except psycopg.Error:
-        return True  # (a broken connection: the reader says so at once)
-    return not db.pgconn.is_busy()
 
 
 def _opened(db: Connection, bodies: dict[int, bytes], seq: int, length: int) -> logread.Pieces:
@@ -320,7 +313,7 @@ class PostgresStore:
                 self._unsettled = (deferred, commit, changed, wrote, actions)
                 deferred.fileno = db.pgconn.socket
                 deferred.reader = self._settle_outside
-                deferred.answered = partial(_answered, db)
+                deferred.answered = partial(self._answered, deferred)
                 return
             rows = commit.send()
         except psycopg.Error as exc:
@@ -347,6 +340,26 @@ class PostgresStore:
             if self._deferring is None:
                 self._deferring = Deferred()
             return self._deferring
+
+    def _answered(self, deferred: Deferred) -> bool:
+        """Whether the answer to `deferred`'s COMMIT is in, whole or in part (its start
+        may have been read off the socket with what was sent, where the socket no longer
+        says so): under the store's lock, without waiting for it (a thread that holds it
+        reads the answer first)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            db = self._db
+            unsettled = self._unsettled
+            if unsettled is None or unsettled[0] is not deferred or db is None:
+                return True  # (read already)
+            try:
+                db.pgconn.consume_input()
+            except psycopg.Error:
+                return True  # (a broken connection: reading says so at once)
+            return not db.pgconn.is_busy()
+        finally:
+            self._lock.release()
 
     def _settle_outside(self) -> None:
         with self._lock:
