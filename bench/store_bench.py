@@ -4,8 +4,9 @@ Servers, each a real `charter serve --workers 1` on loopback from fixtures/works
 SQLite (one node); PostgreSQL (one node); PostgreSQL with two nodes on one database, the
 clients split between them; and the starlette ceiling of bench.http_bench. The
 PostgreSQL server is started here from its binaries (tests/pgserver.py), in a temporary
-directory, with its durability settings as shipped (fsync and synchronous commit on),
-as SQLite's are. Every server runs throughout; each setup is measured for single
+directory, with its durability settings as shipped (fsync and synchronous commit on: a
+COMMIT returns once its WAL is on disk; charter's SQLite, in WAL mode with synchronous
+NORMAL, syncs its WAL at checkpoints). Every server runs throughout; each setup is measured for single
 decisions and batches of 100 in turns with the others (`--rounds`). The machine has 2 cores, which the servers, PostgreSQL and the load generator
 share: next to decisions/s, each process's CPU time per decision says what a decision
 costs whatever share of the machine it got.

@@ -15,10 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("charter", "grammar", "policy", "engine", "api")
 
-KNOWN: dict[frozenset[str], str] = {
-    # The transaction type names the store it runs on, which makes it.
-    frozenset({"policy.store.sqlite", "policy.store.transaction"}): "type-only",
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def modules() -> dict[str, Path]:

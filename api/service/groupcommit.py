@@ -12,11 +12,19 @@ processes committed (PRAGMA data_version, inside the transaction), one INSERT of
 (numbered max + 1 on), one COMMIT. Only then is any of them answered, so no response is
 sent before its decisions are committed, and the sequence stays gap-free (assigned
 inside the transaction). A batch request is one member: its calls stay all or nothing.
-A group takes newcomers up to MAX_GROUP_CALLS calls; past that a request leads the next.
+A group takes newcomers up to MAX_GROUP_CALLS calls (MAX_WAITING_GROUP_CALLS on a store
+whose commits wait on a server); past that a request leads the next.
 
 A lone request commits at once (asyncio's loop tells whether anything else is ready to
 run; under uvloop, which does not, the leader stops waiting after a run of lone turns and
 probes now and then); under load, N concurrent requests pay for one commit instead of N.
+
+On a store whose commits wait on a server (`Store.waits`: PostgreSQL), a group of at least
+MAX_GROUP_CALLS calls sends its COMMIT and reads the answer later (`Store.defer_commit`):
+the loop reads and decides the next requests while the server syncs its log, and the
+group is answered once the answer is read (`_settled`); a group formed meanwhile stays
+open until then. Smaller groups commit as on SQLite: for them the deferral cost more
+than it hid (measured at 16 clients of single decisions).
 
 A revision another process uploaded is compiled here on a worker thread before the group
 that first needs it is decided (`_compile_then_commit`), not on the event loop.
@@ -25,8 +33,10 @@ that first needs it is decided (`_compile_then_commit`), not on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from api.service.calls import Call, Prepared
@@ -37,6 +47,7 @@ from api.service.errors import invalid_token
 from api.service.snapshots import NotCompiled
 from api.service.tokens import TokenCache
 from engine.compile import Snapshot
+from policy.store.deferred import Deferred
 
 Answer = list[dict[str, Any]]
 
@@ -46,6 +57,13 @@ Answer = list[dict[str, Any]]
 # Measured: batches of 100 grouped 5 to a transaction went 15% slower at 64 clients
 # than batches committed alone (each waited a turn of a busy loop for the others).
 MAX_GROUP_CALLS = 100
+# The same on a store whose commits wait on a server (`Store.waits`: PostgreSQL's round
+# trips and its COMMIT's fsync, ~1 ms, where the loop sits idle): a group's cost is
+# mostly that wait, so batches of 100 are grouped too, up to this many calls.
+MAX_WAITING_GROUP_CALLS = 1000
+# How long a group whose COMMIT was sent waits for its socket before it reads the answer
+# anyway (`_settled`).
+SETTLE_AFTER = 0.05
 # A leader joined by others waits another turn while the last one brought newcomers, up to
 # this many turns: under uvloop a single turn gathered a third of 16 busy clients; waiting
 # while the group grew took single-call throughput at 16 clients from 14,600 to 18,300/s.
@@ -106,6 +124,9 @@ class _Group:
 
 
 _Outcome = list[tuple[_Member, "list[Prepared] | Exception"]]
+_Answering = Callable[[], None]
+# A group whose COMMIT was sent: its answer to wait for, its members, their answering.
+_Later = tuple[Deferred, list[_Member], _Answering]
 
 
 class GroupCommit:
@@ -127,6 +148,15 @@ class GroupCommit:
         # system call each time (Python 3.11), once per request otherwise. A thread runs
         # one loop at a time, so a cached loop that is running is the caller's.
         self._loops: dict[int, asyncio.AbstractEventLoop] = {}
+        # The calls a group takes at most, and whether its COMMIT's answer is waited for
+        # on the loop, which meanwhile reads and decides the next requests (policy/store
+        # Store.waits, Store.defer_commit).
+        self.max_calls = MAX_WAITING_GROUP_CALLS if service.store.waits else MAX_GROUP_CALLS
+        self._defers = service.store.waits
+        # Per loop and socket, the COMMIT whose answer the loop waits to read there; per
+        # loop, the last group sent, answered when its COMMIT's answer is read.
+        self._readers: dict[tuple[asyncio.AbstractEventLoop, int], Deferred] = {}
+        self._inflight: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
         self._alone = 0  # leaders in a row that waited a turn and were joined by nobody
         self._skipped = 0  # requests since the last probe
         self._gap = PROBE_GAP
@@ -171,32 +201,44 @@ class GroupCommit:
         if loop is None or not loop.is_running():
             loop = self._loops[threading.get_ident()] = asyncio.get_running_loop()
         group = self._groups.get(loop)
-        if group is not None and group.calls + len(calls) <= MAX_GROUP_CALLS:
+        if group is not None and group.calls + len(calls) <= self.max_calls:
             future: asyncio.Future[Answer] = loop.create_future()  # join the open group
             group.members.append(_Member(calls, future, token, generation))
             group.calls += len(calls)
             return await future
         leader = _Member(calls, None, token, generation)
-        if len(calls) >= MAX_GROUP_CALLS or not self._worth_waiting(loop):
+        flight = self._inflight.get(loop)  # (a group committing: waiting pays, see below)
+        busy = flight is not None and not flight.done()
+        if len(calls) >= self.max_calls or not (busy or self._worth_waiting(loop)):
             members = [leader]  # no turn to wait: nobody could join, no group to open
         else:
             group = self._groups[loop] = _Group(leader)  # (a full one stays with its leader)
             try:
                 await asyncio.sleep(0)  # one turn of the loop: whoever is ready joins
                 turns, size = 1, len(group.members)
-                while size > 1 and turns < MAX_TURNS and group.calls < MAX_GROUP_CALLS:
+                while size > 1 and turns < MAX_TURNS and group.calls < self.max_calls:
                     await asyncio.sleep(0)  # more came last turn: more may come this one
                     turns += 1
                     if len(group.members) == size:
                         break
                     size = len(group.members)
+                # While the group before is committing, this one stays open: its BEGIN
+                # would wait for that COMMIT's answer anyway, and newcomers join it.
+                flight = self._inflight.get(loop)
+                while flight is not None and not flight.done() and group.calls < self.max_calls:
+                    await asyncio.wait([flight])
+                    flight = self._inflight.get(loop)
             except BaseException:
                 group.members.remove(leader)  # cancelled: nothing of ours is logged
                 self._commit(self._close(loop, group))
                 raise
             self._waited(len(group.members) > 1)
             members = self._close(loop, group)
-        missing = self._commit(members, compile=False)
+        later: list[_Later] = []
+        defer = self._defers and sum(len(member.calls) for member in members) >= MAX_GROUP_CALLS
+        missing = self._commit(members, compile=False, later=later if defer else None)
+        if later:
+            await self._settled(*later[0])
         if missing is not None:
             await self._compile_then_commit(members, leader, missing)
         if leader.error is not None:
@@ -231,10 +273,16 @@ class GroupCommit:
             revision = missing
         self._commit(members)  # uploads keep coming: compiled here, as any other caller
 
-    def _commit(self, group: list[_Member], compile: bool = True) -> int | None:
+    def _commit(
+        self, group: list[_Member], compile: bool = True, later: list[_Later] | None = None
+    ) -> int | None:
         """Decide and log the group, each member answered or failed; or, with `compile`
-        False, a revision it needs that is not compiled yet, and nothing done."""
+        False, a revision it needs that is not compiled yet, and nothing done. With
+        `later`, on a store that can (`Store.defer_commit`), the transaction's COMMIT is
+        sent and the answering is added to `later`: the caller answers once the COMMIT's
+        answer is read (`_settled`)."""
         service = self.service
+        deferred = None
         try:
             # Prepared on the caches as they are, then checked inside the write
             # transaction: if another process changed something since the last look (a
@@ -274,6 +322,8 @@ class GroupCommit:
                         prepared, ready = _ready(outcome)
                         drafted = None  # (drafted with the refused: drafted again now)
                     responses = _log(service, prepared, drafted)
+                    if later is not None:
+                        deferred = service.store.defer_commit()
             if stale:  # ended empty: prepared again outside the write lock, then inside
                 seen = service.read.moves
                 outcome = self._prepare(group, recheck=True, compile=compile)
@@ -290,12 +340,67 @@ class GroupCommit:
             for member in group:
                 member.fail(exc)
             return None
-        for member, mine in outcome:
-            if isinstance(mine, BaseException):
-                member.fail(mine)  # a 404, a 409: this request only, nothing written
-        for start, end, member in ready:
-            member.answer(responses[start:end])
+        if deferred is not None and later is not None:
+            later.append((deferred, group, partial(_answer, outcome, ready, responses)))
+            return None
+        _answer(outcome, ready, responses)
         return None
+
+    async def _settled(self, deferred: Deferred, group: list[_Member], answer: _Answering) -> None:
+        """Answer the group once its COMMIT's answer is read: by this loop when the
+        connection is readable, or by the store before another use of it. The loop reads
+        and decides other requests meanwhile; a leader cancelled meanwhile reads it at
+        once, so the others are answered all the same."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        self._inflight[loop] = woken
+
+        def finish() -> None:  # (on the loop)
+            if deferred.error is not None:
+                for member in group:
+                    member.fail(deferred.error)
+            else:
+                answer()
+            if not woken.done():
+                woken.set_result(None)
+            if self._inflight.get(loop) is woken:
+                del self._inflight[loop]
+
+        def settled() -> None:  # (on the thread that read it)
+            loop.call_soon_threadsafe(finish)
+
+        deferred.when_settled(settled)
+        if not deferred.settled and deferred.answered():
+            deferred.settle()
+        if woken.done() or deferred.settled:
+            await woken
+            return
+        # One reader a socket: the group after this one may be waiting on the same
+        # connection already (its BEGIN read this answer), and replaced it.
+        key = (loop, deferred.fileno)
+        self._readers[key] = deferred
+
+        def readable() -> None:
+            if self._readers.get(key) is deferred:
+                del self._readers[key]
+                loop.remove_reader(key[1])
+            deferred.settle()
+
+        loop.add_reader(key[1], readable)
+        # And read at the latest SETTLE_AFTER seconds on: an answer the driver took in
+        # while another thread held the store leaves the socket with nothing to say.
+        late = loop.call_later(SETTLE_AFTER, deferred.settle)
+        try:
+            await asyncio.shield(woken)
+        except BaseException:
+            deferred.settle()
+            raise
+        finally:
+            late.cancel()
+            if self._readers.get(key) is deferred:
+                del self._readers[key]
+                with contextlib.suppress(Exception):
+                    loop.remove_reader(key[1])
 
     def _revoked(self, outcome: _Outcome) -> bool:
         """Inside the write transaction, after `service.sync()`: a prepared member whose
@@ -343,6 +448,14 @@ class GroupCommit:
             except Exception as exc:  # a 404, a 409: this request only
                 outcome.append((member, exc))
         return outcome
+
+
+def _answer(outcome: _Outcome, ready: list[tuple[int, int, _Member]], responses: Answer) -> None:
+    for member, mine in outcome:
+        if isinstance(mine, BaseException):
+            member.fail(mine)  # a 404, a 409: this request only, nothing written
+    for start, end, member in ready:
+        member.answer(responses[start:end])
 
 
 def _ready(outcome: _Outcome) -> tuple[list[Prepared], list[tuple[int, int, _Member]]]:

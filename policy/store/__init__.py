@@ -41,6 +41,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from policy.store.deferred import Deferred
+
 Doc = dict[str, Any]
 # What `Store.spent` says when the ledger's sum does not fit in 64 bits: more than any cap
 # (caps stop at 2^63 - 1 micro-USD), so a budget check fails closed instead of failing.
@@ -113,6 +115,11 @@ class Transactions(Protocol):
     """Write transactions. Whatever else a transaction holds, each interface below says
     (the decision log: its sequence; the ledger: the subjects it read)."""
 
+    # Whether a write transaction waits on a server (its round trips, its COMMIT's
+    # fsync): the core then groups more decisions to a transaction
+    # (api/service/groupcommit.py). False for SQLite, whose commits are function calls.
+    waits: bool
+
     def atomic(self) -> AbstractContextManager[None]:
         """One write transaction; nested calls join the outer one."""
         ...
@@ -124,6 +131,13 @@ class Transactions(Protocol):
         check at a time (None: none). Every write runs in a transaction, so none passes
         it by: the HTTP app checks there that a request's token is still stored
         (api.service.tokens.check_writes)."""
+        ...
+
+    def defer_commit(self) -> Deferred | None:
+        """Inside a transaction, on a store that `waits`: its COMMIT is sent at its end
+        and its answer read later, which the caller waits for (policy/store/deferred.py)
+        before it tells anyone; None when the COMMIT is answered at the end (SQLite's, or
+        outside a transaction)."""
         ...
 
     def after_commit(self, action: Callable[[], None]) -> None:

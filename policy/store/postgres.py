@@ -19,7 +19,10 @@ so a transaction holds the lock for a few statements. A writer that waits longer
 `timeout` for it gets StoreUnavailable (`lock_timeout`). Reads take no lock.
 
 One connection per process, in autocommit mode, guarded by a lock (a read is one
-statement; `atomic()` sends BEGIN and COMMIT itself), and the change feed's own
+statement; `atomic()` sends BEGIN and COMMIT itself: a write transaction is two round
+trips, BEGIN with the writer lock and its reads, then the writes whose results nobody
+reads with the COMMIT, each one libpq pipeline, policy/store/pgpipe.py; a caller may
+have the COMMIT's answer read later, `defer_commit`), and the change feed's own
 connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
 version when it added a revision or set a named value (what a service's caches are
 brought up to date by: a transaction of decisions or documents alone moves nothing), and
@@ -42,7 +45,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 import cbor2
@@ -57,37 +59,60 @@ from policy.store import (
     StoreUnavailable,
     ledger,
     logread,
+    pgpipe,
     pgschema,
     revisions,
     texts,
 )
 from policy.store.decode import document, encoded, meta, revision, summed
+from policy.store.deferred import Deferred
 from policy.store.logcheck import Chain
 from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
+from policy.store.pgpipe import Pipeline, Prepared, Statement
 from policy.store.rowsum import GENESIS, log_digest, row_digest
+from policy.store.transaction import Transaction
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 # The writer lock, then the feed's version and the log's tip (where the next run goes,
 # and the sum it chains to): exact for the whole transaction, since no other writer
-# commits while the lock is held, and read in the round trip that takes it.
-_BEGIN = (
-    f"BEGIN; SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); "
-    "SELECT f.version, d.next, d.sum FROM feed f LEFT JOIN LATERAL "
-    "(SELECT seq + count AS next, sum FROM decisions ORDER BY seq DESC LIMIT 1) d ON true"
+# commits while the lock is held. Two statements, sent with the BEGIN in one round trip
+# (policy/store/pgpipe.py): a statement's snapshot is taken when it starts, so reads in
+# the statement that takes the lock could miss a commit made while it waited for it.
+_LOCK = Statement(b"charter_lock", f"SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK})".encode())
+_TIP = Statement(
+    b"charter_tip",
+    b"SELECT f.version, d.next, d.sum FROM feed f LEFT JOIN LATERAL "
+    b"(SELECT seq + count AS next, sum FROM decisions ORDER BY seq DESC LIMIT 1) d ON true",
 )
 # The feed's version moved and notified (delivered at COMMIT), by a transaction that wrote.
-_BUMP = (
-    "WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
-    f"SELECT version, pg_notify({NOTIFY_CHANNEL}, version::text) FROM moved"
+_BUMP = Statement(
+    b"charter_bump",
+    b"WITH moved AS (UPDATE feed SET version = version + 1 RETURNING version) "
+    + f"SELECT version, pg_notify({NOTIFY_CHANNEL}, version::text) FROM moved".encode(),
+)
+_APPEND = Statement(
+    b"charter_append",
+    b"INSERT INTO decisions (seq, count, body, sum) VALUES ($1, $2, $3, $4)",
+    (pgpipe.INT8, pgpipe.INT4, pgpipe.BYTEA, pgpipe.BYTEA),
 )
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
-_RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < %s ORDER BY seq DESC LIMIT 1"
-# The runs from the one that holds a seq on: at most a page's `limit` of them give rows,
-# after one that may end before the seq, and one more tells where the last one ends.
-_READ_RUNS = (
-    "SELECT seq, count, length(body), sum FROM decisions WHERE seq >= "
-    "(SELECT coalesce(max(seq), 0) FROM decisions WHERE seq <= %s) ORDER BY seq LIMIT %s"
+# A page of the log in one statement: the runs from the one that holds the first seq
+# wanted on (at most a page's `limit` of them give rows, after one that may end before
+# that seq, and one more tells where the last one ends), each with its body when it is
+# small and starts within the page and the bytes of the runs before it leave room for it
+# (the rest are read a piece at a time); and first the run before them, the link the
+# first one is checked against (`before` 0, its seq + count, its sum).
+_READ_PAGE = (
+    "WITH start AS (SELECT coalesce(max(seq), 0) AS at FROM decisions WHERE seq <= %(first)s) "
+    "(SELECT 0 AS before, seq + count, NULL::integer, NULL::integer, sum, NULL::bytea "
+    "FROM decisions WHERE seq < (SELECT at FROM start) ORDER BY seq DESC LIMIT 1) "
+    "UNION ALL "
+    "(SELECT 1, seq, count, length(body), sum, CASE WHEN seq <= %(last)s "
+    "AND length(body) <= %(small)s AND coalesce(sum(length(body)) OVER "
+    "(ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) <= %(room)s "
+    "THEN body END FROM decisions WHERE seq >= (SELECT at FROM start) "
+    "ORDER BY seq LIMIT %(runs)s) ORDER BY 1, 2"
 )
 _RUN_BYTES = "SELECT substring(body FROM %s FOR %s) FROM decisions WHERE seq = %s"
 _LATEST = "SELECT coalesce(max(n), 0) FROM revisions"
@@ -112,66 +137,21 @@ def _piece(db: Connection, seq: int, start: int, size: int) -> bytes:
     return b"" if row is None or row[0] is None else bytes(row[0])
 
 
-class _Transaction:
-    """`PostgresStore.atomic()`: BEGIN and the writer lock ... COMMIT (ROLLBACK on an
-    exception) under the store's lock, `on_begin`'s check first; a nested one joins the
-    outer transaction (and is not checked again)."""
-
-    __slots__ = ("_outer", "_store")
-
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self._outer = False
-
-    def __enter__(self) -> None:
-        store = self._store
-        store._lock.acquire()
-        if store._depth:
-            store._depth += 1
-            return
-        try:
-            store._begin()
-        except BaseException:
-            store._lock.release()
-            raise
-        store._depth = 1
-        store._wrote = store._changed = False
-        self._outer = True
-        check = store._on_begin
-        if check is not None:
-            try:
-                check()
-            except BaseException as refused:  # rolled back: nothing of it is written
-                self.__exit__(type(refused), refused, refused.__traceback__)
-                raise
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        store = self._store
-        try:
-            if not self._outer:
-                store._depth -= 1
-                return
-            try:
-                if kind is None:
-                    store._commit()
-                    actions, store._after_commit = store._after_commit, []
-                    for action in actions:
-                        action()
-                else:
-                    store._rollback()
-            finally:
-                store._depth = 0
-                store._after_commit = []
-        finally:
-            store._lock.release()
+def _opened(db: Connection, bodies: dict[int, bytes], seq: int, length: int) -> logread.Pieces:
+    """The body of the run `seq`: from what the page's statement read of it, or else a
+    piece at a time from the database."""
+    body = bodies.get(seq)
+    if body is None:
+        return logread.Pieces(partial(_piece, db), seq, length)
+    return logread.Pieces(lambda _seq, start, size: body[start - 1 : start - 1 + size], seq, length)
 
 
 class PostgresStore:
     """`url`: `postgresql://...` (libpq's URI; a `host` of a socket directory too).
     `timeout`: how long a connection attempt, or a transaction waiting for another
     writer, takes before StoreUnavailable."""
+
+    waits = True  # (Store.waits: a transaction's round trips, its COMMIT's fsync)
 
     def __init__(self, url: str, *, shared: bool = False, timeout: float = 30.0) -> None:
         self.url = url
@@ -187,6 +167,17 @@ class PostgresStore:
         # current transaction's BEGIN read it, and after each append of its own.
         self._tip: tuple[Any, Any] | None = None
         self._held: set[str] = set()  # the ledger subjects the current transaction holds
+        # Writes of the current transaction whose results nobody reads (a run of the
+        # log), not sent yet: they go with its COMMIT, in the same round trip, or before
+        # any other statement of it (which may read what they wrote).
+        self._pending: list[tuple[Statement, tuple[Any, ...]]] = []
+        self._prepared = Prepared()  # (the statements of pgpipe.py on this connection)
+        # The current transaction's COMMIT, when its caller reads the answer later
+        # (`defer_commit`); and a COMMIT sent whose answer nobody has read yet: the
+        # pipeline, whether the feed moved, whether it wrote, its after-commit actions.
+        self._deferring: Deferred | None = None
+        self._unsettled: tuple[Deferred, Pipeline, bool, bool, list[Callable[[], None]]] | None
+        self._unsettled = None
         self._after_commit: list[Callable[[], None]] = []
         self._on_begin: Callable[[], None] | None = None
         self._db: Connection | None = None
@@ -207,8 +198,16 @@ class PostgresStore:
     def _connection(self) -> Connection:
         """The process's connection, connected again if it was lost (outside a
         transaction: one that lost it has failed)."""
+        if self._unsettled is not None:
+            self._settle()  # (the answer to a COMMIT sent, read before anything else)
         db = self._db
         if db is not None and not db.closed:
+            if self._pending:
+                pending, self._pending = self._pending, []
+                write = Pipeline(db, self._prepared)
+                for statement, params in pending:
+                    write.add(statement, params)
+                write.send()
             return db
         if self._depth:
             raise StoreUnavailable("the connection to the database was lost")
@@ -270,52 +269,146 @@ class PostgresStore:
         return self._rows(statement, params)
 
     # ---- transactions ---------------------------------------------------------------------
-    def atomic(self) -> _Transaction:
-        return _Transaction(self)
+    def atomic(self) -> Transaction:
+        return Transaction(self)
+
+    # The transaction's hooks (policy/store/transaction.py), under the store's lock.
 
     def _begin(self) -> None:
         db = self._connection()
         try:
-            cursor = db.execute(_BEGIN)
-            while cursor.nextset():  # (to the last statement's result: the version)
-                pass
-            row = cursor.fetchone()
+            begin = Pipeline(db, self._prepared)
+            begin.add(b"BEGIN")
+            begin.add(_LOCK)
+            begin.add(_TIP)
+            row = begin.send()[2]
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
-        self._began = self._feed.seen(0 if row is None else int(row[0]))
-        self._tip = None if row is None else (row[1], row[2])
+        assert row is not None  # (one row: the feed's, the log's tip joined to it)
+        version, tip, chained_to = row
+        self._began = self._feed.seen(pgpipe.int8(version) or 0)
+        self._tip = (pgpipe.int8(tip), chained_to)
+        self._wrote = self._changed = False
         self._held.clear()
 
     def _commit(self) -> None:
-        db = self._connection()
+        db = self._db
+        pending, self._pending = self._pending, []
+        deferred, self._deferring = self._deferring, None
+        if db is None or db.closed:
+            raise StoreUnavailable("the connection to the database was lost")
+        changed, wrote = self._changed, self._wrote
         try:
-            version = None
-            if self._changed:  # (one round trip: the COMMIT runs only once the feed moved)
-                row = db.execute(f"{_BUMP}; COMMIT").fetchone()
-                version = None if row is None else int(row[0])
-            else:
-                db.execute("COMMIT")
+            # One round trip: the writes waiting to be sent, the feed moved (when the
+            # transaction changed what it tells of), and the COMMIT; the COMMIT runs only
+            # if every statement before it succeeded.
+            commit = Pipeline(db, self._prepared)
+            for statement, params in pending:
+                commit.add(statement, params)
+            if changed:
+                commit.add(_BUMP)
+            commit.add(b"COMMIT")
+            if deferred is not None:  # (the answer is read later: `_settle`)
+                commit.start()
+                actions, self._after_commit = self._after_commit, []
+                self._unsettled = (deferred, commit, changed, wrote, actions)
+                deferred.fileno = db.pgconn.socket
+                deferred.reader = self._settle_outside
+                deferred.answered = partial(self._answered, deferred)
+                return
+            rows = commit.send()
         except psycopg.Error as exc:
             failure = self._failure(exc)
             self._rollback_quietly()
             raise failure from exc
-        if version is not None:
-            self._feed.own(version)
-        if self._wrote:
+        self._committed(rows, changed, wrote)
+
+    def _committed(self, rows: list[Any], changed: bool, wrote: bool) -> None:
+        if changed:
+            bumped = rows[-2]
+            if bumped is not None:
+                self._feed.own(pgpipe.int8(bumped[0]) or 0)
+        if wrote:
             self.write_failed = None
 
-    def _rollback(self) -> None:
+    def defer_commit(self) -> Deferred | None:
+        """Inside a transaction: its COMMIT is sent at its end and its answer read later,
+        by the caller (the Deferred's `settle`, once its `fileno` is readable) or before
+        the next use of the connection (policy/store/deferred.py)."""
+        with self._lock:
+            if not self._depth:
+                return None
+            if self._deferring is None:
+                self._deferring = Deferred()
+            return self._deferring
+
+    def _answered(self, deferred: Deferred) -> bool:
+        """Whether the answer to `deferred`'s COMMIT is in, whole or in part (its start
+        may have been read off the socket with what was sent, where the socket no longer
+        says so): under the store's lock, without waiting for it (a thread that holds it
+        reads the answer first)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            db = self._db
+            unsettled = self._unsettled
+            if unsettled is None or unsettled[0] is not deferred or db is None:
+                return True  # (read already)
+            try:
+                db.pgconn.consume_input()
+            except psycopg.Error:
+                return True  # (a broken connection: reading says so at once)
+            return not db.pgconn.is_busy()
+        finally:
+            self._lock.release()
+
+    def _settle_outside(self) -> None:
+        with self._lock:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Read the answer to the COMMIT sent (under the store's lock): the Deferred is
+        done, committed or failed (rolled back), and the after-commit actions run."""
+        unsettled, self._unsettled = self._unsettled, None
+        if unsettled is None:
+            return
+        deferred, commit, changed, wrote, actions = unsettled
+        try:
+            rows = commit.finish()
+        except psycopg.Error as exc:
+            failure = self._failure(exc)
+            self._rollback_quietly()
+            deferred.done(failure)
+            return
+        self._committed(rows, changed, wrote)
+        try:
+            for action in actions:
+                action()
+        finally:
+            deferred.done(None)
+
+    def _rollback(self, exc: BaseException | None) -> None:
         self._rollback_quietly()
 
+    def _ended(self) -> None:
+        # The advisory lock ends with the transaction: nothing to release. A transaction
+        # rolled back leaves nothing to wait for.
+        self._deferring = None
+
     def _rollback_quietly(self) -> None:
+        self._pending = []
         db = self._db
         if db is None or db.closed:
             return
         try:
             if db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                db.execute("ROLLBACK")
+                # (past psycopg: a ROLLBACK it runs makes it deallocate every prepared
+                # statement, pgpipe's too)
+                rollback = Pipeline(db, self._prepared)
+                rollback.add(b"ROLLBACK")
+                rollback.send()
         except psycopg.Error:
             self._close_connection()  # (a connection that cannot roll back is let go)
 
@@ -553,10 +646,7 @@ class PostgresStore:
             if not isinstance(chained_to, bytes):  # (the sum of the last run is damaged)
                 chained_to = b""
             digest = log_digest(chained_to, first, len(rows), body)
-            self._rows(
-                "INSERT INTO decisions (seq, count, body, sum) VALUES (%s, %s, %s, %s)",
-                (first, len(rows), body, digest),
-            )
+            self._pending.append((_APPEND, (first, len(rows), body, digest)))
             self._tip = (first + len(rows), digest)
             self._written()
         return list(range(first, first + len(rows)))
@@ -569,16 +659,27 @@ class PostgresStore:
             return found
         with self._lock, self._errors():
             db = self._connection()
-            runs = db.execute(_READ_RUNS, (after_seq + 1, limit + 2)).fetchall()
+            small = logread.PIECE if max_bytes is None else min(logread.PIECE, max_bytes)
+            page = db.execute(
+                _READ_PAGE,
+                {"first": after_seq + 1, "last": after_seq + limit, "small": small,
+                 "room": limit * logread.PIECE if max_bytes is None else max_bytes,
+                 "runs": limit + 2},
+            ).fetchall()  # fmt: skip
+            chain = Chain()
+            runs: list[tuple[Any, ...]] = []
+            bodies: dict[int, bytes] = {}
+            for before, seq, count, length, stored, body in page:
+                if not before:
+                    chain = Chain(int(seq), stored)
+                    continue
+                runs.append((seq, count, length, stored))
+                if body is not None:
+                    bodies[seq] = body
             return logread.read(
-                runs, self._chain_before,
-                lambda seq, length: logread.Pieces(partial(_piece, db), seq, length), (),
+                runs, lambda seq: chain, partial(_opened, db, bodies), (),
                 after_seq, limit, max_bytes, found,
             )  # fmt: skip
-
-    def _chain_before(self, seq: int) -> Chain:
-        before = self._one(_RUN_BEFORE, (seq,))
-        return Chain() if before is None else Chain(int(before[0]), before[1])
 
     def log_head(self) -> tuple[int, bytes]:
         with self._lock:
@@ -659,4 +760,6 @@ class PostgresStore:
     def close(self) -> None:
         self._feed.stop()
         with self._lock:
+            with contextlib.suppress(Exception):
+                self._settle()
             self._close_connection()

@@ -2,9 +2,12 @@
 
 One connection per process, guarded by a lock (the HTTP app is one event loop; fit checks
 run in worker threads). Several processes (`charter serve --workers N`) share the file:
-writes take the lock with BEGIN IMMEDIATE (policy/store/transaction.py), and
-`data_version()` reads PRAGMA data_version so a process notices another's commits and
-drops its caches.
+writes take the lock with BEGIN IMMEDIATE (the store's hooks of the transaction in
+policy/store/transaction.py), and `data_version()` reads PRAGMA data_version so a process
+notices another's commits and drops its caches.
+
+What SQLite reports as a condition that passes (another writer past the timeout, a full
+disk) goes up as StoreUnavailable (a 503 over HTTP), with the transaction rolled back.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ from policy.store.schema import TEXTS as TEXTS
 from policy.store.transaction import Transaction
 from policy.store.writerlock import WriterLock
 
+# SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
+# LOCKED (another writer past the timeout), IOERR, FULL, CANTOPEN.
+TRANSIENT = frozenset({5, 6, 10, 13, 14})
+# Those that say the store cannot write (the disk, not another writer): /readyz reports
+# them until a write succeeds (`SqliteStore.write_failure`).
+CANNOT_WRITE = {10: "an I/O error", 13: "the disk is full", 14: "a file cannot be opened"}
 _TEXTS_AT_ONCE = 500  # digests a statement looks up (SQLite's variables: 32766 at most)
 
 
@@ -107,6 +116,21 @@ def _create_private(path: str) -> None:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def _transient(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in TRANSIENT
+    )
+
+
+def _unavailable(exc: BaseException, store: SqliteStore) -> StoreUnavailable:
+    name = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
+    why = CANNOT_WRITE.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF)
+    if why is not None:
+        store.write_failed = f"the last write failed: {why} ({name})"
+    return StoreUnavailable(f"the database is unavailable ({name})")
+
+
 def _file_identity(path: str) -> tuple[int, int] | None:
     if path in ("", ":memory:"):
         return None
@@ -118,6 +142,8 @@ class SqliteStore:
     """`shared`: several serving processes write this file (`charter serve --workers N`);
     their write transactions take a `WriterLock` first (policy/store/writerlock.py).
     `timeout`: how long a transaction waits for another writer before StoreUnavailable."""
+
+    waits = False  # (Store.waits: a transaction is function calls)
 
     def __init__(
         self, path: str | Path = ":memory:", *, shared: bool = False, timeout: float = 30.0,
@@ -185,8 +211,49 @@ class SqliteStore:
     def atomic(self) -> Transaction:
         return Transaction(self)
 
+    # The transaction's hooks (policy/store/transaction.py), under the store's lock.
+    def _begin(self) -> None:
+        writers = self._writers
+        if writers is not None:
+            writers.acquire()
+        try:
+            self._cursor.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            if writers is not None:
+                writers.release()
+            if _transient(exc):
+                raise _unavailable(exc, self) from exc
+            raise
+        self._changes = self._db.total_changes
+
+    def _commit(self) -> None:
+        try:
+            self._cursor.execute("COMMIT")
+        except BaseException as failed:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if _transient(failed):
+                raise _unavailable(failed, self) from failed
+            raise
+        self.committed()  # (the mark, before anyone is told)
+
+    def _rollback(self, exc: BaseException | None) -> None:
+        if self._db.in_transaction:  # (SQLite may have rolled back already)
+            self._db.execute("ROLLBACK")
+        if exc is not None and _transient(exc):  # a full disk mid-way, say
+            raise _unavailable(exc, self) from exc
+
+    def _ended(self) -> None:
+        self._due_seq = self._due_revision = None
+        if self._writers is not None:
+            self._writers.release()
+
     def on_begin(self, check: Callable[[], None] | None) -> None:
         self._on_begin = check
+
+    def defer_commit(self) -> None:
+        """None: a COMMIT here is a function call, answered when it returns."""
+        return None
 
     def after_commit(self, action: Callable[[], None]) -> None:
         with self._lock:

@@ -1,52 +1,56 @@
-"""The store's write transaction: BEGIN IMMEDIATE ... COMMIT under the store's locks.
+"""A store's write transaction: `atomic()`, the same on every store.
 
-What SQLite reports as a condition that passes (another writer past the timeout, a full
-disk) goes up as StoreUnavailable (a 503 over HTTP), with the transaction rolled back.
+The store's lock, then BEGIN ... COMMIT (ROLLBACK on an exception), `on_begin`'s check
+first; a nested one joins the outer transaction (and is not checked again), and what
+`after_commit` was given runs once the outer COMMIT is done. How a store begins, commits
+and rolls back is its own (`Transactional`: SQLite's BEGIN IMMEDIATE and writers' lock,
+PostgreSQL's advisory lock and pipelines); this class holds what they share.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
-
-from policy.store import StoreUnavailable
-
-if TYPE_CHECKING:
-    from policy.store.sqlite import SqliteStore
-
-# SQLite's primary result codes for conditions that pass (StoreUnavailable): BUSY and
-# LOCKED (another writer past the timeout), IOERR, FULL, CANTOPEN.
-TRANSIENT = frozenset({5, 6, 10, 13, 14})
-# Those that say the store cannot write (the disk, not another writer): /readyz reports
-# them until a write succeeds (`SqliteStore.write_failure`).
-CANNOT_WRITE = {10: "an I/O error", 13: "the disk is full", 14: "a file cannot be opened"}
+from typing import Protocol
 
 
-def _transient(exc: BaseException) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (
-        isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in TRANSIENT
-    )
+class _Lock(Protocol):
+    def acquire(self) -> bool: ...
+    def release(self) -> None: ...
 
 
-def _unavailable(exc: BaseException, store: SqliteStore) -> StoreUnavailable:
-    name = getattr(exc, "sqlite_errorname", "SQLITE_ERROR")
-    why = CANNOT_WRITE.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF)
-    if why is not None:
-        store.write_failed = f"the last write failed: {why} ({name})"
-    return StoreUnavailable(f"the database is unavailable ({name})")
+class Transactional(Protocol):
+    """What a transaction needs of its store: its lock (re-entrant), how deep the current
+    transaction is nested (0: none), what runs after its COMMIT and before its body, and
+    the store's hooks, each called with the store's lock held."""
+
+    _depth: int
+    _after_commit: list[Callable[[], None]]
+    _on_begin: Callable[[], None] | None
+
+    @property
+    def _lock(self) -> _Lock: ...
+
+    def _begin(self) -> None:
+        """BEGIN the outer transaction; on a failure nothing is left begun."""
+
+    def _commit(self) -> None:
+        """COMMIT it; on a failure it is rolled back."""
+
+    def _rollback(self, exc: BaseException | None) -> None:
+        """Roll it back, after `exc` in its body (may raise what `exc` goes up as)."""
+
+    def _ended(self) -> None:
+        """After the COMMIT or ROLLBACK, whichever way it went."""
 
 
 class Transaction:
-    """`SqliteStore.atomic()`: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on an exception) under
-    the store's lock, `on_begin`'s check first; a nested one joins the outer transaction
-    (and is not checked again). A class rather than a
-    generator-based context manager: it is entered twice for every decision request."""
+    """`Store.atomic()`. A class rather than a generator-based context manager: it is
+    entered twice for every decision request."""
 
     __slots__ = ("_outer", "_store")
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Transactional) -> None:
         self._store = store
         self._outer = False
 
@@ -56,23 +60,12 @@ class Transaction:
         if store._depth:
             store._depth += 1
             return
-        writers = store._writers
         try:
-            if writers is not None:
-                writers.acquire()
-            try:
-                store._cursor.execute("BEGIN IMMEDIATE")
-            except BaseException as exc:
-                if writers is not None:
-                    writers.release()
-                if _transient(exc):
-                    raise _unavailable(exc, store) from exc
-                raise
+            store._begin()
         except BaseException:
             store._lock.release()
             raise
         store._depth = 1
-        store._changes = store._db.total_changes
         self._outer = True
         check = store._on_begin
         if check is not None:
@@ -92,28 +85,15 @@ class Transaction:
                 return
             try:
                 if kind is None:
-                    try:
-                        store._cursor.execute("COMMIT")
-                    except BaseException as failed:
-                        if store._db.in_transaction:
-                            store._db.execute("ROLLBACK")
-                        if _transient(failed):
-                            raise _unavailable(failed, store) from failed
-                        raise
-                    store.committed()  # (the mark, before anyone is told)
+                    store._commit()
                     actions, store._after_commit = store._after_commit, []
                     for action in actions:
                         action()
                 else:
-                    if store._db.in_transaction:  # (SQLite may have rolled back already)
-                        store._db.execute("ROLLBACK")
-                    if exc is not None and _transient(exc):  # a full disk mid-way, say
-                        raise _unavailable(exc, store) from exc
+                    store._rollback(exc)
             finally:
                 store._depth = 0
                 store._after_commit = []
-                store._due_seq = store._due_revision = None
-                if store._writers is not None:
-                    store._writers.release()
+                store._ended()
         finally:
             store._lock.release()

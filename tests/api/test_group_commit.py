@@ -266,10 +266,8 @@ def test_big_integers_are_answered_and_logged_exactly(client: Any, harness: Harn
 
 
 def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
-    from api.service.groupcommit import MAX_GROUP_CALLS
-
     commit = GroupCommit(harness.service)
-    size = MAX_GROUP_CALLS // 3 - 1
+    size = commit.max_calls // 3 - 1
     batch = [Call("a1", "mail.send", MAIL)] * size
     count = 12
 
@@ -284,10 +282,8 @@ def test_a_group_closes_at_its_size_limit(harness: Harness) -> None:
 
 
 def test_a_full_size_request_does_not_wait_for_company(harness: Harness) -> None:
-    from api.service.groupcommit import MAX_GROUP_CALLS
-
     commit = GroupCommit(harness.service)
-    big = [Call("a1", "mail.send", MAIL)] * MAX_GROUP_CALLS
+    big = [Call("a1", "mail.send", MAIL)] * commit.max_calls
 
     async def run() -> list[list[dict[str, Any]]]:
         return await asyncio.gather(*(commit.decide(big) for _ in range(3)))

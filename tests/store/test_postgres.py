@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policy.store import Limit, StoreUnavailable, pgschema, postgres
+from policy.store.deferred import Deferred
 from policy.store.pgfeed import Feed
+from policy.store.pgpipe import Statement
 from policy.store.postgres import PostgresStore
 from policy.store.sqlite import SqliteStore
 from tests.pgserver import PgServer, in_schema
@@ -85,9 +87,8 @@ def test_the_ledger_holds_its_subjects_without_the_writer_lock(
     of BEGIN, a transaction that read a subject's sum holds the subject, so another
     store's check-and-charge of it waits for the COMMIT and then counts its charge; a
     check-and-charge of another subject goes ahead meanwhile."""
-    lock = f"SELECT pg_advisory_xact_lock({pgschema.WRITER_LOCK}); "
-    assert lock in postgres._BEGIN
-    monkeypatch.setattr(postgres, "_BEGIN", postgres._BEGIN.replace(lock, ""))
+    assert str(pgschema.WRITER_LOCK).encode() in postgres._LOCK.sql
+    monkeypatch.setattr(postgres, "_LOCK", Statement(b"charter_no_lock", b"SELECT 1"))
     first, second, third = (PostgresStore(pg_url, shared=True) for _ in range(3))
     found: list[int | None] = []
     done = threading.Event()
@@ -373,3 +374,33 @@ def test_a_store_sees_another_commit_at_its_begin_and_not_its_own(pg_url: str) -
     finally:
         one.close()
         other.close()
+
+
+def _settled(deferred: Deferred) -> bool:
+    return deferred.settled  # (read again: mypy holds it to what an assert said before)
+
+
+def test_a_deferred_commit_is_answered_before_the_connection_is_used_again(
+    pg_url: str,
+) -> None:
+    """A COMMIT whose answer is read later (`defer_commit`): its after-commit actions
+    and its waiters run once it is read, by its caller or by the next use of the
+    connection, whichever comes first."""
+    store = PostgresStore(pg_url)
+    assert store.defer_commit() is None  # (outside a transaction: nothing to defer)
+    ran: list[object] = []
+    with store.atomic():
+        store.append_decisions([b"a"])
+        store.after_commit(lambda: ran.append("after"))
+        deferred = store.defer_commit()
+    assert deferred is not None and not deferred.settled and ran == []
+    deferred.when_settled(lambda: ran.append(deferred.error))
+    assert store.read_decisions(0, 10) == [(1, b"a")]  # (read back first)
+    assert _settled(deferred) and ran == ["after", None]
+    with store.atomic():
+        store.append_decisions([b"b"])
+        again = store.defer_commit()
+    assert again is not None
+    again.settle()  # (the caller reads it)
+    assert again.settled and again.error is None and store.last_seq() == 2
+    store.close()
