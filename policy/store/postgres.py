@@ -167,6 +167,7 @@ class PostgresStore:
         # current transaction's BEGIN read it, and after each append of its own.
         self._tip: tuple[Any, Any] | None = None
         self._held: set[str] = set()  # the ledger subjects the current transaction holds
+        self._holding: str | None = None  # one to hold with the next ledger statement
         # Writes of the current transaction whose results nobody reads (a run of the
         # log), not sent yet: they go with its COMMIT, in the same round trip, or before
         # any other statement of it (which may read what they wrote).
@@ -265,9 +266,6 @@ class PostgresStore:
         rows = self._rows(statement, params)
         return rows[0] if rows else None
 
-    def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return self._rows(statement, params)
-
     # ---- transactions ---------------------------------------------------------------------
     def atomic(self) -> Transaction:
         return Transaction(self)
@@ -292,6 +290,7 @@ class PostgresStore:
         self._tip = (pgpipe.int8(tip), chained_to)
         self._wrote = self._changed = False
         self._held.clear()
+        self._holding = None
 
     def _commit(self) -> None:
         db = self._db
@@ -717,18 +716,33 @@ class PostgresStore:
 
     def _hold(self, subject: str) -> None:
         """Hold `subject` to the current transaction (nothing outside one): a lock of its
-        own, taken in a statement before any that reads its rows, since a statement sees
-        what was committed when it began, and one that waited for the lock would not see
-        the charge committed meanwhile. Not the writer lock: the ledger's isolation is
-        its own. Subjects are held as first read; two transactions that hold two subjects
-        in opposite orders deadlock, and PostgreSQL ends one (StoreUnavailable: tried
-        again, it succeeds). The writer lock, taken first, keeps that from happening."""
-        if not self._depth or subject in self._held:
-            return
-        self._rows(
-            f"SELECT pg_advisory_xact_lock({pgschema.LEDGER_LOCKS}, hashtext(%s))", (subject,)
-        )
+        own, taken in a statement before the one that reads its rows, since a statement
+        sees what was committed when it began, and one that waited for the lock would not
+        see the charge committed meanwhile. The lock goes in the same round trip as that
+        read (`_query`: two statements of one simple query, each with its own snapshot).
+        Not the writer lock: the ledger's isolation is its own. Subjects are held as first
+        read; two transactions that hold two subjects in opposite orders deadlock, and
+        PostgreSQL ends one (StoreUnavailable: tried again, it succeeds). The writer lock,
+        taken first, keeps that from happening."""
+        if self._depth and subject not in self._held:
+            self._holding = subject
+
+    def _query(self, statement: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """A ledger statement's rows, after the lock of a subject `_hold` left to take."""
+        subject, self._holding = self._holding, None
+        if subject is None:
+            return self._rows(statement, params)
+        with self._errors():
+            cursor = psycopg.ClientCursor(self._connection())
+            cursor.execute(
+                f"SELECT pg_advisory_xact_lock({pgschema.LEDGER_LOCKS}, hashtext(%(held)s)); "
+                + statement,
+                {**params, "held": subject},
+            )
+            cursor.nextset()
+            rows = cursor.fetchall() if cursor.description is not None else []
         self._held.add(subject)
+        return rows
 
     # ---- named values ---------------------------------------------------------------------
     def get_meta(self, key: str) -> Any:
