@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from tests.pgserver import PgServer, running
 
 settings.register_profile(
-    "fast", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "fast", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile(
     "long",

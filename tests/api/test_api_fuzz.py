@@ -51,7 +51,7 @@ from tests.api.fuzzworld import World, check
 
 OPS = operations(openapi(TABLE))  # what `/openapi.json` serves (checked below)
 MODELS: dict[str, type[BaseModel]] = {model.__name__: model for model in models_of(TABLE)}
-EXAMPLES = settings().max_examples  # the profile's: 40 `fast`, 20,000 `long`
+EXAMPLES = settings().max_examples  # the profile's: 30 `fast`, 20,000 `long`
 # Requests: `fast` sends about 500, `long` about 45,000 (each ~10 ms with its
 # fingerprints; a world is rebuilt every REBUILD_EVERY requests and when its core moved).
 PER_OPERATION = max(5, EXAMPLES // 40)
