@@ -143,17 +143,10 @@ def page(
     return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
-# The kinds whose pages are of records (the others: of their documents as they are).
-RECORDS: dict[str, type[Record]] = {
-    kind: DOCUMENTS[kind] for kind in ("agents", "threads", "connections", "approvals")
-}
-
-
-def view(kind: str, doc: Doc) -> Doc | Record:
+def view(kind: str, doc: Doc) -> Record:
     """A stored row as a list shows it: its record (api.records: what it hides, such as a
     connection's sealed credential or an approval's sealed call, is never shown); an
     identity's, from its Seed secret, without the sealed seed."""
     if kind == "secrets":
         return Identity.of_secret(doc)
-    record = RECORDS.get(kind)
-    return doc if record is None else record.read(doc)
+    return DOCUMENTS[kind].read(doc)

@@ -224,7 +224,7 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
         service.sync()
         old = service.agent(args["id"])
         caller = require_managed(service, actor, old)
-        changes: dict[str, Any] = {}
+        changes: dict[str, Any] = {"updated_at": now_ms()}
         if "identity" in args and args["identity"] != old.identity:
             raise ServiceError("identity-immutable", "an agent's identity never changes")
         if "name" in args:
@@ -254,7 +254,6 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
                 service, caller, agent, fitcheck.chain_caps(service, above),
                 access=bool(ACCESS_FIELDS & set(args)),
             )  # fmt: skip
-        agent = agent.changed(updated_at=now_ms())
         service.store.update(Agent.KIND, agent.id, agent.stored(), tag=parent_tag(agent))
         # In the same transaction: committed apart, another process could look at the
         # store between the two and keep its cached agent (for good, had the epoch's

@@ -345,8 +345,8 @@ class PostgresStore:
 
     def _answered(self, deferred: Deferred) -> bool:
         """Whether the answer to `deferred`'s COMMIT is in, whole or in part (its start
-        may have been read off the socket with what was sent, where the socket no longer
-        says so): under the store's lock, without waiting for it (a thread that holds it
+        may have been read off the socket with what was sent, and then the socket does
+        not say so): under the store's lock, without waiting for it (a thread that holds it
         reads the answer first)."""
         if not self._lock.acquire(blocking=False):
             return False
