@@ -53,7 +53,7 @@ def create_app(service: Service) -> CharterApp:
     app.router.redirect_slashes = False
     tokens = TokenCache(service.store)
     check_writes(service.store)  # (each write reads its request's token again)
-    service.read.on_epoch.append(tokens.forget)
+    service.read.on_tokens.append(tokens.forget)
     app.lanes = {
         spec.path: endpoint
         for spec, endpoint in decisions.ROUTES

@@ -30,14 +30,14 @@ def create_connection(service: Service, args: dict[str, Any], owner: str | None)
         sealed_credential=service.sealer.seal(credential.encode()), created_at=now,
         updated_at=now,
     )  # fmt: skip
-    with service.store.atomic():  # the connection and the epoch move commit together
+    with service.store.atomic():  # the connection and its note in the change feed commit together
         if owner is not None:
             # Its owner looked up again in this transaction: deleted meanwhile (by another
             # process too), it made a connection owned by an identity no longer there,
             # which that delete's count (accounts.identities_delete) never saw.
             check_identity(service, owner)
         service.store.insert(Connection.KIND, connection.id, connection.stored(), tag=toolset)
-        service.forget_connections()
+        service.read.forget_connections(toolset)
     return connection
 
 
@@ -119,10 +119,10 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
 
 
 def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    with service.store.atomic():  # the removal and the epoch move commit together
-        _own(service, actor, args["id"])
+    with service.store.atomic():  # the removal and its note in the change feed commit together
+        removed = _own(service, actor, args["id"])
         service.store.delete("connections", args["id"])
-        service.forget_connections()
+        service.read.forget_connections(removed.toolset)
     return Result(Outcome.REMOVED, None)
 
 

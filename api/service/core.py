@@ -125,15 +125,6 @@ class Service:
     def connections_for(self, toolset: str) -> list[tuple[str, str | None]]:
         return self.read.connections_for(toolset)
 
-    def forget_agent(self, agent_id: str) -> None:
-        self.read.forget_agent(agent_id)
-
-    def forget_connections(self) -> None:
-        self.read.forget_connections()
-
-    def forget_tokens(self) -> None:
-        self.read.forget_tokens()
-
     def agent_profile(self, agent: Agent, snapshot: Snapshot | None = None) -> str:
         """The name of `agent`'s profile, which `snapshot` (default: the latest) declares:
         an agent whose profile a later upload removed is decided deny ("unknown profile")

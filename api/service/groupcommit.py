@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -133,14 +133,14 @@ class GroupCommit:
     def __init__(self, service: Service, tokens: TokenCache | None = None) -> None:
         self.service = service
         self.tokens = tokens
-        # Moves each time the token cache is dropped (another process moved the cache
-        # epoch and some `service.sync()` saw it, or a token was revoked here): a request
+        # Moves each time tokens are dropped from the token cache (another process
+        # revoked some and a `service.sync()` saw it, or one was revoked here): a request
         # authorized on the cache before that is checked again before it is logged,
         # whichever group's sync saw the move. Registered after the cache's own `forget`
         # (create_app), so a look-up on the old cache always carries the old number.
         self.generation = 0
         if tokens is not None:
-            service.read.on_epoch.append(self._moved)
+            service.read.on_tokens.append(self._moved)
         # The group being collected, per event loop (the in-process test client runs its
         # own loop in another thread).
         self._groups: dict[asyncio.AbstractEventLoop, _Group] = {}
@@ -184,7 +184,7 @@ class GroupCommit:
         if self._alone > LONE_TURNS:
             self._gap = min(2 * self._gap, MAX_PROBE_GAP)
 
-    def _moved(self) -> None:
+    def _moved(self, token_ids: Collection[str] | None) -> None:
         self.generation += 1
 
     async def decide(

@@ -3,38 +3,43 @@ the one rule that drops it.
 
 Agents (by id), the connections of each toolset, step 6's parts of like calls, each
 agent's condition context and its copies under a turn's pinned profile, and what
-registers in `on_epoch` (the HTTP app's token cache) all derive from documents whose
-every change moves the store's cache epoch, here and in every other process. `sync`
-looks at the store's change feed (`data_version`): when another process moved the
-epoch, all of it is dropped at once; a change made here drops what it touched and moves
-the epoch for the others (`forget_*`). `moves` counts every drop and every revision
-published here, so a reader that began before one does not keep what it read, and a
-group of decisions prepared before one is prepared again (api.service.groupcommit).
+registers in `on_tokens` (the HTTP app's token cache) all derive from documents whose
+every change is noted in the store's change feed (policy/store/changes.py), in the
+transaction that makes it. The rule: the caches hold what the store held at the feed's
+version they were brought up to date at. A change made here drops what it touched at
+once and notes it for the others (`forget_*`); `sync` looks at the store's cheap
+`data_version`, and when another process committed, reads the changes after the
+version seen and drops what they name, nothing else (everything, when the feed cannot
+tell: see `changes_after`). `moves` counts every drop and every revision published
+here, so a reader that began before one does not keep what it read, and a group of
+decisions prepared before one is prepared again (api.service.groupcommit).
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from api.records import Agent
 from api.service.errors import not_found
 from api.service.snapshots import Snapshots
 from policy.store import Store
+from policy.store.changes import AGENT, CONNECTION, TOKEN, Change
 
-CACHE_EPOCH = "cache_epoch"  # a meta value: moves whenever a cached agent or connection changes
+# What drops tokens from a token cache: the ids of those revoked, or None for all.
+TokenDrop = Callable[[Collection[str] | None], None]
 
 
 class ReadModel:
     def __init__(self, store: Store, snapshots: Snapshots) -> None:
         self.store = store
         self.snapshots = snapshots
-        # The store's data version the caches were last brought up to date at (`sync`);
-        # read first, so anything committed while the rest is read is looked at again.
+        # The store's data version and the change feed's version the caches were last
+        # brought up to date at (`sync`); the data version read first, so anything
+        # committed while the feed is read is looked at again.
         self._version = store.data_version()
-        self._epoch: Any = store.get_meta(CACHE_EPOCH)
+        self._seen = store.changes_after(0).version
         self._lock = threading.Lock()
         self._agents: dict[str, Agent] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
@@ -53,9 +58,9 @@ class ReadModel:
         # profile): one record while the agent's stays, so step 6's per-record caches hit
         # for a turn's calls as for any other (api.service.decide).
         self.pinned: dict[tuple[str, str], tuple[Agent, Agent]] = {}
-        # Called when another process moved the cache epoch, and on forget_tokens (the
-        # HTTP app's token cache registers its `forget`).
-        self.on_epoch: list[Callable[[], None]] = []
+        # Called with the ids of tokens revoked (None: any may have been), here or in
+        # another process (the HTTP app's token cache registers its `forget`).
+        self.on_tokens: list[TokenDrop] = []
         # Moves whenever what is cached here may have changed: another process's change
         # that a `sync` saw, or one made here (`forget_*`, an upload: `moved`). Whatever
         # was prepared on the caches before it moved is prepared again
@@ -70,44 +75,58 @@ class ReadModel:
 
     def sync(self) -> bool:
         """Catch up with what another process changed (cheap when nothing did); whether
-        the latest revision or the cache epoch moved (another process's decisions alone
-        move neither). Inside a write transaction it costs no read transaction of its
-        own, and nobody else can commit until it ends.
+        the latest revision moved or anything cached here was dropped (another process's
+        decisions alone do neither). Inside a write transaction it costs no read
+        transaction of its own, and nobody else can commit until it ends.
 
         Any commit by another process changes the store's data version, and with several
-        workers nearly all of those are decisions, which change nothing cached here. So the
-        agent and connection caches are dropped only when the `cache_epoch` value moved:
-        every process moves it when it changes an agent or a connection or revokes a token
-        (`forget_*`); the token caches in `on_epoch` are dropped then too.
+        workers nearly all of those are decisions, which change nothing cached here: the
+        feed's version then stays, and nothing is dropped.
 
-        The data version and the epoch are taken as seen only once the caches are up to
-        date: another thread looking meanwhile (a management request's, in its write
-        transaction) catches up itself rather than decide on caches not yet dropped."""
+        The data version and the feed's version are taken as seen only once the caches are
+        up to date: another thread looking meanwhile (a management request's, in its write
+        transaction) catches up itself rather than decide on caches not yet dropped. Two
+        threads that read the same changes drop the same things twice, which is harmless."""
         version = self.store.data_version()
         if version == self._version:
             return False
         latest = self.snapshots.latest
-        newest, epoch = self.store.latest_with_meta(CACHE_EPOCH)
-        self.snapshots.refresh(newest)
-        moved = newest != latest
-        if epoch != self._epoch:
-            with self._lock:
-                self._agents.clear()
-                self._connections.clear()
-                self.static_parts = {}
-                self.moves += 1  # (with the drop: a read begun before is not kept after it)
-            for drop in self.on_epoch:
-                drop()
-            self._epoch = epoch
+        feed = self.store.changes_after(self._seen)
+        self.snapshots.refresh(feed.latest)
+        moved = feed.latest != latest
+        if feed.version != self._seen:
+            self._drop(feed.changes)
+            self._seen = feed.version
             moved = True
         elif moved:
             self.moves += 1
         self._version = version
         return moved
 
-    def _move_epoch(self) -> None:
-        self._epoch = str(uuid.uuid4())
-        self.store.set_meta(CACHE_EPOCH, self._epoch)
+    def _drop(self, changes: tuple[Change, ...] | None) -> None:
+        """Drop what `changes` name (None: all; policy/store/changes.py reads a kind this
+        charter does not know as None)."""
+        with self._lock:
+            if changes is None:
+                self._agents.clear()
+                self._connections.clear()
+            else:
+                for kind, key in changes:
+                    if kind == AGENT:
+                        self._agents.pop(key, None)
+                    elif kind == CONNECTION:
+                        self._connections.pop(key, None)
+            # Step 6's parts hold an agent's ancestors' caps and its toolsets'
+            # connections: a change to any of them reaches them, so they go whole.
+            self.static_parts = {}
+            self.moves += 1  # (with the drop: a read begun before is not kept after it)
+        revoked = None
+        if changes is not None:
+            revoked = [key for kind, key in changes if kind == TOKEN]
+            if not revoked:
+                return
+        for drop in self.on_tokens:
+            drop(revoked)
 
     def connections_for(self, toolset: str) -> list[tuple[str, str | None]]:
         """(id, owner identity or None) of every connection for a toolset, cached."""
@@ -121,21 +140,24 @@ class ReadModel:
                     self._connections[toolset] = found
         return found
 
-    def forget_connections(self) -> None:
-        """After a connection was added or removed (here and in every other process), in
-        the transaction that did it: the epoch moves with the change or not at all."""
+    def forget_connections(self, toolset: str) -> None:
+        """After a connection of `toolset` was added or removed (here and in every other
+        process), in the transaction that did it: the change and its note in the feed
+        commit together, or neither does."""
         with self._lock:
-            self._connections.clear()
+            self._connections.pop(toolset, None)
             self.static_parts = {}
             self.moves += 1
-        self._move_epoch()
+        self.store.note_change(CONNECTION, toolset)
 
-    def forget_tokens(self) -> None:
-        """After a token was revoked: dropped from every process's token cache."""
-        for drop in self.on_epoch:
-            drop()
+    def forget_tokens(self, token_ids: Collection[str]) -> None:
+        """After the tokens `token_ids` were revoked, in the transaction that did it:
+        dropped from every process's token cache."""
+        for drop in self.on_tokens:
+            drop(token_ids)
         self.moves += 1
-        self._move_epoch()
+        for token_id in token_ids:
+            self.store.note_change(TOKEN, token_id)
 
     def forget_agent(self, agent_id: str) -> None:
         """After an agent was changed or deleted (here and in every other process), in the
@@ -144,7 +166,7 @@ class ReadModel:
             self._agents.pop(agent_id, None)
             self.static_parts = {}  # a parent's change reaches its children's caps
             self.moves += 1
-        self._move_epoch()
+        self.store.note_change(AGENT, agent_id)
 
     def keep_static(
         self,

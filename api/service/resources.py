@@ -256,9 +256,9 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
             )  # fmt: skip
         service.store.update(Agent.KIND, agent.id, agent.stored(), tag=parent_tag(agent))
         # In the same transaction: committed apart, another process could look at the
-        # store between the two and keep its cached agent (for good, had the epoch's
+        # store between the two and keep its cached agent (for good, had the note's
         # write failed after the change was committed).
-        service.forget_agent(agent.id)
+        service.read.forget_agent(agent.id)
     return Result(Outcome.DONE, agent, etag(agent.stored()))
 
 
@@ -279,7 +279,7 @@ def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> R
         tokens.revoke(service, tokens.agent_tokens(service.store, target.id))
         _delete_turns(service, target.id)
         reject_orphans(service, "agent", target.id, f"agent `{target.id}` was deleted")
-        service.forget_agent(target.id)  # (in the transaction: see agents_update)
+        service.read.forget_agent(target.id)  # (in the transaction: see agents_update)
     return Result(Outcome.REMOVED, None)
 
 

@@ -8,7 +8,7 @@ import importlib
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +98,7 @@ def revoke(service: Service, ids: Iterable[str]) -> bool:
     with service.store.atomic():
         revoked = [token_id for token_id in ids if service.store.delete("tokens", token_id)]
         if revoked:
-            service.forget_tokens()
+            service.read.forget_tokens(revoked)
     return bool(revoked)
 
 
@@ -148,9 +148,10 @@ def agent_tokens(store: Store, agent: str) -> list[str]:
 
 
 class TokenCache:
-    """Token look-ups by the token's SHA-256. A token found stays cached until `forget()`:
-    revoking a token calls it here and moves the service's cache epoch, so every other
-    process drops its cache at its next `Service.sync()` (a decision request's group
+    """Token look-ups by the token's SHA-256. A token found stays cached until `forget()`
+    drops it: revoking a token calls it here and notes the revocation in the store's
+    change feed, so every other process drops that token at its next `Service.sync()`
+    (api.service.readmodel; a decision request's group
     commit syncs inside its write transaction and checks its requests' tokens again if
     anything moved; other requests sync before their look-up). A look-up that found no
     token is remembered for UNKNOWN_SECONDS."""
@@ -191,8 +192,14 @@ class TokenCache:
                 self._found[hashed] = principal
         return principal
 
-    def forget(self) -> None:
+    def forget(self, token_ids: Collection[str] | None = None) -> None:
+        """Drop the tokens `token_ids` (None: every token, and the unknown ones too)."""
         with self._lock:
-            self._found.clear()
-            self._unknown.clear()
+            if token_ids is None:
+                self._found.clear()
+                self._unknown.clear()
+            else:
+                gone = [key for key, found in self._found.items() if found.token_id in token_ids]
+                for key in gone:
+                    del self._found[key]
             self._forgets += 1

@@ -6,7 +6,7 @@
 default, `PostgresStore` (policy/store/postgres.py) the same contract on a
 PostgreSQL server shared by several nodes, and `open_store` (policy/store/open.py) builds
 the one a `--db` path or URL names. Everything but the ledger is a document (a
-CBOR-encodable mapping) keyed by (kind, id), so both keep six tables and no joins:
+CBOR-encodable mapping) keyed by (kind, id), so both keep seven tables and no joins:
 
 - revisions: the DSL source files of every policy change, numbered 1, 2, ..., each file
   as its path and the SHA-256 of its text (policy/store/texts.py); a row holds what
@@ -26,7 +26,10 @@ CBOR-encodable mapping) keyed by (kind, id), so both keep six tables and no join
   keeps its subject's running total through it (`cum`, exact past 64 bits: a `numeric`),
   so a sum is the difference of two rows found by an index on (subject, at), never a
   read of the window (policy/store/ledger.py).
-- meta: a few named values (the demo seed flag, the cache epoch).
+- meta: a few named values the service keeps about itself.
+- changes: what each write transaction changed that other processes cache (an agent, a
+  toolset's connections, a token), numbered without gaps; the newest `KEEP` are kept
+  (policy/store/changes.py).
 
 Every row carries a checksum (`sum`, policy/store/rowsum.py), checked on every read
 (policy/store/decode.py); the decision log's runs chain (policy/store/logread.py). The
@@ -41,6 +44,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from policy.store.changes import Feed
 from policy.store.deferred import Deferred
 
 Doc = dict[str, Any]
@@ -148,16 +152,30 @@ class Transactions(Protocol):
 
 
 class ChangeFeed(Protocol):
-    """What tells a process that another one changed what it caches: revisions and named
-    values (decisions, documents and charges are read where they are used, not cached)."""
+    """What tells a process that another one changed what it caches, and what: revisions,
+    and the changes noted by the transactions that made them (policy/store/changes.py).
+    Decisions, documents and charges are read where they are used, not cached."""
 
     def data_version(self) -> int:
         """A number that differs from any read before whenever another process added a
-        revision or set a named value since (SQLite's moves with any commit of another
-        process; PostgresStore's with those alone, the change feed's: a commit of decisions
-        or documents moves nothing another process caches). The caller compares it with
-        the one its caches were brought up to date at: several threads may look at once,
-        so a look is done only once it is done."""
+        revision or noted a change since (SQLite's moves with any commit of another
+        process; PostgresStore's with those alone: a commit of decisions or documents
+        moves nothing another process caches). The cheap look that says when to read
+        `changes_after`. The caller compares it with the one its caches were brought up
+        to date at: several threads may look at once, so a look is done only once it is
+        done."""
+        ...
+
+    def note_change(self, kind: str, key: str) -> None:
+        """In the caller's write transaction: `kind` `key` changed (an agent, a toolset's
+        connections, a token), numbered after the newest change, committed with it."""
+        ...
+
+    def changes_after(self, after: int) -> Feed:
+        """In one read: the latest revision, the newest change's number, and the changes
+        numbered after `after` (None: they cannot all be told, drop everything).
+        StoreTooNew once a newer charter has migrated the database since this store
+        opened it."""
         ...
 
 
@@ -293,16 +311,11 @@ class Ledger(Protocol):
 
 
 class NamedValues(Protocol):
-    """A few named values (the demo seed flag, the cache epoch); setting one moves the
-    change feed."""
+    """A few named values the service keeps about itself (whether the first admin token
+    was issued, the workspace loaded at start, ...). Nothing caches them: setting one
+    moves no change feed."""
 
     def get_meta(self, key: str) -> Any: ...
-    def latest_with_meta(self, key: str) -> tuple[int, Any]:
-        """`latest_revision()` and `get_meta(key)` in one read (what a process looks at
-        when another one committed); StoreTooNew once a newer charter has migrated the
-        database since this store opened it."""
-        ...
-
     def set_meta(self, key: str, value: Any) -> None: ...
 
 

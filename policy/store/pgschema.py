@@ -10,7 +10,9 @@ charter, whose rows this one could misread: it is refused (`StoreTooNew`), never
 
 1. the tables: the same as the SQLite store's (policy/store/__init__.py), each row with
    its checksum (`sum`, policy/store/rowsum.py), and `feed`, the one row whose version
-   every write transaction moves (the change feed, policy/store/pgfeed.py).
+   every write transaction moves (the change feed, policy/store/pgfeed.py);
+2. the change feed's `changes` table (policy/store/changes.py), and the `cache_epoch`
+   named value it replaces removed.
 """
 
 from __future__ import annotations
@@ -59,7 +61,21 @@ def _tables(db: psycopg.Connection[tuple[object, ...]]) -> None:
     db.execute(TABLES)
 
 
-MIGRATIONS: tuple[Callable[[psycopg.Connection[tuple[object, ...]]], None], ...] = (_tables,)
+CHANGES = (
+    "CREATE TABLE IF NOT EXISTS changes (seq bigint PRIMARY KEY, kind text NOT NULL, "
+    "key text NOT NULL, sum bytea)"
+)
+
+
+def _changes(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    db.execute(CHANGES)
+    db.execute("DELETE FROM meta WHERE key = 'cache_epoch'")
+
+
+MIGRATIONS: tuple[Callable[[psycopg.Connection[tuple[object, ...]]], None], ...] = (
+    _tables,
+    _changes,
+)
 VERSION = len(MIGRATIONS)
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"

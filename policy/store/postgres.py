@@ -24,10 +24,10 @@ trips, BEGIN with the writer lock and its reads, then the writes whose results n
 reads with the COMMIT, each one libpq pipeline, policy/store/pgpipe.py; a caller may
 have the COMMIT's answer read later, `defer_commit`), and the change feed's own
 connection (policy/store/pgfeed.py): each write transaction moves the `feed` row's
-version when it added a revision or set a named value (what a service's caches are
-brought up to date by: a transaction of decisions or documents alone moves nothing), and
-notifies it at COMMIT; `data_version()` counts the moves of that version that were not
-this process's own: read with the writer lock at BEGIN inside a
+version when it added a revision or noted a change (`note_change`: what a service's
+caches are brought up to date by; a transaction of decisions or documents alone moves
+nothing), and notifies it at COMMIT; `data_version()` counts the moves of that version
+that were not this process's own: read with the writer lock at BEGIN inside a
 transaction (no extra round trip), from the feed outside one.
 
 A lost connection, a server gone or shutting down, a full disk, a lock waited on past
@@ -57,6 +57,7 @@ from policy.store import (
     Row,
     StoreDamaged,
     StoreUnavailable,
+    changes,
     ledger,
     logread,
     pgpipe,
@@ -116,6 +117,20 @@ _READ_PAGE = (
 )
 _RUN_BYTES = "SELECT substring(body FROM %s FOR %s) FROM decisions WHERE seq = %s"
 _LATEST = "SELECT coalesce(max(n), 0) FROM revisions"
+# A change numbered after the newest, and the oldest past the newest KEEP dropped.
+_NOTE_CHANGE = (
+    "WITH added AS (INSERT INTO changes (seq, kind, key, sum) "
+    "VALUES (%(seq)s, %(kind)s, %(key)s, %(sum)s)) "
+    "DELETE FROM changes WHERE seq <= %(kept)s"
+)
+# The latest revision, the schema's version, the newest change, and the changes after
+# one (at most a limit), in one statement: one snapshot.
+_CHANGES_AFTER = (
+    f"SELECT ({_LATEST}), ({pgschema.READ_VERSION}), "
+    "(SELECT coalesce(max(seq), 0) FROM changes), c.seq, c.kind, c.key, c.sum "
+    "FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT seq, kind, key, sum FROM changes "
+    "WHERE seq > %(after)s ORDER BY seq LIMIT %(limit)s) AS c ON true"
+)
 _SET_META = (
     "INSERT INTO meta (key, body, sum) VALUES (%s, %s, %s) "
     "ON CONFLICT (key) DO UPDATE SET body = excluded.body, sum = excluded.sum"
@@ -160,7 +175,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._wrote = False  # whether the current transaction wrote
-        # whether it added a revision or set a named value (it moves the feed)
+        # whether it added a revision or noted a change (it moves the feed)
         self._changed = False
         self._began = 0  # what data_version() says inside the current transaction
         # The log's last run (the seq after it, its sum; None, None: no run yet) as the
@@ -412,7 +427,7 @@ class PostgresStore:
             self._close_connection()  # (a connection that cannot roll back is let go)
 
     def _written(self, changed: bool = False) -> None:
-        """The current transaction wrote; `changed`: a revision or a named value, what
+        """The current transaction wrote; `changed`: a revision or a noted change, what
         `data_version()` tells other processes of (their caches hold nothing else)."""
         self._wrote = True
         self._changed = self._changed or changed
@@ -750,26 +765,31 @@ class PostgresStore:
             row = self._one("SELECT body, sum FROM meta WHERE key = %s", (key,))
         return None if row is None else meta(key, *row)
 
-    def latest_with_meta(self, key: str) -> tuple[int, Any]:
+    # ---- the change feed -------------------------------------------------------------------
+    def note_change(self, kind: str, key: str) -> None:
+        with self.atomic():
+            (newest,) = self._one("SELECT coalesce(max(seq), 0) FROM changes") or (0,)
+            seq = int(newest) + 1
+            self._rows(_NOTE_CHANGE, {"seq": seq, "kind": kind, "key": key,
+                                      "sum": changes.digest(seq, kind, key),
+                                      "kept": seq - changes.KEEP})  # fmt: skip
+            self._written(changed=True)
+
+    def changes_after(self, after: int) -> changes.Feed:
         with self._lock:
-            row = self._one(
-                f"SELECT ({_LATEST}), (SELECT body FROM meta WHERE key = %(key)s), "
-                "(SELECT sum FROM meta WHERE key = %(key)s), "
-                f"({pgschema.READ_VERSION})",
-                {"key": key},
-            )
-        assert row is not None  # (a SELECT of scalars: one row)
-        latest, body, stored, version = row
+            rows = self._rows(_CHANGES_AFTER, {"after": after, "limit": changes.KEEP + 1})
+        latest, version, newest = rows[0][:3]
         too_new = pgschema.refusal(int(version))
         if too_new is not None:  # (a newer charter migrated the database since)
             raise too_new
-        return int(latest), None if body is None else meta(key, body, stored)
+        found = [row[3:] for row in rows if row[3] is not None]
+        return changes.read(after, int(latest), int(newest), found)
 
     def set_meta(self, key: str, value: Any) -> None:
         body = cbor2.dumps(value)
         with self.atomic():
             self._rows(_SET_META, (key, body, row_digest("meta", (key, body))))
-            self._written(changed=True)
+            self._written()
 
     def close(self) -> None:
         self._feed.stop()

@@ -12,7 +12,9 @@ this one could misread: it is refused (`StoreTooNew`), never opened.
 2. a `sum` column in every table, filled in: each row's checksum, and the decision log's
    chain (policy/store/rowsum.py);
 3. an index of the documents by kind and position (`LIST_INDEX`): a page of a list reads
-   its own rows, where it sorted every document of its kind.
+   its own rows, where it sorted every document of its kind;
+4. the change feed's `changes` table (`CHANGES`, policy/store/changes.py), and the
+   `cache_epoch` named value it replaces removed.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ TEXTS = "CREATE TABLE IF NOT EXISTS texts (digest BLOB PRIMARY KEY, body BLOB NO
 # from `documents_tag` and sorted them for each page: 29 ms a page of agents at 200,000
 # agents, 0.1 ms with it.
 LIST_INDEX = "CREATE INDEX IF NOT EXISTS documents_list ON documents (kind, pos)"
+# What each write transaction changed that other processes cache, numbered (`seq`) in
+# commit order without gaps; `sum` covers the number too (policy/store/changes.py).
+CHANGES = (
+    "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+    "key TEXT NOT NULL, sum BLOB)"
+)
 # The version from which every row carries its checksum.
 CHECKSUMS = 2
 
@@ -59,6 +67,7 @@ KEYS = {
     "texts": ("digest",),
     "documents": ("pos",),
     "ledger": ("rowid",),
+    "changes": ("seq",),
 }
 COVERED = {
     "meta": ("key", "body"),
@@ -66,6 +75,7 @@ COVERED = {
     "texts": ("digest", "body"),
     "documents": ("kind", "id", "tag", "body"),
     "ledger": ("subject", "at", "micros", "cum"),
+    "changes": ("seq", "kind", "key"),
 }
 _AT_ONCE = 1000  # rows a migration reads before writing their sums
 
@@ -118,7 +128,8 @@ def _add_sum(db: sqlite3.Connection, table: str) -> None:
 
 
 def _checksums(db: sqlite3.Connection) -> None:
-    for table, (key,) in KEYS.items():
+    for table in ("meta", "revisions", "texts", "documents", "ledger"):  # (the tables of 2)
+        (key,) = KEYS[table]
         _add_sum(db, table)
         for rows in _rows(db, table, key, ", ".join(COVERED[table])):
             db.executemany(
@@ -139,7 +150,17 @@ def _list_index(db: sqlite3.Connection) -> None:
     db.execute(LIST_INDEX)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_tables, _checksums, _list_index)
+def _changes(db: sqlite3.Connection) -> None:
+    db.execute(CHANGES)
+    db.execute("DELETE FROM meta WHERE key = 'cache_epoch'")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _tables,
+    _checksums,
+    _list_index,
+    _changes,
+)
 VERSION = len(MIGRATIONS)
 
 

@@ -4,7 +4,7 @@ One connection per process, guarded by a lock (the HTTP app is one event loop; f
 run in worker threads). Several processes (`charter serve --workers N`) share the file:
 writes take the lock with BEGIN IMMEDIATE (the store's hooks of the transaction in
 policy/store/transaction.py), and `data_version()` reads PRAGMA data_version so a process
-notices another's commits and drops its caches.
+notices another's commits and reads what they changed (`changes_after`).
 
 What SQLite reports as a condition that passes (another writer past the timeout, a full
 disk) goes up as StoreUnavailable (a 503 over HTTP), with the transaction rolled back.
@@ -31,6 +31,7 @@ from policy.store import (
     StoreDamaged,
     StoreTooNew,
     StoreUnavailable,
+    changes,
     ledger,
     logread,
     revisions,
@@ -527,17 +528,35 @@ class SqliteStore:
             row = self._db.execute("SELECT body, sum FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else _meta(key, *row)
 
-    def latest_with_meta(self, key: str) -> tuple[int, Any]:
-        with self._lock, _unreadable(f"the stored value `{key}`"):
-            latest, body, stored, version = self._cursor.execute(
+    # ---- the change feed -------------------------------------------------------------------
+    def note_change(self, kind: str, key: str) -> None:
+        with self.atomic():
+            (newest,) = self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()
+            seq = int(newest) + 1
+            self._db.execute(
+                "INSERT INTO changes (seq, kind, key, sum) VALUES (?, ?, ?, ?)",
+                (seq, kind, key, changes.digest(seq, kind, key)),
+            )
+            if seq > changes.KEEP:
+                self._db.execute("DELETE FROM changes WHERE seq <= ?", (seq - changes.KEEP,))
+
+    def changes_after(self, after: int) -> changes.Feed:
+        with self._lock, _unreadable("the change feed"):
+            latest, newest, version = self._cursor.execute(
                 "SELECT (SELECT coalesce(max(n), 0) FROM revisions), "
-                "(SELECT body FROM meta WHERE key = ?1), (SELECT sum FROM meta WHERE key = ?1), "
-                "(SELECT user_version FROM pragma_user_version)",
-                (key,),
+                "(SELECT coalesce(max(seq), 0) FROM changes), "
+                "(SELECT user_version FROM pragma_user_version)"
             ).fetchone()
-        if version > schema.VERSION:  # (a newer charter migrated the file since it was opened)
-            raise StoreTooNew(version, schema.VERSION)
-        return int(latest), None if body is None else _meta(key, body, stored)
+            if version > schema.VERSION:  # (a newer charter migrated the file since)
+                raise StoreTooNew(version, schema.VERSION)
+            rows = []
+            if after < newest <= after + changes.KEEP:
+                rows = self._cursor.execute(
+                    "SELECT seq, kind, key, sum FROM changes WHERE seq > ? AND seq <= ? "
+                    "ORDER BY seq",
+                    (after, newest),
+                ).fetchall()
+        return changes.read(after, int(latest), int(newest), rows)
 
     def set_meta(self, key: str, value: Any) -> None:
         with self.atomic():

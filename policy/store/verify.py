@@ -62,6 +62,8 @@ def _name(table: str, row: tuple[Any, ...]) -> str:
         return f"meta {row[0]}"
     if table == "texts":
         return f"text {bytes(row[0]).hex()[:16] if isinstance(row[0], bytes) else row[0]}"
+    if table == "changes":
+        return f"change {row[0]}"
     return f"ledger row {row[0]}"
 
 

@@ -277,7 +277,7 @@ def opened_again(db: Path | str, key_file: Path | None = None) -> Iterator[Servi
 
 def seen_elsewhere(service: Service, within: float = 2.0) -> Service:
     """`service`, once its store tells of another process's commit of what it caches (a
-    revision, a named value): SQLite's data version moves with that commit, PostgreSQL's
+    revision, a noted change): SQLite's data version moves with that commit, PostgreSQL's
     change feed within a bound (policy/store/pgfeed.py), waited for here. Then its next
     `sync()` finds the change, on either store."""
     deadline = time.monotonic() + within

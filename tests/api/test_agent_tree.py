@@ -127,7 +127,7 @@ def test_a_deleted_parent_is_the_root_its_children_share(harness: Harness) -> No
     _chain(store, ["top", "k1", "g1"])
     _chain(store, ["k2"], top_parent="top")
     store.delete("agents", "top")
-    harness.service.forget_agent("top")
+    harness.service.read.forget_agent("top")
     assert _root(harness.service, "g1") == ("top", "id-g1")
     assert _root(harness.service, "k2") == ("top", "id-k2")
 

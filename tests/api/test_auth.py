@@ -200,13 +200,13 @@ def test_a_revoked_token_is_refused_by_an_open_group(harness: Harness, other: Se
     from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
-    harness.service.read.on_epoch.append(cache.forget)
+    harness.service.read.on_tokens.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
     doomed, doc = tokens.issue(harness.service.store, "decide")
     assert cache.lookup(doomed) is not None and cache.lookup(harness.decide) is not None
     with other.store.atomic():
         other.store.delete("tokens", doc.id)
-        other.forget_tokens()
+        other.read.forget_tokens([doc.id])
     call = [Call("a1", "mail.send", MAIL)]
 
     async def run() -> list[Any]:
@@ -238,7 +238,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     from api.service.groupcommit import GroupCommit
 
     cache = tokens.TokenCache(harness.service.store)
-    harness.service.read.on_epoch.append(cache.forget)
+    harness.service.read.on_tokens.append(cache.forget)
     commit = GroupCommit(harness.service, cache)
     call = [Call("a1", "mail.send", MAIL)]
     doomed, doc = tokens.issue(harness.service.store, "decide")
@@ -246,7 +246,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     assert cache.lookup(doomed) is not None
     with other.store.atomic():
         other.store.delete("tokens", doc.id)
-        other.forget_tokens()
+        other.read.forget_tokens([doc.id])
     # another request's group sees the move first (and drops the cache)
     assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 1
     with pytest.raises(ServiceError) as refused:  # a revoked token is never logged
@@ -259,7 +259,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     assert cache.lookup(mine) is not None
     with harness.service.store.atomic():
         harness.service.store.delete("tokens", doc.id)
-        harness.service.forget_tokens()
+        harness.service.read.forget_tokens([doc.id])
     with pytest.raises(ServiceError) as refused:  # a revoked token is never logged
         asyncio.run(commit.decide(call, mine, generation))
     assert status_of(refused.value.code) == 401
@@ -267,7 +267,7 @@ def test_a_revoked_token_is_refused_after_another_group_caught_up(
     # a token that is still there is decided, whatever moved since its look-up
     generation = commit.generation
     with other.store.atomic():
-        other.forget_tokens()
+        other.read.forget_tokens(["a-token-revoked-elsewhere"])
     assert asyncio.run(commit.decide(call, harness.decide))[0]["seq"] == 2
     assert asyncio.run(commit.decide(call, harness.decide, generation))[0]["seq"] == 3
 
@@ -295,7 +295,7 @@ def test_a_revoked_token_stops_at_once_for_concurrent_requests(
         logged = harness.service.store.last_seq()
         with harness.service.store.atomic():  # revoked by the other process ("here")
             assert harness.service.store.delete("tokens", made.json()["id"])
-            harness.service.forget_tokens()
+            harness.service.read.forget_tokens([made.json()["id"]])
 
         async def burst() -> list[int]:
             async with httpx.AsyncClient(base_url=there, timeout=30) as client:
@@ -353,6 +353,6 @@ def test_a_token_revoked_during_a_management_request_writes_nothing(
         mine = harness.auth(harness.token_for("a1"))
         monkeypatch.setitem(manage.PRECHECKS, "agents.create", real)
         with other.store.atomic():
-            other.forget_tokens()
+            other.read.forget_tokens(["a-token-revoked-elsewhere"])
         assert client.post("/v1/agents", json=child, headers=mine).status_code == 201
         assert harness.service.store.last_seq() == logged + 1

@@ -180,14 +180,14 @@ def test_damaged_documents_and_revisions_are_503_store_damaged(
         code_of(revision) == (503, "store-damaged") and revision.json()["damaged"] == "revision 1"
     )
     assert live.get("/v1/identities", headers=harness.auth()).status_code == 200
-    with sqlite3.connect(harness.file) as other:  # (the value every process reads on a commit)
-        other.execute("INSERT INTO meta (key, body, sum) VALUES ('cache_epoch', x'01', x'00')")
+    with sqlite3.connect(harness.file) as other:  # (what every process reads on a commit)
+        other.execute("INSERT INTO changes (seq, kind, key, sum) VALUES (1, 'agent', 'a2', x'00')")
     other.close()
-    ready = live.get("/readyz")
-    assert ready.status_code == 503
-    assert ready.json()["reason"] == (
-        "the stored value `cache_epoch` is damaged: it does not match its checksum"
-    )
+    # A damaged change cannot say what changed: the process drops all it caches, and
+    # serves on from what the store holds.
+    assert live.get("/readyz").status_code == 200
+    assert live.get("/v1/identities", headers=harness.auth()).status_code == 200
+    assert code_of(live.get("/v1/agents/a1", headers=harness.auth())) == (503, "store-damaged")
     assert harness.service.metrics.rejected[(503, "store-damaged")] >= 3
 
 

@@ -75,7 +75,7 @@ def test_child_spending_counts_against_the_parent(harness: Harness, live: Any) -
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = doc["id"]
     store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
-    harness.service.forget_agent("kid")
+    harness.service.read.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="9").json()["effect"] == "allow"
     # the kid's own profile has no budget, but its parent's (10/24h) already holds 9
@@ -92,14 +92,14 @@ def test_a_parents_new_budget_reaches_a_child_decided_before(harness: Harness, l
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = "a1"
     store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
-    harness.service.forget_agent("kid")
+    harness.service.read.forget_agent("kid")
     call: dict[str, Any] = {"agent": "kid", "tool": "billing.refund", "args": {"amount": 1}}
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
     assert decide(live, harness, **call, expected_cost="2").json()["effect"] == "allow"
     parent = dict(store.get("agents", "a1") or {})
     parent["budget"] = {"amount": "5", "period": "total"}
     store.update("agents", "a1", parent)
-    harness.service.forget_agent("a1")
+    harness.service.read.forget_agent("a1")
     blocked = decide(live, harness, **call, expected_cost="2").json()
     assert blocked["effect"] == "deny"  # 4 spent of the parent's new 5
     assert blocked["reasons"][-1]["kind"] == "budget"
@@ -257,7 +257,7 @@ def test_a_childs_turn_is_capped_by_a_profile_its_revision_does_not_declare(
     kid = dict(store.get("agents", "kid") or {})
     kid["parent"] = "p"
     store.update("agents", "kid", kid, tag=kid["parent"])  # as every agent write tags it
-    harness.service.forget_agent("kid")
+    harness.service.read.forget_agent("kid")
     turn = live.post("/v1/turns", json={"agent": "kid"}, headers=admin).json()
     thread = live.post("/v1/threads", json={"agent": "kid"}, headers=admin).json()["id"]
 

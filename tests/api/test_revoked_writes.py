@@ -99,14 +99,14 @@ WRITES: dict[str, tuple[str, Callable[[Any, Harness], Sent]]] = {
 
 def _stored(db: Path, token_id: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of the database, read through a connection of its own:
-    all but the revoked token's row and the cache epoch its revocation moved."""
+    all but the revoked token's row and its revocation's note in the change feed."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as reader:
         tables = [name for (name,) in reader.execute("SELECT name FROM sqlite_master "
                                                      "WHERE type = 'table'")]  # fmt: skip
         found = {table: sorted(reader.execute(f"SELECT * FROM {table}"), key=repr)
                  for table in tables}  # fmt: skip
     found["documents"] = [row for row in found["documents"] if row[1:3] != ("tokens", token_id)]
-    found["meta"] = [row for row in found["meta"] if row[0] != "cache_epoch"]
+    found["changes"] = [row for row in found["changes"] if row[1:3] != ("token", token_id)]
     return found
 
 

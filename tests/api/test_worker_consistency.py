@@ -21,7 +21,6 @@ from api.service.core import Service
 from api.service.decide import decide_calls
 from api.service.errors import ServiceError
 from api.service.groupcommit import GroupCommit
-from api.service.readmodel import CACHE_EPOCH
 from api.service.resources import agents_delete, agents_update, create_agent
 from api.service.threads import threads_create
 from api.service.tokens import Principal, TokenCache
@@ -32,7 +31,7 @@ from policy.store.sqlite import SqliteStore
 from tests.api.conftest import POLICY, Harness, opened_again, seen_elsewhere
 
 ADMIN = Principal("t", "admin")
-# b1 has no token: deleting a1 revokes its token, which moved the epoch with the deletion
+# b1 has no token: deleting a1 revokes its token, noted in the feed with the deletion
 REFUND = Call("b1", "billing.refund", {"amount": 5})
 VAULT = Call("b1", "vault.read", {"key": "k"})
 
@@ -72,30 +71,28 @@ def _effect(commit: GroupCommit, call: Call) -> str:
 
 
 @pytest.mark.parametrize("change", CHANGES)
-def test_a_change_whose_epoch_cannot_be_written_is_not_committed(
+def test_a_change_whose_note_cannot_be_written_is_not_committed(
     harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
-    """The change and the cache epoch's move are one transaction: when the epoch's write
-    fails (a full disk), the change is not committed either. They were two, so the change
-    stayed while no other process ever dropped its cached agent or connections, and kept
-    deciding on them (an agent narrowed or deleted went on being allowed)."""
+    """The change and its note in the change feed are one transaction: when the note's
+    write fails (a full disk), the change is not committed either. Were they two, the
+    change would stay while no other process ever dropped its cached agent or
+    connections, and kept deciding on them (an agent narrowed or deleted allowed on)."""
     act, call, before, _ = CHANGES[change]
     harness.add_agent("b1", "support")
     if change == "connection removed":
         _add_connection(other)
     commit = GroupCommit(harness.service)
     assert _effect(commit, call) == before  # cached here
-    real = other.store.set_meta
+    real = other.store.note_change
 
-    def full(key: str, value: Any) -> None:
-        if key == CACHE_EPOCH:
-            raise StoreUnavailable("the database is unavailable (SQLITE_FULL)")
-        real(key, value)
+    def full(kind: str, key: str) -> None:
+        raise StoreUnavailable("the database is unavailable (SQLITE_FULL)")
 
-    monkeypatch.setattr(other.store, "set_meta", full)
+    monkeypatch.setattr(other.store, "note_change", full)
     with pytest.raises(StoreUnavailable):
         act(other)
-    monkeypatch.setattr(other.store, "set_meta", real)
+    monkeypatch.setattr(other.store, "note_change", real)
     assert _effect(commit, call) == before
     assert _effect(GroupCommit(other), call) == before  # what the store holds says the same
     act(other)  # once the disk has room, the change is made and seen here at once
@@ -269,8 +266,8 @@ def test_caps_made_from_a_parent_read_while_it_changed_are_not_kept(
     kid = dict(service.store.get("agents", "kid") or {})
     kid["parent"] = "a1"
     service.store.update("agents", "kid", kid, tag=kid["parent"])
-    service.forget_agent("kid")
-    service.forget_agent("a1")
+    service.read.forget_agent("kid")
+    service.read.forget_agent("a1")
     service.agent("kid")  # cached: the parent is the first agent its call reads
 
     def capped() -> None:  # the parent's own cap: 1 USD in all
@@ -293,7 +290,7 @@ def test_a_token_revoked_while_it_was_looked_up_is_not_kept(
     the cache was dropped, and found it in the cache)."""
     service = harness.service
     cache = TokenCache(service.store)
-    service.read.on_epoch.append(cache.forget)  # as create_app registers it
+    service.read.on_tokens.append(cache.forget)  # as create_app registers it
     token = harness.token_for("a1")
     (token_id,) = tokens.agent_tokens(service.store, "a1")[-1:]
 
@@ -319,16 +316,16 @@ def test_a_look_at_the_store_another_thread_has_begun_is_not_taken_as_done(
     harness.add_agent("b1", "support")
     assert decide_calls(service, [REFUND])[0]["effect"] == "allow"  # b1 cached here
     agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
-    real = service.store.latest_with_meta
+    real = service.store.changes_after
     decided: list[str] = []
     pending = [lambda: decided.append(decide_calls(service, [REFUND])[0]["effect"])]
 
-    def meanwhile(key: str) -> Any:
+    def meanwhile(after: int) -> Any:
         if pending:
             pending.pop()()
-        return real(key)
+        return real(after)
 
-    monkeypatch.setattr(service.store, "latest_with_meta", meanwhile)
+    monkeypatch.setattr(service.store, "changes_after", meanwhile)
     seen_elsewhere(service).sync()
     assert decided == ["deny"]
 

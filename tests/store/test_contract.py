@@ -22,10 +22,12 @@ from policy.store import (
     Store,
     StoreDamaged,
     StoreTooNew,
+    changes,
     pgschema,
     revisions,
     schema,
 )
+from policy.store.changes import Feed
 from policy.store.rowsum import GENESIS, log_digest
 from tests.store.backends import Backend
 
@@ -321,18 +323,79 @@ def test_checks_and_charges_at_once_never_pass_a_limit(backend: Backend) -> None
     assert stores[0].spent("agent:a", 0) == 98
 
 
-def test_meta_and_latest_with_meta(backend: Backend) -> None:
+def test_named_values(backend: Backend) -> None:
     store = backend.open()
     assert store.get_meta("nope") is None
-    assert store.latest_with_meta("epoch") == (0, None)
     store.set_meta("k", {"v": 1})
     store.set_meta("k", {"v": 2})
     assert store.get_meta("k") == {"v": 2}
+    assert backend.open().get_meta("k") == {"v": 2}
+
+
+# ---- the change feed --------------------------------------------------------------------
+
+
+def test_the_change_feed_tells_what_changed_in_commit_order(backend: Backend) -> None:
+    """Changes are numbered 1, 2, ... as they commit; a reader gets those after the
+    number it saw, with the latest revision, from any store on the database."""
+    store, elsewhere = backend.open(), backend.open()
+    assert store.changes_after(0) == Feed(0, 0, ())
+    with store.atomic():
+        store.note_change("agent", "a1")
+        store.note_change("token", "t1")
     store.add_revision({"files": []})
-    store.add_revision({"files": []})
-    store.set_meta("epoch", "e1")
-    assert store.latest_with_meta("epoch") == (2, "e1")
-    assert backend.open().latest_with_meta("other") == (2, None)
+    store.note_change("connection", "mail")
+    assert elsewhere.changes_after(0) == Feed(
+        1, 3, (("agent", "a1"), ("token", "t1"), ("connection", "mail"))
+    )
+    assert elsewhere.changes_after(2) == Feed(1, 3, (("connection", "mail"),))
+    assert elsewhere.changes_after(3) == Feed(1, 3, ())
+    # a number past the newest is another database's: everything is to be dropped
+    assert elsewhere.changes_after(7) == Feed(1, 3, None)
+
+
+def test_a_change_rolled_back_is_not_in_the_feed(backend: Backend) -> None:
+    store = backend.open()
+    with pytest.raises(RuntimeError), store.atomic():
+        store.note_change("agent", "a1")
+        raise RuntimeError("the change failed")
+    store.note_change("agent", "a2")
+    assert backend.open().changes_after(0) == Feed(0, 1, (("agent", "a2"),))
+
+
+def test_a_reader_behind_the_kept_changes_is_told_to_drop_everything(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the newest KEEP changes are kept: a reader further behind cannot know what
+    changed, and is told so (None), never given the changes that are left."""
+    monkeypatch.setattr(changes, "KEEP", 5)
+    store = backend.open()
+    for i in range(8):
+        store.note_change("agent", f"a{i}")
+    assert len(backend.sql("SELECT seq FROM changes", ())) == 5
+    assert store.changes_after(3) == Feed(0, 8, tuple(("agent", f"a{i}") for i in range(3, 8)))
+    assert store.changes_after(2) == Feed(0, 8, None)
+    assert store.changes_after(0) == Feed(0, 8, None)
+
+
+@pytest.mark.parametrize("damage", ["key", "sum", "kind", "gone"])
+def test_a_damaged_change_makes_the_reader_drop_everything(backend: Backend, damage: str) -> None:
+    """A change row changed behind the store's back (its key, its checksum, a kind no
+    charter notes) or removed: what changed cannot be told, so the answer is None, never
+    the changes as they read (a reader would keep an agent it should drop)."""
+    store = backend.open()
+    for key in ("a1", "a2", "a3"):
+        store.note_change("agent", key)
+    if damage == "gone":
+        backend.sql("DELETE FROM changes WHERE seq = ?", (2,))
+    elif damage == "kind":
+        backend.sql("UPDATE changes SET kind = ? WHERE seq = ?", ("secret", 2))
+    elif damage == "key":
+        backend.sql("UPDATE changes SET key = ? WHERE seq = ?", ("a9", 2))
+    else:
+        backend.sql("UPDATE changes SET sum = ? WHERE seq = ?", (b"\x00" * 16, 2))
+    assert store.changes_after(0) == Feed(0, 3, None)
+    assert store.changes_after(2) == Feed(0, 3, (("agent", "a3"),))
 
 
 # ---- transactions -----------------------------------------------------------------------
@@ -449,11 +512,11 @@ def _moves_within(store: Store, before: int, bound: float) -> float:
 
 
 def test_data_version_moves_when_another_store_commits(backend: Backend) -> None:
-    """What another process caches moves it on both stores: a revision, a named value."""
+    """What another process caches moves it on both stores: a revision, a noted change."""
     store, other = backend.open(), backend.open()
     ids = itertools.count()
     for write in (
-        lambda: other.set_meta("k", next(ids)),
+        lambda: other.note_change("agent", f"a{next(ids)}"),
         lambda: other.add_revision({"files": []}),
     ):
         before = store.data_version()
@@ -472,7 +535,7 @@ def test_data_version_moves_when_another_store_commits(backend: Backend) -> None
     assert store.data_version() == still  # (nobody committed)
 
 
-def test_decisions_documents_and_charges_move_the_feed_of_neither_on_postgres(
+def test_decisions_documents_charges_and_values_move_no_feed_on_postgres(
     backend: Backend,
 ) -> None:
     """SQLite's data version moves with any commit (PRAGMA data_version); PostgreSQL's
@@ -483,6 +546,7 @@ def test_decisions_documents_and_charges_move_the_feed_of_neither_on_postgres(
         lambda: other.append_decisions([b"x"]),
         lambda: other.insert("a", "b", {}),
         lambda: other.charge(["s"], 1, 1),
+        lambda: other.set_meta("k", 1),
     ):
         with store.atomic():
             before = store.data_version()
@@ -518,7 +582,7 @@ def test_a_database_from_a_newer_charter_is_refused(backend: Backend) -> None:
         newer = schema.VERSION + 1
         backend.sql(f"PRAGMA user_version = {newer}")
     with pytest.raises(StoreTooNew) as info:  # seen by a store that opened it before
-        store.latest_with_meta("k")
+        store.changes_after(0)
     assert info.value.found == newer
     with pytest.raises(StoreTooNew):
         backend.open()

@@ -231,7 +231,7 @@ def test_data_version_is_read_from_the_row_while_the_feed_is_down(pg_url: str) -
     store._feed.stop()
     time.sleep(0.6)  # (past FRESH: the thread's last read is stale)
     before = store.data_version()
-    other.set_meta("k", 1)
+    other.note_change("agent", "a1")
     assert store.data_version() != before  # at once: read from the row
     store.close()
     other.close()
@@ -309,10 +309,10 @@ def test_stores_in_other_schemas_do_not_hold_the_data_version_back(pg_url: str) 
     store, other = PostgresStore(quiet), PostgresStore(quiet)
     store.data_version()
     for i in range(30):
-        busy.set_meta("k", i)  # (its feed's version passes the quiet one's)
+        busy.note_change("agent", f"a{i}")  # (its feed's version passes the quiet one's)
     time.sleep(0.3)
     before = store.data_version()
-    other.set_meta("k", 1)
+    other.note_change("agent", "a1")
     start = time.monotonic()
     while store.data_version() == before:
         assert time.monotonic() - start < 0.5
@@ -363,12 +363,12 @@ def test_a_store_sees_another_commit_at_its_begin_and_not_its_own(pg_url: str) -
     try:
         with one.atomic():
             before = one.data_version()
-            one.set_meta("k", 1)
+            one.note_change("agent", "a1")
         with one.atomic():
             assert one.data_version() == before  # its own commit is not news
-            one.set_meta("k", 2)
+            one.note_change("agent", "a2")
         with other.atomic():
-            other.set_meta("k", 3)
+            other.note_change("agent", "a3")
         with one.atomic():
             assert one.data_version() != before  # read with the writer lock at BEGIN
     finally:

@@ -32,7 +32,7 @@ def test_missing_empty_and_charter(tmp_path: Path) -> None:
     try:
         store.set_meta("x", 1)
         before = files(tmp_path)
-        assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts"})))
+        assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts", "changes"})))
         assert files(tmp_path) == before
     finally:
         store.close()
@@ -48,7 +48,7 @@ def test_a_database_of_an_older_charter_is_charters(tmp_path: Path) -> None:
     made.close()
     assert probe(db) == Found("charter", tuple(sorted(TABLES)))
     SqliteStore(db).close()
-    assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts"})))
+    assert probe(db) == Found("charter", tuple(sorted({*TABLES, "texts", "changes"})))
 
 
 def test_another_programs_database_and_no_database(tmp_path: Path) -> None:

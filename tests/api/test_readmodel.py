@@ -1,0 +1,103 @@
+"""The read model (api/service/readmodel.py): another process's change drops what it
+names here, nothing else; a feed that cannot tell what changed drops everything."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pytest
+
+from api.service import tokens
+from api.service.connections import connections_create
+from api.service.core import Service
+from api.service.resources import agents_update
+from api.service.tokens import Principal, TokenCache
+from policy.store import changes
+from tests.api.conftest import Harness, seen_elsewhere
+
+STORES = ("sqlite", "postgres")
+ADMIN = Principal("t", "admin")
+
+
+def _cached(service: Service, *agents: str) -> dict[str, object]:
+    """The agents' records as cached here (each read once, through the cache)."""
+    return {agent: service.agent(agent) for agent in agents}
+
+
+def test_an_agent_changed_elsewhere_drops_that_agent_alone(
+    harness: Harness, other: Service
+) -> None:
+    service = harness.service
+    harness.add_agent("b1", "support")
+    before = _cached(service, "a1", "b1")
+    agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+    assert seen_elsewhere(service).sync()
+    assert service.agent("a1") is before["a1"]  # kept: not named by the change
+    assert service.agent("b1").profile == "narrow"  # read again
+    assert not service.sync()  # seen once, then nothing new
+
+
+def test_a_connection_added_elsewhere_drops_its_toolset_alone(
+    harness: Harness, other: Service
+) -> None:
+    service = harness.service
+    mail, vault = service.connections_for("mail"), service.connections_for("vault")
+    connections_create(other, ADMIN, {"name": "v", "toolset": "vault", "credential": "c"})
+    seen_elsewhere(service).sync()
+    assert service.connections_for("mail") is mail  # kept
+    assert vault == [] and len(service.connections_for("vault")) == 1
+
+
+def test_a_token_revoked_elsewhere_drops_that_token_alone(harness: Harness, other: Service) -> None:
+    service = harness.service
+    cache = TokenCache(service.store)
+    dropped: list[Collection[str] | None] = []
+    service.read.on_tokens.append(cache.forget)
+    service.read.on_tokens.append(dropped.append)
+    doomed, record = tokens.issue(service.store, "decide")
+    kept = cache.lookup(harness.decide)
+    assert kept is not None and cache.lookup(doomed) is not None
+    assert tokens.revoke(other, [record.id])
+    seen_elsewhere(service).sync()
+    assert dropped == [[record.id]]
+    assert cache.lookup(harness.decide) is kept  # still cached: the same object
+    assert cache.lookup(doomed) is None
+
+
+def test_decisions_elsewhere_drop_nothing(harness: Harness, other: Service) -> None:
+    """Another process's decisions note no change: nothing cached here is read again."""
+    service = harness.service
+    before = _cached(service, "a1")
+    moves = service.read.moves
+    other.store.append_decisions([b'{"effect":"allow"}'])
+    service.sync()
+    assert service.agent("a1") is before["a1"] and service.read.moves == moves
+
+
+@pytest.mark.parametrize("why", ["behind", "damaged"])
+def test_a_feed_that_cannot_tell_drops_everything(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """Further behind than the kept changes, or a change row damaged (the store's answer
+    is then None: tests/store/test_contract.py): every agent, connection list and token
+    is dropped, though the changes left name none of them."""
+    service = harness.service
+    harness.add_agent("b1", "support")
+    before = _cached(service, "a1", "b1")
+    dropped: list[Collection[str] | None] = []
+    service.read.on_tokens.append(dropped.append)
+    if why == "behind":
+        monkeypatch.setattr(changes, "KEEP", 2)
+    else:
+        real = service.store.changes_after
+
+        def damaged(after: int) -> changes.Feed:
+            found = real(after)
+            return changes.Feed(found.latest, found.version, None)
+
+        monkeypatch.setattr(service.store, "changes_after", damaged)
+    for n in range(3):
+        other.store.note_change("agent", f"nobody-{n}")
+    assert seen_elsewhere(service).sync()
+    assert dropped == [None]
+    assert service.agent("a1") is not before["a1"] and service.agent("b1") is not before["b1"]
