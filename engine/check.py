@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path as FsPath
 
 from engine.checker import DEFAULT_CHECK, Checker, CheckOptions
+from engine.rebuild import reused_files, settled_paths
 from engine.workspace import Workspace
 from grammar import source
 from grammar.parser import parse
@@ -67,12 +68,20 @@ def _collector_paused() -> Iterator[None]:
 
 @_collector_paused()
 def check_sources(
-    sources: Iterable[tuple[str, str]], options: CheckOptions = DEFAULT_CHECK
+    sources: Iterable[tuple[str, str]],
+    options: CheckOptions = DEFAULT_CHECK,
+    base: Workspace | None = None,
 ) -> Workspace:
-    """Parse and check a set of files as one workspace; raise CharterError with all errors."""
+    """Parse and check a set of files as one workspace; raise CharterError with all errors.
+    `base`: a checked workspace these files change (the policy they replace), whose files
+    that did not change are neither parsed nor checked again where nothing they depend on
+    changed (engine/rebuild.py). The answer is the same with it or without it."""
     files: list[ast.SourceFile] = []
     errors: list[Diagnostic] = []
     sources = list(sources)
+    if base is not None and base.options != options:
+        base = None  # (checked under other limits: nothing of it is taken)
+    kept = {} if base is None else reused_files(sources, base)
     for index, (path, text) in enumerate(sources):
         if index >= options.max_files:
             errors.append(
@@ -81,11 +90,15 @@ def check_sources(
                 )
             )
             break
+        found = kept.get(path)
+        if found is not None:
+            files.append(found)
+            continue
         try:
             files.append(parse(text, path, options.parse))
         except CharterSyntaxError as exc:
             errors.extend(exc.diagnostics)
-    return check_files(files, options, dict(sources), errors)
+    return check_files(files, options, dict(sources), errors, base)
 
 
 @_collector_paused()
@@ -94,13 +107,21 @@ def check_files(
     options: CheckOptions = DEFAULT_CHECK,
     texts: Mapping[str, str] | None = None,
     errors: Iterable[Diagnostic] = (),
+    base: Workspace | None = None,
 ) -> Workspace:
     """Check files parsed already as one workspace (`check_sources` after parsing; the
     fit check reuses a checked workspace's files instead of parsing them again); raise
     CharterError with all errors, `errors` (what parsing found) first. `texts`: the
-    sources for the messages (default: each file's own text)."""
+    sources for the messages (default: each file's own text). `base`: as for
+    `check_sources`."""
     found = list(errors)
-    checker = Checker(files, options)
+    settled = None
+    if base is not None and base.options == options:
+        settled = settled_paths(files, base)
+    if base is None or settled is None:
+        checker = Checker(files, options)
+    else:  # (the same catalogue: its very mapping, which tells the compiler so)
+        checker = Checker(files, options, settled, base.tools)
     workspace = checker.run()
     found.extend(checker.errors)
     if found:  # the warnings go with the errors: a failed check still reports them

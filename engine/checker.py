@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from engine import types as T
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
@@ -59,9 +61,21 @@ def _shown(name: str) -> str:
 
 
 class Checker:
-    def __init__(self, files: list[ast.SourceFile], options: CheckOptions) -> None:
+    """`settled`: the paths of files whose roles and hooks checked without an error
+    against this same tool catalogue, `catalogue` (engine/rebuild.py): their bodies are
+    not checked again, and the workspace's tools are that very mapping."""
+
+    def __init__(
+        self,
+        files: list[ast.SourceFile],
+        options: CheckOptions,
+        settled: frozenset[str] = frozenset(),
+        catalogue: Mapping[str, ToolSpec] | None = None,
+    ) -> None:
         self.files = files
         self.options = options
+        self.settled = settled
+        self.catalogue = catalogue
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.tools: dict[str, ToolSpec] = dict(builtin_tools())
@@ -136,6 +150,8 @@ class Checker:
 
     def run(self) -> Workspace:
         self.collect()
+        if self.catalogue is not None:  # (what collect found is the same, tool for tool)
+            self.tools = cast(dict[str, ToolSpec], self.catalogue)
         self.by_namespace = index_namespaces(self.tools)
         self.resolve()
         self.type_conditions()
@@ -148,6 +164,7 @@ class Checker:
             tuple(self.tests),
             tuple(self.files),
             tuple(self.warnings),
+            self.options,
         )
 
     # ---- stage: collect ----------------------------------------------------------------
@@ -316,10 +333,15 @@ class Checker:
 
     def resolve(self) -> None:
         dups = self.duplicates
+        settled = self.settled
         for role in [*self.roles.values(), *(d for d in dups if isinstance(d, ast.Role))]:
+            if role.span.file in settled:
+                continue
             for rule in role.rules:
                 self.resolve_rule(rule)
         for hook in [*self.hooks.values(), *(d for d in dups if isinstance(d, ast.Hook))]:
+            if hook.span.file in settled:
+                continue
             lenient = hook.span.file == "<default hooks>"
             self.hook_tools.append((hook, self.resolve_patterns(hook.patterns, lenient=lenient)))
         for profile in [*self.profiles.values(), *(d for d in dups if isinstance(d, ast.Profile))]:

@@ -74,24 +74,25 @@ class _RuleEntries:
     `api.http.app.tune_gc`), then kept every revision it had compiled (about 0.75 MB a
     revision of the example workspace)."""
 
-    __slots__ = ("entries", "functions", "parts", "slots", "tools")
+    __slots__ = ("entries", "fns", "parts", "tools")
 
     def __init__(self, tools: Mapping[str, ToolSpec], parts: PlanParts) -> None:
         self.tools = tools
         self.parts = parts
-        self.slots: dict[int, int | None] = {}  # id(rule) -> its condition's slot
-        self.functions: list[ConditionFn] = []  # the compiled conditions, by slot
+        # id(rule) -> its compiled condition (None: it has none), for every rule of the
+        # snapshot's roles that a profile selects (each rule is alive while its snapshot
+        # is: its id names it alone).
+        self.fns: dict[int, ConditionFn | None] = {}
         self.entries: dict[int, RuleEntry] = {}
 
     def rule_entry(self, rule: ast.Rule, role: str) -> RuleEntry:
         entry = self.entries.get(id(rule))
         if entry is None:
-            slot = self.slots[id(rule)]
             verb = "allowed" if rule.effect == "allow" else "denied"
             reason = Reason(
                 rule.effect, f"{verb} by role `{role}`", role=role, location=str(rule.span)
             )
-            entry = rule_entry(reason, None if slot is None else self.functions[slot])
+            entry = rule_entry(reason, self.fns[id(rule)])
             self.entries[id(rule)] = entry
         return entry
 
@@ -111,6 +112,17 @@ class ProfilePlan:
         self.hooks: list[tuple[HookEntry, ast.Hook]] = []
         self.has_execute = _has_execute(rules)
         self.plans: dict[str, CompiledPlan] = {}
+
+    def carried(self, entries: _RuleEntries) -> ProfilePlan:
+        """This profile's plans, unchanged, for a snapshot derived from this one's
+        (`Snapshot(..., base=)`): the plans built so far, shared, and the rest built on
+        `entries`, which hold every rule of this profile as compiled here. Never this very
+        object: its entries would keep the older snapshot's rule index alive."""
+        copy = ProfilePlan(entries, self.name, self.rules)
+        copy.has_execute = self.has_execute  # (its rules keep only `*` once built)
+        copy.hooks = self.hooks
+        copy.plans = dict(self.plans)
+        return copy
 
     def build(self, tool: str) -> CompiledPlan | None:
         snap = self._entries
@@ -157,39 +169,73 @@ class _UnknownTool:
 
 class Snapshot:
     """A compiled, immutable policy revision (its `revision` number is set once, by the
-    upload that stores it, before the snapshot is shared)."""
+    upload that stores it, before the snapshot is shared).
 
-    def __init__(self, workspace: Workspace, revision: int = 0) -> None:
+    `base`: the snapshot of the policy this one changes. When the workspace was checked
+    against `base`'s with the same tool catalogue (its `tools` is `base`'s very mapping:
+    engine/rebuild.py), what did not change is taken from `base` rather than compiled
+    again: a profile whose declaration, roles and hooks are the very objects `base`
+    compiled keeps its plans, and a rule or hook `base` compiled keeps its compiled
+    condition. A snapshot decides exactly as one compiled whole."""
+
+    workspace: Workspace
+
+    def __init__(
+        self, workspace: Workspace, revision: int = 0, base: Snapshot | None = None
+    ) -> None:
+        if base is not None and workspace.tools is not base.workspace.tools:
+            base = None  # (another catalogue: nothing compiled against it carries over)
         self.workspace = workspace
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
-        self.parts = PlanParts(RunFunctions(workspace.tools.values()))
         # The index's keys: one fresh copy of every tool name, shared by every profile (a
         # look-up compares the caller's string with the key; see fresh_copy).
-        names = {name: fresh_copy(name) for name in sorted(workspace.tools)}
+        self._names: dict[str, str]
+        if base is None:
+            self.parts = PlanParts(RunFunctions(workspace.tools.values()))
+            self._names = {name: fresh_copy(name) for name in sorted(workspace.tools)}
+        else:
+            self.parts, self._names = base.parts, base._names
+        names = self._names
         self._by_namespace = workspace.tools_by_namespace
         self._conditions = ConditionCompiler()
         self._entries = _RuleEntries(self.tools, self.parts)
-        self._rule_slots = self._entries.slots
+        self._rule_slots: dict[int, int | None] = {}  # id(rule) -> its slot, while compiling
         self._hook_slots: dict[int, tuple[int | None, tuple[tuple[str, int], ...]]] = {}
         self.profiles: dict[str, ProfilePlan] = {}
         # Per profile, the tools of its rules and hooks whose conditions read the
         # thread's cost (no entry: none does); see `reads_thread_cost`.
         self._cost_tools: dict[str, frozenset[str]] = {}
         self._cost_reads: dict[int, bool] = {}  # per rule or hook, while compiling
+        # id(hook) -> its prepared entry, for every hook a profile installs.
+        self._hook_entries: dict[int, HookEntry] = {}
+        carried: dict[str, ProfilePlan] = {}
+        if base is not None:
+            self._inherit(base)
+            carried = base._unchanged_profiles(workspace)
         eager: dict[str, set[str]] = {}
         for profile in workspace.profiles.values():
+            kept = carried.get(profile.name)
+            if kept is not None:
+                self.profiles[profile.name] = kept.carried(self._entries)
+                assert base is not None
+                cost = base._cost_tools.get(profile.name)
+                if cost is not None:
+                    self._cost_tools[profile.name] = cost
+                continue
             self.profiles[profile.name], eager[profile.name] = self._prepare(profile)
-        self._functions = self._entries.functions = self._conditions.build()
-        hook_entries: dict[int, HookEntry] = {}
-        for profile in workspace.profiles.values():
-            plans = self.profiles[profile.name]
+        functions = self._conditions.build()
+        fns = self._entries.fns
+        for rule_id, slot in self._rule_slots.items():
+            fns[rule_id] = None if slot is None else functions[slot]
+        for profile_name in eager:
+            plans = self.profiles[profile_name]
             for hook in plans.rules.hooks:
-                entry = hook_entries.get(id(hook))
+                entry = self._hook_entries.get(id(hook))
                 if entry is None:
-                    entry = hook_entries[id(hook)] = self._hook_entry(hook)
+                    entry = self._hook_entries[id(hook)] = self._hook_entry(hook, functions)
                 plans.hooks.append((entry, hook))
-            for tool in eager[profile.name]:
+            for tool in eager[profile_name]:
                 plan = plans.build(tool)
                 if plan is not None:
                     plans.plans[names.get(tool, tool)] = plan
@@ -199,10 +245,46 @@ class Snapshot:
             plans.rules.namespace = {}
         self.parts.forget_tuples()
         self._cost_reads = {}
+        self._rule_slots = {}
+        self._hook_slots = {}
         # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
         self._index: dict[str, dict[str, CompiledPlan]] = {
             fresh_copy(name): plans.plans for name, plans in self.profiles.items()
         }
+
+    # ---- what a derived snapshot takes from its base ------------------------------------
+    def _inherit(self, base: Snapshot) -> None:
+        """The compiled conditions of every rule and the entries of every hook that are
+        the very objects of `base`'s workspace (alive with it: their ids name them alone)."""
+        fns, before = self._entries.fns, base._entries.fns
+        old_roles = base.workspace.roles
+        for name, role in self.workspace.roles.items():
+            if old_roles.get(name) is role:
+                for rule in role.rules:
+                    found = before.get(id(rule), _MISSING)
+                    if found is not _MISSING:
+                        fns[id(rule)] = found  # type: ignore[assignment]
+        old_hooks = base.workspace.hooks
+        for name, hook in self.workspace.hooks.items():
+            entry = base._hook_entries.get(id(hook))
+            if entry is not None and old_hooks.get(name) is hook:
+                self._hook_entries[id(hook)] = entry
+
+    def _unchanged_profiles(self, workspace: Workspace) -> dict[str, ProfilePlan]:
+        """The profiles of `workspace` that decide as this snapshot's do: the same
+        declaration, the same role objects under each name it selects, the same hooks."""
+        mine = self.workspace
+        found: dict[str, ProfilePlan] = {}
+        for name, profile in workspace.profiles.items():
+            if mine.profiles.get(name) is not profile or name not in self.profiles:
+                continue
+            if any(workspace.roles.get(r) is not mine.roles.get(r) for r in profile.roles):
+                continue
+            now, before = workspace.profile_hooks(profile), mine.profile_hooks(profile)
+            if len(now) != len(before) or any(a is not b for a, b in zip(now, before, strict=True)):
+                continue
+            found[name] = self.profiles[name]
+        return found
 
     # ---- compile ----------------------------------------------------------------------
     def _prepare(self, profile: ast.Profile) -> tuple[ProfilePlan, set[str]]:
@@ -252,13 +334,13 @@ class Snapshot:
         return self._by_namespace.get(namespace, [])
 
     def _queue_rule(self, rule: ast.Rule) -> None:
-        if id(rule) not in self._rule_slots:
+        if id(rule) not in self._rule_slots and id(rule) not in self._entries.fns:
             tools = self.workspace.matching_tools(rule.patterns)
             slot = None if rule.where is None else self._conditions.add(rule.where, tools)
             self._rule_slots[id(rule)] = slot
 
     def _queue_hook(self, hook: ast.Hook) -> None:
-        if id(hook) not in self._hook_slots:
+        if id(hook) not in self._hook_slots and id(hook) not in self._hook_entries:
             tools = self.workspace.matching_tools(hook.patterns)
             slot = None if hook.where is None else self._conditions.add(hook.where, tools)
             rewrites = tuple(
@@ -271,7 +353,7 @@ class Snapshot:
         """The prepared entry of a rule (built once, shared by every plan it reaches)."""
         return self._entries.rule_entry(rule, role)
 
-    def _hook_entry(self, hook: ast.Hook) -> HookEntry:
+    def _hook_entry(self, hook: ast.Hook, functions: list[ConditionFn]) -> HookEntry:
         slot, rewrites = self._hook_slots[id(hook)]
         text = (
             hook.message
@@ -285,10 +367,8 @@ class Snapshot:
             hook=hook.name,
             location=str(hook.span),
         )
-        fn = None if slot is None else self._functions[slot]
-        return HookEntry(
-            reason, hook.kind, fn, tuple((name, self._functions[s]) for name, s in rewrites)
-        )
+        fn = None if slot is None else functions[slot]
+        return HookEntry(reason, hook.kind, fn, tuple((name, functions[s]) for name, s in rewrites))
 
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
@@ -333,6 +413,7 @@ def _has_execute(rules: _ProfileRules) -> bool:
 
 
 _NO_PROFILE = "unknown profile"
+_MISSING = object()
 
 
 def decide(snapshot: Snapshot, request: Request) -> Decision:
@@ -340,5 +421,8 @@ def decide(snapshot: Snapshot, request: Request) -> Decision:
     return snapshot.decide(request)
 
 
-def compile_workspace(workspace: Workspace, revision: int = 0) -> Snapshot:
-    return Snapshot(workspace, revision)
+def compile_workspace(
+    workspace: Workspace, revision: int = 0, base: Snapshot | None = None
+) -> Snapshot:
+    """`workspace` compiled; `base`: the snapshot of the policy it changes (see Snapshot)."""
+    return Snapshot(workspace, revision, base)

@@ -25,6 +25,9 @@ class Workspace:
     tests: tuple[ast.Test, ...]
     files: tuple[ast.SourceFile, ...] = field(default=(), compare=False)
     warnings: tuple[Diagnostic, ...] = field(default=(), compare=False)
+    # The CheckOptions it was checked under (engine.checker): a check that changes it
+    # takes nothing of it under other limits (engine.check.check_sources).
+    options: object = field(default=None, compare=False, repr=False)
 
     @property
     def sources(self) -> dict[str, str]:

@@ -41,7 +41,9 @@ def _collector_off() -> Iterator[None]:
 def _watched(snapshot: Snapshot) -> list[weakref.ref[Any]]:
     """Weak references to the snapshot and its conditions. (Its run functions are not
     its own: snapshots share them by signature, in engine.runfns's bounded cache.)"""
-    functions: list[Any] = list(snapshot._functions)
+    functions: list[Any] = [fn for fn in snapshot._entries.fns.values() if fn is not None]
+    for entry in snapshot._hook_entries.values():
+        functions += [fn for fn in (entry.fn, *(f for _, f in entry.rewrites)) if fn is not None]
     return [weakref.ref(snapshot), *(weakref.ref(fn) for fn in functions)]
 
 
