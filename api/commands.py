@@ -19,10 +19,11 @@ This module is the core's: it imports nothing of the HTTP layer.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.records import AgentStatus, Period, ThreadStatus
 from api.service.budget import MAX_USD, amount_text
 from grammar.source import MAX_NAME_CHARS
 
@@ -59,7 +60,7 @@ class Strict(BaseModel):
 # ---- the bodies -------------------------------------------------------------------------
 class Budget(Strict):
     amount: Decimal = Field(ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9")
-    period: Literal["24h", "7d", "total"]
+    period: Period
 
     _exact_amount = field_validator("amount", mode="before")(exact)
 
@@ -87,7 +88,7 @@ class AgentUpdate(Strict):
     profile: str | None = Field(default=None, max_length=MAX_ID)
     budget: Budget | None = None
     metadata: dict[str, Any] | None = None
-    status: Literal["idle", "running", "stopped", "error"] | None = None
+    status: AgentStatus | None = None
 
     _strip_name = field_validator("name")(_stripped)
 
@@ -119,7 +120,7 @@ class ThreadCreate(Strict):
 
 
 class ThreadUpdate(Strict):
-    status: Literal["open", "running", "waiting", "done", "failed", "cancelled"] | None = None
+    status: ThreadStatus | None = None
 
 
 class ConnectionCreate(Strict):
@@ -225,12 +226,20 @@ class GetAgent(ById):
     tool = "agents.get"
 
 
+# An agent's name is stripped as it is read (`_stripped`), and read again from a stripped
+# name (a command built from a body, a rewrite's or an approval's arguments): the body's
+# `min_length` holds of the name as sent, and a name blank once stripped is the
+# operation's own refusal, `invalid-name`.
 class CreateAgent(Command, AgentCreate):
     tool = "agents.create"
+
+    name: str = Field(max_length=256)
 
 
 class UpdateAgent(ById, AgentUpdate):
     tool = "agents.update"
+
+    name: str | None = Field(default=None, max_length=256)
 
 
 class DeleteAgent(ById):

@@ -64,9 +64,8 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
             if "agent" in fields:  # (the threads' filter: an id)
                 bounded_id(fields["agent"], "the query's `agent`")
         fields.update(path)
-        args = checked(command, fields).args()
         service = service_of(request)  # (brought up to date by the token check)
-        result = await run_in_threadpool(manage, service, actor, tool, args, expected)
+        result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:
             response.headers["ETag"] = result.etag

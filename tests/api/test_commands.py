@@ -3,18 +3,36 @@ arguments as an agent's request is decided on them."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Mapping
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from api import commands as c
-from api.service.manage import OPERATIONS
+from api.service import views
+from api.service.manage import OPERATIONS, PRECHECKS
+from tests.api.conftest import POLICY, Harness, expect
 
 
 def test_every_operation_has_its_command() -> None:
     assert set(c.COMMANDS) == set(OPERATIONS)
     assert all(command.tool == tool for tool, command in c.COMMANDS.items())
+
+
+def _taken(run: Callable[..., Any]) -> Any:
+    """The class of command a function takes: its third parameter's annotation."""
+    return list(inspect.signature(run, eval_str=True).parameters.values())[2].annotation
+
+
+@pytest.mark.parametrize("table", [OPERATIONS, PRECHECKS, views.CONDITIONAL])
+def test_each_function_takes_its_tools_command(table: Mapping[str, Callable[..., Any]]) -> None:
+    """The tables hold functions of any command (api.service.ops): each takes its own
+    tool's, or a class that one extends."""
+    for tool, run in table.items():
+        assert issubclass(c.COMMANDS[tool], _taken(run)), tool
 
 
 def test_a_commands_arguments_are_what_was_given_but_nulls() -> None:
@@ -42,3 +60,40 @@ def test_the_bodies_schemas_are_their_own() -> None:
     what `/openapi.json` gives."""
     assert "id" not in c.AgentUpdate.model_fields
     assert c.UpdateAgent.model_fields.keys() == {*c.AgentUpdate.model_fields, "id"}
+
+
+REWRITES = """
+role opener {
+  allow threads.create, threads.update
+}
+hook huge-threads on threads.create where args.prompt == "big" {
+  rewrite args.max_cost = 2000000000
+}
+hook no-such-state on threads.update where has(args.status) {
+  rewrite args.status = "bogus"
+}
+profile rewriting {
+  roles opener
+  hooks huge-threads, no-such-state
+}
+"""
+
+
+def test_a_rewrite_the_command_does_not_take_is_refused(live: Any, harness: Harness) -> None:
+    """A rewrite hook sets an argument to a value of its type that the tool's command does
+    not take: 403 `invalid-rewrite`, saying where, and nothing logged or written."""
+    admin = harness.auth()
+    assert live.put("/v1/policy", content=POLICY + REWRITES, headers=admin).status_code == 201
+    agent = harness.auth(harness.token_for(harness.add_agent("w1", "rewriting")))
+    made = live.post("/v1/threads", json={"prompt": "small"}, headers=agent)
+    assert made.status_code == 201, made.text
+    logged, stored = harness.service.store.last_seq(), made.json()
+    refused = live.post("/v1/threads", json={"prompt": "big"}, headers=agent)
+    expect(refused, 403, "invalid-rewrite")
+    assert [e["loc"] for e in refused.json()["errors"]] == [["max_cost"]]
+    refused = live.patch(f"/v1/threads/{stored['id']}", json={"status": "done"}, headers=agent)
+    expect(refused, 403, "invalid-rewrite")
+    assert [e["loc"] for e in refused.json()["errors"]] == [["status"]]
+    assert harness.service.store.last_seq() == logged
+    threads = live.get("/v1/threads", params={"agent": "w1"}, headers=admin).json()["items"]
+    assert threads == [stored]
