@@ -216,7 +216,8 @@ def check_approve(
     if precheck is None and approval.if_match is None:
         return
     agent_actor = Principal(f"approval:{approval.id}", "agent", approval.agent)
-    # (the call's command, read as it was when the agent asked: `invalid-rewrite` if not)
+    # (the command of the call as the agent sent it: its sealed arguments are the `args()`
+    # of the command its request built)
     called = command_of(approval.tool, unseal_call(service, approval).args)
     # (first: a stale one needs no fit check)
     _unchanged(service, agent_actor, approval, called, managed)

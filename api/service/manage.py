@@ -4,7 +4,9 @@ on that tool's command (api.commands), which every front end builds.
 An admin's request runs the operation. An agent's request is first decided as that tool
 call under the agent's profile (and logged): deny is refused (`denied-by-policy`) with the reasons,
 pause answers with the approval id (approving it later re-checks and then runs the operation), allow
-runs it, in the transaction that logs the decision, so a refused operation logs nothing;
+runs it, in the transaction that logs the decision, so a refused operation logs nothing, on
+the arguments it was allowed with read into the same command (a rewrite hook's that the
+command does not take: `invalid-rewrite`);
 anything the agent creates must also pass the fit check (docs/design.md section 3). A read
 whose refusals all come before its decision (READ_AFTER) runs once that is committed.
 Either way, a request's token is read again as its write transaction begins, as every
