@@ -61,6 +61,7 @@ from api.cli_serve_checks import (
     turn_lifetime,
     worker_count,
 )
+from api.commands import CreateAgent, CreateConnection
 from api.first_start import build, build_on_server, disk_full, is_disk_full
 from api.http.connection import LIMITS_ENV, MAX_HEAD, Limits
 from api.http.lifeline import SUPERVISOR_ENV
@@ -242,18 +243,15 @@ def seed_demo(service: Service, say: Callable[[str], None]) -> None:
     with store.atomic():
         view, _ = identities.create(store, service.sealer, "Demo support agent")
         admin = Principal("serve", "admin")
-        create_agent(
-            service, admin,
-            {"id": DEMO_AGENT, "name": "Demo support agent", "profile": DEMO_PROFILE,
-             "identity": view["id"]},
-        )  # fmt: skip
+        made = CreateAgent(name="Demo support agent", profile=DEMO_PROFILE, identity=view["id"])
+        create_agent(service, admin, made, DEMO_AGENT)
         lines.append(f"demo agent: {DEMO_AGENT} (profile {DEMO_PROFILE}, identity {view['id']})")
         for name, toolset in sorted(service.current().workspace.toolsets.items()):
             if toolset.connection_required:  # a placeholder so the demo's calls can run
-                create_connection(
-                    service, {"name": f"demo-{name}", "toolset": name,
-                              "credential": "demo-placeholder"}, None,
-                )  # fmt: skip
+                placeholder = CreateConnection(
+                    name=f"demo-{name}", toolset=name, credential="demo-placeholder"
+                )
+                create_connection(service, placeholder, None)
                 lines.append(f"demo connection: demo-{name} (workspace-owned, toolset {name})")
     for line in lines:
         say(line)

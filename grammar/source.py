@@ -29,7 +29,7 @@ READ_HELP = "check the file exists and is saved as UTF-8"
 MAX_FILE_BYTES = 1 << 20  # (`ParseOptions.max_file_bytes`'s default)
 # The longest name a declaration may have (`ParseOptions.max_name_chars`'s default, E0120):
 # a role's, profile's, hook's or toolset's name, and a tool's full `toolset.tool`. The HTTP
-# API names them by ids of at most this many characters (`api.http.models.MAX_ID` is this).
+# API names them by ids of at most this many characters (`api.commands.MAX_ID` is this).
 MAX_NAME_CHARS = 256
 
 

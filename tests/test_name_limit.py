@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import main
-from api.http.models import MAX_ID
+from api.commands import MAX_ID
 from engine.check import CheckOptions, check_sources
 from engine.checker import DEFAULT_CHECK
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions

@@ -23,6 +23,7 @@ docs/design-notes.md, "Reading a request").
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import jiter
@@ -156,6 +157,17 @@ def not_json_numbers() -> ServiceError:
 
 def _invalid(errors: list[dict[str, Any]]) -> ServiceError:
     return ServiceError("invalid-body", "the body does not match the schema", errors=errors)
+
+
+def checked(command: type[M], fields: Mapping[str, Any]) -> M:
+    """A management tool's command of a request's body fields (read by `body` with the
+    body's own model), query and path (bounded by their readers, api.http.pagination
+    and api.http.routing): what the body's model took, the command takes; anything else
+    is refused as a body is, 422 `invalid-body`."""
+    try:
+        return command.model_validate(fields)
+    except ValidationError as exc:
+        raise _invalid(_errors(exc)) from None
 
 
 def strict_json(raw: bytes) -> Any:

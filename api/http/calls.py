@@ -32,6 +32,7 @@ from typing import Any
 
 import jiter
 
+from api.commands import MAX_ID
 from api.http import models as m
 from api.http.body import duplicate_refusal, not_json_numbers, validate
 from api.http.body import unreadable as _unreadable
@@ -59,9 +60,9 @@ def _fast_call(item: Any) -> Call | None:
         return None
     agent = item.get("agent")
     tool = item.get("tool")
-    if type(agent) is not str or not 0 < len(agent) <= m.MAX_ID:
+    if type(agent) is not str or not 0 < len(agent) <= MAX_ID:
         return None
-    if type(tool) is not str or not 0 < len(tool) <= m.MAX_ID:
+    if type(tool) is not str or not 0 < len(tool) <= MAX_ID:
         return None
     args = item.get("args", None)
     if args is None:
@@ -79,7 +80,7 @@ def _fast_call(item: Any) -> Call | None:
     connection = item.get("connection")
     context = item.get("context")
     for value in (thread, turn, connection):
-        if value is not None and (type(value) is not str or not 0 < len(value) <= m.MAX_ID):
+        if value is not None and (type(value) is not str or not 0 < len(value) <= MAX_ID):
             return None  # (the models say why)
     if context is not None and type(context) is not dict:
         return None

@@ -150,6 +150,13 @@ CODES: dict[AnyCode, Code] = {
         403,
         "an agent's management request was decided `deny`; `decision` is the logged decision",
     ),
+    "invalid-rewrite": Code(
+        403,
+        "an agent's management request (or the approval of one) was allowed with arguments "
+        "that a rewrite hook of its profile set to values the tool does not take (a `status` "
+        "of no such state, a `max_cost` over 10^9); `errors` lists each mismatch (`loc`, "
+        "`message`, `type`); nothing is logged or written",
+    ),
     "does-not-fit": Code(
         403,
         "a role or profile an agent's token creates or sets would reach beyond the caller's "
@@ -189,7 +196,6 @@ CODES: dict[AnyCode, Code] = {
     # ---- a resource's fields -------------------------------------------------------------
     "invalid-name": Code(400, 'an agent\'s `name` is missing or blank ("Name is required")'),
     "identity-required": Code(400, "an admin's `POST /v1/agents` names no `identity`"),
-    "identity-immutable": Code(400, "a `PATCH /v1/agents/{id}` changes the agent's `identity`"),
     "invalid-seed": Code(
         400,
         "`POST /v1/identities/import`: the seed is not 32 bytes as 64 hex digits or base64",
@@ -211,8 +217,8 @@ CODES: dict[AnyCode, Code] = {
     ),
     "invalid-status": Code(
         400,
-        "a `status` that is not one of its kind's: an agent's, a thread's, or the `GET "
-        "/v1/approvals?status=` filter",
+        "the `GET /v1/approvals?status=` filter is not an approval's status (`pending`, "
+        "`approved`, `rejected`)",
     ),
     "agent-required": Code(
         400,
@@ -469,13 +475,12 @@ WHERE: dict[str, tuple[str, ...]] = {
     "self-approval": ("approve", "reject"),
     "invalid-name": ("createAgent", "updateAgent"),
     "identity-required": ("createAgent",),
-    "identity-immutable": ("updateAgent",),
     "invalid-seed": ("importIdentity",),
     "unknown-profile": _AGENT_WRITES,
     "unknown-identity": ("createAgent", "createConnection"),
     "invalid-budget": ("createAgent", "updateAgent"),
     "invalid-max-cost": ("createThread",),
-    "invalid-status": ("updateAgent", "updateThread", "listApprovals"),
+    "invalid-status": ("listApprovals",),
     "agent-required": ("issueToken", "createThread"),
     "agent-not-allowed": ("issueToken",),
     "unknown-toolset": ("createConnection",),

@@ -55,7 +55,7 @@ def by_shape(spec: Spec) -> set[str]:
     if spec.auth != "none":
         found |= set(TOKEN_CODES)
     if spec.auth == "manage":
-        found.add("denied-by-policy")
+        found |= {"denied-by-policy", "invalid-rewrite"}
     if spec.request is not None:
         found |= set(BODY_CODES)
     if spec.query:

@@ -1,5 +1,5 @@
 """`/openapi.json`: generated from the route tables' `Spec`s and the pydantic models of
-what each route reads (api.http.models) and answers (api.http.answers).
+what each route reads (api.commands, api.http.models) and answers (api.http.answers).
 
 Every operation has its success answer's schema (a 204 has none), the 202 `Pending` of a
 management request an agent's policy paused, and a problem+json `Problem` for each
@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from api.commands import MAX_ID
 from api.http import answers as a
-from api.http.models import MAX_ID
 from api.http.routing import Spec, Table
 
 PROBLEM_TYPE = "application/problem+json"

@@ -11,11 +11,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api import commands as c
 from api import records as r
 from api.http import answers as a
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
-from api.http.body import body
+from api.http.body import body, checked
 from api.http.pagination import list_args
 from api.http.parts import service_of
 from api.http.preconditions import ENTITY_TAG, if_match
@@ -36,12 +37,14 @@ PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagina
 
 
 def managed(spec: Spec) -> tuple[Spec, Endpoint]:
-    """The route of `spec`, run as its built-in tool `spec.tool`: the tool's arguments are
-    the body (its model's fields as sent), a list's query parameters and the path's; its
-    `If-Match`, when it reads one, is no argument (nothing a policy decides on or a log
-    shows: api.service.manage keeps it apart)."""
+    """The route of `spec`, run as its built-in tool `spec.tool`, with the tool's command
+    (api.commands): the body (read with its model, `spec.request`: its fields as sent), a
+    list's query parameters and the path's. Its `If-Match`, when it reads one, is no
+    argument (nothing a policy decides on or a log shows: api.service.manage keeps it
+    apart)."""
     tool, model = spec.tool, spec.request
     assert tool is not None
+    command = c.COMMANDS[tool]
     listing = tool.endswith(".list")
     query = tuple(name for name in spec.query if name not in PAGE)
     guarded = "If-Match" in spec.headers
@@ -53,16 +56,16 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         expected = None
         if guarded:
             expected = if_match(request, ENTITY_TAG, "an entity tag in double quotes", source)
-        args: dict[str, Any] = {}
-        if model is not None:
-            args.update(m.dump(await body(request, model)))  # (nesting checked there)
+        fields: dict[str, Any] = {}
+        if model is not None:  # (nesting, exact numbers, duplicate keys: checked there)
+            fields.update((await body(request, model)).model_dump(exclude_unset=True))
         if listing:
-            args.update(list_args(request, *query))
-            if "agent" in args:  # (the threads' filter: an id)
-                bounded_id(args["agent"], "the query's `agent`")
-        args.update(path)
+            fields.update(list_args(request, *query))
+            if "agent" in fields:  # (the threads' filter: an id)
+                bounded_id(fields["agent"], "the query's `agent`")
+        fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
-        result = await run_in_threadpool(manage, service, actor, tool, args, expected)
+        result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:
             response.headers["ETag"] = result.etag
@@ -142,19 +145,19 @@ _POLICY_VIEW = {"list": (409,), "get": (409,)}
 ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
-    *_crud("identities", "Identity", "id", a.IdentityPage, r.Identity, m.IdentityCreate, m.IdentityUpdate,
+    *_crud("identities", "Identity", "id", a.IdentityPage, r.Identity, c.IdentityCreate, c.IdentityUpdate,
            errors={"create": (404, 409), "delete": (409,)}, created=(201, 200), tagged=True),
     managed(Spec("POST", "/v1/identities/import", "Import a 32-byte Ed25519 seed", "manage",
-                 m.IdentityImport, r.Identity, 201, tool="identities.import", errors=(409,),
+                 c.IdentityImport, r.Identity, 201, tool="identities.import", errors=(409,),
                  etag=True, operation="importIdentity", tag="identities")),
     # (an agent's token whose own profile the latest revision lacks: 404 on a create)
-    *_crud("agents", "Agent", "id", a.AgentPage, r.Agent, m.AgentCreate, m.AgentUpdate,
+    *_crud("agents", "Agent", "id", a.AgentPage, r.Agent, c.AgentCreate, c.AgentUpdate,
            errors={"create": (404, 409), "update": (409,), "delete": (409,)}, tagged=True),
-    *_crud("threads", "Thread", "id", a.ThreadPage, r.Thread, m.ThreadCreate, m.ThreadUpdate, ("agent",),
+    *_crud("threads", "Thread", "id", a.ThreadPage, r.Thread, c.ThreadCreate, c.ThreadUpdate, ("agent",),
            errors={"create": (404,)}, tagged=True),
-    *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, m.ConnectionCreate,
-           m.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
-    *_crud("roles", "Role", "name", a.RolePage, a.Role, m.RoleWrite, m.RoleUpdate,
+    *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
+           c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
+    *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
            errors={**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)},
            tagged=True),
     *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
@@ -171,7 +174,7 @@ ROUTES: Table = [
                  tool="approvals.approve", errors=(400, 409, 412, 413, 422),
                  operation="approve", tag="approvals")),
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
-                 m.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
+                 c.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
                  operation="reject", tag="approvals")),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from api.http.models import MAX_ID
+from api.commands import MAX_ID
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
 
@@ -82,7 +82,7 @@ SHOWN = 32  # characters of an id too long that its refusal shows
 def bounded_id(value: str, where: str) -> str:
     """An id or a name a request gives outside its body (`where`: its path's `{id}`, a
     query's `agent`), if it is at most MAX_ID characters, as ids in a body are
-    (api.http.models); else 400 `id-too-long`, showing only its first SHOWN characters,
+    (api.commands); else 400 `id-too-long`, showing only its first SHOWN characters,
     so a 60 KB id is never looked up, nor echoed whole in a 404 (or an agent's 403)."""
     if len(value) <= MAX_ID:
         return value

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from api import commands as c
 from api.records import Identity
 from api.service import pages
 from api.service.core import Service
@@ -72,18 +73,18 @@ def _own_identity(service: Service, actor: Principal, account: Any) -> None:
     )  # fmt: skip
 
 
-def check_own_identity(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_own_identity(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `identities.get`/`.update`/`.delete` is decided (see `_own_identity`)."""
-    _own_identity(service, actor, args["id"])
+    _own_identity(service, actor, command.id)
 
 
-def identities_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def identities_list(service: Service, actor: Principal, command: c.ListIdentities) -> Result:
     if actor.agent is None:
-        return page(service, "secrets", args, tag=identities.KIND)
+        return page(service, "secrets", command, tag=identities.KIND)
     # Its own identity alone: a list of at most one, on the first page, found by its id
     # rather than by reading everyone's. A cursor (checked as any) starts past its end.
-    after = pages.decode("secrets", args.get("cursor"))
-    pages.limit_of(args.get("limit"))
+    after = pages.decode("secrets", command.cursor)
+    pages.limit_of(command.limit)
     items = []
     if after == 0:
         own = service.agent(actor.agent).identity
@@ -93,11 +94,11 @@ def identities_list(service: Service, actor: Principal, args: dict[str, Any]) ->
 
 
 @identity_errors
-def identity_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
-    """The identity `args["id"]` as stored, if the caller reaches it (`_own_identity`): what
+def identity_stored(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The identity `command.id` as stored, if the caller reaches it (`_own_identity`): what
     a `PATCH` or `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    _own_identity(service, actor, args["id"])
-    return identities.stored(service.store, args["id"])
+    _own_identity(service, actor, command.id)
+    return identities.stored(service.store, command.id)
 
 
 def _identity_answer(service: Service, outcome: Outcome, account: str) -> Result:
@@ -108,43 +109,40 @@ def _identity_answer(service: Service, outcome: Outcome, account: str) -> Result
 
 
 @identity_errors
-def identities_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    doc = identity_stored(service, actor, args)
+def identities_get(service: Service, actor: Principal, command: c.GetIdentity) -> Result:
+    doc = identity_stored(service, actor, command)
     return Result(Outcome.DONE, Identity.of_secret(doc), etag(doc))
 
 
 @identity_errors
-def identities_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def identities_create(service: Service, actor: Principal, command: c.CreateIdentity) -> Result:
     with service.store.atomic():
         # An agent's request ids are its own: it never replays another caller's create.
         view, created = identities.create(
-            service.store, service.sealer, args.get("label"), args.get("request_id"),
-            actor.agent,
-        )  # fmt: skip
+            service.store, service.sealer, command.label, command.request_id, actor.agent
+        )
         return _identity_answer(service, Outcome.CREATED if created else Outcome.DONE, view["id"])
 
 
 @identity_errors
-def identities_import(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def identities_import(service: Service, actor: Principal, command: c.ImportIdentity) -> Result:
     with service.store.atomic():
-        view = identities.import_seed(
-            service.store, service.sealer, args["seed"], args.get("label")
-        )
+        view = identities.import_seed(service.store, service.sealer, command.seed, command.label)
         return _identity_answer(service, Outcome.CREATED, view["id"])
 
 
 @identity_errors
-def identities_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    _own_identity(service, actor, args["id"])
+def identities_update(service: Service, actor: Principal, command: c.UpdateIdentity) -> Result:
+    _own_identity(service, actor, command.id)
     with service.store.atomic():
         identities.update(
             service.store,
-            args["id"],
-            label=args.get("label"),
-            name=args.get("name"),
-            metadata=args.get("metadata"),
+            command.id,
+            label=command.label,
+            name=command.name,
+            metadata=command.metadata,
         )
-        return _identity_answer(service, Outcome.DONE, args["id"])
+        return _identity_answer(service, Outcome.DONE, command.id)
 
 
 # Deleting an identity removes its secret only (docs/design.md section 7): the agents that act
@@ -165,22 +163,22 @@ def _require_no_connections(service: Service, account: str) -> None:
 
 
 @identity_errors
-def check_identity_delete(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_identity_delete(service: Service, actor: Principal, command: c.DeleteIdentity) -> None:
     """Before an agent's `identities.delete` is decided: its own (`_own_identity`), there
     (`identity-not-found`), and owning no connection (`_require_no_connections`)."""
-    identity_stored(service, actor, args)
-    _require_no_connections(service, args["id"])
+    identity_stored(service, actor, command)
+    _require_no_connections(service, command.id)
 
 
 @identity_errors
-def identities_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    _own_identity(service, actor, args["id"])
+def identities_delete(service: Service, actor: Principal, command: c.DeleteIdentity) -> Result:
+    _own_identity(service, actor, command.id)
     with service.store.atomic():
         # Counted in the delete's transaction: a connection another process makes for it
         # commits before (and is counted) or finds it gone (connections.create_connection).
-        identities.stored(service.store, args["id"])  # (not found first, orphans or not)
-        _require_no_connections(service, args["id"])
-        identities.delete(service.store, args["id"])
+        identities.stored(service.store, command.id)  # (not found first, orphans or not)
+        _require_no_connections(service, command.id)
+        identities.delete(service.store, command.id)
     return Result(Outcome.REMOVED, None)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any, get_args
 
+from api import commands as c
 from api.records import Approval, ApprovalStatus
 from api.service import pages
 from api.service.approved import Approved
@@ -22,7 +23,7 @@ from api.service.core import Service, now_ms
 from api.service.decide import decide_detailed, prepare, unseal_call
 from api.service.errors import ServiceError
 from api.service.managedcalls import ManagedCalls
-from api.service.ops import Operation, Outcome, Result
+from api.service.ops import Operation, Outcome, Result, command_of
 from api.service.pages import page
 from api.service.tokens import Principal
 
@@ -34,38 +35,38 @@ STATUSES: tuple[str, ...] = get_args(ApprovalStatus)
 SCANNED_PER_ITEM = 4
 
 
-def _status(args: dict[str, Any]) -> str | None:
-    status = args.get("status")
+def _status(command: c.ListApprovals) -> str | None:
+    status = command.status
     if status is not None and status not in STATUSES:
         raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
     return status
 
 
-def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_list(service: Service, actor: Principal, command: c.ListApprovals) -> None:
     """Before an agent's `approvals.list` is decided: every refusal of the operation (a
     status, cursor or limit it does not take), so the allowed list runs after the
     decision is committed (api.service.manage.READ_AFTER) and cannot refuse then."""
-    pages.decode(Approval.KIND, args.get("cursor"), _status(args))
-    pages.limit_of(args.get("limit"))
+    pages.decode(Approval.KIND, command.cursor, _status(command))
+    pages.limit_of(command.limit)
 
 
-def approvals_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    status = _status(args)
+def approvals_list(service: Service, actor: Principal, command: c.ListApprovals) -> Result:
+    status = _status(command)
     if actor.agent is None:
-        return page(service, Approval.KIND, args, tag=status, listed=status)
-    return _readable_page(service, actor.agent, args, status)
+        return page(service, Approval.KIND, command, tag=status, listed=status)
+    return _readable_page(service, actor.agent, command, status)
 
 
 def _readable_page(
-    service: Service, agent: str, args: dict[str, Any], status: str | None
+    service: Service, agent: str, command: c.ListApprovals, status: str | None
 ) -> Result:
     """An agent's page: the approvals its `approvals.get` would be allowed for, in the
     list's order. It reads at most SCANNED_PER_ITEM * `limit` rows, so it may hold fewer
     than `limit` items (none, even) and still have a `next_cursor`: the cursor is past the
     last row whose fate this page settled (shown, or hidden), never past one it did not,
     so no approval is skipped or shown twice. Only the end of the list has none."""
-    after = pages.decode(Approval.KIND, args.get("cursor"), status)
-    limit = pages.limit_of(args.get("limit"))
+    after = pages.decode(Approval.KIND, command.cursor, status)
+    limit = pages.limit_of(command.limit)
     left = SCANNED_PER_ITEM * limit
     items: list[Approval] = []
     position, more = after, True
@@ -105,8 +106,8 @@ def _readable(service: Service, agent: str, approvals: list[Approval]) -> list[b
     ]
 
 
-def approvals_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return Result(Outcome.DONE, service.record(Approval, "approval", args["id"]))
+def approvals_get(service: Service, actor: Principal, command: c.GetApproval) -> Result:
+    return Result(Outcome.DONE, service.record(Approval, "approval", command.id))
 
 
 def _root(service: Service, agent_id: str) -> tuple[str, str | None]:
@@ -186,40 +187,42 @@ def facts(approval: Approval) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def context_of(service: Service, args: dict[str, Any]) -> dict[str, Any]:
+def context_of(service: Service, command: c.ById) -> dict[str, Any]:
     """What an agent's `approvals.get`, `.approve` or `.reject` is decided with as
     `context`: the approval it reads or decides (`context.approval.agent`, `.tool`,
     `.management`), so that a policy can let an agent reach some approvals only (`allow
     approvals.approve where context.approval.tool == "billing.refund"`); the request's
     `id` alone said nothing. `approvals.list` shows an agent the approvals whose
     `approvals.get` would be allowed (`_readable`)."""
-    return facts(service.record(Approval, "approval", args["id"]))
+    return facts(service.record(Approval, "approval", command.id))
 
 
-def check_reject(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_reject(service: Service, actor: Principal, command: c.RejectApproval) -> None:
     """Before an agent's `approvals.reject` is decided: a request that can only be refused
     (`_decidable`) is refused at once, so it is neither logged nor paused."""
-    _decidable(service, actor, args["id"])
+    _decidable(service, actor, command.id)
 
 
 def check_approve(
-    service: Service, actor: Principal, args: dict[str, Any], managed: ManagedCalls
+    service: Service, actor: Principal, command: c.ApproveApproval, managed: ManagedCalls
 ) -> None:
     """Before an approval's transaction, and before an agent's `approvals.approve` is
     decided (whose transaction then runs the approval): `_decidable`'s refusals, then an
     agent's paused management call runs its checks, as when it was asked. Fit checks and
     compiling a policy may take seconds, which inside the transaction would hold every
     writer off; the operation inside finds them done (a look-up)."""
-    approval = _decidable(service, actor, args["id"])
+    approval = _decidable(service, actor, command.id)
     precheck = managed.precheck(approval.tool) if approval.management else None
     if precheck is None and approval.if_match is None:
         return
     agent_actor = Principal(f"approval:{approval.id}", "agent", approval.agent)
-    called = unseal_call(service, approval).args
+    # (the command of the call as the agent sent it: its sealed arguments are the `args()`
+    # of the command its request built)
+    called = command_of(approval.tool, unseal_call(service, approval).args)
     # (first: a stale one needs no fit check)
     _unchanged(service, agent_actor, approval, called, managed)
     if precheck is not None:
-        precheck(service, agent_actor, dict(called))
+        precheck(service, agent_actor, called)
 
 
 def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
@@ -231,12 +234,13 @@ def keep_if_match(service: Service, approval_id: str, if_match: str) -> None:
 
 
 def _unchanged(
-    service: Service, actor: Principal, approval: Approval, args: Any, managed: ManagedCalls
-) -> None:
+    service: Service, actor: Principal, approval: Approval, called: c.Command,
+    managed: ManagedCalls,
+) -> None:  # fmt: skip
     """`resource-moved` when an approval's management call was sent with an `If-Match` that its
     document no longer has (`actor`: the agent, whose reach it is read with)."""
     if approval.management and approval.if_match is not None:
-        managed.unchanged(service, actor, approval.tool, dict(args), approval.if_match)
+        managed.unchanged(service, actor, called, approval.if_match)
 
 
 def _close(service: Service, actor: Principal, approval_id: str) -> Approval:
@@ -246,11 +250,11 @@ def _close(service: Service, actor: Principal, approval_id: str) -> Approval:
 
 
 def approvals_approve(
-    service: Service, actor: Principal, args: dict[str, Any], managed: ManagedCalls
+    service: Service, actor: Principal, command: c.ApproveApproval, managed: ManagedCalls
 ) -> Result:
-    check_approve(service, actor, args, managed)
+    check_approve(service, actor, command, managed)
     with service.store.atomic():
-        approval = _close(service, actor, args["id"])
+        approval = _close(service, actor, command.id)
         call = unseal_call(service, approval)
         # (a pause by a hook this approval was not asked about opens one of its own: for
         # an agent's management call, one that runs the call once approved, as this one)
@@ -268,7 +272,9 @@ def approvals_approve(
         if approval.management and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
             agent_actor = Principal(f"approval:{approval.id}", "agent", approval.agent)
-            called = dict(raw[0] or call.args)
+            # (the arguments it was decided with now, a rewrite hook's among them, read
+            # into its command as `manage` reads them: `invalid-rewrite`, nothing written)
+            called = command_of(approval.tool, raw[0] or call.args)
             # (its `If-Match` compared inside this transaction, which the call's write
             # joins: as `manage` does)
             run = managed.guarded(approval.tool, approval.if_match)
@@ -277,10 +283,10 @@ def approvals_approve(
     return Result(Outcome.DONE, body)
 
 
-def approvals_reject(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def approvals_reject(service: Service, actor: Principal, command: c.RejectApproval) -> Result:
     with service.store.atomic():
-        approval = _close(service, actor, args["id"]).changed(
-            status="rejected", reason=args.get("reason")
+        approval = _close(service, actor, command.id).changed(
+            status="rejected", reason=command.reason
         )
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
     return Result(Outcome.DONE, {"approval": approval})

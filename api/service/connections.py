@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api import commands as c
 from api.records import Connection
 from api.service.accounts import check_identity, require_own_identity
 from api.service.core import Service, new_id, now_ms
@@ -16,17 +17,21 @@ from api.service.tokens import Principal
 from policy.store import Doc
 
 
-def create_connection(service: Service, args: dict[str, Any], owner: str | None) -> Connection:
-    toolset = str(args.get("toolset", ""))
+def create_connection(
+    service: Service, command: c.CreateConnection, owner: str | None
+) -> Connection:
+    """The connection `command` makes, owned by `owner` (None: the workspace), an identity
+    the caller checked."""
+    toolset = command.toolset
     spec = service.current().workspace.toolsets.get(toolset)
     if spec is None:
         raise ServiceError("unknown-toolset", f"toolset `{toolset}` is not in the policy")
-    credential = args.get("credential")
-    if not isinstance(credential, str) or not credential:
+    credential = command.credential
+    if not credential:
         raise ServiceError("credential-required", "a connection needs a credential")
     now = now_ms()
     connection = Connection(
-        id=new_id(), name=str(args.get("name", "")), toolset=toolset, owner=owner,
+        id=new_id(), name=command.name, toolset=toolset, owner=owner,
         sealed_credential=service.sealer.seal(credential.encode()), created_at=now,
         updated_at=now,
     )  # fmt: skip
@@ -51,26 +56,26 @@ def _creator_owner(service: Service, actor: Principal, owner: Any) -> Any:
     )  # fmt: skip
 
 
-def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_create(service: Service, actor: Principal, command: c.CreateConnection) -> None:
     """Before an agent's `connections.create` is decided: never for another identity (so
     such a request neither logs nor pauses a call a human could only see fail)."""
-    _creator_owner(service, actor, args.get("owner"))
+    _creator_owner(service, actor, command.owner)
 
 
-def connections_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    owner = _creator_owner(service, actor, args.get("owner"))
+def connections_create(service: Service, actor: Principal, command: c.CreateConnection) -> Result:
+    owner = _creator_owner(service, actor, command.owner)
     if owner is not None:
         owner = check_identity(service, owner)
-    connection = create_connection(service, args, owner)
+    connection = create_connection(service, command, owner)
     return Result(Outcome.CREATED, connection, etag(connection.stored()))
 
 
-def connections_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return page(service, Connection.KIND, args)
+def connections_list(service: Service, actor: Principal, command: c.ListConnections) -> Result:
+    return page(service, Connection.KIND, command)
 
 
-def connections_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    connection = service.record(Connection, "connection", args["id"])
+def connections_get(service: Service, actor: Principal, command: c.GetConnection) -> Result:
+    connection = service.record(Connection, "connection", command.id)
     return Result(Outcome.DONE, connection, etag(connection.stored()))
 
 
@@ -89,28 +94,28 @@ def _own(service: Service, actor: Principal, connection_id: str) -> Connection:
     return connection
 
 
-def check_own(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_own(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `connections.update`/`.delete` is decided (see `_own`)."""
-    _own(service, actor, args["id"])
+    _own(service, actor, command.id)
 
 
-def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
-    """The connection `args["id"]` as stored (its sealed credential too: a change of it
+def stored(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The connection `command.id` as stored (its sealed credential too: a change of it
     alone changes its `ETag`), if the caller may change it (`_own`): what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    return _own(service, actor, args["id"]).stored()
+    return _own(service, actor, command.id).stored()
 
 
-def connections_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def connections_update(service: Service, actor: Principal, command: c.UpdateConnection) -> Result:
     # Read and written in one transaction: another process's change meanwhile (its name,
     # its credential) was written over, and one deleted meanwhile answered 200.
     with service.store.atomic():
-        connection = _own(service, actor, args["id"])
+        connection = _own(service, actor, command.id)
         changes: dict[str, Any] = {"updated_at": now_ms()}
-        if "name" in args:
-            changes["name"] = str(args["name"])
-        if "credential" in args:
-            changes["sealed_credential"] = service.sealer.seal(str(args["credential"]).encode())
+        if command.name is not None:
+            changes["name"] = command.name
+        if command.credential is not None:
+            changes["sealed_credential"] = service.sealer.seal(command.credential.encode())
         connection = connection.changed(**changes)
         service.store.update(
             Connection.KIND, connection.id, connection.stored(), tag=connection.toolset
@@ -118,10 +123,10 @@ def connections_update(service: Service, actor: Principal, args: dict[str, Any])
     return Result(Outcome.DONE, connection, etag(connection.stored()))
 
 
-def connections_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def connections_delete(service: Service, actor: Principal, command: c.DeleteConnection) -> Result:
     with service.store.atomic():  # the removal and its note in the change feed commit together
-        removed = _own(service, actor, args["id"])
-        service.store.delete("connections", args["id"])
+        removed = _own(service, actor, command.id)
+        service.store.delete("connections", command.id)
         service.read.forget_connections(removed.toolset)
     return Result(Outcome.REMOVED, None)
 

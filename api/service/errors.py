@@ -18,11 +18,11 @@ ErrorCode = Literal[
     "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use",
     # who may
-    "unauthorized", "insufficient-scope", "denied-by-policy", "does-not-fit", "budget-looser",
-    "agent-attribute-differs", "identity-not-inherited", "not-managed-agent", "not-own-agent",
-    "not-own-identity", "self-approval",
+    "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
+    "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",
+    "not-managed-agent", "not-own-agent", "not-own-identity", "self-approval",
     # a resource's fields
-    "invalid-name", "identity-required", "identity-immutable", "invalid-seed",
+    "invalid-name", "identity-required", "invalid-seed",
     "unknown-profile", "unknown-identity", "invalid-budget", "invalid-max-cost",
     "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
     "credential-required", "metadata-too-large", "role-source-mismatch",

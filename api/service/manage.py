@@ -1,9 +1,12 @@
-"""Management operations, each named by its built-in tool (`agents.create`, ...).
+"""Management operations, each named by its built-in tool (`agents.create`, ...) and run
+on that tool's command (api.commands), which every front end builds.
 
 An admin's request runs the operation. An agent's request is first decided as that tool
 call under the agent's profile (and logged): deny is refused (`denied-by-policy`) with the reasons,
 pause answers with the approval id (approving it later re-checks and then runs the operation), allow
-runs it, in the transaction that logs the decision, so a refused operation logs nothing;
+runs it, in the transaction that logs the decision, so a refused operation logs nothing, on
+the arguments it was allowed with read into the same command (a rewrite hook's that the
+command does not take: `invalid-rewrite`);
 anything the agent creates must also pass the fit check (docs/design.md section 3). A read
 whose refusals all come before its decision (READ_AFTER) runs once that is committed.
 Either way, a request's token is read again as its write transaction begins, as every
@@ -12,10 +15,12 @@ request's is (api.service.tokens.check_writes): revoked meanwhile, `unauthorized
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from api import commands as c
+from api.commands import Command
 from api.service import (
     accounts,
     approvals,
@@ -31,28 +36,29 @@ from api.service.decide import decide_detailed, prepare
 from api.service.errors import ServiceError
 from api.service.etags import require
 from api.service.managedcalls import ManagedCalls
-from api.service.ops import Operation, Outcome, Precheck, Result
+from api.service.ops import Operation, Outcome, Precheck, Result, command_of
 from api.service.tokens import Principal
 from policy.store import Doc
 
 # What the `If-Match` of a kind's `.update` and `.delete` names, by kind: (what it is
-# called, the argument naming it, its stored document as the caller reaches it: refused
-# as the operation refuses it). A role's is its own file (api.service.views).
-STORED: dict[str, tuple[str, str, Callable[[Service, Principal, dict[str, Any]], Doc]]] = {
-    "identities": ("identity", "id", accounts.identity_stored),
-    "agents": ("agent", "id", resources.agent_stored),
-    "threads": ("thread", "id", threads.stored),
-    "connections": ("connection", "id", connections.stored),
-    "roles": ("role", "name", views.role_stored),
+# called, its stored document as the caller reaches it: refused as the operation refuses
+# it). A role's is its own file (api.service.views), named by the path's `name`.
+STORED: dict[str, tuple[str, Callable[[Service, Principal, Any], Doc]]] = {
+    "identities": ("identity", accounts.identity_stored),
+    "agents": ("agent", resources.agent_stored),
+    "threads": ("thread", threads.stored),
+    "connections": ("connection", connections.stored),
+    "roles": ("role", views.role_stored),
 }
 
 
-def unchanged(
-    service: Service, actor: Principal, tool: str, args: dict[str, Any], if_match: str
-) -> None:
-    """`resource-moved` when the document `tool` acts on differs from the one `if_match` names."""
-    what, key, stored = STORED[tool.partition(".")[0]]
-    require(stored(service, actor, args), if_match, f"{what} `{args[key]}`")
+def unchanged(service: Service, actor: Principal, command: Command, if_match: str) -> None:
+    """`resource-moved` when the document `command` acts on differs from the one `if_match`
+    names."""
+    what, stored = STORED[command.tool.partition(".")[0]]
+    assert isinstance(command, c.ById | c.ByName)  # (each kind's `.update` and `.delete`)
+    named = command.id if isinstance(command, c.ById) else command.name
+    require(stored(service, actor, command), if_match, f"{what} `{named}`")
 
 
 def guarded(tool: str, if_match: str | None) -> Operation:
@@ -66,12 +72,12 @@ def guarded(tool: str, if_match: str | None) -> Operation:
         return op
     own = views.CONDITIONAL.get(tool)
     if own is not None:
-        return lambda service, actor, args: own(service, actor, args, if_match)
+        return lambda service, actor, command: own(service, actor, command, if_match)
 
-    def run(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    def run(service: Service, actor: Principal, command: Command) -> Result:
         with service.store.atomic():
-            unchanged(service, actor, tool, args, if_match)
-            return op(service, actor, args)
+            unchanged(service, actor, command, if_match)
+            return op(service, actor, command)
 
     return run
 
@@ -95,59 +101,62 @@ OPERATIONS: dict[str, Operation] = {
 # whatever the policy says is refused at once (it writes nothing and pauses nothing), and
 # the fit checks' solver runs outside the write transaction; the operations check again,
 # for a paused call that a human approves later (a fit found here is then a look-up).
-def _profile_fits(service: Service, actor: Principal, profile: Any) -> None:
+def _profile_fits(service: Service, actor: Principal, profile: str) -> None:
     # Before the transaction, where the solver may take its time without holding the
     # store's lock; the operation asks again inside it and finds the answer remembered.
     # (An unknown profile is left to the operation's own `unknown-profile`.)
-    if actor.agent is None or not isinstance(profile, str):
+    if actor.agent is None:
         return
     if profile in service.current().workspace.profiles:
         fitcheck.require_profile_fits(service, service.agent(actor.agent), profile)
 
 
-def _create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    resources.check_child(service, actor, args)
-    _profile_fits(service, actor, args.get("profile"))
+def _create_fits(service: Service, actor: Principal, command: c.CreateAgent) -> None:
+    resources.check_child(service, actor, command)
+    _profile_fits(service, actor, command.profile)
 
 
-def _update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    resources.check_managed(service, actor, args)
-    if resources.ACCESS_FIELDS & set(args):
-        _profile_fits(service, actor, args.get("profile", service.agent(args["id"]).profile))
+def _update_fits(service: Service, actor: Principal, command: c.UpdateAgent) -> None:
+    resources.check_managed(service, actor, command)
+    if command.given(*resources.ACCESS_FIELDS):
+        profile = command.profile
+        _profile_fits(
+            service, actor, service.agent(command.id).profile if profile is None else profile
+        )
 
 
-def _role_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    if actor.agent is not None and isinstance(args.get("source"), str):
-        fitcheck.require_source_fits(service, service.agent(actor.agent), args["source"], "role")
+def _role_fits(service: Service, actor: Principal, command: c.CreateRole | c.UpdateRole) -> None:
+    if actor.agent is not None:
+        fitcheck.require_source_fits(service, service.agent(actor.agent), command.source, "role")
 
 
-def _runs_now(service: Service, actor: Principal, tool: str, args: dict[str, Any]) -> bool:
+def _runs_now(service: Service, actor: Principal, command: Command) -> bool:
     """Whether the policy lets the agent's request run at once, as it will be decided (not
     logged here). Compiling a role's change ahead serves only such a request: it took one
     the policy denies 0.6-1.2 s on the benchmark's 1,000 roles, for a 40-byte request.
     (A request that runs after all is compiled inside its transaction, as it was before.)"""
     assert actor.agent is not None
     try:
-        found = prepare(service, [Call(actor.agent, tool, args)], {})[0].decision
+        found = prepare(service, [Call(actor.agent, command.tool, command.args())], {})[0].decision
     except ServiceError:  # (the request's own path says why)
         return False
     return found is None or found.effect == "allow"
 
 
-def _role_create_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    _role_fits(service, actor, args)
-    if _runs_now(service, actor, "roles.create", args):
-        views.prepare_role_change(service, actor, args)
+def _role_create_fits(service: Service, actor: Principal, command: c.CreateRole) -> None:
+    _role_fits(service, actor, command)
+    if _runs_now(service, actor, command):
+        views.prepare_role_change(service, actor, command)
 
 
-def _role_delete_ahead(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    if _runs_now(service, actor, "roles.delete", args):
-        views.prepare_role_change(service, actor, args)
+def _role_delete_ahead(service: Service, actor: Principal, command: c.DeleteRole) -> None:
+    if _runs_now(service, actor, command):
+        views.prepare_role_change(service, actor, command)
 
 
-def _role_update_fits(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-    _role_fits(service, actor, args)
-    views.check_role_change(service, actor, args)
+def _role_update_fits(service: Service, actor: Principal, command: c.UpdateRole) -> None:
+    _role_fits(service, actor, command)
+    views.check_role_change(service, actor, command)
 
 
 PRECHECKS: dict[str, Precheck] = {
@@ -182,7 +191,7 @@ READ_AFTER = frozenset({"approvals.list"})
 
 # What an agent's request is decided with beyond its arguments, as `context`: the facts a
 # policy needs to grant it narrowly, read by the service, never taken from the request.
-CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
+CONTEXTS: dict[str, Callable[[Service, Any], dict[str, Any]]] = {
     "approvals.get": approvals.context_of,
     "approvals.approve": approvals.context_of,
     "approvals.reject": approvals.context_of,
@@ -190,18 +199,15 @@ CONTEXTS: dict[str, Callable[[Service, dict[str, Any]], dict[str, Any]]] = {
 
 
 def manage(
-    service: Service,
-    actor: Principal,
-    tool: str,
-    args: Mapping[str, Any],
-    if_match: str | None = None,
+    service: Service, actor: Principal, command: Command, if_match: str | None = None
 ) -> Result:
-    """Run `tool` for `actor`; `if_match`: a `PATCH`'s or `DELETE`'s `If-Match` (a kind of
-    STORED's `.update` or `.delete` only), None when not sent."""
+    """Run `command` (its tool's operation) for `actor`; `if_match`: a `PATCH`'s or
+    `DELETE`'s `If-Match` (a kind of STORED's `.update` or `.delete` only), None when not
+    sent."""
+    tool = command.tool
     op = guarded(tool, if_match)
-    call_args = {k: v for k, v in args.items() if v is not None}
     if actor.admin:
-        return op(service, actor, call_args)
+        return op(service, actor, command)
     if actor.agent is None:
         raise ServiceError("insufficient-scope", "this token cannot manage resources")
     if if_match is not None:
@@ -209,15 +215,16 @@ def manage(
         # precheck's refusal: neither logged nor paused; and before the precheck, whose
         # fit check (seconds for a large policy) answered a stale one with its refusal.
         # (Its other refusals, a target out of reach or gone, are the precheck's own.)
-        unchanged(service, actor, tool, call_args, if_match)
+        unchanged(service, actor, command, if_match)
     precheck = PRECHECKS.get(tool)
     if precheck is not None:
-        precheck(service, actor, call_args)
+        precheck(service, actor, command)
     # The decision's row and the operation's effect commit together: a request the
     # operation refuses (a 4xx, or anything else) rolls its row back, so it writes
     # nothing. A deny or a pause is the request's outcome and is committed.
     facts = CONTEXTS.get(tool)
-    context = facts(service, call_args) if facts is not None else None
+    context = facts(service, command) if facts is not None else None
+    call_args = command.args()
     # (Its token is read again as this transaction begins, as every write's is, an
     # admin's too: tokens.check_writes. It was checked before the body was read and
     # before the prechecks, a fit check may take seconds, and another worker may have
@@ -226,8 +233,13 @@ def manage(
         call = Call(actor.agent, tool, call_args, context=context)
         responses, raw = decide_detailed(service, [call], management=True)
         decision = responses[0]
-        final = dict(raw[0] or call_args)
+        final = command
         if decision["effect"] == "allow":
+            if raw[0] is not None and raw[0] != call_args:
+                # The arguments it was allowed with (a rewrite hook's, or the tool's
+                # defaults added) read into the same command: one the command does not
+                # take is refused, `invalid-rewrite`, and rolls the decision back.
+                final = command_of(tool, raw[0])
             if tool not in READ_AFTER:
                 return op(service, actor, final)
             # Its refusals again, of the arguments a rewrite hook may have changed, before

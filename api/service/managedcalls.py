@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from api.commands import Command
 from api.service.core import Service
 from api.service.ops import Operation, Precheck
 from api.service.tokens import Principal
@@ -23,9 +23,9 @@ from api.service.tokens import Principal
 class ManagedCalls:
     # The precheck of a management tool (None: it has none).
     precheck: Callable[[str], Precheck | None]
-    # `unchanged(service, actor, tool, args, if_match)`: `resource-moved` when the document
-    # `tool` acts on differs from the one `if_match` names.
-    unchanged: Callable[[Service, Principal, str, dict[str, Any], str], None]
+    # `unchanged(service, actor, command, if_match)`: `resource-moved` when the document
+    # `command` acts on differs from the one `if_match` names.
+    unchanged: Callable[[Service, Principal, Command, str], None]
     # `guarded(tool, if_match)`: the tool's operation, run only while its document is the
     # one `if_match` names (None: unconditionally).
     guarded: Callable[[str, str | None], Operation]

@@ -25,6 +25,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from api.commands import Listing
 from api.records import DOCUMENTS, Identity, Record
 from api.service.errors import ServiceError
 from api.service.ops import Outcome, Result
@@ -128,13 +129,14 @@ def limit_of(value: Any) -> int:
 
 
 def page(
-    service: Service, kind: str, args: dict[str, Any], tag: str | None = None,
+    service: Service, kind: str, listing: Listing, tag: str | None = None,
     listed: str | None = None,
 ) -> Result:  # fmt: skip
-    """A page of `kind` (with `tag`); `listed`: the caller's filter, which the cursors
-    name (another filter's cursor is another list's: `bad-cursor`)."""
-    after = decode(kind, args.get("cursor"), listed)
-    limit = limit_of(args.get("limit"))
+    """The page of `kind` (with `tag`) that `listing` asks for; `listed`: the caller's
+    filter, which the cursors name (another filter's cursor is another list's:
+    `bad-cursor`)."""
+    after = decode(kind, listing.cursor, listed)
+    limit = limit_of(listing.limit)
     rows = service.store.page(kind, after, limit + 1, tag)
     more = len(rows) > limit
     rows = rows[:limit]

@@ -4,15 +4,15 @@ api.service.accounts, threads in api.service.threads.)"""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
+from api import commands as c
 from api.records import Agent, Thread, Turn
 from api.service import fitcheck, tokens
 from api.service.accounts import check_identity, require_own_identity
 from api.service.approved import reject_orphans
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
-from api.service.core import AGENT_STATUSES, Service, new_id, now_ms, parent_tag
+from api.service.core import Service, new_id, now_ms, parent_tag
 from api.service.decide import owned
 from api.service.errors import ServiceError
 from api.service.etags import etag
@@ -23,38 +23,26 @@ from engine.compile import Snapshot
 from policy.metadata import MERGE_HELP, over_cap
 from policy.store import Doc
 
-PERIODS = ("24h", "7d", "total")
-P = ParamSpec("P")
-T = TypeVar("T")
-
 
 # ---- agents -------------------------------------------------------------------------------
-def parse_budget(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or set(value) - {"amount", "period"}:
-        raise ServiceError("invalid-budget", "budget must be {amount, period}")
-    period = value.get("period")
-    if period not in PERIODS:
-        raise ServiceError("invalid-budget", "budget period must be 24h, 7d or total")
-    amount = value.get("amount")
-    if not isinstance(amount, int | float | str | Decimal) or isinstance(amount, bool):
-        raise ServiceError("invalid-budget", "budget amount must be a number")
-    return {"amount": parse_usd(amount, "invalid-budget", "budget amount"), "period": str(period)}
+def parse_budget(budget: c.Budget) -> dict[str, str]:
+    """A budget as an agent keeps it: its amount as the text of a USD amount."""
+    amount = parse_usd(budget.amount, "invalid-budget", "budget amount")
+    return {"amount": amount, "period": budget.period}
 
 
-def _check_profile(service: Service, profile: Any) -> str:
-    if not isinstance(profile, str) or profile not in service.current().workspace.profiles:
+def _check_profile(service: Service, profile: str) -> str:
+    if profile not in service.current().workspace.profiles:
         raise ServiceError("unknown-profile", f"profile `{profile}` is not in the policy")
     return profile
 
 
-def agents_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return page(service, "agents", args)
+def agents_list(service: Service, actor: Principal, command: c.ListAgents) -> Result:
+    return page(service, "agents", command)
 
 
-def agents_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    agent = service.agent(args["id"])
+def agents_get(service: Service, actor: Principal, command: c.GetAgent) -> Result:
+    agent = service.agent(command.id)
     return Result(Outcome.DONE, agent, etag(agent.stored()))
 
 
@@ -66,15 +54,19 @@ def _check_metadata(metadata: Mapping[str, Any]) -> None:
         raise ServiceError("metadata-too-large", message, help=MERGE_HELP)
 
 
-def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Agent:
-    name = args.get("name")
-    if not isinstance(name, str) or not name.strip():
+def create_agent(
+    service: Service, actor: Principal, command: c.CreateAgent, agent_id: str | None = None
+) -> Agent:
+    """The agent `command` makes, under the id `agent_id` (None: a new one; the command
+    line's demo agent has its own)."""
+    name = command.name
+    if not name.strip():
         raise ServiceError("invalid-name", "Name is required")
-    profile = _check_profile(service, args.get("profile"))
-    budget = parse_budget(args.get("budget"))
+    profile = _check_profile(service, command.profile)
+    budget = None if command.budget is None else parse_budget(command.budget)
     parent = None
-    agent_id = str(args.get("id") or new_id())
-    metadata = dict(args.get("metadata") or {})
+    agent_id = agent_id or new_id()
+    metadata = dict(command.metadata)
     _check_metadata(metadata)
     now = now_ms()
 
@@ -89,12 +81,12 @@ def create_agent(service: Service, actor: Principal, args: dict[str, Any]) -> Ag
         caller = service.agent(actor.agent)
         _check_tree_depth(service, caller)
         parent = caller.id
-        identity = _inherited_identity(service, actor, args)
+        identity = _inherited_identity(service, actor, command)
         fitcheck.require_agent_fits(service, caller, made(identity))
     else:
-        if not args.get("identity"):
+        if not command.identity:
             raise ServiceError("identity-required", "an agent needs a signing identity")
-        identity = args["identity"]
+        identity = command.identity
     agent = made(check_identity(service, identity))
     with service.store.atomic():
         if _has_children(service, agent_id):
@@ -132,10 +124,10 @@ def _check_tree_depth(service: Service, caller: Agent) -> None:
         )  # fmt: skip
 
 
-def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]) -> Any:
+def _inherited_identity(service: Service, actor: Principal, command: c.CreateAgent) -> Any:
     """A child agent's identity: its creator's (`identity-not-inherited` for another)."""
     return require_own_identity(
-        service, actor, args.get("identity") or None,  # (any empty one is the creator's too)
+        service, actor, command.identity or None,  # (an empty one is the creator's too)
         lambda own: ServiceError(
             "identity-not-inherited", "a child agent inherits its creator's identity"
         ),
@@ -143,17 +135,17 @@ def _inherited_identity(service: Service, actor: Principal, args: dict[str, Any]
     )  # fmt: skip
 
 
-def check_child(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_child(service: Service, actor: Principal, command: c.CreateAgent) -> None:
     """Before an agent's `agents.create` is decided: the child's identity is the caller's
     (`_inherited_identity`) and the tree has room for it (`_check_tree_depth`)."""
     if actor.agent is not None:
         caller = service.agent(actor.agent)
-        _inherited_identity(service, actor, args)
+        _inherited_identity(service, actor, command)
         _check_tree_depth(service, caller)
 
 
-def agents_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    agent = create_agent(service, actor, args)
+def agents_create(service: Service, actor: Principal, command: c.CreateAgent) -> Result:
+    agent = create_agent(service, actor, command)
     return Result(Outcome.CREATED, agent, etag(agent.stored()))
 
 
@@ -192,18 +184,18 @@ def manages(service: Service, caller: Agent, target: Agent | None) -> bool:
     )
 
 
-def check_managed(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_managed(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `agents.update`/`agents.delete` is decided: a target it may not
     manage is refused at once (nothing logged, no pause a human could only see fail)."""
-    require_managed(service, actor, service.agent(args["id"]))
+    require_managed(service, actor, service.agent(command.id))
 
 
-def agent_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
-    """The agent `args["id"]` as committed, if the caller manages it: what a `PATCH` or
+def agent_stored(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The agent `command.id` as committed, if the caller manages it: what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage). `sync` first: in the
     write's transaction, the cached agent may be older than another process's change."""
     service.sync()
-    agent = service.agent(args["id"])
+    agent = service.agent(command.id)
     require_managed(service, actor, agent)
     return agent.stored()
 
@@ -217,42 +209,37 @@ def _has_children(service: Service, agent_id: str) -> bool:
 ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 
 
-def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def agents_update(service: Service, actor: Principal, command: c.UpdateAgent) -> Result:
     with service.store.atomic():
         # The agent as committed: another process may have changed or deleted it since
         # this request's look at the store, and the cached one written back undid that.
         service.sync()
-        old = service.agent(args["id"])
+        old = service.agent(command.id)
         caller = require_managed(service, actor, old)
         changes: dict[str, Any] = {"updated_at": now_ms()}
-        if "identity" in args and args["identity"] != old.identity:
-            raise ServiceError("identity-immutable", "an agent's identity never changes")
-        if "name" in args:
-            if not isinstance(args["name"], str) or not args["name"].strip():
+        # (a field given as null is not given: it changes nothing)
+        if command.name is not None:
+            if not command.name.strip():
                 raise ServiceError("invalid-name", "Name is required")
-            changes["name"] = args["name"].strip()
-        if "profile" in args:
-            changes["profile"] = _check_profile(service, args["profile"])
-        if "budget" in args:
-            changes["budget"] = parse_budget(args["budget"])
-        if "metadata" in args:
-            changes["metadata"] = {**old.metadata, **dict(args["metadata"] or {})}
+            changes["name"] = command.name.strip()
+        if command.profile is not None:
+            changes["profile"] = _check_profile(service, command.profile)
+        if command.budget is not None:
+            changes["budget"] = parse_budget(command.budget)
+        if command.metadata is not None:
+            changes["metadata"] = {**old.metadata, **command.metadata}
             _check_metadata(changes["metadata"])  # (the merge: each PATCH may be small)
-        if "status" in args:
-            if args["status"] not in AGENT_STATUSES:
-                raise ServiceError(
-                    "invalid-status", f"status must be one of {', '.join(AGENT_STATUSES)}"
-                )
-            changes["status"] = args["status"]
+        if command.status is not None:  # (an AgentStatus: the command's type)
+            changes["status"] = command.status
         agent = old.changed(**changes)
-        if caller is not None and (ACCESS_FIELDS | {"budget"}) & set(args):
+        if caller is not None and command.given(*ACCESS_FIELDS, "budget"):
             # it may end up doing nothing its caller cannot (itself: nothing it could not
             # already), and its budget is no looser than any cap above it or its old own
             itself = caller.id == old.id  # (then `caller` is it before the change)
             above = old if itself else service.find_agent(old.parent) if old.parent else None
             fitcheck.require_agent_fits(
                 service, caller, agent, fitcheck.chain_caps(service, above),
-                access=bool(ACCESS_FIELDS & set(args)),
+                access=command.given(*ACCESS_FIELDS),
             )  # fmt: skip
         service.store.update(Agent.KIND, agent.id, agent.stored(), tag=parent_tag(agent))
         # In the same transaction: committed apart, another process could look at the
@@ -262,10 +249,10 @@ def agents_update(service: Service, actor: Principal, args: dict[str, Any]) -> R
     return Result(Outcome.DONE, agent, etag(agent.stored()))
 
 
-def agents_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def agents_delete(service: Service, actor: Principal, command: c.DeleteAgent) -> Result:
     with service.store.atomic():
         service.sync()  # (see agents_update: one deleted elsewhere is not found)
-        target = service.agent(args["id"])
+        target = service.agent(command.id)
         by_agent = require_managed(service, actor, target) is not None
         if by_agent and _has_children(service, target.id):
             # its children's spending would no longer reach the caps above it

@@ -10,9 +10,10 @@ for a paused call that a human approves later.
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
-from api.records import Thread, ThreadStatus
+from api import commands as c
+from api.records import Thread
 from api.service.approved import reject_orphans
 from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
@@ -23,8 +24,6 @@ from api.service.pages import page
 from api.service.resources import require_managed
 from api.service.tokens import Principal
 from policy.store import Doc
-
-STATUSES: tuple[str, ...] = get_args(ThreadStatus)
 
 
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
@@ -46,35 +45,34 @@ def _thread(service: Service, actor: Principal, thread_id: str) -> Thread:
     return thread
 
 
-def check_thread(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_thread(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `threads.get`/`.update`/`.delete` is decided."""
-    _thread(service, actor, args["id"])
+    _thread(service, actor, command.id)
 
 
-def stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
-    """The thread `args["id"]` as stored, if the caller reaches it: what a `PATCH` or
+def stored(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The thread `command.id` as stored, if the caller reaches it: what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    return _thread(service, actor, args["id"]).stored()
+    return _thread(service, actor, command.id).stored()
 
 
-def _listed_agent(actor: Principal, args: dict[str, Any]) -> str | None:
+def _listed_agent(actor: Principal, command: c.ListThreads) -> str | None:
     # An agent's list is of one agent's threads, found through the index on their agent:
     # its own unless it names a descendant (an admin's, without `agent`, is everyone's).
-    agent = args.get("agent")
-    if agent is None and actor.agent is not None:
+    if command.agent is None and actor.agent is not None:
         return actor.agent
-    return None if agent is None else str(agent)
+    return command.agent
 
 
-def check_list(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_list(service: Service, actor: Principal, command: c.ListThreads) -> None:
     """Before an agent's `threads.list` is decided."""
-    agent = _listed_agent(actor, args)
+    agent = _listed_agent(actor, command)
     if agent is not None:
         _reach(service, actor, agent)
 
 
-def _own_agent(actor: Principal, args: dict[str, Any]) -> str:
-    agent_id = args.get("agent") or actor.agent
+def _own_agent(actor: Principal, command: c.CreateThread) -> str:
+    agent_id = command.agent or actor.agent
     if not agent_id:
         raise ServiceError("agent-required", "a thread needs an agent")
     if actor.agent is not None and agent_id != actor.agent:
@@ -86,57 +84,55 @@ def _own_agent(actor: Principal, args: dict[str, Any]) -> str:
     return str(agent_id)
 
 
-def check_create(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_create(service: Service, actor: Principal, command: c.CreateThread) -> None:
     """Before an agent's `threads.create` is decided."""
-    _own_agent(actor, args)
+    _own_agent(actor, command)
 
 
-def threads_list(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    agent = _listed_agent(actor, args)
+def threads_list(service: Service, actor: Principal, command: c.ListThreads) -> Result:
+    agent = _listed_agent(actor, command)
     if agent is not None:
         _reach(service, actor, agent)
-    return page(service, "threads", args, tag=agent, listed=agent)
+    return page(service, "threads", command, tag=agent, listed=agent)
 
 
-def threads_get(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    thread = _thread(service, actor, args["id"])
+def threads_get(service: Service, actor: Principal, command: c.GetThread) -> Result:
+    thread = _thread(service, actor, command.id)
     return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
-def threads_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def threads_create(service: Service, actor: Principal, command: c.CreateThread) -> Result:
     with service.store.atomic():  # the agent, as committed, is there when its thread is
         service.sync()
-        agent = service.agent(_own_agent(actor, args))
-        max_cost = args.get("max_cost")
-        if max_cost is not None:
-            max_cost = parse_usd(max_cost, "invalid-max-cost", "max_cost")
+        agent = service.agent(_own_agent(actor, command))
+        max_cost = None
+        if command.max_cost is not None:
+            max_cost = parse_usd(command.max_cost, "invalid-max-cost", "max_cost")
         now = now_ms()
         thread = Thread(
-            id=new_id(), agent=agent.id, prompt=str(args.get("prompt", "")),
+            id=new_id(), agent=agent.id, prompt=command.prompt,
             max_cost=max_cost, depth=0, status="open", created_at=now, updated_at=now,
         )  # fmt: skip
         service.store.insert(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
     return Result(Outcome.CREATED, thread, etag(thread.stored()))
 
 
-def threads_update(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def threads_update(service: Service, actor: Principal, command: c.UpdateThread) -> Result:
     with service.store.atomic():  # the check and the write see the same thread
-        thread = _thread(service, actor, args["id"])
+        thread = _thread(service, actor, command.id)
         changes: dict[str, Any] = {"updated_at": now_ms()}
-        if "status" in args:
-            if args["status"] not in STATUSES:
-                raise ServiceError("invalid-status", f"status must be one of {', '.join(STATUSES)}")
-            changes["status"] = args["status"]
+        if command.status is not None:  # (a ThreadStatus: the command's type)
+            changes["status"] = command.status
         thread = thread.changed(**changes)
         service.store.update(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
     return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
-def threads_delete(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+def threads_delete(service: Service, actor: Principal, command: c.DeleteThread) -> Result:
     with service.store.atomic():
-        _thread(service, actor, args["id"])
-        service.store.delete("threads", args["id"])
-        reject_orphans(service, "thread", args["id"], f"thread `{args['id']}` was deleted")
+        _thread(service, actor, command.id)
+        service.store.delete("threads", command.id)
+        reject_orphans(service, "thread", command.id, f"thread `{command.id}` was deleted")
     return Result(Outcome.REMOVED, None)
 
 

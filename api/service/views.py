@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+from api import commands as c
 from api.records import Revision
 from api.service import fitcheck, pages
 from api.service.core import Service
@@ -129,9 +130,9 @@ def _pinned(service: Service, kind: str, cursor: Any) -> tuple[Snapshot, int]:
 
 
 def _lister(kind: str) -> Operation:
-    def list_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-        snapshot, shown = _pinned(service, kind, args.get("cursor"))
-        limit = pages.limit_of(args.get("limit"))
+    def list_op(service: Service, actor: Principal, command: c.Listing) -> Result:
+        snapshot, shown = _pinned(service, kind, command.cursor)
+        limit = pages.limit_of(command.limit)
         decls = _decls(snapshot, kind)
         names = sorted(decls)[shown : shown + limit + 1]
         page = names[:limit]
@@ -144,11 +145,11 @@ def _lister(kind: str) -> Operation:
 
 
 def _getter(kind: str) -> Operation:
-    def get_op(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
+    def get_op(service: Service, actor: Principal, command: c.ByName) -> Result:
         snapshot = service.current()
-        decl = _decls(snapshot, kind).get(args["name"])
+        decl = _decls(snapshot, kind).get(command.name)
         if decl is None:
-            raise ServiceError(_NOT_FOUND[kind], f"{KINDS[kind]} `{args['name']}` not found")
+            raise ServiceError(_NOT_FOUND[kind], f"{KINDS[kind]} `{command.name}` not found")
         tag = _own_etag(snapshot, decl.name) if kind == "roles" else None
         return Result(Outcome.DONE, _view(snapshot, kind, decl), tag)
 
@@ -186,10 +187,10 @@ def _own_text(service: Service, files: list[tuple[str, str]], name: str) -> str:
     return text
 
 
-def role_stored(service: Service, actor: Principal, args: dict[str, Any]) -> Doc:
+def role_stored(service: Service, actor: Principal, command: c.ByName) -> Doc:
     """What a role's `If-Match` names, in the latest revision in the store (inside a
     transaction: the true latest): its own file, which `role_etag` digests."""
-    name = str(args["name"])
+    name = command.name
     _, files = service.files(service.store.latest_revision())
     return _role_doc(name, _own_text(service, files, name))
 
@@ -232,21 +233,20 @@ def _compile_ahead(service: Service, files: list[tuple[str, str]]) -> bool:
     return True
 
 
-def prepare_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def prepare_role_change(
+    service: Service, actor: Principal, command: c.CreateRole | c.DeleteRole
+) -> None:
     """Before a `roles.create` or `roles.delete` is decided: its policy compiled ahead."""
-    name, source = args.get("name"), args.get("source")
-    if isinstance(name, str) and (source is None or isinstance(source, str)):
-        _compile_ahead(service, _files_after(service.files()[1], name, source))
+    source = command.source if isinstance(command, c.CreateRole) else None
+    _compile_ahead(service, _files_after(service.files()[1], command.name, source))
 
 
-def check_role_change(service: Service, actor: Principal, args: dict[str, Any]) -> None:
+def check_role_change(service: Service, actor: Principal, command: c.UpdateRole) -> None:
     """Before an agent's `roles.update` is decided, outside the write lock (compiling and
     the solver may take a while): the profiles naming the role narrow at most. The
     operation checks again on the policy it changes, a look-up unless it moved. (A role
     a profile names cannot be deleted: the policy would not check.)"""
-    name, source = args.get("name"), args.get("source")
-    if not isinstance(name, str) or not isinstance(source, str):
-        return
+    name, source = command.name, command.source
     files = service.files()[1]
     changed = _files_after(files, name, source)
     if _compile_ahead(service, changed) and any(p == role_path(name) for p, _ in files):
@@ -281,10 +281,10 @@ def _commit(
 
 
 def _write_role(
-    service: Service, actor: Principal, args: dict[str, Any], create: bool,
+    service: Service, actor: Principal, command: c.CreateRole | c.UpdateRole, create: bool,
     if_match: str | None = None,
 ) -> Result:  # fmt: skip
-    name, source = str(args["name"]), str(args["source"])
+    name, source = command.name, command.source
     _one_role(name, source)
     files = _files_ahead(service, name, if_match)
     if actor.agent is not None:  # before the write lock: the solver may take a while
@@ -321,20 +321,20 @@ def _not_api_managed(service: Service, name: str) -> NoReturn:
     raise ServiceError("role-not-found", f"role `{name}` not found")
 
 
-def roles_create(service: Service, actor: Principal, args: dict[str, Any]) -> Result:
-    return _write_role(service, actor, args, create=True)
+def roles_create(service: Service, actor: Principal, command: c.CreateRole) -> Result:
+    return _write_role(service, actor, command, create=True)
 
 
 def roles_update(
-    service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
+    service: Service, actor: Principal, command: c.UpdateRole, if_match: str | None = None
 ) -> Result:
-    return _write_role(service, actor, args, create=False, if_match=if_match)
+    return _write_role(service, actor, command, create=False, if_match=if_match)
 
 
 def roles_delete(
-    service: Service, actor: Principal, args: dict[str, Any], if_match: str | None = None
+    service: Service, actor: Principal, command: c.DeleteRole, if_match: str | None = None
 ) -> Result:
-    name = str(args["name"])
+    name = command.name
     _compile_ahead(service, _files_after(_files_ahead(service, name, if_match), name, None))
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest

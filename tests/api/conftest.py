@@ -25,6 +25,7 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
+from api import commands as c
 from api.cli_serve import GUARDED_HTTP
 from api.http.app import create_app, open_service
 from api.http.codes import CODES, AnyCode
@@ -128,11 +129,10 @@ class Harness:
         return {"Authorization": f"Bearer {token or self.admin}"}
 
     def add_agent(self, agent_id: str, profile: str, **extra: Any) -> str:
-        create_agent(
-            self.service, Principal("t", "admin"),
-            {"id": agent_id, "name": agent_id, "profile": profile, "identity": self.identity,
-             **extra},
-        )  # fmt: skip
+        made = c.CreateAgent.model_validate(
+            {"name": agent_id, "profile": profile, "identity": self.identity, **extra}
+        )
+        create_agent(self.service, Principal("t", "admin"), made, agent_id)
         return agent_id
 
     def token_for(self, agent_id: str) -> str:

@@ -1,13 +1,14 @@
 """Requests for the API's fuzz (tests/api/test_api_fuzz.py), drawn from `/openapi.json`.
 
 Each operation of the document gives its method, path, query parameters, `If-Match` and
-its body's JSON schema (api.http.models, as pydantic writes it). A body is drawn valid from
-that schema first (types, enums, lengths, bounds, required and optional fields), its ids
-often ones the fuzz's world holds (`Ref`, looked up when the request is sent, so the
-drawn request stays the same when hypothesis replays it on a world rebuilt since), so
-that it gets past the schema into the service; then it may be perturbed: a required field
-dropped, a wrong type, a length at a bound or past it, a number no double holds, unicode
-JSON carries badly, nesting at the 32-level limit, a key given twice, a field too many.
+its body's JSON schema (api.commands, api.http.models, as pydantic writes it). A body is
+drawn valid from that schema first (types, enums, lengths, bounds, required and optional
+fields), its ids often ones the fuzz's world holds (`Ref`, looked up when the request is
+sent, so the drawn request stays the same when hypothesis replays it on a world rebuilt
+since), so that it gets past the schema into the service; then it may be perturbed: a
+required field dropped, a wrong type, a length at a bound or past it, a number no double
+holds, unicode JSON carries badly, nesting at the 32-level limit, a key given twice, a
+field too many.
 No schema library: the document uses a handful of keywords, and this reads just those.
 """
 

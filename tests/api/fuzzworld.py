@@ -26,6 +26,7 @@ from urllib.parse import quote
 import httpx
 from starlette.testclient import TestClient
 
+from api import commands as c
 from api.http.app import create_app, open_service
 from api.http.codes import CODES
 from api.service import tokens
@@ -155,11 +156,11 @@ class World:
         self.ids["turn"] = self._admin("POST", "/v1/turns", turn)["id"]
 
     def _agent(self, agent: str) -> None:
-        create_agent(
-            self.service, Principal("fuzz", "admin"),
-            {"id": agent, "name": agent, "profile": PROFILES[agent],
-             "identity": self.ids["identity"], "metadata": METADATA.get(agent, {})},
+        made = c.CreateAgent(
+            name=agent, profile=PROFILES[agent], identity=self.ids["identity"],
+            metadata=METADATA.get(agent, {}),
         )  # fmt: skip
+        create_agent(self.service, Principal("fuzz", "admin"), made, agent)
 
     def _admin(self, method: str, path: str, body: Any = None, ok: int = 299) -> Any:
         auth = {"Authorization": f"Bearer {self.tokens['admin']}"}

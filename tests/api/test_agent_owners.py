@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.http.errors import status_of
 from api.service import threads
 from api.service.errors import ServiceError
@@ -149,14 +150,17 @@ def test_an_agents_request_id_never_replays_anothers_identity(live: Any, harness
 def test_the_operations_check_again(harness: Harness, operation: str, code: str) -> None:
     """What runs when a human approves a paused call: no pre-check ran just before it."""
     service = harness.service
-    thread = threads.threads_create(service, Principal("t", "agent", "a1"), {"prompt": "x"})
+    thread = threads.threads_create(
+        service, Principal("t", "agent", "a1"), c.CreateThread(prompt="x")
+    )
     other, _ = identities.create(service.store, service.sealer, "bob's")
     harness.add_agent("bob", "support", identity=other["id"])
     target = thread.body.id if operation.startswith("threads") else harness.identity
+    tool = operation.replace("_", ".")
+    changes = {"status": "cancelled"} if tool == "threads.update" else {}
+    command = c.COMMANDS[tool].model_validate({"id": target, **changes})
     with pytest.raises(ServiceError) as refused:
-        OPERATIONS[operation.replace("_", ".")](
-            service, Principal("t", "agent", "bob"), {"id": target, "status": "cancelled"}
-        )
+        OPERATIONS[tool](service, Principal("t", "agent", "bob"), command)
     assert (status_of(refused.value.code), refused.value.code) == (403, code)
     assert service.store.get("threads", thread.body.id) == thread.body.stored()
     assert identities.get(service.store, harness.identity)["label"] == "test identity"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.http.errors import status_of
 from api.http.resources import STATUS
 from api.service import tokens
@@ -37,7 +38,9 @@ def _token_ids(store: Store, agent: str) -> list[str]:
 
 def _delete_as(harness: Harness, agent: str, target: str) -> int:
     try:
-        done = agents_delete(harness.service, Principal("t", "agent", agent), {"id": target})
+        done = agents_delete(
+            harness.service, Principal("t", "agent", agent), c.DeleteAgent(id=target)
+        )
     except ServiceError as refused:
         assert refused.code == "agent-has-children", refused.message
         return status_of(refused.code)
@@ -49,11 +52,11 @@ def test_whether_an_agent_has_children_is_a_look_up_by_tag(
 ) -> None:
     service, store = harness.service, harness.service.store
     kid = create_agent(service, Principal("t", "agent", "a1"),
-                       {"name": "kid", "profile": "support-child"})  # fmt: skip
+                       c.CreateAgent(name="kid", profile="support-child"))  # fmt: skip
     assert _tags(store, "a1") == [kid.id]
     # an update rewrites the document and keeps its tag (an untagged write would
     # make the parent look childless)
-    agents_update(service, ADMIN, {"id": kid.id, "name": "kid-renamed"})
+    agents_update(service, ADMIN, c.UpdateAgent(id=kid.id, name="kid-renamed"))
     assert _tags(store, "a1") == [kid.id]
 
     scan = store.scan
@@ -147,12 +150,13 @@ def test_a_tree_grows_no_deeper_than_the_walks_up_it(harness: Harness) -> None:
     _chain(service.store, ids, identity=harness.identity)
     with pytest.raises(ServiceError) as refused:
         create_agent(
-            service, Principal("t", "agent", ids[-1]), {"name": "one-too-deep", "profile": "narrow"}
-        )
+            service, Principal("t", "agent", ids[-1]),
+            c.CreateAgent(name="one-too-deep", profile="narrow"),
+        )  # fmt: skip
     assert (status_of(refused.value.code), refused.value.code) == (409, "agent-too-deep")
     assert _tags(service.store, ids[-1]) == []
     deepest = create_agent(
-        service, Principal("t", "agent", ids[-2]), {"name": "deepest", "profile": "narrow"}
+        service, Principal("t", "agent", ids[-2]), c.CreateAgent(name="deepest", profile="narrow")
     )
     assert [node.id for node in ancestors(deepest, service.find_agent)][-1] == "n0"
 
@@ -164,7 +168,8 @@ def _id_refused(harness: Harness, agent_id: str, agent: Principal, profile: str,
     for actor, body in ((ADMIN, {"identity": harness.identity, "profile": "narrow"}),
                         (agent, {"profile": profile})):  # fmt: skip
         with pytest.raises(ServiceError) as refused:
-            create_agent(service, actor, {"id": agent_id, "name": agent_id, **body})
+            made = c.CreateAgent.model_validate({"name": agent_id, **body})
+            create_agent(service, actor, made, agent_id)
         assert (status_of(refused.value.code), refused.value.code) == (409, "agent-exists")
         assert why in refused.value.message
     assert service.store.get("agents", agent_id) is None
@@ -177,7 +182,7 @@ def test_an_id_a_deleted_agents_children_still_name_is_not_given_again(
     and one of them making it would close a cycle."""
     service = harness.service
     _chain(service.store, ["top", "kid"], identity=harness.identity)
-    agents_delete(service, ADMIN, {"id": "top"})  # an admin may delete a parent
+    agents_delete(service, ADMIN, c.DeleteAgent(id="top"))  # an admin may delete a parent
     _id_refused(harness, "top", Principal("t", "agent", "kid"), "narrow",
                 "still name it as their parent")  # fmt: skip
 
@@ -190,14 +195,16 @@ def test_an_id_a_deleted_agents_threads_still_name_is_not_given_again(
     spent under their `max_cost`, and its parent managed them."""
     service = harness.service
     _chain(service.store, ["top", "kid"], identity=harness.identity)
-    thread = threads_create(service, ADMIN, {"agent": "kid", "prompt": "top's secret"}).body
-    agents_delete(service, ADMIN, {"id": "kid"})
+    thread = threads_create(service, ADMIN, c.CreateThread(agent="kid", prompt="top's secret")).body
+    agents_delete(service, ADMIN, c.DeleteAgent(id="kid"))
     harness.add_agent("other-root", "support")
     _id_refused(harness, "kid", Principal("t", "agent", "other-root"), "support-child",
                 "its threads still name it")  # fmt: skip
-    threads_delete(service, ADMIN, {"id": thread.id})  # the admin's choice: then it is free
-    assert create_agent(service, ADMIN, {"id": "kid", "name": "kid", "profile": "narrow",
-                                         "identity": harness.identity}).parent is None  # fmt: skip
+    threads_delete(
+        service, ADMIN, c.DeleteThread(id=thread.id)
+    )  # the admin's choice: then it is free
+    made = c.CreateAgent(name="kid", profile="narrow", identity=harness.identity)
+    assert create_agent(service, ADMIN, made, "kid").parent is None
 
 
 def test_deleting_an_agent_revokes_its_tokens(live: Any, harness: Harness) -> None:
@@ -232,7 +239,7 @@ def test_a_child_past_the_depth_is_refused_before_it_is_decided(harness: Harness
     _chain(service.store, ids, identity=harness.identity)
     seq = service.store.last_seq()
     with pytest.raises(ServiceError) as refused:
-        manage(service, Principal("t", "agent", ids[-1]), "agents.create",
-               {"name": "one-too-deep", "profile": "narrow"})  # fmt: skip
+        manage(service, Principal("t", "agent", ids[-1]),
+               c.CreateAgent(name="one-too-deep", profile="narrow"))  # fmt: skip
     assert (status_of(refused.value.code), refused.value.code) == (409, "agent-too-deep")
     assert service.store.last_seq() == seq

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from api.http.errors import status_of
 from api.service.budget import amount_text, to_micros
 from api.service.errors import ServiceError
-from api.service.manage import manage
-from api.service.tokens import Principal
+from api.service.ops import command_of
 from tests.api.conftest import Harness, N, expect, with_number
 
 SEND = {"tool": "mail.send", "args": {"to": "bob@example.com", "subject": "s", "body": "b"}}
@@ -87,45 +86,46 @@ def test_an_odd_string_amount_is_refused_over_http(
 
 
 @pytest.mark.parametrize("amount", ["٥", "1_0", " 5 ", "NaN", "Infinity", "+5", ".5"])
-def test_an_odd_string_amount_is_refused_by_the_operations_themselves(
-    harness: Harness, amount: str
-) -> None:
-    """Reached without the models (in process, or as an approved request): the
-    operations' own 400s, with a help saying what an amount looks like."""
-    for refused in _refused_by_the_operations(harness, amount):
-        assert "written as a JSON number" in refused.extra["help"]
+def test_an_odd_string_amount_is_refused_by_the_commands(harness: Harness, amount: str) -> None:
+    """Reached without the HTTP bodies (in process, or as a rewrite hook's or an approved
+    request's arguments): the tools' commands refuse it, saying what an amount looks
+    like."""
+    for refused in _refused_by_the_commands(harness, amount):
+        (error,) = refused.extra["errors"]
+        assert "written as a JSON number" in error["message"]
     _nothing_written(harness)
 
 
-def _refused_by_the_operations(harness: Harness, amount: Any) -> list[ServiceError]:
+def _refused_by_the_commands(harness: Harness, amount: Any) -> list[ServiceError]:
     """`amount` as a budget to agents.create and agents.update and as a thread's max_cost
-    to threads.create, each called as an admin's operation: each a 400 with its code."""
-    admin = Principal("t", "admin")
+    to threads.create, each read into its command as a rewrite's or an approval's
+    arguments are (api.service.ops.command_of): each `invalid-rewrite`, at the amount."""
     budget = {"amount": amount, "period": "total"}
-    cases: list[tuple[str, dict[str, Any], str]] = [
+    cases: list[tuple[str, dict[str, Any], list[str]]] = [
         ("agents.create", {"name": "b", "profile": "wide", "identity": harness.identity,
-                           "budget": budget}, "invalid-budget"),
-        ("agents.update", {"id": "a1", "budget": budget}, "invalid-budget"),
-        ("threads.create", {"agent": "a1", "max_cost": amount}, "invalid-max-cost"),
+                           "budget": budget}, ["budget", "amount"]),
+        ("agents.update", {"id": "a1", "budget": budget}, ["budget", "amount"]),
+        ("threads.create", {"agent": "a1", "max_cost": amount}, ["max_cost"]),
     ]  # fmt: skip
     errors = []
-    for tool, args, code in cases:
+    for tool, args, loc in cases:
         with pytest.raises(ServiceError) as refused:
-            manage(harness.service, admin, tool, args, None)
-        assert (status_of(refused.value.code), refused.value.code) == (400, code)
+            command_of(tool, args)
+        assert (status_of(refused.value.code), refused.value.code) == (403, "invalid-rewrite")
+        assert [error["loc"] for error in refused.value.extra["errors"]] == [loc]
         errors.append(refused.value)
     return errors
 
 
 @pytest.mark.parametrize("amount", ["-0.0000001", "-1e-1000000000", Decimal("-0.0000005")])
-def test_a_negative_amount_under_a_micro_usd_is_refused_by_the_operations(
+def test_a_negative_amount_under_a_micro_usd_is_refused_by_the_commands(
     harness: Harness, amount: Any
 ) -> None:
     """An amount is from 0 up: one just under 0 rounded up to 0 micro-USD as the bound was
     checked, so it was taken and stored, a cap that then denied every call (its budget
-    rounded down to -1 micro-USD). The models refuse it over HTTP; the operations
-    themselves did not (in process, or an approved request)."""
-    assert len(_refused_by_the_operations(harness, amount)) == 3
+    rounded down to -1 micro-USD). The bodies refuse it over HTTP, and the commands every
+    other way (in process, a rewrite's or an approved request's arguments)."""
+    assert len(_refused_by_the_commands(harness, amount)) == 3
     _nothing_written(harness)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.service.core import Service
 from api.service.threads import threads_delete
 from api.service.tokens import Principal
@@ -162,7 +163,7 @@ def test_a_pause_whose_thread_was_deleted_before_its_transaction_is_rejected(
     thread = live.post("/v1/threads", json={"agent": "a1"}, headers=admin).json()["id"]
     store = harness.service.store
     real = store.atomic
-    pending = [lambda: threads_delete(other, Principal("t", "admin"), {"id": thread})]
+    pending = [lambda: threads_delete(other, Principal("t", "admin"), c.DeleteThread(id=thread))]
 
     def atomic() -> Any:  # the group's transaction, once the thread is deleted elsewhere
         if pending:

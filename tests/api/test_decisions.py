@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.service.core import Service
 from api.service.resources import agents_delete, agents_update
 from api.service.tokens import Principal
@@ -56,7 +57,7 @@ def test_batch_logs_each_call_once(client: Any, harness: Harness) -> None:
 
 
 def test_budget_caps_and_ancestors_are_charged(client: Any, harness: Harness) -> None:
-    harness.add_agent("child", "wide", parent=None, budget={"amount": "100", "period": "total"})
+    harness.add_agent("child", "wide", budget={"amount": "100", "period": "total"})
     refund: dict[str, Any] = {"tool": "billing.refund", "args": {"amount": 5}}
     first = decide(client, harness, **refund, expected_cost="6")
     assert first.json()["effect"] == "allow"
@@ -309,7 +310,7 @@ def test_a_deleted_agents_turns_do_not_decide_for_an_agent_made_under_its_id(
 
 
 def _narrowed(other: Service) -> None:
-    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+    agents_update(other, Principal("t", "admin"), c.UpdateAgent(id="a1", profile="narrow"))
 
 
 def _uploaded(other: Service) -> None:
@@ -318,7 +319,7 @@ def _uploaded(other: Service) -> None:
 
 
 def _deleted(other: Service) -> None:
-    agents_delete(other, Principal("t", "admin"), {"id": "a1"})
+    agents_delete(other, Principal("t", "admin"), c.DeleteAgent(id="a1"))
 
 
 # (what another process commits, a call of the turn, its effect or status, what is pinned)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from api import commands as c
 from api.http.app import create_app
 from api.service.calls import Call
 from api.service.core import Service
@@ -153,7 +154,7 @@ def test_another_process_sees_agent_changes_but_keeps_caches_over_decisions(
     decide_calls(other, [Call("a1", "mail.send", MAIL)] * 3)
     mine.sync()
     assert mine.agent("a1") is cached  # decisions elsewhere: nothing dropped
-    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+    agents_update(other, Principal("t", "admin"), c.UpdateAgent(id="a1", profile="narrow"))
     seen_elsewhere(mine).sync()
     assert mine.agent("a1").profile == "narrow"
     seqs = [r["seq"] for r in decide_calls(mine, [Call("a1", "mail.send", MAIL)])]
@@ -308,7 +309,7 @@ def test_a_group_sees_what_another_process_committed_just_before(
     first = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
     with other.store.atomic():
         other.upload([("policy.charter", POLICY + "\nrole extra {\n  allow mail.send\n}\n")], "t")
-    agents_update(other, Principal("t", "admin"), {"id": "a1", "profile": "narrow"})
+    agents_update(other, Principal("t", "admin"), c.UpdateAgent(id="a1", profile="narrow"))
     assert decide_calls(other, [Call("a1", "mail.send", MAIL)])[0]["seq"] == 2
     second = asyncio.run(commit.decide([Call("a1", "mail.send", MAIL)]))[0]
     assert second["revision"] == first["revision"] + 1

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from api import commands as c
 from api.http.app import create_app
 from api.service import accounts, connections, manage
 from api.service.core import Service
@@ -134,10 +135,12 @@ def test_a_connection_made_meanwhile_by_another_worker_is_counted(
     the 409 and nothing is logged, where it went ahead past a check made before."""
     real = manage.PRECHECKS["identities.delete"]
 
-    def overtaken(service: Service, actor: Principal, args: dict[str, Any]) -> None:
-        real(service, actor, args)
-        body = {"toolset": "vault", "credential": "late", "owner": harness.identity}
-        connections.connections_create(other, ADMIN, body)
+    def overtaken(service: Service, actor: Principal, command: c.DeleteIdentity) -> None:
+        real(service, actor, command)
+        late = c.CreateConnection(
+            name="late", toolset="vault", credential="late", owner=harness.identity
+        )
+        connections.connections_create(other, ADMIN, late)
 
     monkeypatch.setitem(manage.PRECHECKS, "identities.delete", overtaken)
     logged = harness.service.store.last_seq()
@@ -162,7 +165,8 @@ def test_a_connection_whose_owner_goes_meanwhile_is_not_made(
         found = real(service, account)
         if not looks:  # the first look, before the transaction: then the delete
             assert (
-                accounts.identities_delete(other, ADMIN, {"id": account}).outcome is Outcome.REMOVED
+                accounts.identities_delete(other, ADMIN, c.DeleteIdentity(id=account)).outcome
+                is Outcome.REMOVED
             )
         looks.append(1)
         return found

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.http.app import create_app
 from api.service import connections, resources, threads
 from api.service.core import Service
@@ -256,7 +257,8 @@ def test_an_approval_compares_inside_its_transaction(
 
     def meanwhile() -> None:
         with other.store.atomic():  # another worker, between the look and the write
-            resources.agents_update(other, Principal("t", "admin"), {"id": "rev", "name": "b"})
+            renamed = c.UpdateAgent(id="rev", name="b")
+            resources.agents_update(other, Principal("t", "admin"), renamed)
 
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
         _, paused = paused_self_patch(client, harness, POLICY + REVIEWED, {"status": "running"})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from api.http import models as m
+from api import commands as c
 from api.http.body import parse
 from api.http.calls import batch_calls, one_call
 from api.http.errors import status_of
@@ -60,7 +60,7 @@ def test_every_reader_refuses_an_integer_past_a_double(text: str) -> None:
         lambda: one_call(with_number({**call, "args": {}, "context": {"deep": [{"x": N}]}}, text)),
         lambda: batch_calls(with_number({"calls": [call, call]}, text)),
         lambda: batch_calls(with_number({"calls": [{**call, "turn": None}]}, text)),
-        lambda: parse(m.AgentUpdate, with_number({"metadata": {"n": [N]}}, text)),
+        lambda: parse(c.AgentUpdate, with_number({"metadata": {"n": [N]}}, text)),
     ]
     for read in bodies:
         with pytest.raises(ServiceError) as caught:
@@ -79,7 +79,7 @@ def test_integers_within_a_double_keep_every_digit(number: int) -> None:
         assert read.context == {"l": [number]}
     (batched,) = batch_calls(with_number({"calls": [call]}, "0"))
     assert batched.args["n"] == number
-    update = parse(m.AgentUpdate, with_number({"metadata": {"n": number}}, "0"))
+    update = parse(c.AgentUpdate, with_number({"metadata": {"n": number}}, "0"))
     assert update.metadata == {"n": number}
 
 

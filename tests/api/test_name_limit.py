@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.http.models import MAX_ID
+from api.commands import MAX_ID
 from tests.api.conftest import Harness, expect
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from api.commands import MAX_ID
 from api.http.app import TABLE
-from api.http.models import MAX_ID
 from api.http.routing import SHOWN
 from tests.api.conftest import Harness, expect
 

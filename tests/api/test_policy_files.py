@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.service.core import Service
 from api.service.errors import ServiceError
 from api.service.snapshots import CACHE_SIZE
@@ -226,7 +227,7 @@ def test_serving_a_workspace_again_keeps_the_roles_made_through_the_api(
     folder.mkdir()
     (folder / "policy.charter").write_text(POLICY, encoding="utf-8")
     service = harness.service
-    made = {"name": "x", "source": "role x {\n}\n"}
+    made = c.CreateRole(name="x", source="role x {\n}\n")
     roles_create(service, Principal("t", "admin"), made)
     prepare(service, str(harness.db), str(folder))
     assert service.files()[1] == [
@@ -326,7 +327,7 @@ def test_an_upload_made_from_an_older_revision_is_refused_with_if_match(
     assert read.headers["etag"] == '"1"'
     edited = POLICY + "\nrole extra {\n  allow mail.send\n}\n"
     roles_create(harness.service, Principal("t", "admin"),
-                 {"name": "r9", "source": "role r9 {\n  allow mail.send\n}\n"})  # fmt: skip
+                 c.CreateRole(name="r9", source="role r9 {\n  allow mail.send\n}\n"))  # fmt: skip
     stale = client.put("/v1/policy", content=edited, headers={**admin, "if-match": '"1"'})
     expect(stale, 412, "revision-moved")
     assert stale.json()["latest"] == 2 and 'If-Match: "2"' in stale.json()["help"]

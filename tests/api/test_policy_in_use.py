@@ -266,15 +266,14 @@ def test_users_are_capped_and_counted(live: httpx.Client, harness: Harness) -> N
 def test_an_agent_made_by_another_process_is_seen(
     live: httpx.Client, harness: Harness, other: Any
 ) -> None:
+    from api.commands import CreateAgent
     from api.service.resources import create_agent
     from api.service.tokens import Principal
 
     before = latest(live, harness)
     live.get("/v1/agents", headers=harness.auth())  # (this process's caches warm)
-    create_agent(
-        other, Principal("t", "admin"),
-        {"id": "elsewhere", "name": "e", "profile": "careful", "identity": harness.identity},
-    )  # fmt: skip
+    made = CreateAgent(name="e", profile="careful", identity=harness.identity)
+    create_agent(other, Principal("t", "admin"), made, "elsewhere")
     in_use = refused(
         live, harness, upload(live, harness, without(POLICY, "profile careful")), before
     )

@@ -7,6 +7,7 @@ from collections.abc import Collection
 
 import pytest
 
+from api import commands as c
 from api.service import tokens
 from api.service.connections import connections_create
 from api.service.core import Service
@@ -30,7 +31,7 @@ def test_an_agent_changed_elsewhere_drops_that_agent_alone(
     service = harness.service
     harness.add_agent("b1", "support")
     before = _cached(service, "a1", "b1")
-    agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+    agents_update(other, ADMIN, c.UpdateAgent(id="b1", profile="narrow"))
     assert seen_elsewhere(service).sync()
     assert service.agent("a1") is before["a1"]  # kept: not named by the change
     assert service.agent("b1").profile == "narrow"  # read again
@@ -42,7 +43,7 @@ def test_a_connection_added_elsewhere_drops_its_toolset_alone(
 ) -> None:
     service = harness.service
     mail, vault = service.connections_for("mail"), service.connections_for("vault")
-    connections_create(other, ADMIN, {"name": "v", "toolset": "vault", "credential": "c"})
+    connections_create(other, ADMIN, c.CreateConnection(name="v", toolset="vault", credential="c"))
     seen_elsewhere(service).sync()
     assert service.connections_for("mail") is mail  # kept
     assert vault == [] and len(service.connections_for("vault")) == 1

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.http.app import create_app
 from api.service import views
 from api.service.core import Service
@@ -277,8 +278,8 @@ def test_an_approval_compares_inside_its_transaction(
     admin = harness.auth()
 
     def meanwhile() -> None:  # another worker, between the look and the write
-        views.roles_update(other, Principal("t", "admin"),
-                           {"name": "g", "source": _source("g", "allow agents.list", "# by another")})  # fmt: skip
+        changed = c.UpdateRole(name="g", source=_source("g", "allow agents.list", "# by another"))
+        views.roles_update(other, Principal("t", "admin"), changed)
 
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
         ops = _ops(client, harness, POLICY + OPS.replace("hooks none", "hooks ask") + ASK)

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from api import commands as c
 from api.http.app import create_app
 from api.service.calls import Call
 from api.service.core import Service
@@ -62,7 +63,9 @@ def shop(harness: Harness) -> Harness:
 
 
 def new_thread(service: Service, agent: str = "buyer") -> str:
-    thread: str = threads_create(service, Principal("t", "admin"), {"agent": agent}).body.id
+    thread: str = threads_create(
+        service, Principal("t", "admin"), c.CreateThread(agent=agent)
+    ).body.id
     return thread
 
 

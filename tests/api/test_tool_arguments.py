@@ -1,8 +1,8 @@
 """Every management endpoint passes its built-in tool exactly the arguments the catalogue
 declares: the same names, the same ones required, the same defaults, values of the
 declared types. A request the HTTP models accept is then never a `shape` deny for an
-agent's token (policy/catalogue.py's `CATALOGUE_SOURCE` against api/http/models.py, the
-query parameters and the path's)."""
+agent's token (policy/catalogue.py's `CATALOGUE_SOURCE` against api/commands.py's body
+models, the query parameters and the path's)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from api.http import models as m
+from api.commands import COMMANDS
 from api.http.app import TABLE
 from api.http.openapi import openapi
 from api.http.routing import Spec
@@ -88,16 +88,19 @@ def test_the_http_arguments_are_the_tools_signature(spec: Spec) -> None:
 @pytest.mark.parametrize("spec", MANAGED, ids=_route)
 def test_what_the_models_accept_has_the_tools_shape(spec: Spec) -> None:
     """All the arguments, and only the required ones, as the endpoint builds them (the
-    body through its model and `dump`), pass the tool's shape check."""
+    body through its model, then the tool's command: `args()`), pass the tool's shape
+    check."""
     assert spec.tool is not None
     tool = builtin_tools()[spec.tool]
     http = _http_arguments(spec)
     body = set(spec.request.model_fields) if spec.request is not None else set()
     for chosen in (set(http), {name for name, (always, _, _) in http.items() if always}):
         sent = {name: http[name][2] for name in chosen}
-        args = {k: v for k, v in sent.items() if k not in body}
+        fields = {k: v for k, v in sent.items() if k not in body}
         if spec.request is not None:
-            args |= m.dump(spec.request.model_validate({k: sent[k] for k in body & chosen}))
+            read = spec.request.model_validate({k: sent[k] for k in body & chosen})
+            fields |= read.model_dump(exclude_unset=True)
+        args = COMMANDS[spec.tool].model_validate(fields).args()
         shaped = validate(tool, args)
         assert not isinstance(shaped, str), f"{_route(spec)} {sorted(chosen)}: {shaped}"
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from api import commands as c
 from api.http.errors import status_of
 from api.service import tokens
 from api.service.calls import Call
@@ -42,22 +43,22 @@ def _decided(commit: GroupCommit, call: Call) -> str:
 
 
 def _add_connection(service: Service) -> None:
-    made = {"name": "v", "toolset": "vault", "credential": "c"}
+    made = c.CreateConnection(name="v", toolset="vault", credential="c")
     connections_create(service, ADMIN, made)
 
 
 def _remove_connection(service: Service) -> None:
     (row,) = service.store.scan("connections")
-    connections_delete(service, ADMIN, {"id": row.id})
+    connections_delete(service, ADMIN, c.DeleteConnection(id=row.id))
 
 
 # (what another process does, a call this one decides, its effect before and after)
 CHANGES: dict[str, tuple[Callable[[Service], Any], Call, str, str]] = {
     "agent narrowed": (
-        lambda s: agents_update(s, ADMIN, {"id": "b1", "profile": "narrow"}), REFUND, "allow",
+        lambda s: agents_update(s, ADMIN, c.UpdateAgent(id="b1", profile="narrow")), REFUND, "allow",
         "deny",
     ),
-    "agent deleted": (lambda s: agents_delete(s, ADMIN, {"id": "b1"}), REFUND, "allow", "404"),
+    "agent deleted": (lambda s: agents_delete(s, ADMIN, c.DeleteAgent(id="b1")), REFUND, "allow", "404"),
     "connection added": (_add_connection, VAULT, "deny", "allow"),
     "connection removed": (_remove_connection, VAULT, "allow", "deny"),
 }  # fmt: skip
@@ -169,8 +170,8 @@ def test_an_agent_changed_elsewhere_is_changed_here_on_what_was_committed(
     change committed) was written back, undoing the other change (here, the profile)."""
     service = harness.service
     service.agent("a1")  # cached here
-    agents_update(other, ADMIN, {"id": "a1", "profile": "narrow"})
-    agents_update(service, ADMIN, {"id": "a1", "metadata": {"team": "x"}})
+    agents_update(other, ADMIN, c.UpdateAgent(id="a1", profile="narrow"))
+    agents_update(service, ADMIN, c.UpdateAgent(id="a1", metadata={"team": "x"}))
     doc = other.store.get("agents", "a1")
     assert doc is not None and (doc["profile"], doc["metadata"]) == ("narrow", {"team": "x"})
 
@@ -184,13 +185,16 @@ def test_an_agent_deleted_elsewhere_is_not_found_here(
     and a thread was opened for the deleted agent."""
     service = harness.service
     service.agent("a1")  # cached here
-    agents_delete(other, ADMIN, {"id": "a1"})
-    run = {"agents.update": agents_update, "agents.delete": agents_delete}.get(operation)
-    args = {"id": "a1", "name": "renamed"}
-    if run is None:
-        run, args = threads_create, {"agent": "a1"}
+    agents_delete(other, ADMIN, c.DeleteAgent(id="a1"))
+    runs: dict[str, Callable[[], Any]] = {
+        "agents.update": lambda: agents_update(
+            service, ADMIN, c.UpdateAgent(id="a1", name="renamed")
+        ),
+        "agents.delete": lambda: agents_delete(service, ADMIN, c.DeleteAgent(id="a1")),
+        "threads.create": lambda: threads_create(service, ADMIN, c.CreateThread(agent="a1")),
+    }
     with pytest.raises(ServiceError) as refused:
-        run(service, ADMIN, args)
+        runs[operation]()
     assert (status_of(refused.value.code), refused.value.code) == (404, "agent-not-found")
     assert list(other.store.scan("threads")) == []
 
@@ -227,7 +231,7 @@ def test_an_agent_changed_while_it_was_read_is_not_kept(
     service = harness.service
 
     def narrowed() -> None:
-        agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+        agents_update(other, ADMIN, c.UpdateAgent(id="b1", profile="narrow"))
         seen_elsewhere(service).sync()
 
     harness.add_agent("b1", "support")
@@ -271,7 +275,8 @@ def test_caps_made_from_a_parent_read_while_it_changed_are_not_kept(
     service.agent("kid")  # cached: the parent is the first agent its call reads
 
     def capped() -> None:  # the parent's own cap: 1 USD in all
-        agents_update(service, ADMIN, {"id": "a1", "budget": {"amount": "1", "period": "total"}})
+        budget = c.Budget(amount=Decimal(1), period="total")
+        agents_update(service, ADMIN, c.UpdateAgent(id="a1", budget=budget))
 
     pending = _while_read(monkeypatch, service, "agents", capped)
     commit = GroupCommit(service)
@@ -315,7 +320,7 @@ def test_a_look_at_the_store_another_thread_has_begun_is_not_taken_as_done(
     service = harness.service
     harness.add_agent("b1", "support")
     assert decide_calls(service, [REFUND])[0]["effect"] == "allow"  # b1 cached here
-    agents_update(other, ADMIN, {"id": "b1", "profile": "narrow"})
+    agents_update(other, ADMIN, c.UpdateAgent(id="b1", profile="narrow"))
     real = service.store.changes_after
     decided: list[str] = []
     pending = [lambda: decided.append(decide_calls(service, [REFUND])[0]["effect"])]
@@ -340,7 +345,8 @@ def test_a_connection_changed_in_two_processes_at_once_keeps_both_changes(
     _add_connection(service)
     (row,) = service.store.scan("connections")
     renamed = threading.Thread(
-        target=connections_update, args=(other, ADMIN, {"id": row.id, "name": "renamed"})
+        target=connections_update,
+        args=(other, ADMIN, c.UpdateConnection(id=row.id, name="renamed")),
     )
 
     class Meanwhile:  # the sealer, but another process renames the connection first
@@ -354,7 +360,7 @@ def test_a_connection_changed_in_two_processes_at_once_keeps_both_changes(
             return self._seal(plain)
 
     monkeypatch.setattr(service, "sealer", Meanwhile(service.sealer))
-    connections_update(service, ADMIN, {"id": row.id, "credential": "new"})
+    connections_update(service, ADMIN, c.UpdateConnection(id=row.id, credential="new"))
     renamed.join(10)
     doc = other.store.get("connections", row.id)
     assert doc is not None and doc["name"] == "renamed"
@@ -371,8 +377,8 @@ def test_a_group_refused_on_what_it_had_not_seen_is_logged_in_one_transaction(
         with there.store.atomic():
             there.upload([("policy.charter", POLICY)], "t")
         key, _ = identities.create(there.store, there.sealer, "key")
-        create_agent(there, ADMIN, {"id": "b1", "name": "b1", "profile": "support",
-                                    "identity": key["id"]})  # fmt: skip
+        made = c.CreateAgent(name="b1", profile="support", identity=key["id"])
+        create_agent(there, ADMIN, made, "b1")
         store = here.store
         assert isinstance(store, SqliteStore)
         began = []
