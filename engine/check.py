@@ -121,7 +121,7 @@ def check_files(
     if base is None or settled is None:
         checker = Checker(files, options)
     else:  # (the same catalogue: its very mapping, which tells the compiler so)
-        checker = Checker(files, options, settled, base.tools)
+        checker = Checker(files, options, settled, base.tools, base.tools_by_namespace)
     workspace = checker.run()
     found.extend(checker.errors)
     if found:  # the warnings go with the errors: a failed check still reports them

@@ -63,7 +63,9 @@ def _shown(name: str) -> str:
 class Checker:
     """`settled`: the paths of files whose roles and hooks checked without an error
     against this same tool catalogue, `catalogue` (engine/rebuild.py): their bodies are
-    not checked again, and the workspace's tools are that very mapping."""
+    not checked again, and the workspace's tools are that very mapping. Every toolset is
+    in a settled file then, so toolsets are registered, not checked again either, and
+    `namespaces` is the catalogue's index by namespace."""
 
     def __init__(
         self,
@@ -71,11 +73,13 @@ class Checker:
         options: CheckOptions,
         settled: frozenset[str] = frozenset(),
         catalogue: Mapping[str, ToolSpec] | None = None,
+        namespaces: dict[str, list[str]] | None = None,
     ) -> None:
         self.files = files
         self.options = options
         self.settled = settled
         self.catalogue = catalogue
+        self.namespaces = namespaces
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
         self.tools: dict[str, ToolSpec] = dict(builtin_tools())
@@ -152,7 +156,10 @@ class Checker:
         self.collect()
         if self.catalogue is not None:  # (what collect found is the same, tool for tool)
             self.tools = cast(dict[str, ToolSpec], self.catalogue)
-        self.by_namespace = index_namespaces(self.tools)
+        if self.catalogue is not None and self.namespaces is not None:
+            self.by_namespace = self.namespaces
+        else:
+            self.by_namespace = index_namespaces(self.tools)
         self.resolve()
         self.type_conditions()
         return Workspace(
@@ -165,6 +172,7 @@ class Checker:
             tuple(self.files),
             tuple(self.warnings),
             self.options,
+            self.by_namespace,
         )
 
     # ---- stage: collect ----------------------------------------------------------------
@@ -202,6 +210,10 @@ class Checker:
             if not isinstance(decl, ast.Test):  # (a test's name is no id: the API has none)
                 self.check_name_length(kind, decl.name, decl.span)
             if isinstance(decl, ast.Toolset):
+                if self.catalogue is not None:  # (settled, as every toolset then is)
+                    if not duplicate:
+                        self.toolsets[decl.name] = decl
+                    continue
                 self.collect_toolset(decl, register=not duplicate)
                 continue
             if isinstance(decl, ast.Role) and len(decl.rules) > self.options.max_rules_per_role:

@@ -255,15 +255,14 @@ class Snapshot:
     # ---- what a derived snapshot takes from its base ------------------------------------
     def _inherit(self, base: Snapshot) -> None:
         """The compiled conditions of every rule and the entries of every hook that are
-        the very objects of `base`'s workspace (alive with it: their ids name them alone)."""
-        fns, before = self._entries.fns, base._entries.fns
-        old_roles = base.workspace.roles
-        for name, role in self.workspace.roles.items():
-            if old_roles.get(name) is role:
+        the very objects of `base`'s workspace (alive with it: their ids name them alone):
+        `base`'s, less those of the roles this workspace does not hold as they were."""
+        fns = self._entries.fns = dict(base._entries.fns)
+        roles = self.workspace.roles
+        for name, role in base.workspace.roles.items():
+            if roles.get(name) is not role:
                 for rule in role.rules:
-                    found = before.get(id(rule), _MISSING)
-                    if found is not _MISSING:
-                        fns[id(rule)] = found  # type: ignore[assignment]
+                    fns.pop(id(rule), None)
         old_hooks = base.workspace.hooks
         for name, hook in self.workspace.hooks.items():
             entry = base._hook_entries.get(id(hook))
@@ -413,7 +412,6 @@ def _has_execute(rules: _ProfileRules) -> bool:
 
 
 _NO_PROFILE = "unknown profile"
-_MISSING = object()
 
 
 def decide(snapshot: Snapshot, request: Request) -> Decision:

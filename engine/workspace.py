@@ -28,6 +28,8 @@ class Workspace:
     # The CheckOptions it was checked under (engine.checker): a check that changes it
     # takes nothing of it under other limits (engine.check.check_sources).
     options: object = field(default=None, compare=False, repr=False)
+    # The tools' names by namespace, as the checker indexed them (None: indexed here).
+    namespaces: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def sources(self) -> dict[str, str]:
@@ -48,7 +50,7 @@ class Workspace:
 
     @cached_property
     def tools_by_namespace(self) -> dict[str, list[str]]:
-        return index_namespaces(self.tools)
+        return self.namespaces if self.namespaces is not None else index_namespaces(self.tools)
 
     @cached_property
     def secret_names(self) -> frozenset[str]:
