@@ -174,15 +174,17 @@ class Service:
             bytes=size, max_bytes=self.max_policy_bytes,
         )  # fmt: skip
 
-    def check(self, files: Sequence[tuple[str, str]]) -> Workspace:
+    def check(self, files: Sequence[tuple[str, str]], base: Snapshot | None = None) -> Workspace:
         """Raises CharterError with every diagnostic; the HTTP layer makes that `policy-invalid`.
         Files under `api/roles/` must be the API's own roles, one a file (E0118,
         api.service.rolefiles); a revision stored before that rule is read as it was
         (`Snapshots` compiles a stored revision without it). A policy over the size cap
-        is refused first (`require_room`), before the work of checking it."""
+        is refused first (`require_room`), before the work of checking it. `base`: a
+        compiled policy these files change (what did not change is not checked again:
+        engine/rebuild.py)."""
         self.require_room(files)
         try:
-            workspace = check_sources(files)
+            workspace = check_sources(files, base=None if base is None else base.workspace)
         except CharterError as exc:
             raise rolefiles.with_problems(files, exc) from None
         rolefiles.check(files, workspace.files)
@@ -190,8 +192,11 @@ class Service:
 
     def compile(self, files: Sequence[tuple[str, str]]) -> Snapshot:
         """`files` checked and compiled, for an `upload(files, ..., prepared=)` (raises
-        CharterError): a snapshot of its own, which no other upload can take."""
-        return compile_workspace(self.check(files))
+        CharterError): a snapshot of its own, which no other upload can take. Against
+        the newest policy compiled here, so a change to a few files of a large policy
+        checks and compiles those files and what depends on them (engine/compile.py)."""
+        base = self.snapshots.newest()
+        return compile_workspace(self.check(files, base), base=base)
 
     def prepare(self, files: Sequence[tuple[str, str]]) -> Snapshot:
         """Check and compile `files` ahead of their `upload`, outside any transaction:
@@ -204,7 +209,7 @@ class Service:
             found = self._prepared.get(key)
         if found is not None:
             return found
-        snapshot = compile_workspace(self.check(files))  # its revision is set on upload
+        snapshot = self.compile(files)  # its revision is set on upload
         with self._lock:
             if len(self._prepared) >= 4:
                 self._prepared.pop(next(iter(self._prepared)))
@@ -229,7 +234,7 @@ class Service:
             kept = self._prepared.pop(tuple(files), None)
         snapshot = prepared or kept
         if snapshot is None:
-            snapshot = compile_workspace(self.check(files))
+            snapshot = self.compile(files)
         workspace = snapshot.workspace
         body: dict[str, Any] = {
             "files": [[path, text] for path, text in files],

@@ -63,6 +63,15 @@ class Snapshots:
         self.on_background_compile: list[Callable[[int], None]] = []
         self.latest = store.latest_revision()
 
+    def newest(self) -> Snapshot | None:
+        """The compiled snapshot a change is likeliest to be made against: the latest
+        revision's when it is compiled here, else the one used last; None before any."""
+        with self._lock:
+            found = self._cache.get(self.latest)
+            if found is None and self._cache:
+                found = next(reversed(self._cache.values()))
+        return found
+
     def refresh(self, latest: int | None = None) -> int:
         """The latest revision, read from the store (or as the caller just read it)."""
         self.latest = self.store.latest_revision() if latest is None else latest
@@ -93,8 +102,12 @@ class Snapshots:
                 snapshot = self._cache.get(revision)
             if snapshot is not None:
                 return snapshot
+            # Against the newest compiled here: another worker's upload of a change to a
+            # few files compiles those files and what depends on them.
+            base = self.newest()
             try:
-                snapshot = compile_workspace(check_sources(files), revision)
+                checked = check_sources(files, base=None if base is None else base.workspace)
+                snapshot = compile_workspace(checked, revision, base)
             except CharterError:
                 self._unreadable.add(revision)
                 raise _does_not_check(revision) from None
