@@ -56,6 +56,13 @@ _NAME_AFTER = r"(?:[ \t\f\r\n]|#[^\n]*)*([a-z][a-z0-9_-]*)"
 SHOWN = 32  # characters of a name too long that its message shows (as the HTTP API's)
 
 
+# Each declaration's kind, as its diagnostics and the collector's keys name it.
+_KINDS: dict[type, str] = {
+    ast.Toolset: "toolset", ast.Role: "role", ast.Hook: "hook", ast.Profile: "profile",
+    ast.Test: "test",
+}  # fmt: skip
+
+
 def _shown(name: str) -> str:
     return name if len(name) <= SHOWN else name[:SHOWN] + "…"
 
@@ -181,61 +188,92 @@ class Checker:
         the later declaration is not registered (it takes no part in what compiles), but
         its body is still checked, in `duplicates`, so that its errors are reported too."""
         seen: dict[tuple[str, str], ast.Span] = {}
-        for decl in (d for f in self.files for d in f.declarations):
-            kind = type(decl).__name__.lower()
-            key = (kind, decl.name)
-            duplicate = key in seen or (kind == "hook" and decl.name in default_hook_names())
-            if duplicate:
-                first = seen.get(key)
-                where = f"first declared at {first}" if first else "it is a default approval hook"
-                self.report(
-                    Diagnostic(
-                        "E0107",
-                        f"{kind} `{decl.name}` is declared more than once",
-                        decl.span,
-                        f"{where}; rename one of them",
-                    )
-                )
-            else:
-                seen[key] = decl.span
-                if decl.name in _RESERVED_NAMES.get(kind, ()):
-                    self.report(
-                        Diagnostic(
-                            "E0117",
-                            f"{kind} name `{decl.name}` is reserved",
-                            decl.span,
-                            _reserved_help(kind, decl.name),
-                        )
-                    )
-            if not isinstance(decl, ast.Test):  # (a test's name is no id: the API has none)
-                self.check_name_length(kind, decl.name, decl.span)
-            if isinstance(decl, ast.Toolset):
-                if self.catalogue is not None:  # (settled, as every toolset then is)
-                    if not duplicate:
-                        self.toolsets[decl.name] = decl
-                    continue
-                self.collect_toolset(decl, register=not duplicate)
+        for file in self.files:
+            if file.path in self.settled:
+                self.collect_settled(file, seen)
                 continue
-            if isinstance(decl, ast.Role) and len(decl.rules) > self.options.max_rules_per_role:
+            for decl in file.declarations:
+                self.collect_one(decl, seen)
+
+    def collect_settled(self, file: ast.SourceFile, seen: dict[tuple[str, str], ast.Span]) -> None:
+        """A settled file's declarations: what `collect_one` finds of one declaration alone
+        (a name reserved or too long, too many rules, a toolset's body) it found in the
+        base, without an error. They are registered, and a name another file took first
+        goes through `collect_one`, which reports it as the whole check does."""
+        defaults = default_hook_names()
+        for decl in file.declarations:
+            kind = _KINDS[type(decl)]
+            key = (kind, decl.name)
+            if key in seen or (kind == "hook" and decl.name in defaults):
+                self.collect_one(decl, seen)
+                continue
+            seen[key] = decl.span
+            if kind == "role":
+                self.roles[decl.name] = cast(ast.Role, decl)
+            elif kind == "hook":
+                self.hooks[decl.name] = cast(ast.Hook, decl)
+            elif kind == "profile":
+                self.profiles[decl.name] = cast(ast.Profile, decl)
+            elif kind == "toolset":
+                self.toolsets[decl.name] = cast(ast.Toolset, decl)
+            else:
+                self.tests.append(cast(ast.Test, decl))
+
+    def collect_one(self, decl: ast.Declaration, seen: dict[tuple[str, str], ast.Span]) -> None:
+        kind = _KINDS[type(decl)]
+        key = (kind, decl.name)
+        duplicate = key in seen or (kind == "hook" and decl.name in default_hook_names())
+        if duplicate:
+            first = seen.get(key)
+            where = f"first declared at {first}" if first else "it is a default approval hook"
+            self.report(
+                Diagnostic(
+                    "E0107",
+                    f"{kind} `{decl.name}` is declared more than once",
+                    decl.span,
+                    f"{where}; rename one of them",
+                )
+            )
+        else:
+            seen[key] = decl.span
+            if decl.name in _RESERVED_NAMES.get(kind, ()):
                 self.report(
                     Diagnostic(
-                        "E0112",
-                        f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
-                        f"{self.options.max_rules_per_role}",
+                        "E0117",
+                        f"{kind} name `{decl.name}` is reserved",
                         decl.span,
-                        "split it into several roles",
+                        _reserved_help(kind, decl.name),
                     )
                 )
-            if duplicate:
-                self.duplicates.append(decl)
-            elif isinstance(decl, ast.Role):
-                self.roles[decl.name] = decl
-            elif isinstance(decl, ast.Hook):
-                self.hooks[decl.name] = decl
-            elif isinstance(decl, ast.Profile):
-                self.profiles[decl.name] = decl
-            else:
-                self.tests.append(decl)
+        if not isinstance(decl, ast.Test):  # (a test's name is no id: the API has none)
+            self.check_name_length(kind, decl.name, decl.span)
+        if isinstance(decl, ast.Toolset):
+            if self.catalogue is not None:  # (settled, as every toolset then is)
+                if not duplicate:
+                    self.toolsets[decl.name] = decl
+                return
+            self.collect_toolset(decl, register=not duplicate)
+            return
+        if isinstance(decl, ast.Role) and len(decl.rules) > self.options.max_rules_per_role:
+            self.report(
+                Diagnostic(
+                    "E0112",
+                    f"role `{decl.name}` has {len(decl.rules)} rules, over the limit of "
+                    f"{self.options.max_rules_per_role}",
+                    decl.span,
+                    "split it into several roles",
+                )
+            )
+        if duplicate:
+            self.duplicates.append(decl)
+        elif isinstance(decl, ast.Role):
+            self.roles[decl.name] = decl
+        elif isinstance(decl, ast.Hook):
+            self.hooks[decl.name] = decl
+        elif isinstance(decl, ast.Profile):
+            self.profiles[decl.name] = decl
+        else:
+            self.tests.append(decl)
 
     def collect_toolset(self, ts: ast.Toolset, register: bool = True) -> None:
         """Check a toolset's body; `register` its tools unless its name is a duplicate."""
