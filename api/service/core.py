@@ -263,9 +263,15 @@ class Service:
         self.read.moved()
 
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
+        """A revision's files (default: the latest's), in their order: from its snapshot
+        when it is compiled here (a revision never changes, and its snapshot was compiled
+        from these very texts), else read from the store."""
         number = self.snapshots.latest if revision is None else revision
         if number == 0:
             return 0, []
+        compiled = self.snapshots.cached(number)
+        if compiled is not None:
+            return number, [(f.path, f.text) for f in compiled.workspace.files]
         body = self.store.get_revision(number)
         if body is None:
             raise ServiceError("revision-not-found", f"revision {number} not found")

@@ -63,6 +63,11 @@ class Snapshots:
         self.on_background_compile: list[Callable[[int], None]] = []
         self.latest = store.latest_revision()
 
+    def cached(self, revision: int) -> Snapshot | None:
+        """Revision `revision`'s snapshot when it is compiled here, else None."""
+        with self._lock:
+            return self._cache.get(revision)
+
     def newest(self) -> Snapshot | None:
         """The compiled snapshot a change is likeliest to be made against: the latest
         revision's when it is compiled here, else the one used last; None before any."""
