@@ -13,8 +13,8 @@ prepared once per rule and shared by every profile and plan that selects them.
 
 The first call of a (profile, tool) pair whose plan is not built yet costs a missed
 look-up and a few stores: the plan is the shared constant plan or is made from the
-profile's shape, then cached. Unknown tool names are never cached (a caller could
-otherwise grow the index without bound).
+profile's shape, then cached. The answers of unknown tool names are kept within a bound
+(`engine.unknowntools`).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from engine.plan import (
     PlanShape,
     RuleEntry,
     make_plan,
-    make_unknown_tool,
     plan_shape,
     rule_entry,
     shaped_plan,
 )
 from engine.reads import reads_thread_cost
 from engine.runfns import RunFunctions
+from engine.unknowntools import UnknownToolPlan, UnknownTools
 from engine.workspace import Workspace
 from policy import ast
 from policy.catalogue import ToolSpec
@@ -113,8 +113,8 @@ class ProfilePlan:
     """One profile's index from tool name to plan. Plans for tools reached only through
     `*` (or by no rule at all) are built on first use from the profile's one shape for
     them (`star`), a few stores each, and cached: building all of them up front would
-    cost tools x profiles plans for nothing. Unknown tool names are never cached (a caller
-    could otherwise grow the index without bound)."""
+    cost tools x profiles plans for nothing. Unknown names are cached within a bound
+    (`engine.unknowntools`)."""
 
     __slots__ = (
         "_entries",
@@ -204,20 +204,6 @@ class ProfilePlan:
         return plan
 
 
-class _UnknownTool:
-    """The plan of a tool name that does not exist: deny, whatever the arguments."""
-
-    __slots__ = ("decision",)
-
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-
-    def __call__(
-        self, args: object, x: object = None, g: object = None, t: object = None
-    ) -> Decision:
-        return self.decision
-
-
 class Snapshot:
     """A compiled, immutable policy revision (its `revision` number is set once, by the
     upload that stores it, before the snapshot is shared). With `every_plan`, every
@@ -263,6 +249,7 @@ class Snapshot:
             plans.shape_star()
         self._constant_plans()
         self.parts.forget_tuples()
+        self._unknown = UnknownTools()
         self._cost_reads = {}
         # The hot path's index: profile -> tool -> plan (the same dicts the ProfilePlans own).
         self._index: dict[str, dict[str, CompiledPlan]] = {
@@ -393,7 +380,7 @@ class Snapshot:
             )
         plan = profile.first_use(request.tool)
         if plan is None:
-            return make_unknown_tool(request.tool)
+            return self._unknown.answer(request.tool)
         return plan.run(plan, request.args, request.context, request.agent, request.thread)
 
     def reads_thread_cost(self, profile: str, tool: str) -> bool:
@@ -409,7 +396,7 @@ class Snapshot:
         if plans is None:
             return None
         plan = plans.plan_for(tool)
-        return _UnknownTool(make_unknown_tool(tool)) if plan is None else plan
+        return UnknownToolPlan(self._unknown.answer(tool)) if plan is None else plan
 
 
 def _has_execute(rules: _ProfileRules) -> bool:
