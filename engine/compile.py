@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.codegen import ConditionCompiler, ConditionFn, fresh_copy
 from engine.compiledplan import CompiledPlan
@@ -365,23 +366,58 @@ class Snapshot:
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
         """docs/design.md section 2, steps 2-5 and 7. The hot path: two dict subscripts and the
-        plan's run function; everything else (lazy plans, unknown names) is `_decide_slow`."""
+        plan's run function; everything else (plans not built yet, unknown names) is
+        `_decide_slow`."""
         try:
             plan = self._index[request.profile][request.tool]
-        except KeyError:  # free in 3.11 until raised: a lazy plan, or an unknown name
-            return self._decide_slow(request)
+        except KeyError:  # free in 3.11 until raised: a plan not built yet, or an unknown name
+            return self._decide_slow(
+                request.profile,
+                request.tool,
+                request.args,
+                request.context,
+                request.agent,
+                request.thread,
+            )
         return plan.run(plan, request.args, request.context, request.agent, request.thread)
 
-    def _decide_slow(self, request: Request) -> Decision:
-        profile = self.profiles.get(request.profile)
+    def decide_call(
+        self,
+        profile: str,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        agent: Mapping[str, Any] | None = None,
+        thread: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """`decide` of the call these fields make, without building its `Request` (a
+        frozen dataclass's construction costs about as much as a warm decision): for a
+        caller that has the fields at hand and decides each call once, as the services
+        do. The same hot path, the same answers."""
+        try:
+            plan = self._index[profile][tool]
+        except KeyError:
+            return self._decide_slow(profile, tool, args, context, agent, thread)
+        return plan.run(plan, args, context, agent, thread)
+
+    def _decide_slow(
+        self,
+        profile_name: str,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any] | None,
+        agent: Mapping[str, Any] | None,
+        thread: Mapping[str, Any] | None,
+    ) -> Decision:
+        profile = self.profiles.get(profile_name)
         if profile is None:
             return make_decision(
-                "deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),)
+                "deny", None, (Reason("shape", f"{_NO_PROFILE} `{profile_name}`"),)
             )
-        plan = profile.first_use(request.tool)
+        plan = profile.first_use(tool)
         if plan is None:
-            return self._unknown.answer(request.tool)
-        return plan.run(plan, request.args, request.context, request.agent, request.thread)
+            return self._unknown.answer(tool)
+        return plan.run(plan, args, context, agent, thread)
 
     def reads_thread_cost(self, profile: str, tool: str) -> bool:
         """Whether a condition that may run for a call of `tool` under `profile` (a rule's
