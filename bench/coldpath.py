@@ -162,14 +162,21 @@ def run_cold(
     for request in built:
         snapshot.decide(request)  # every plan built: this part times warm calls
     decide, decide_call = snapshot.decide, snapshot.decide_call
-    indexed = list(range(len(fields)))
+
+    def by_request(i: int) -> object:
+        return decide(built[i])
+
+    def by_fields(i: int) -> object:  # as a service calls it: the fields at hand
+        profile, tool, args, context, agent, thread = fields[i]
+        return decide_call(profile, tool, args, context, agent, thread)
+
+    def build_then_decide(i: int) -> object:
+        profile, tool, args, context, agent, thread = fields[i]
+        return decide(Request(profile, tool, args, context, agent, thread))
+
     timed = time_side_by_side(
-        {
-            "decide": lambda i: decide(built[i]),
-            "decide_call": lambda i: decide_call(*fields[i]),
-            "build_and_decide": lambda i: decide(Request(*fields[i])),
-        },
-        indexed,
+        {"decide": by_request, "decide_call": by_fields, "build_and_decide": build_then_decide},
+        list(range(len(fields))),
         max(1, rounds),
         overhead_ns,
     )
