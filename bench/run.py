@@ -3,8 +3,10 @@
 For each size (100, 1,000 and 10,000 roles; always 100 profiles of 10 roles, 5,000
 toolset tools, 20,000 requests) it goes through the real pipeline (DSL text ->
 `check_sources` -> `compile_workspace` -> `Snapshot.decide`), times the obvious
-baseline on the same requests in the same run, adds cedarpy when installed, prints a
-table with PASS/FAIL per target, and writes the figures into `docs/benchmarks.md`.
+baseline on the same requests in the same run, the cold path (first calls against warm
+ones, unknown tools, building requests: `bench.coldpath`), adds cedarpy when installed,
+prints a table with PASS/FAIL per target, and writes the figures into
+`docs/benchmarks.md`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from typing import Any
 
 from bench import cedar
 from bench.baseline import Baseline
+from bench.coldpath import (
+    TARGET_DECIDE_CALL_SLACK,
+    TARGET_FIRST_RATIO,
+    TARGET_REQUEST_NS,
+    ColdResult,
+    run_cold,
+)
 from bench.timing import Timing, time_calls, time_side_by_side, timer_overhead_ns
 from bench.workload import Workload, as_received, generate
 from engine.check import check_sources
@@ -62,6 +71,7 @@ class SizeResult:
     shared_ratio: float = 0.0  # charter / baseline when requests share the model's strings
     service_charter_ns: float = 0.0  # charter's median, requests decoded by the service's parser
     service_ratio: float = 0.0  # charter / baseline on those requests
+    cold: ColdResult | None = None  # first calls, unknown tools, building requests
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -117,7 +127,9 @@ def _memory(work: Workload) -> tuple[int, int, int]:
     return peak - base, current - base, current - after_check
 
 
-def run_size(roles: int, requests: int, rounds: int, repeats: int, overhead: float) -> SizeResult:
+def run_size(
+    roles: int, requests: int, rounds: int, repeats: int, overhead: float, cold_rounds: int = 3
+) -> SizeResult:
     work = generate(roles=roles, requests=requests)
     check_s, workspace = _median_time(lambda: check_sources(work.sources), repeats)
     compile_s, snapshot = _median_time(lambda: compile_workspace(workspace), repeats)
@@ -160,6 +172,8 @@ def run_size(roles: int, requests: int, rounds: int, repeats: int, overhead: flo
     result.service_ratio = by_service["charter"].median_ns / max(
         by_service["baseline"].median_ns, 1.0
     )
+    if cold_rounds > 0:
+        result.cold = run_cold(workspace, received, cold_rounds, overhead)
     if cedar.available():
         sample = work.requests[: min(1_000, len(work.requests))]
         engine = cedar.CedarEngine(work)
@@ -214,6 +228,25 @@ def targets(results: list[SizeResult]) -> list[tuple[str, str, str]]:
                     f"{r.roles:,} roles: <= 2 KB per rule (compiled snapshot)",
                     f"{r.snapshot_bytes_per_rule:,.0f} B",
                     _verdict(r.snapshot_bytes_per_rule <= TARGET_BYTES_PER_RULE),
+                )
+            )
+        if r.cold is not None:
+            c = r.cold
+            rows.append(
+                (
+                    f"{r.roles:,} roles: first call median <= 2x warm median (per pair)",
+                    f"{c.ratio:.2f}x ({_us(c.first_median_ns)} / {_us(c.warm_median_ns)})",
+                    _verdict(c.ratio <= TARGET_FIRST_RATIO),
+                )
+            )
+            fast_call = c.decide_call_ns <= c.decide_ns * TARGET_DECIDE_CALL_SLACK
+            rows.append(
+                (
+                    f"{r.roles:,} roles: Request(...) <= 0.3 µs, or decide_call "
+                    "(no request) within 5% of decide",
+                    f"{_us(c.request_ns)}; decide_call {_us(c.decide_call_ns)} "
+                    f"vs decide {_us(c.decide_ns)}",
+                    _verdict(c.request_ns <= TARGET_REQUEST_NS or fast_call),
                 )
             )
         if r.roles == 10_000:
@@ -273,9 +306,49 @@ def render(results: list[SizeResult], machine: dict[str, str], command: str) -> 
         )
     if not any(r.cedar is not None for r in results):
         out += ["", "cedarpy is not installed (`pip install '.[bench]'`): no Cedar row."]
+    out += _render_cold([r for r in results if r.cold is not None])
     out += ["", "| target | measured | verdict |", "| --- | --- | --- |"]
     out += [f"| {t} | {m} | {v} |" for t, m, v in targets(results)]
     return "\n".join(out) + "\n"
+
+
+def _render_cold(results: list[SizeResult]) -> list[str]:
+    """The cold path (bench.coldpath): first calls against warm ones, unknown tools and
+    building requests, one table each."""
+    if not results:
+        return []
+    out = [
+        "",
+        "| roles | pairs (plan built on first use) | first call median | first call p99 | "
+        "warm median | warm p99 | first / warm | plan built on first use: median / p99 / "
+        "ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        c = r.cold
+        assert c is not None
+        out.append(
+            f"| {r.roles:,} | {c.pairs:,} ({c.built_later:,}) | {_us(c.first_median_ns)} | "
+            f"{_us(c.first_p99_ns)} | {_us(c.warm_median_ns)} | {_us(c.warm_p99_ns)} | "
+            f"{c.ratio:.2f}x | {_us(c.later_median_ns)} / {_us(c.later_p99_ns)} / "
+            f"{c.later_ratio:.2f}x |"
+        )
+    out += [
+        "",
+        "| roles | unknown tool, first call: median / p99 | unknown tool again (answer kept): "
+        "median | Request(...) | decide (request built before) | decide_call (no request) | "
+        "Request(...) then decide |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        c = r.cold
+        assert c is not None
+        out.append(
+            f"| {r.roles:,} | {_us(c.unknown_first_median_ns)} / {_us(c.unknown_first_p99_ns)} | "
+            f"{_us(c.unknown_again_median_ns)} | {_us(c.request_ns)} | {_us(c.decide_ns)} | "
+            f"{_us(c.decide_call_ns)} | {_us(c.build_and_decide_ns)} |"
+        )
+    return out
 
 
 def machine_info(load_before: str) -> dict[str, str]:
@@ -317,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the requests")
     parser.add_argument("--repeats", type=int, default=3, help="check/compile runs (median)")
+    parser.add_argument(
+        "--cold-rounds", type=int, default=3, help="fresh snapshots for the first calls (0: skip)"
+    )
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite the docs")
     opts = parser.parse_args(argv)
     load_before = _load()
@@ -325,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for size in (int(s) for s in opts.sizes.split(",")):
         print(f"-- {size:,} roles ...", flush=True)
-        results.append(run_size(size, opts.requests, opts.rounds, opts.repeats, overhead))
+        results.append(
+            run_size(size, opts.requests, opts.rounds, opts.repeats, overhead, opts.cold_rounds)
+        )
     command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
     report = render(results, machine_info(load_before), command.strip())
     report += f"\nTimer overhead subtracted from each call: {overhead:.0f} ns.\n"

@@ -6,9 +6,15 @@ decision is two dict look-ups and one call; its cost follows the profile's own r
 that tool, never the size of the workspace (docs/design.md section 5).
 
 Compile order: bucket every profile's rules by pattern kind, queue every condition the
-eager plans need, compile all conditions with one `exec`, then build the plans. Rule and
-hook entries are prepared once per rule and shared by every profile and plan that
-selects them.
+eager plans need, compile all conditions with one `exec`, then build the plans, each
+profile's one shape for the tools that only `*` reaches (`ProfilePlan.star`), and the
+constant plans of the tools some profile reaches by nothing. Rule and hook entries are
+prepared once per rule and shared by every profile and plan that selects them.
+
+The first call of a (profile, tool) pair whose plan is not built yet costs a missed
+look-up and a few stores: the plan is the shared constant plan or is made from the
+profile's shape, then cached. The answers of unknown tool names are kept within a bound
+(`engine.unknowntools`).
 """
 
 from __future__ import annotations
@@ -16,21 +22,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.codegen import ConditionCompiler, ConditionFn, fresh_copy
 from engine.compiledplan import CompiledPlan
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
+    CONSTANT,
     HookEntry,
     Plan,
     PlanParts,
+    PlanShape,
     RuleEntry,
     make_plan,
-    make_unknown_tool,
+    plan_shape,
     rule_entry,
+    shaped_plan,
 )
 from engine.reads import reads_thread_cost
 from engine.runfns import RunFunctions
+from engine.unknowntools import UnknownToolPlan, UnknownTools
 from engine.workspace import Workspace
 from policy import ast
 from policy.catalogue import ToolSpec
@@ -97,13 +108,27 @@ class _RuleEntries:
         return entry
 
 
+_NONE: Mapping[str, CompiledPlan] = {}  # never written
+
+
 class ProfilePlan:
     """One profile's index from tool name to plan. Plans for tools reached only through
-    `*` (or by no rule at all) are built on first use and cached: building all of them up
-    front would cost tools x profiles plans for nothing. Unknown tool names are never
-    cached (a caller could otherwise grow the index without bound)."""
+    `*` (or by no rule at all) are built on first use from the profile's one shape for
+    them (`star`), a few stores each, and cached: building all of them up front would
+    cost tools x profiles plans for nothing. Unknown names are cached within a bound
+    (`engine.unknowntools`)."""
 
-    __slots__ = ("_entries", "has_execute", "hooks", "name", "plans", "rules")
+    __slots__ = (
+        "_entries",
+        "constants",
+        "execute_constants",
+        "has_execute",
+        "hooks",
+        "name",
+        "plans",
+        "rules",
+        "star",
+    )
 
     def __init__(self, entries: _RuleEntries, name: str, rules: _ProfileRules) -> None:
         self._entries = entries
@@ -112,59 +137,88 @@ class ProfilePlan:
         self.hooks: list[tuple[HookEntry, ast.Hook]] = []
         self.has_execute = _has_execute(rules)
         self.plans: dict[str, CompiledPlan] = {}
+        # The shape of every plan built on first use: [without, with] the `execute` answer.
+        self.star: tuple[PlanShape, PlanShape] = (CONSTANT, CONSTANT)
+        # When `star` is constant: the snapshot's constant plans by tool name, and those
+        # with the `execute` answer when the profile may not run code (else empty).
+        self.constants: Mapping[str, CompiledPlan] | None = None
+        self.execute_constants: Mapping[str, CompiledPlan] = _NONE
 
     def carried(self, entries: _RuleEntries) -> ProfilePlan:
         """This profile's plans, unchanged, for a snapshot derived from this one's
-        (`Snapshot(..., base=)`): the plans built so far, shared, and the rest built on
-        `entries`, which hold every rule of this profile as compiled here. Never this very
-        object: its entries would keep the older snapshot's rule index alive."""
+        (`Snapshot(..., base=)`): the plans built so far and its shape for the rest, shared,
+        on `entries` (the same tools and parts). Never this very object: its entries would
+        keep the older snapshot's rule index alive.
+        """
         copy = ProfilePlan(entries, self.name, self.rules)
-        copy.has_execute = self.has_execute  # (its rules keep only `*` once built)
+        copy.has_execute = self.has_execute  # (its rules are dropped once it is built)
         copy.hooks = self.hooks
         copy.plans = dict(self.plans)
+        copy.star = self.star
+        copy.constants = self.constants
+        copy.execute_constants = self.execute_constants
         return copy
 
     def build(self, tool: str) -> CompiledPlan | None:
+        """The plan of `tool` from every rule and hook that reaches it (at compile)."""
         snap = self._entries
         spec = snap.tools.get(tool)
         if spec is None:
             return None
         matched = self.rules.for_tool(spec)
-        denies = [snap.rule_entry(r, role) for r, role in matched if r.effect == "deny"]
-        allows = [snap.rule_entry(r, role) for r, role in matched if r.effect == "allow"]
-        allows.sort(key=lambda e: e.fn is not None)  # unconditional grants first
         hooks = [entry for entry, hook in self.hooks if any(p.matches(tool) for p in hook.patterns)]
         return make_plan(
             tool,
-            denies,
-            allows,
+            *self._entries_of(matched),
             hooks,
             snap.parts,
             execute_missing=spec.runs_code and not self.has_execute,
         )
 
-    def plan_for(self, tool: str) -> Plan:
+    def _entries_of(self, matched: list[_Matched]) -> tuple[list[RuleEntry], list[RuleEntry]]:
+        snap = self._entries
+        denies = [snap.rule_entry(r, role) for r, role in matched if r.effect == "deny"]
+        allows = [snap.rule_entry(r, role) for r, role in matched if r.effect == "allow"]
+        allows.sort(key=lambda e: e.fn is not None)  # unconditional grants first
+        return denies, allows
+
+    def shape_star(self) -> None:
+        """Make `star`: what reaches a tool that no exact or namespace rule or hook
+        pattern reaches is the `*` rules and the hooks with a `*` pattern, the same for
+        every such tool (at compile, once the eager plans are built; the rules and hooks
+        are dropped then: every plan built later comes from `star`)."""
+        denies, allows = self._entries_of(list(dict.fromkeys(self.rules.star)))
+        hooks = [e for e, hook in self.hooks if any(p.kind == "all" for p in hook.patterns)]
+        parts = self._entries.parts
+        self.star = (
+            plan_shape(denies, allows, hooks, parts, execute_missing=False),
+            plan_shape(denies, allows, hooks, parts, execute_missing=True),
+        )
+        self.rules = _ProfileRules()
+        self.hooks = []
+
+    def plan_for(self, tool: str) -> CompiledPlan | None:
+        """The plan of `tool`, built and cached on first use; None for an unknown name."""
         plan = self.plans.get(tool)
-        if plan is None:
-            plan = self.build(tool)
+        return self.first_use(tool) if plan is None else plan
+
+    def first_use(self, tool: str) -> CompiledPlan | None:
+        """The plan of `tool`, not in the index yet (on the first call of the pair): the
+        shared constant plan when no `*` rule or hook reaches the profile, else built
+        from `star`. Cached; None for an unknown name."""
+        if self.constants is not None:
+            plan = self.execute_constants.get(tool) or self.constants.get(tool)
             if plan is None:
-                return _UnknownTool(make_unknown_tool(tool))
-            self.plans[tool] = plan  # idempotent: a race builds the same plan twice
+                return None
+        else:
+            spec = self._entries.tools.get(tool)
+            if spec is None:
+                return None
+            execute_missing = spec.runs_code and not self.has_execute
+            shape = self.star[execute_missing]
+            plan = shaped_plan(tool, shape, self._entries.parts, execute_missing)
+        self.plans[tool] = plan  # idempotent: a race builds the same plan twice
         return plan
-
-
-class _UnknownTool:
-    """The plan of a tool name that does not exist: deny, whatever the arguments."""
-
-    __slots__ = ("decision",)
-
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-
-    def __call__(
-        self, args: object, x: object = None, g: object = None, t: object = None
-    ) -> Decision:
-        return self.decision
 
 
 class Snapshot:
@@ -176,15 +230,23 @@ class Snapshot:
     engine/rebuild.py), what did not change is taken from `base` rather than compiled
     again: a profile whose declaration, roles and hooks are the very objects `base`
     compiled keeps its plans, and a rule or hook `base` compiled keeps its compiled
-    condition. A snapshot decides exactly as one compiled whole."""
+    condition. A snapshot decides exactly as one compiled whole.
+
+    With `every_plan`, every profile x tool plan is built at compile from every rule and
+    hook that reaches the tool (tests compare the plans built on first use with these)."""
 
     workspace: Workspace
 
     def __init__(
-        self, workspace: Workspace, revision: int = 0, base: Snapshot | None = None
+        self,
+        workspace: Workspace,
+        revision: int = 0,
+        base: Snapshot | None = None,
+        every_plan: bool = False,
     ) -> None:
-        if base is not None and workspace.tools is not base.workspace.tools:
-            base = None  # (another catalogue: nothing compiled against it carries over)
+        if base is not None and (workspace.tools is not base.workspace.tools or every_plan):
+            base = None  # (another catalogue: nothing compiled against it carries over;
+            # every plan built: nothing is taken either)
         self.workspace = workspace
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
@@ -235,15 +297,16 @@ class Snapshot:
                 if entry is None:
                     entry = self._hook_entries[id(hook)] = self._hook_entry(hook, functions)
                 plans.hooks.append((entry, hook))
-            for tool in eager[profile_name]:
+            for tool in workspace.tools if every_plan else eager[profile_name]:
                 plan = plans.build(tool)
                 if plan is not None:
                     plans.plans[names.get(tool, tool)] = plan
             # Every tool an exact or namespace rule reaches has its plan now; what is built
-            # later is reached through `*` or by nothing, so only `star` is read again.
-            plans.rules.exact = {}
-            plans.rules.namespace = {}
+            # later is reached through `*` or by nothing: one shape.
+            plans.shape_star()
+        self._constant_plans()
         self.parts.forget_tuples()
+        self._unknown = UnknownTools()
         self._cost_reads = {}
         self._rule_slots = {}
         self._hook_slots = {}
@@ -286,6 +349,26 @@ class Snapshot:
         return found
 
     # ---- compile ----------------------------------------------------------------------
+    def _constant_plans(self) -> None:
+        """Build every constant plan a first call may take: a tool that a profile reaches
+        by no rule and no hook has the constant plan every such profile shares, so the
+        first call of the pair finds it with a dict look-up (built on that call, it
+        would cost the call about as much again as a warm decision). Most of what they
+        hold is built already: the other plans of the tool share its not-granted
+        answer."""
+        bare = [plans for plans in self.profiles.values() if plans.star[False] is CONSTANT]
+        if not bare:
+            return
+        lacking = any(not plans.has_execute for plans in bare)
+        for spec in self.tools.values():
+            self.parts.constant(spec.name, False)
+            if lacking and spec.runs_code:
+                self.parts.constant(spec.name, True)
+        for plans in bare:
+            plans.constants = self.parts.constants(False)
+            if not plans.has_execute:
+                plans.execute_constants = self.parts.constants(True)
+
     def _prepare(self, profile: ast.Profile) -> tuple[ProfilePlan, set[str]]:
         rules = _ProfileRules()
         for role_name in dict.fromkeys(profile.roles):
@@ -372,22 +455,58 @@ class Snapshot:
     # ---- decide -----------------------------------------------------------------------
     def decide(self, request: Request) -> Decision:
         """docs/design.md section 2, steps 2-5 and 7. The hot path: two dict subscripts and the
-        plan's run function; everything else (lazy plans, unknown names) is `_decide_slow`."""
+        plan's run function; everything else (plans not built yet, unknown names) is
+        `_decide_slow`."""
         try:
             plan = self._index[request.profile][request.tool]
-        except KeyError:  # free in 3.11 until raised: a lazy plan, or an unknown name
-            return self._decide_slow(request)
+        except KeyError:  # free in 3.11 until raised: a plan not built yet, or an unknown name
+            return self._decide_slow(
+                request.profile,
+                request.tool,
+                request.args,
+                request.context,
+                request.agent,
+                request.thread,
+            )
         return plan.run(plan, request.args, request.context, request.agent, request.thread)
 
-    def _decide_slow(self, request: Request) -> Decision:
-        profile = self.profiles.get(request.profile)
+    def decide_call(
+        self,
+        profile: str,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        agent: Mapping[str, Any] | None = None,
+        thread: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """`decide` of the call these fields make, without building its `Request` (a
+        frozen dataclass's construction costs about as much as a warm decision): for a
+        caller that has the fields at hand and decides each call once, as the services
+        do. The same hot path, the same answers."""
+        try:
+            plan = self._index[profile][tool]
+        except KeyError:
+            return self._decide_slow(profile, tool, args, context, agent, thread)
+        return plan.run(plan, args, context, agent, thread)
+
+    def _decide_slow(
+        self,
+        profile_name: str,
+        tool: str,
+        args: Mapping[str, Any],
+        context: Mapping[str, Any] | None,
+        agent: Mapping[str, Any] | None,
+        thread: Mapping[str, Any] | None,
+    ) -> Decision:
+        profile = self.profiles.get(profile_name)
         if profile is None:
             return make_decision(
-                "deny", None, (Reason("shape", f"{_NO_PROFILE} `{request.profile}`"),)
+                "deny", None, (Reason("shape", f"{_NO_PROFILE} `{profile_name}`"),)
             )
-        return profile.plan_for(request.tool)(
-            request.args, request.context, request.agent, request.thread
-        )
+        plan = profile.first_use(tool)
+        if plan is None:
+            return self._unknown.answer(tool)
+        return plan.run(plan, args, context, agent, thread)
 
     def reads_thread_cost(self, profile: str, tool: str) -> bool:
         """Whether a condition that may run for a call of `tool` under `profile` (a rule's
@@ -399,7 +518,10 @@ class Snapshot:
 
     def plan(self, profile: str, tool: str) -> Plan | None:
         plans = self.profiles.get(profile)
-        return None if plans is None else plans.plan_for(tool)
+        if plans is None:
+            return None
+        plan = plans.plan_for(tool)
+        return UnknownToolPlan(self._unknown.answer(tool)) if plan is None else plan
 
 
 def _has_execute(rules: _ProfileRules) -> bool:

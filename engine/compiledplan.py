@@ -16,7 +16,7 @@ from engine.decision import Decision, Reason
 
 # What decides a plan: `run(plan, args, context, agent, thread)`.
 RunFn = Callable[["CompiledPlan", Any, Any, Any, Any], Decision]
-_Hooks = tuple[
+PlanHooks = tuple[
     tuple[tuple[Reason, "ConditionFn | None"], ...],
     tuple[tuple[Reason, "ConditionFn | None", tuple[tuple[str, "ConditionFn"], ...]], ...],
     tuple[tuple[Reason, "ConditionFn | None"], ...],
@@ -43,7 +43,7 @@ class CompiledPlan:
         # The default deny: not granted (shared per tool), or the `execute` answer when
         # the tool runs code the profile may not run (then no allow can apply).
         self.not_granted = not_granted
-        self.hooks: _Hooks | None = None
+        self.hooks: PlanHooks | None = None
 
     def __call__(self, args: Any, x: Any = None, g: Any = None, t: Any = None) -> Decision:
         return self.run(self, args, x, g, t)

@@ -4,6 +4,9 @@ A plan is data (a slotted `CompiledPlan`, engine.compiledplan) plus its run func
 picked at compile time by what the plan needs from a few generated per signature
 (`engine.runfns`: a constant answer after the shape check, a straight allow, allows
 only, denies then allows), or `run_hooks` (the roles, then the profile's hooks).
+A plan is made from its shape (`PlanShape`: the rule and hook tuples and the kind of
+run function), which every tool that the same rules and hooks reach shares; the tool
+adds its name, its run function and its default answer (`shaped_plan`).
 
 Every plan runs docs/design.md section 2 in order: shape (validate and apply defaults), denies
 win, allows add up, then the profile's hooks (deny, rewrites re-checked against the
@@ -12,12 +15,12 @@ roles, pause). Every failure path denies; nothing here can fail open.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.codegen import ConditionFn
-from engine.compiledplan import CompiledPlan
+from engine.compiledplan import CompiledPlan, PlanHooks, RunFn
 from engine.decision import Decision, Reason, make_decision
 from engine.runfns import RunFunctions, condition_error
 
@@ -165,9 +168,11 @@ class PlanParts:
             found = plans[tool] = CompiledPlan(tool, self.runs.get(tool, "constant"), answer)
         return found
 
-    def intern(
-        self, kind: str, entries: Sequence[Any], build: Callable[[], tuple[Any, ...]]
-    ) -> Any:
+    def constants(self, execute_missing: bool) -> Mapping[str, CompiledPlan]:
+        """The constant plans built so far, by tool name."""
+        return self._constant[execute_missing]
+
+    def intern(self, kind: str, entries: Sequence[Any], build: Callable[[], Any]) -> Any:
         key = (kind, tuple(id(e) for e in entries))
         found = self._tuples.get(key)
         if found is None:
@@ -180,6 +185,128 @@ class PlanParts:
         self._tuples = {}
 
 
+_Denies = tuple[tuple[Reason, ConditionFn | None, Decision], ...]
+_Allows = tuple[tuple[tuple[Reason, ...], ConditionFn | None], ...]
+_HookTuples = tuple[
+    tuple[tuple[Reason, ConditionFn | None], ...],
+    tuple[tuple[Reason, ConditionFn | None, tuple[tuple[str, ConditionFn], ...]], ...],
+    tuple[tuple[Reason, ConditionFn | None], ...],
+]
+
+
+_NO_HOOKS: dict[RunFn, PlanHooks] = {}  # never written: a shape without hooks
+
+
+class PlanShape:
+    """What a plan holds besides its tool: the rule and hook tuples and which kind of run
+    function reads them. Every tool that the same rules and hooks reach has the same
+    shape (a profile's tools reached only through `*`, or by no rule, all have one), so a
+    plan is built from its shape with a few stores (`shaped_plan`)."""
+
+    __slots__ = ("allows", "checked", "denies", "hooks", "kind", "near")
+
+    def __init__(
+        self,
+        kind: str,
+        denies: _Denies = (),
+        allows: _Allows = (),
+        near: tuple[Reason, ...] = (),
+        hooks: _HookTuples | None = None,
+    ) -> None:
+        self.kind = kind  # a kind of run function (engine.runfns.KINDS), or "hooks"
+        self.denies = denies
+        self.allows = allows
+        self.near = near
+        self.hooks = hooks
+        # With hooks: the plans' `hooks` tuple, per roles check (one per signature).
+        self.checked: dict[RunFn, PlanHooks] = {} if hooks is not None else _NO_HOOKS
+
+
+CONSTANT = PlanShape("constant")
+
+
+def plan_shape(
+    denies: Sequence[RuleEntry],
+    allows: Sequence[RuleEntry],
+    hooks: Sequence[HookEntry],
+    parts: PlanParts,
+    execute_missing: bool = False,
+) -> PlanShape:
+    """The shape of the plans of the tools these denies, allows (in evaluation order: the
+    compiler puts unconditional grants first) and hooks reach. Its tuples are shared
+    through `parts` while it interns (see `PlanParts.forget_tuples`). The entries must
+    stay alive as long as `parts` (it keys by id).
+
+    A tool that runs code the profile may not run is denied unless a deny applies first
+    (docs/design.md section 2: denies win, then the `execute` grant), so its allows are
+    dropped and its default answer is the `execute` one."""
+    if execute_missing:
+        allows = ()
+    if not denies and not hooks and not allows:
+        return CONSTANT
+    d: _Denies = ()
+    a: _Allows = ()
+    near: tuple[Reason, ...] = ()
+    if denies:
+        d = parts.intern(
+            "denies", denies, lambda: tuple((e.reason, e.fn, e.denied) for e in denies)
+        )
+    if allows:
+        a = parts.intern("allows", allows, lambda: tuple((e.reasons, e.fn) for e in allows))
+        near = parts.intern(
+            "near", allows, lambda: tuple(e.reason for e in allows if e.fn is not None)
+        )
+    if hooks:
+        triple = parts.intern(
+            "hooks",
+            hooks,
+            lambda: (
+                tuple((h.reason, h.fn) for h in hooks if h.kind == "deny"),
+                tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"),
+                tuple((h.reason, h.fn) for h in hooks if h.kind == "pause"),
+            ),
+        )
+        shape: PlanShape = parts.intern(
+            "shape", (triple, *denies, *allows), lambda: PlanShape("hooks", d, a, near, triple)
+        )
+        return shape
+    if denies:
+        kind = "roles"
+    elif allows[0].fn is None:
+        kind = "allow"
+        near = allows[0].reasons  # an `allow` plan keeps its grant's reasons in `near`
+    else:
+        kind = "allows"
+    return PlanShape(kind, d, a, near)
+
+
+def shaped_plan(
+    tool: str, shape: PlanShape, parts: PlanParts, execute_missing: bool = False
+) -> CompiledPlan:
+    """The plan of `tool` with `shape` (made with the same `execute_missing`)."""
+    kind = shape.kind
+    if kind == "constant":
+        return parts.constant(tool, execute_missing)
+    answer = parts.execute_denied(tool) if execute_missing else parts.not_granted(tool)
+    if kind != "hooks":
+        plan = CompiledPlan(tool, parts.runs.get(tool, kind), answer)
+    else:  # the roles check of the tool's signature, then the hooks (run_hooks)
+        check = parts.runs.get(tool, "roles")
+        plan = CompiledPlan(tool, run_hooks, answer)
+        hooks = shape.checked.get(check)
+        if hooks is None:
+            triple = shape.hooks
+            assert triple is not None
+            hooks = shape.checked[check] = parts.intern(
+                "checked", (triple, check), lambda: (*triple, check)
+            )
+        plan.hooks = hooks
+    plan.denies = shape.denies
+    plan.allows = shape.allows
+    plan.near = shape.near
+    return plan
+
+
 def make_plan(
     tool: str,
     denies: Sequence[RuleEntry],
@@ -188,47 +315,6 @@ def make_plan(
     parts: PlanParts,
     execute_missing: bool = False,
 ) -> CompiledPlan:
-    """The plan for one tool. `allows` in evaluation order (the compiler puts
-    unconditional grants first: the first one that applies decides, and its reason is
-    the one reported). The entries must stay alive as long as `parts` (it keys by id).
-
-    A tool that runs code the profile may not run is denied unless a deny applies first
-    (docs/design.md section 2: denies win, then the `execute` grant), so its allows are
-    dropped and its default answer is the `execute` one."""
-    if execute_missing:
-        allows = ()
-    if not denies and not hooks and not allows:
-        return parts.constant(tool, execute_missing)
-    answer = parts.execute_denied(tool) if execute_missing else parts.not_granted(tool)
-    plan = CompiledPlan(tool, parts.runs.get(tool, "roles"), answer)
-    if denies:
-        plan.denies = parts.intern(
-            "denies", denies, lambda: tuple((e.reason, e.fn, e.denied) for e in denies)
-        )
-    if allows:
-        plan.allows = parts.intern(
-            "allows", allows, lambda: tuple((e.reasons, e.fn) for e in allows)
-        )
-        plan.near = parts.intern(
-            "near", allows, lambda: tuple(e.reason for e in allows if e.fn is not None)
-        )
-    if hooks:
-        check = plan.run
-        plan.hooks = parts.intern(
-            f"hooks-{id(check)}",
-            hooks,
-            lambda: (
-                tuple((h.reason, h.fn) for h in hooks if h.kind == "deny"),
-                tuple((h.reason, h.fn, h.rewrites) for h in hooks if h.kind == "rewrite"),
-                tuple((h.reason, h.fn) for h in hooks if h.kind == "pause"),
-                check,
-            ),
-        )
-        plan.run = run_hooks
-    elif not denies:
-        if allows[0].fn is None:
-            plan.near = allows[0].reasons
-            plan.run = parts.runs.get(tool, "allow")
-        else:
-            plan.run = parts.runs.get(tool, "allows")
-    return plan
+    """The plan for one tool (`plan_shape`, then `shaped_plan`)."""
+    shape = plan_shape(denies, allows, hooks, parts, execute_missing)
+    return shaped_plan(tool, shape, parts, execute_missing)

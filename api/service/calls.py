@@ -34,15 +34,17 @@ class Call(NamedTuple):
 @dataclass(slots=True)
 class Prepared:
     """A call resolved, with its decision of steps 2-5 and 7; None for a call whose
-    conditions read `thread.cost` (`request.thread` then lacks it): api.service.decisionlog
-    decides it inside the write transaction, on the thread's running cost."""
+    conditions read `thread.cost`: api.service.decisionlog decides that one inside the
+    write transaction, on the thread's running cost, from its `request` (whose `thread`
+    lacks the cost; only such a call has a `request`: the others are decided from their
+    fields, `Snapshot.decide_call`)."""
 
     call: Call
     agent: Agent
     snapshot: Snapshot
     thread: Thread | None
-    request: Request
     decision: Decision | None = None
+    request: Request | None = None
     # The latest revision, for a child's call that a turn decides on an older one (its
     # ancestors' profiles may be declared only there: budget.caps_for).
     latest: Snapshot | None = None

@@ -153,12 +153,17 @@ def _prepare(
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).
         thread_ctx = {"id": thread.id, "depth": thread.depth}
-    request = Request(agent.profile, call.tool, call.args, call.context, context, thread_ctx)
-    prepared = Prepared(call, agent, snapshot, thread, request)
+    prepared = Prepared(call, agent, snapshot, thread)
     if revision != service.snapshots.latest and agent.parent:
         prepared.latest = _snapshot(service, snapshots, service.snapshots.latest, compile)
-    if thread is None or not snapshot.reads_thread_cost(request.profile, call.tool):
-        prepared.decision = snapshot.decide(request)
+    if thread is None or not snapshot.reads_thread_cost(agent.profile, call.tool):
+        prepared.decision = snapshot.decide_call(
+            agent.profile, call.tool, call.args, call.context, context, thread_ctx
+        )
+    else:  # decided in the write transaction, on the thread's running cost
+        prepared.request = Request(
+            agent.profile, call.tool, call.args, call.context, context, thread_ctx
+        )
     return prepared
 
 
@@ -215,10 +220,10 @@ def prepare(
             if snapshot is None:
                 snapshot = snapshots[latest] = service.snapshots.get(latest, compile)
             agent, context = hit
-            request = Request(agent.profile, call.tool, call.args, call.context, context, None)
-            prepared.append(
-                Prepared(call, agent, snapshot, None, request, snapshot.decide(request))
+            decision = snapshot.decide_call(
+                agent.profile, call.tool, call.args, call.context, context
             )
+            prepared.append(Prepared(call, agent, snapshot, None, decision))
     return prepared
 
 

@@ -40,7 +40,7 @@ from api.service.encoding import dumps
 from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
-from engine.decision import Decision, Reason, Request, make_decision
+from engine.decision import Decision, Reason, make_decision
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
@@ -147,10 +147,10 @@ def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
     calls of a batch or of a group commit are decided as if they had come one at a time,
     in log order, as their budget caps are (docs/design.md section 2)."""
     r = p.request
-    assert p.thread is not None and r.thread is not None
+    assert p.thread is not None and r is not None and r.thread is not None
     spent = batch.ledger.spent(f"thread:{p.thread.id}", 0)
     thread = {**r.thread, "cost": Decimal(spent) / MICROS}
-    return p.snapshot.decide(Request(r.profile, r.tool, r.args, r.context, r.agent, thread))
+    return p.snapshot.decide_call(r.profile, r.tool, r.args, r.context, r.agent, thread)
 
 
 def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ...]) -> Decision:
