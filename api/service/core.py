@@ -163,7 +163,7 @@ class Service:
         if size <= self.max_policy_bytes:
             return
         latest = self.store.latest_revision()  # (in `upload`'s transaction: the true latest)
-        if latest and size <= policy_bytes(self.files(latest)[1]):
+        if latest and size <= policy_bytes(self.working_files(latest)[1]):
             return
         raise ServiceError(
             "policy-too-large",
@@ -262,16 +262,22 @@ class Service:
         self.snapshots.latest = max(self.snapshots.latest, snapshot.revision)
         self.read.moved()
 
+    def working_files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
+        """The files a change of the policy starts from: a revision's (default: the
+        latest's), from its snapshot when it is compiled here (a revision never changes,
+        and its snapshot was compiled from these very texts), else as `files` reads them.
+        A reader of a revision asks `files`, which reports a damaged row."""
+        number = self.snapshots.latest if revision is None else revision
+        compiled = self.snapshots.cached(number) if number else None
+        if compiled is not None:
+            return number, [(f.path, f.text) for f in compiled.workspace.files]
+        return self.files(number)
+
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:
-        """A revision's files (default: the latest's), in their order: from its snapshot
-        when it is compiled here (a revision never changes, and its snapshot was compiled
-        from these very texts), else read from the store."""
+        """A revision's files (default: the latest's), in their order, read from the store."""
         number = self.snapshots.latest if revision is None else revision
         if number == 0:
             return 0, []
-        compiled = self.snapshots.cached(number)
-        if compiled is not None:
-            return number, [(f.path, f.text) for f in compiled.workspace.files]
         body = self.store.get_revision(number)
         if body is None:
             raise ServiceError("revision-not-found", f"revision {number} not found")

@@ -206,7 +206,7 @@ def _files_ahead(service: Service, name: str, if_match: str | None) -> list[tupl
     stale `If-Match` is refused first, as that work could only be wasted on it, or answer
     with its own refusal. Compared again inside the transaction, where the file may have
     moved since."""
-    _, files = service.files(service.store.latest_revision())
+    _, files = service.working_files(service.store.latest_revision())
     if if_match is not None:
         _require_unchanged(name, _own_text(service, files, name), if_match)
     return files
@@ -238,7 +238,7 @@ def prepare_role_change(
 ) -> None:
     """Before a `roles.create` or `roles.delete` is decided: its policy compiled ahead."""
     source = command.source if isinstance(command, c.CreateRole) else None
-    _compile_ahead(service, _files_after(service.files()[1], command.name, source))
+    _compile_ahead(service, _files_after(service.working_files()[1], command.name, source))
 
 
 def check_role_change(service: Service, actor: Principal, command: c.UpdateRole) -> None:
@@ -247,7 +247,7 @@ def check_role_change(service: Service, actor: Principal, command: c.UpdateRole)
     operation checks again on the policy it changes, a look-up unless it moved. (A role
     a profile names cannot be deleted: the policy would not check.)"""
     name, source = command.name, command.source
-    files = service.files()[1]
+    files = service.working_files()[1]
     changed = _files_after(files, name, source)
     if _compile_ahead(service, changed) and any(p == role_path(name) for p, _ in files):
         fitcheck.require_role_change_narrows(service, name, changed, source, key_of(actor))
@@ -292,7 +292,7 @@ def _write_role(
     _compile_ahead(service, _files_after(files, name, source))  # (or a look-up)
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
-        _, files = service.files()
+        _, files = service.working_files()
         existing = name in service.current().workspace.roles
         if create and existing:
             raise ServiceError("role-exists", f"role `{name}` already exists")
@@ -338,7 +338,7 @@ def roles_delete(
     _compile_ahead(service, _files_after(_files_ahead(service, name, if_match), name, None))
     with service.store.atomic():
         service.snapshots.refresh()  # inside the write lock: the true latest
-        _, files = service.files()
+        _, files = service.working_files()
         _require_unchanged(name, _own_text(service, files, name), if_match)
         # (a role a profile names cannot go: the policy would not check: `policy-invalid`)
         _commit(service, _files_after(files, name, None), actor, f"delete role {name}")
