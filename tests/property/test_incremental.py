@@ -112,7 +112,7 @@ def test_a_changed_policy_decides_as_one_compiled_whole(
     assume(isinstance(start, Workspace))  # (the generator's rare workspace that does not check)
     assert isinstance(start, Workspace)
     base: Snapshot = compile_workspace(start)
-    for _ in range(data.draw(st.integers(1, 4))):
+    for _ in range(data.draw(st.integers(1, 3))):
         gw = data.draw(changed(gw))
         files = files_of(gw)
         whole, derived = _checked(files, None), _checked(files, base.workspace)
@@ -121,7 +121,7 @@ def test_a_changed_policy_decides_as_one_compiled_whole(
             continue  # (the policy stays as it was: the next change is against `base`)
         assert isinstance(derived, Workspace)
         full, incremental = compile_workspace(whole), compile_workspace(derived, base=base)
-        for _ in range(6):
+        for _ in range(4):
             request = data.draw(requests(gw))
             assert same_decision(incremental.decide(request), full.decide(request)), request
         base = incremental
