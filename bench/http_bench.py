@@ -2,7 +2,9 @@
 
 Servers: `charter serve` on a fresh database with fixtures/workspace (1 and 2 workers),
 and, on the same uvicorn + starlette stack, a minimal endpoint returning constant JSON
-(the ceiling). The load generator is a small asyncio HTTP/1.1 keep-alive client (one
+(the ceiling) and a bare batch endpoint deciding with the same compiled policy, no store
+and no log (the engine's ceiling, which charter's batches are measured against side by
+side). The load generator is a small asyncio HTTP/1.1 keep-alive client (one
 connection per concurrent client), running on the same machine; it writes a table to
 stdout and the figures into docs/benchmarks.md ("The HTTP service") between the BENCH
 markers.
@@ -19,9 +21,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -57,6 +61,31 @@ async def _constant(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": CONSTANT})
 
 
+def engine_batch() -> Callable[[Request], Awaitable[Response]]:
+    """The batch endpoint of the engine's ceiling: the same compiled policy as charter's
+    (fixtures/workspace), each call decided for the demo agent's profile by
+    `Snapshot.decide_call` and answered with its effect, arguments and reasons, in
+    JSON. No token, no store, no log, no budget: what a batch costs around the engine
+    alone, which charter's batches are measured against."""
+    from api.cli_serve import DEMO_PROFILE
+    from engine.check import load
+    from engine.compile import compile_workspace
+
+    snapshot = compile_workspace(load([ROOT / "fixtures" / "workspace"]))
+    agent = {"id": "demo-support", "name": "Demo support agent", "identity": "", "metadata": {}}
+
+    async def batch(request: Request) -> Response:
+        calls = orjson.loads(await request.body())["calls"]
+        answers = []
+        for call in calls:
+            decision = snapshot.decide_call(DEMO_PROFILE, call["tool"], call["args"], None, agent)
+            answers.append({"effect": decision.effect, "args": decision.args,
+                            "reasons": [r.to_json() for r in decision.reasons]})  # fmt: skip
+        return Response(orjson.dumps({"decisions": answers}), media_type="application/json")
+
+    return batch
+
+
 def ceiling_app() -> Starlette:
     from api.http.app import tune_gc
 
@@ -68,7 +97,11 @@ def ceiling_app() -> Starlette:
     # measured against), and at LANE the same constant served the way charter serves its
     # decisions, ahead of starlette's layers (a LaneApp, as charter's decision lanes):
     # what charter's own work costs shows against that one.
-    app = LaneApp(routes=[Route("/v1/decisions", constant, methods=["POST"])])
+    # And the engine's ceiling for batches (`engine_batch`).
+    app = LaneApp(routes=[
+        Route("/v1/decisions", constant, methods=["POST"]),
+        Route("/v1/decisions/batch", engine_batch(), methods=["POST"]),
+    ])  # fmt: skip
     app.lanes = {LANE: _constant}
     tune_gc()  # as charter serve's processes do
     return app
@@ -282,28 +315,33 @@ def run(
                 kind: _start(kind, workers, Path(tmp), stack) for kind in ("ceiling", "charter")
             }
             servers["ceiling-lane"] = servers["ceiling"]  # the same server, its other path
+            servers["engine"] = servers["ceiling"]  # (and its engine's batch endpoint)
             try:
                 singles = {
                     kind: _payload(token, LANE if kind == "ceiling-lane" else "/v1/decisions",
                                    single)
-                    for kind, (_, _, token) in servers.items()
+                    for kind, (_, _, token) in servers.items() if kind != "engine"
                 }  # fmt: skip
-                batches = _payload(servers["charter"][2], "/v1/decisions/batch", batch)
-                for kind in servers:  # warm up
+                batches = {
+                    kind: _payload(servers[kind][2], "/v1/decisions/batch", batch)
+                    for kind in ("engine", "charter")
+                }
+                for kind in singles:  # warm up
                     asyncio.run(_load(servers[kind][1], singles[kind], 4, 0.5))
-                asyncio.run(_load(servers["charter"][1], batches, 4, 0.5))
+                for kind, payload in batches.items():
+                    asyncio.run(_load(servers[kind][1], payload, 4, 0.5))
                 for clients in levels:
                     results += _side_by_side(servers, singles, workers, "single", clients,
                                              seconds, 1, rounds)  # fmt: skip
                 for clients in levels:
-                    results += _side_by_side(servers, {"charter": batches}, workers,
-                                             "batch100", clients, seconds, 100, 1)  # fmt: skip
+                    results += _side_by_side(servers, batches, workers, "batch100", clients,
+                                             seconds, 100, rounds)  # fmt: skip
             finally:
-                for kind in ("ceiling", "charter"):  # ("ceiling-lane" is the ceiling's)
+                for kind in ("ceiling", "charter"):  # (the lane and engine: the ceiling's)
                     process = servers[kind][0]
                     process.terminate()
                     process.wait(20)
-    order = {"ceiling": 0, "ceiling-lane": 1, "charter": 2}
+    order = {"ceiling": 0, "ceiling-lane": 1, "engine": 2, "charter": 3}
     return sorted(results, key=lambda r: (r.workers, order[r.server], r.mode != "single"))
 
 
@@ -348,6 +386,15 @@ def report(results: list[Result], stack: str = "auto") -> str:
             if (r.workers, r.clients) in lane:
                 line += f"; {r.rps / lane[(r.workers, r.clients)]:.0%} of the lane's ceiling"
             lines.append(line)
+    engine = {(r.workers, r.clients): r.decisions for r in results if r.server == "engine"}
+    for r in results:
+        if r.server == "charter" and r.mode == "batch100" and (r.workers, r.clients) in engine:
+            share = r.decisions / engine[(r.workers, r.clients)]
+            lines.append(
+                f"- batch of 100, {r.workers} worker(s), {r.clients} clients: {share:.0%} of "
+                "the engine's ceiling, a bare starlette endpoint deciding with the same "
+                "snapshot (target >= 80%)"
+            )
     for r in results:
         if r.server == "charter" and r.mode == "batch100":
             # A keep-alive connection is served by one worker: 1 client keeps one busy.
