@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from decimal import Decimal, InvalidOperation
+from sys import intern
 from typing import Any
 
 from grammar import literals
@@ -233,7 +234,9 @@ class Builder:
                 span,
                 "a pattern is an exact name (`gmail.send`), a namespace (`gmail.*`) or `*`",
             )
-        return ast.Pattern(".".join(items), span=span)
+        # Interned: a policy names the same tools in many rules (157,000 patterns of
+        # 5,000 tools at 20,000 roles: 8 MiB of copies).
+        return ast.Pattern(intern(".".join(items)), span=span)
 
     # ---- hooks --------------------------------------------------------------------
     def hook(self, items: Items, start: Offset, end: Offset) -> ast.Hook:

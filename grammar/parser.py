@@ -18,6 +18,7 @@ tell, a help line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from sys import intern
 from typing import Any
 
 import lark
@@ -133,6 +134,8 @@ def _run(
         if kind == "STRING":
             value = StrToken(value)
             value.start = start
+        else:  # (names and words: a policy repeats them, so one copy of each is kept)
+            value = intern(value)
         row = actions[state]
         while True:
             try:
