@@ -132,9 +132,10 @@ def _role_fits(service: Service, actor: Principal, command: c.CreateRole | c.Upd
 
 def _runs_now(service: Service, actor: Principal, command: Command) -> bool:
     """Whether the policy lets the agent's request run at once, as it will be decided (not
-    logged here). Compiling a role's change ahead serves only such a request: it took one
-    the policy denies 0.6-1.2 s on the benchmark's 1,000 roles, for a 40-byte request.
-    (A request that runs after all is compiled inside its transaction, as it was before.)"""
+    logged here). Compiling a role's change ahead serves only such a request: for one the
+    policy denies it is work for nothing (up to 0.6-1.2 s on the benchmark's 1,000 roles,
+    a change compiled whole, for a 40-byte request). (A request that runs after all is
+    compiled inside its transaction.)"""
     assert actor.agent is not None
     try:
         found = prepare(service, [Call(actor.agent, command.tool, command.args())], {})[0].decision
