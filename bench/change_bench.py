@@ -31,7 +31,7 @@ from api import commands as c
 from api.http.app import open_service
 from api.service.manage import manage
 from api.service.tokens import Principal
-from bench.run import DOCS, _load, machine_info
+from bench.run import _load, machine_info, write_docs
 from bench.workload import Workload, generate
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
@@ -147,15 +147,6 @@ def render(results: list[ChangeResult], info: dict[str, str], command: str) -> s
     return "\n".join(lines) + "\n"
 
 
-def write_docs(report: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{report}{END}{tail}", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.change_bench", description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000", help="role counts")
@@ -172,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     report = render(results, machine_info(load_before), command.strip())
     print(report)
     if not opts.no_docs:
-        write_docs(report)
-        print(f"figures written to {DOCS}")
+        write_docs(report, BEGIN, END)
+        print("figures written to docs/benchmarks.md")
     return 0
 
 

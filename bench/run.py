@@ -375,13 +375,15 @@ def _load() -> str:
         return "?"
 
 
-def write_docs(report: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else f"{BEGIN}\n{END}\n"
-    if BEGIN not in text or END not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{report}{END}{tail}", encoding="utf-8")
+def write_docs(report: str, begin: str = BEGIN, end: str = END) -> None:
+    """`report` in docs/benchmarks.md between the markers `begin` and `end` (added at
+    its end when missing)."""
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else f"{begin}\n{end}\n"
+    if begin not in text or end not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    DOCS.write_text(f"{head}{begin}\n{report}{end}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

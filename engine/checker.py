@@ -208,16 +208,20 @@ class Checker:
                 self.collect_one(decl, seen)
                 continue
             seen[key] = decl.span
-            if kind == "role":
-                self.roles[decl.name] = cast(ast.Role, decl)
-            elif kind == "hook":
-                self.hooks[decl.name] = cast(ast.Hook, decl)
-            elif kind == "profile":
-                self.profiles[decl.name] = cast(ast.Profile, decl)
-            elif kind == "toolset":
-                self.toolsets[decl.name] = cast(ast.Toolset, decl)
-            else:
-                self.tests.append(cast(ast.Test, decl))
+            self.register(decl)
+
+    def register(self, decl: ast.Declaration) -> None:
+        """`decl` under its name, the first of its kind so named (a test: in order)."""
+        if isinstance(decl, ast.Role):
+            self.roles[decl.name] = decl
+        elif isinstance(decl, ast.Hook):
+            self.hooks[decl.name] = decl
+        elif isinstance(decl, ast.Profile):
+            self.profiles[decl.name] = decl
+        elif isinstance(decl, ast.Toolset):
+            self.toolsets[decl.name] = decl
+        else:
+            self.tests.append(decl)
 
     def collect_one(self, decl: ast.Declaration, seen: dict[tuple[str, str], ast.Span]) -> None:
         kind = _KINDS[type(decl)]
@@ -250,7 +254,7 @@ class Checker:
         if isinstance(decl, ast.Toolset):
             if self.catalogue is not None:  # (settled, as every toolset then is)
                 if not duplicate:
-                    self.toolsets[decl.name] = decl
+                    self.register(decl)
                 return
             self.collect_toolset(decl, register=not duplicate)
             return
@@ -266,14 +270,8 @@ class Checker:
             )
         if duplicate:
             self.duplicates.append(decl)
-        elif isinstance(decl, ast.Role):
-            self.roles[decl.name] = decl
-        elif isinstance(decl, ast.Hook):
-            self.hooks[decl.name] = decl
-        elif isinstance(decl, ast.Profile):
-            self.profiles[decl.name] = decl
         else:
-            self.tests.append(decl)
+            self.register(decl)
 
     def collect_toolset(self, ts: ast.Toolset, register: bool = True) -> None:
         """Check a toolset's body; `register` its tools unless its name is a duplicate."""

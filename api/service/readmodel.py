@@ -112,14 +112,8 @@ class ReadModel:
                 self._connections.clear()
             else:
                 for kind, key in changes:
-                    if kind == AGENT:
-                        self._agents.pop(key, None)
-                    elif kind == CONNECTION:
-                        self._connections.pop(key, None)
-            # Step 6's parts hold an agent's ancestors' caps and its toolsets'
-            # connections: a change to any of them reaches them, so they go whole.
-            self.static_parts = {}
-            self.moves += 1  # (with the drop: a read begun before is not kept after it)
+                    self._dropped(kind, key)
+            self._moved_now()
         revoked = None
         if changes is not None:
             revoked = [key for kind, key in changes if kind == TOKEN]
@@ -140,15 +134,37 @@ class ReadModel:
                     self._connections[toolset] = found
         return found
 
-    def forget_connections(self, toolset: str) -> None:
-        """After a connection of `toolset` was added or removed (here and in every other
-        process), in the transaction that did it: the change and its note in the feed
-        commit together, or neither does."""
+    def _dropped(self, kind: str, key: str) -> None:  # (under the lock)
+        """Drop what the change `kind` `key` names from its cache (a token is dropped from
+        the token caches, through `on_tokens`)."""
+        if kind == AGENT:
+            self._agents.pop(key, None)
+        elif kind == CONNECTION:
+            self._connections.pop(key, None)
+
+    def _moved_now(self) -> None:  # (under the lock)
+        # Step 6's parts hold an agent's ancestors' caps and its toolsets' connections: a
+        # change to any of them reaches them, so they go whole. `moves` moves with the
+        # drop: a read begun before it is not kept after it.
+        self.static_parts = {}
+        self.moves += 1
+
+    def _forget(self, kind: str, key: str) -> None:
+        """After `kind` `key` was changed (here and in every other process), in the
+        transaction that did it: dropped here, and noted in the change feed, so the change
+        and its note commit together, or neither does."""
         with self._lock:
-            self._connections.pop(toolset, None)
-            self.static_parts = {}
-            self.moves += 1
-        self.store.note_change(CONNECTION, toolset)
+            self._dropped(kind, key)
+            self._moved_now()
+        self.store.note_change(kind, key)
+
+    def forget_connections(self, toolset: str) -> None:
+        """After a connection of `toolset` was added or removed."""
+        self._forget(CONNECTION, toolset)
+
+    def forget_agent(self, agent_id: str) -> None:
+        """After an agent was changed or deleted."""
+        self._forget(AGENT, agent_id)
 
     def forget_tokens(self, token_ids: Collection[str]) -> None:
         """After the tokens `token_ids` were revoked, in the transaction that did it:
@@ -158,15 +174,6 @@ class ReadModel:
         self.moves += 1
         for token_id in token_ids:
             self.store.note_change(TOKEN, token_id)
-
-    def forget_agent(self, agent_id: str) -> None:
-        """After an agent was changed or deleted (here and in every other process), in the
-        transaction that did it (see `forget_connections`)."""
-        with self._lock:
-            self._agents.pop(agent_id, None)
-            self.static_parts = {}  # a parent's change reaches its children's caps
-            self.moves += 1
-        self.store.note_change(AGENT, agent_id)
 
     def keep_static(
         self,

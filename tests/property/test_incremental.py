@@ -51,7 +51,7 @@ def files_of(gw: GenWorkspace) -> list[tuple[str, str]]:
 @st.composite
 def changed(draw: st.DrawFn, gw: GenWorkspace) -> GenWorkspace:
     """`gw` with one change (or none): a role, hook or profile drawn again, a role added
-    or removed (then a profile may name a role no longer there), a role or hook that does
+    or removed (then a profile may name a role the policy does not hold), a role or hook that does
     not check (a tool no toolset declares, a deny of a toolset's tool), or new toolsets."""
     kind = draw(st.sampled_from(CHANGES))
     names = [r.name for r in gw.roles]
