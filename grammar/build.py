@@ -43,22 +43,29 @@ Offset = int  # a position in the text (not `int`: a method below is called `int
 class Builder:
     """Builds AST nodes for one file. Problems the grammar cannot express go to `errors`."""
 
-    def __init__(self, file: str, text: str) -> None:
+    def __init__(self, file: str, text: str, start: int = 0, stop: int | None = None) -> None:
+        """`start` and `stop`: the part of `text` whose nodes are built (what
+        `grammar.parser.parse_ranges` parses); only its lines are indexed."""
         self.file = file
         self.text = text
         self.errors: list[Diagnostic] = []
         # Where each line starts, less one: the offsets of the line breaks after a -1 for
-        # line 1. Lines are numbered as lark numbers them (only "\n" ends one).
-        breaks = [-1]
+        # line 1 (for a part: the break before its first line, then those in it). Lines
+        # are numbered as lark numbers them (only "\n" ends one).
+        stop = len(text) if stop is None else stop
         find = text.find
-        at = find("\n")
+        first = text.rfind("\n", 0, start) if start else -1
+        breaks = [first]
+        at = find("\n", start, stop)
         while at >= 0:
             breaks.append(at)
-            at = find("\n", at + 1)
+            at = find("\n", at + 1, stop)
         self._breaks = breaks
         # Line numbers as shared int objects: Python caches only the ints up to 256, and
-        # a span holding a fresh pair of them costs 56 bytes more.
-        self._numbers = tuple(range(len(breaks) + 1))
+        # a span holding a fresh pair of them costs 56 bytes more. The first one is the
+        # number of the line `breaks[0]` ends.
+        before = text.count("\n", 0, first + 1) if first >= 0 else 0
+        self._numbers = tuple(range(before, before + len(breaks) + 1))
 
     # ---- positions ----------------------------------------------------------------
     def _sp(self, start: Offset, end: Offset) -> ast.Span:

@@ -90,7 +90,12 @@ class _TooDeep(Exception):
 
 
 def _run(
-    tables: Tables, text: str, builder: Builder, options: ParseOptions
+    tables: Tables,
+    text: str,
+    builder: Builder,
+    options: ParseOptions,
+    pos: int = 0,
+    stop: int | None = None,
 ) -> tuple[list[ast.Declaration], int, int]:
     """Lex, shift and reduce exactly as lark's LALR parser with its contextual lexer and
     `WholeWords` post-lexer would; returns the declarations, their deepest nesting (the
@@ -100,7 +105,11 @@ def _run(
 
     One entry per stack level in five parallel lists: the state, the value, where its
     text starts and ends (lark's "container" positions: a node's span runs from its
-    first child's start to its last child's end, punctuation included) and its nesting."""
+    first child's start to its last child's end, punctuation included) and its nesting.
+
+    `pos` and `stop`: the part of the text to parse, as if it were all there is (what
+    `parse_ranges` reads); positions are the whole text's all the same."""
+    stop = len(text) if stop is None else stop
     actions = tables.actions
     scanners = tables.scanners
     keywords = tables.keywords
@@ -112,14 +121,13 @@ def _run(
     starts: list[int] = []
     ends: list[int] = []
     heights: list[int] = []
-    pos = 0
     glue = -1  # where a token ended that the next word must not be glued to
     max_stack = options.max_stack
     limit = options.max_depth
-    after = 0  # the end of the last whole top-level declaration
+    after = pos  # the end of the last whole top-level declaration
     deep = -1  # `after` as it was before the first declaration nested past `limit`
     while True:
-        match = scanners[state](text, pos)
+        match = scanners[state](text, pos, stop)
         if match is None:
             raise _Rejected(after)
         kind: str = match.lastgroup  # type: ignore[assignment]
@@ -219,6 +227,37 @@ def parse(
         raise CharterSyntaxError(builder.errors)
     comments = tuple(_comments(text)) if "#" in text else ()
     return ast.SourceFile(file, tuple(declarations), text, comments)
+
+
+class RangeRefused(Exception):
+    """`parse_ranges` could not take a range as one whole declaration."""
+
+
+def parse_ranges(
+    text: str,
+    file: str,
+    ranges: list[tuple[int, int]],
+    options: ParseOptions = DEFAULT_OPTIONS,
+) -> ast.SourceFile:
+    """The declarations at `ranges` of a file (each range one declaration, its text from
+    its keyword to its closing brace: grammar/outline.py finds them), parsed as `parse`
+    parses them, with the same spans: the file's other declarations are not parsed at
+    all. For a text that `parse` accepted whole (a stored revision's, checked when it was
+    uploaded); anything else (a range that is not exactly one declaration, a problem the
+    builder reports, nesting past the limit) raises RangeRefused, and the caller parses
+    the whole file. The file keeps its whole text; its comments are not collected."""
+    tables = parse_tables()
+    declarations: list[ast.Declaration] = []
+    for start, end in ranges:
+        builder = Builder(file, text, start, end)
+        try:
+            found, height, _ = _run(tables, text, builder, options, start, end)
+        except Exception as exc:  # (_Rejected, _TooDeep, a failed reduce action)
+            raise RangeRefused(f"{file}: no declaration at {start}-{end}") from exc
+        if len(found) != 1 or height > options.max_depth or builder.errors:
+            raise RangeRefused(f"{file}: not one declaration at {start}-{end}")
+        declarations.append(found[0])
+    return ast.SourceFile(file, tuple(declarations), text)
 
 
 def _diagnose(

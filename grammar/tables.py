@@ -73,7 +73,7 @@ class Tables:
     # by state: the contextual lexer's scanner (ignored text first, then one terminal),
     # and the keywords a matched terminal may turn into (lark's "unless" callbacks:
     # `allow` matches NAME, then becomes ALLOW where ALLOW is expected)
-    scanners: list[Callable[[str, int], re.Match[str] | None]]
+    scanners: list[Callable[[str, int, int], re.Match[str] | None]]
     keywords: list[dict[str, dict[str, str]]]
     # by rule: (length, the nonterminal it makes, how, reducer, 1 if it makes a node that
     # is a nesting level, one of `LEVELS`, else 0)
