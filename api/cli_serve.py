@@ -237,7 +237,7 @@ def seed_demo(service: Service, say: Callable[[str], None]) -> None:
     store = service.store
     if not store.latest_revision() or store.get("agents", DEMO_AGENT) is not None:
         return
-    if DEMO_PROFILE not in service.current().workspace.profiles:
+    if DEMO_PROFILE not in service.current().served.profiles:
         return
     lines = []
     with store.atomic():
@@ -246,7 +246,7 @@ def seed_demo(service: Service, say: Callable[[str], None]) -> None:
         made = CreateAgent(name="Demo support agent", profile=DEMO_PROFILE, identity=view["id"])
         create_agent(service, admin, made, DEMO_AGENT)
         lines.append(f"demo agent: {DEMO_AGENT} (profile {DEMO_PROFILE}, identity {view['id']})")
-        for name, toolset in sorted(service.current().workspace.toolsets.items()):
+        for name, toolset in sorted(service.current().served.toolsets.items()):
             if toolset.connection_required:  # a placeholder so the demo's calls can run
                 placeholder = CreateConnection(
                     name=f"demo-{name}", toolset=name, credential="demo-placeholder"

@@ -79,8 +79,8 @@ def check_sources(
     files: list[ast.SourceFile] = []
     errors: list[Diagnostic] = []
     sources = list(sources)
-    if base is not None and base.options != options:
-        base = None  # (checked under other limits: nothing of it is taken)
+    if base is not None and (base.options != options or base.partial):
+        base = None  # (checked under other limits, or not whole: nothing of it is taken)
     kept = {} if base is None else reused_files(sources, base)
     for index, (path, text) in enumerate(sources):
         if index >= options.max_files:
@@ -116,7 +116,7 @@ def check_files(
     `check_sources`."""
     found = list(errors)
     settled = None
-    if base is not None and base.options == options:
+    if base is not None and base.options == options and not base.partial:
         settled = settled_paths(files, base)
     if base is None or settled is None:
         checker = Checker(files, options)

@@ -19,8 +19,9 @@ profile's shape, then cached. The answers of unknown tool names are kept within 
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,9 +234,16 @@ class Snapshot:
     condition. A snapshot decides exactly as one compiled whole.
 
     With `every_plan`, every profile x tool plan is built at compile from every rule and
-    hook that reaches the tool (tests compare the plans built on first use with these)."""
+    hook that reaches the tool (tests compare the plans built on first use with these).
 
-    workspace: Workspace
+    `served` is the workspace it was compiled from, all that deciding reads: every
+    toolset, hook and profile, and at least the roles the profiles select. It is the
+    whole workspace, unless `whole` is given: then `served` is a partial one
+    (engine/served.py) and `whole` checks the whole one from the texts, once, when
+    `workspace` is first read (what a role's view, a change or a candidate's fit check
+    needs)."""
+
+    served: Workspace
 
     def __init__(
         self,
@@ -243,11 +251,15 @@ class Snapshot:
         revision: int = 0,
         base: Snapshot | None = None,
         every_plan: bool = False,
+        whole: Callable[[], Workspace] | None = None,
     ) -> None:
-        if base is not None and (workspace.tools is not base.workspace.tools or every_plan):
+        if base is not None and (workspace.tools is not base.served.tools or every_plan):
             base = None  # (another catalogue: nothing compiled against it carries over;
             # every plan built: nothing is taken either)
-        self.workspace = workspace
+        self.served = workspace
+        self._whole: Workspace | None = workspace if whole is None else None
+        self._load_whole = whole
+        self._whole_lock = threading.Lock()
         self.revision = revision
         self.tools: Mapping[str, ToolSpec] = workspace.tools
         # The index's keys: one fresh copy of every tool name, shared by every profile (a
@@ -315,19 +327,36 @@ class Snapshot:
             fresh_copy(name): plans.plans for name, plans in self.profiles.items()
         }
 
+    @property
+    def workspace(self) -> Workspace:
+        """The whole workspace: every declaration of the revision (checked from the texts
+        on first use when the snapshot was compiled from a partial one)."""
+        found = self._whole
+        if found is None:
+            with self._whole_lock:
+                if self._whole is None:
+                    assert self._load_whole is not None
+                    self._whole = self._load_whole()
+                found = self._whole
+        return found
+
+    def whole_loaded(self) -> Workspace | None:
+        """The whole workspace when it is at hand, without loading it (None if not)."""
+        return self._whole
+
     # ---- what a derived snapshot takes from its base ------------------------------------
     def _inherit(self, base: Snapshot) -> None:
         """The compiled conditions of every rule and the entries of every hook that are
         the very objects of `base`'s workspace (alive with it: their ids name them alone):
         `base`'s, less those of the roles this workspace does not hold as they were."""
         fns = self._entries.fns = dict(base._entries.fns)
-        roles = self.workspace.roles
-        for name, role in base.workspace.roles.items():
+        roles = self.served.roles
+        for name, role in base.served.roles.items():
             if roles.get(name) is not role:
                 for rule in role.rules:
                     fns.pop(id(rule), None)
-        old_hooks = base.workspace.hooks
-        for name, hook in self.workspace.hooks.items():
+        old_hooks = base.served.hooks
+        for name, hook in self.served.hooks.items():
             entry = base._hook_entries.get(id(hook))
             if entry is not None and old_hooks.get(name) is hook:
                 self._hook_entries[id(hook)] = entry
@@ -335,7 +364,7 @@ class Snapshot:
     def _unchanged_profiles(self, workspace: Workspace) -> dict[str, ProfilePlan]:
         """The profiles of `workspace` that decide as this snapshot's do: the same
         declaration, the same role objects under each name it selects, the same hooks."""
-        mine = self.workspace
+        mine = self.served
         found: dict[str, ProfilePlan] = {}
         for name, profile in workspace.profiles.items():
             if mine.profiles.get(name) is not profile or name not in self.profiles:
@@ -372,7 +401,7 @@ class Snapshot:
     def _prepare(self, profile: ast.Profile) -> tuple[ProfilePlan, set[str]]:
         rules = _ProfileRules()
         for role_name in dict.fromkeys(profile.roles):
-            for rule in self.workspace.roles[role_name].rules:
+            for rule in self.served.roles[role_name].rules:
                 for pattern in dict.fromkeys(rule.patterns):
                     if pattern.kind == "exact":
                         rules.exact[pattern.text].append((rule, role_name))
@@ -380,7 +409,7 @@ class Snapshot:
                         rules.namespace[pattern.namespace].append((rule, role_name))
                     else:
                         rules.star.append((rule, role_name))
-        rules.hooks = list(self.workspace.profile_hooks(profile))
+        rules.hooks = list(self.served.profile_hooks(profile))
         costly: list[ast.Pattern] = []
         for rule, _ in rules.all_rules():
             self._queue_rule(rule)
@@ -391,7 +420,7 @@ class Snapshot:
             if self._reads_cost(hook, (hook.where, hook.rewrites)):
                 costly += hook.patterns
         if costly:  # the tools those rules and hooks may run for, found once here
-            tools = self.workspace.matching_tools(dict.fromkeys(costly))
+            tools = self.served.matching_tools(dict.fromkeys(costly))
             self._cost_tools[profile.name] = frozenset(tool.name for tool in tools)
         eager = set(rules.exact)
         for namespace in rules.namespace:
@@ -412,18 +441,18 @@ class Snapshot:
 
     def _namespace_tools(self, namespace: str) -> list[str]:
         if "." in namespace:
-            return [t.name for t in self.workspace.matching_tools([ast.Pattern(namespace + ".*")])]
+            return [t.name for t in self.served.matching_tools([ast.Pattern(namespace + ".*")])]
         return self._by_namespace.get(namespace, [])
 
     def _queue_rule(self, rule: ast.Rule) -> None:
         if id(rule) not in self._rule_slots and id(rule) not in self._entries.fns:
-            tools = self.workspace.matching_tools(rule.patterns)
+            tools = self.served.matching_tools(rule.patterns)
             slot = None if rule.where is None else self._conditions.add(rule.where, tools)
             self._rule_slots[id(rule)] = slot
 
     def _queue_hook(self, hook: ast.Hook) -> None:
         if id(hook) not in self._hook_slots and id(hook) not in self._hook_entries:
-            tools = self.workspace.matching_tools(hook.patterns)
+            tools = self.served.matching_tools(hook.patterns)
             slot = None if hook.where is None else self._conditions.add(hook.where, tools)
             rewrites = tuple(
                 (r.target.parts[0], self._conditions.add(r.value, tools, value=True))

@@ -26,7 +26,7 @@ class Principal:
 
     def caps(self) -> list[ast.Budget | None]:
         """Every cap this agent spends under: its own and its profile's."""
-        profile = self.snapshot.workspace.profiles.get(self.profile)
+        profile = self.snapshot.served.profiles.get(self.profile)
         return [self.budget, profile.budget if profile else None]
 
     def chain(self) -> list[Principal]:
@@ -72,9 +72,9 @@ def check_child(
     caller's) with its own `budget`? `identity`, when given, must be the caller's."""
     snap = snapshot or caller.snapshot
     result = fit_workspace_profile(
-        caller.snapshot.workspace,
+        caller.snapshot.served,
         caller.profile,
-        snap.workspace,
+        snap.served,
         profile,
         timeout_ms=timeout_ms,
         caller_budgets=caller.caps(),
@@ -113,5 +113,5 @@ def create_child(
 
 
 def _profile_budget(snapshot: Snapshot, profile: str) -> ast.Budget | None:
-    found = snapshot.workspace.profiles.get(profile)
+    found = snapshot.served.profiles.get(profile)
     return found.budget if found else None

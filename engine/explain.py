@@ -25,7 +25,7 @@ def explain(
     writes the arguments (the command line gives its JSON, where a Decimal is a number
     with all its digits rather than `Decimal('0.1')`)."""
     decision = snapshot.decide(request)
-    ws = snapshot.workspace
+    ws = snapshot.served
     lines = [f"decide `{request.tool}` for profile `{request.profile}`"]
     profile = ws.profiles.get(request.profile)
     tool = ws.tools.get(request.tool)

@@ -151,7 +151,7 @@ class _Sat:
 
 class _Lister:
     def __init__(self, snapshot: Snapshot, profile: ast.Profile, deadline: Deadline) -> None:
-        ws = snapshot.workspace
+        ws = snapshot.served
         self.deadline = deadline
         self.side = Side(ws, profile)
         self.hooks_by_tool: dict[str, list[ast.Hook]] = {}
@@ -271,12 +271,12 @@ def list_tools(snapshot: Snapshot, profile: str, timeout_ms: int = LISTING_MS) -
     """Every tool of the workspace, as the profile sees it (roles, deny hooks; pause and
     rewrite hooks are listed with the tool). z3 is asked until `timeout_ms` have passed
     (0: not at all); the tools left then are listed by their rules as written."""
-    prof = snapshot.workspace.profiles.get(profile)
+    prof = snapshot.served.profiles.get(profile)
     if prof is None:
-        known = ", ".join(sorted(snapshot.workspace.profiles)) or "none"
+        known = ", ".join(sorted(snapshot.served.profiles)) or "none"
         raise CharterError(
             [Diagnostic("E0902", f"unknown profile `{profile}`", help=f"profiles: {known}")]
         )
     lister = _Lister(snapshot, prof, Deadline.after(timeout_ms))
     with Z3_LOCK:  # z3's context is shared: building terms needs the lock too
-        return [lister.list_tool(spec) for spec in snapshot.workspace.tools.values()]
+        return [lister.list_tool(spec) for spec in snapshot.served.tools.values()]

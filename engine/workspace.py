@@ -3,11 +3,12 @@ matching tool patterns against a workspace's tools."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from engine.builtins import default_hook_names
+from grammar.outline import Entry
 from policy import ast
 from policy.catalogue import ToolSpec
 from policy.diagnostics import Diagnostic
@@ -30,6 +31,15 @@ class Workspace:
     options: object = field(default=None, compare=False, repr=False)
     # The tools' names by namespace, as the checker indexed them (None: indexed here).
     namespaces: dict[str, list[str]] | None = field(default=None, compare=False, repr=False)
+    # What a serving process loaded of a stored revision (engine/served.py) has here each
+    # file's outline: it holds the roles its profiles select and no test, each file with
+    # those declarations alone. Such a workspace is never a check's `base`: its files do
+    # not hold what they declare.
+    outlines: Mapping[str, Sequence[Entry]] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def partial(self) -> bool:
+        return self.outlines is not None
 
     @property
     def sources(self) -> dict[str, str]:

@@ -209,7 +209,7 @@ async def fit(request: Request) -> Response:
                 diagnostics=[d.to_json() for d in exc.diagnostics],
             ) from None  # fmt: skip
     elif item.profile is not None:
-        if item.profile not in snapshot.workspace.profiles:
+        if item.profile not in snapshot.served.profiles:
             raise ServiceError("profile-not-found", f"profile `{item.profile}` not found")
         result = await check_async(
             key_of(actor), engine.fit_profile, snapshot, caller, snapshot, item.profile,

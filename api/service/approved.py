@@ -24,7 +24,7 @@ from engine.decision import Decision
 
 def hook_digest(snapshot: Snapshot, name: str) -> str:
     """A digest of hook `name` as `snapshot` declares it ("" when it declares none)."""
-    hook = snapshot.workspace.hooks.get(name)
+    hook = snapshot.served.hooks.get(name)
     return "" if hook is None else hashlib.sha256(repr(hook).encode()).hexdigest()[:32]
 
 

@@ -158,9 +158,9 @@ def caps_for(
     for current in ancestors(agent, load_agent):
         subject = f"agent:{current.id}"
         subjects.append(subject)
-        profile = snapshot.workspace.profiles.get(current.profile)
+        profile = snapshot.served.profiles.get(current.profile)
         if profile is None and latest is not None:
-            profile = latest.workspace.profiles.get(current.profile)
+            profile = latest.served.profiles.get(current.profile)
         if profile is not None and profile.budget is not None:
             budget = profile.budget
             caps.append(

@@ -23,7 +23,7 @@ def create_connection(
     """The connection `command` makes, owned by `owner` (None: the workspace), an identity
     the caller checked."""
     toolset = command.toolset
-    spec = service.current().workspace.toolsets.get(toolset)
+    spec = service.current().served.toolsets.get(toolset)
     if spec is None:
         raise ServiceError("unknown-toolset", f"toolset `{toolset}` is not in the policy")
     credential = command.credential

@@ -131,7 +131,7 @@ class Service:
         and has nothing to list or to check what it makes against: `profile-not-found`."""
         profile = agent.profile
         snapshot = snapshot or self.current()
-        if profile not in snapshot.workspace.profiles:
+        if profile not in snapshot.served.profiles:
             raise ServiceError(
                 "profile-not-found",
                 f"agent `{agent.id}` has profile `{profile}`, which revision "
@@ -181,10 +181,12 @@ class Service:
         (`Snapshots` compiles a stored revision without it). A policy over the size cap
         is refused first (`require_room`), before the work of checking it. `base`: a
         compiled policy these files change (what did not change is not checked again:
-        engine/rebuild.py)."""
+        engine/rebuild.py), when its whole workspace is at hand (a partial one is no base:
+        loading the whole to check against would cost what a check of `files` costs)."""
         self.require_room(files)
+        whole = None if base is None else base.whole_loaded()
         try:
-            workspace = check_sources(files, base=None if base is None else base.workspace)
+            workspace = check_sources(files, base=whole)
         except CharterError as exc:
             raise rolefiles.with_problems(files, exc) from None
         rolefiles.check(files, workspace.files)
@@ -270,7 +272,7 @@ class Service:
         number = self.snapshots.latest if revision is None else revision
         compiled = self.snapshots.cached(number) if number else None
         if compiled is not None:
-            return number, [(f.path, f.text) for f in compiled.workspace.files]
+            return number, [(f.path, f.text) for f in compiled.served.files]
         return self.files(number)
 
     def files(self, revision: int | None = None) -> tuple[int, list[tuple[str, str]]]:

@@ -108,7 +108,7 @@ def require_role_change_narrows(
     checker's diagnostics. `whose` is the writer's turn (`solver.key_of`): each profile's
     check takes its turn as the writer's."""
     snapshot = service.current()
-    users = sorted(p.name for p in snapshot.workspace.profiles.values() if role in p.roles)
+    users = sorted(p.name for p in snapshot.served.profiles.values() if role in p.roles)
     key = ("role-change", role, _digest(source))
     if not users or _known_fit(snapshot, key):
         return
@@ -120,7 +120,7 @@ def require_role_change_narrows(
     for name in users:
         result = solver.check(
             whose, fit.fit_workspace_profile,
-            snapshot.workspace, name, changed, name, timeout_ms=TIMEOUT_MS,
+            snapshot.served, name, changed, name, timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
         if not result.fits:
             raise ServiceError(
@@ -168,11 +168,11 @@ def require_agent_fits(
     profile = candidate.profile
     if access:
         require_profile_fits(service, caller, profile)
-        _require_same_attributes(snapshot.workspace, caller, candidate)
-    caller_profile = snapshot.workspace.profiles.get(caller.profile)
+        _require_same_attributes(snapshot.served, caller, candidate)
+    caller_profile = snapshot.served.profiles.get(caller.profile)
     if caps is None:
         caps = [caller_profile.budget if caller_profile else None, _agent_budget(caller)]
-    candidate_profile = snapshot.workspace.profiles.get(profile)
+    candidate_profile = snapshot.served.profiles.get(profile)
     child = _agent_budget(candidate) or (candidate_profile.budget if candidate_profile else None)
     for cap in caps:
         violation = fit.fit_budget(cap, child)
@@ -187,7 +187,7 @@ def chain_caps(service: Service, agent: Agent | None) -> list[ast.Budget | None]
     """Every cap `agent` and its ancestors spend under (each one's own and its profile's)."""
     if agent is None:
         return []
-    profiles = service.current().workspace.profiles
+    profiles = service.current().served.profiles
     caps: list[ast.Budget | None] = []
     for node in ancestors(agent, service.find_agent):
         found = profiles.get(node.profile)

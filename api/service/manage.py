@@ -107,7 +107,7 @@ def _profile_fits(service: Service, actor: Principal, profile: str) -> None:
     # (An unknown profile is left to the operation's own `unknown-profile`.)
     if actor.agent is None:
         return
-    if profile in service.current().workspace.profiles:
+    if profile in service.current().served.profiles:
         fitcheck.require_profile_fits(service, service.agent(actor.agent), profile)
 
 

@@ -33,7 +33,7 @@ def secret_names(snapshot: Snapshot, tool: str) -> frozenset[str]:
 
 def every_secret(snapshot: Snapshot) -> frozenset[str]:
     """Every argument name that some tool of `snapshot` keeps secret, built-in or not."""
-    return snapshot.workspace.secret_names
+    return snapshot.served.secret_names
 
 
 def shape_denied(decision: Decision) -> bool:

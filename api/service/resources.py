@@ -32,7 +32,7 @@ def parse_budget(budget: c.Budget) -> dict[str, str]:
 
 
 def _check_profile(service: Service, profile: str) -> str:
-    if profile not in service.current().workspace.profiles:
+    if profile not in service.current().served.profiles:
         raise ServiceError("unknown-profile", f"profile `{profile}` is not in the policy")
     return profile
 

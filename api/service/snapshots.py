@@ -22,6 +22,8 @@ from api.service import memory
 from api.service.errors import ServiceError, no_policy
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
+from engine.served import load_served
+from engine.workspace import Workspace
 from policy.diagnostics import CharterError
 from policy.store import Store
 
@@ -45,6 +47,26 @@ def _does_not_check(revision: int) -> ServiceError:
         help="upload the policy again with its errors mended (`charter check` lists them); "
         "a turn pinned to an older revision: admit a new one",
     )  # fmt: skip
+
+
+def served_snapshot(
+    files: list[tuple[str, str]], revision: int, base: Snapshot | None = None
+) -> Snapshot | None:
+    """Stored revision `revision` (its `files`) compiled from what deciding reads of it,
+    its whole workspace checked when first asked for; None when it cannot be taken so
+    (engine/served.py): the caller checks it whole. `base`: a partial snapshot of the
+    revision it changes, whose unchanged files and compiled profiles it keeps."""
+    served = load_served(files, base=None if base is None else base.served)
+    if served is None:
+        return None
+
+    def whole() -> Workspace:
+        try:
+            return check_sources(files)
+        except CharterError:  # (a part no decision reads does not check with this charter)
+            raise _does_not_check(revision) from None
+
+    return Snapshot(served, revision, base, whole=whole)
 
 
 class Snapshots:
@@ -107,12 +129,17 @@ class Snapshots:
                 snapshot = self._cache.get(revision)
             if snapshot is not None:
                 return snapshot
-            # Against the newest compiled here: another worker's upload of a change to a
-            # few files compiles those files and what depends on them.
+            # Against the newest compiled here when it is whole: another worker's upload
+            # of a change to a few files compiles those files and what depends on them.
+            # Else what deciding needs, no more (engine/served.py): a worker starting on
+            # a large policy, or following others' uploads, parses a fraction of it.
             base = self.newest()
+            whole = None if base is None else base.whole_loaded()
             try:
-                checked = check_sources(files, base=None if base is None else base.workspace)
-                snapshot = compile_workspace(checked, revision, base)
+                found = None if whole is not None else served_snapshot(files, revision, base)
+                if found is None:
+                    found = compile_workspace(check_sources(files, base=whole), revision, base)
+                snapshot = found
             except CharterError:
                 self._unreadable.add(revision)
                 raise _does_not_check(revision) from None

@@ -71,7 +71,7 @@ def _source(snapshot: Snapshot, kind: str, decl: Any) -> str:
     if kind == "hooks" and decl.name in default_hook_names():
         text = DEFAULT_HOOKS_SOURCE
     else:
-        text = snapshot.workspace.sources.get(span.file, "")
+        text = snapshot.served.sources.get(span.file, "")
     lines = source_lines(text)[span.line - 1 : span.end_line]
     if not lines:
         return ""
@@ -81,7 +81,8 @@ def _source(snapshot: Snapshot, kind: str, decl: Any) -> str:
 
 
 def _decls(snapshot: Snapshot, kind: str) -> dict[str, Any]:
-    ws = snapshot.workspace
+    # (every role is the whole workspace's; the rest, the served one holds them all)
+    ws = snapshot.workspace if kind == "roles" else snapshot.served
     table: dict[str, Any] = {
         "roles": ws.roles, "profiles": ws.profiles, "hooks": ws.hooks, "toolsets": ws.toolsets,
     }  # fmt: skip
@@ -174,7 +175,7 @@ def _own_file(files: Iterable[tuple[str, str]], name: str) -> str | None:
 def _own_etag(snapshot: Snapshot, name: str) -> str | None:
     """Role `name`'s `ETag` in `snapshot`, when it has its own file (the test the writes
     below make); None for a role declared in an uploaded file."""
-    text = _own_file(((f.path, f.text) for f in snapshot.workspace.files), name)
+    text = _own_file(((f.path, f.text) for f in snapshot.served.files), name)
     return None if text is None else role_etag(name, text)
 
 

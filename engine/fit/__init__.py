@@ -111,9 +111,9 @@ def fit_profile(
     timeout_ms: int = 2000,
 ) -> FitResult:
     return fit_workspace_profile(
-        caller.workspace,
+        caller.served,
         caller_profile,
-        candidate.workspace,
+        candidate.served,
         candidate_profile,
         timeout_ms=timeout_ms,
     )
