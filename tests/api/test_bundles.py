@@ -25,6 +25,7 @@ from api.http.app import create_app
 from api.service.errors import ServiceError
 from policy import bundles
 from policy.bundles import SIGNATURES_FILE
+from tests.api.conftest import POLICY as CONFTEST_POLICY
 from tests.api.conftest import PROBLEM, Harness, LiveServer, make_harness, opened_again
 from tests.api.start_runs import POLICY, Served, command
 
@@ -456,3 +457,44 @@ def test_served_with_trusted_keys_end_to_end(tmp_path: Path, keys: Keys) -> None
         server.stop()
     code, out, err = run(*command(db, *trusted)[3:], starts=True)
     assert code == 0 and "policy:" not in out, err  # the signed revision 2, served as it is
+
+
+def test_an_approved_role_change_is_refused_under_trusted_keys(
+    live: httpx.Client, harness: Harness, keys: Keys
+) -> None:
+    """A `roles.create` an agent asked for, paused for a human before the server took only
+    bundles, is refused when approved after: 403 `signature-required`, the approval still
+    pending, the revision as it was."""
+    admin = harness.auth()
+    hooked = (
+        CONFTEST_POLICY.replace(
+            "  hooks approve-big\n  budget 10 usd", "  hooks approve-big, ask\n  budget 10 usd"
+        )
+        + 'hook ask on roles.create {\n  pause "a human approves"\n}\n'
+    )
+    assert live.put("/v1/policy", content=hooked, headers=admin).status_code == 201
+    narrow = 'role extra {\n  allow mail.send where args.to endswith "@example.com"\n}\n'
+    role = {"name": "extra", "source": narrow}  # (within the agent's own access)
+    paused = live.post("/v1/roles", json=role, headers=harness.auth(harness.agent_token))
+    assert paused.status_code == 202, paused.text
+    approval = paused.json()["approval_id"]
+    harness.service.trusted = bundles.read_trusted_keys(keys.trusted.read_text())
+    before = latest(harness, live)
+    approved = live.post(f"/v1/approvals/{approval}/approve", headers=admin)
+    assert (approved.status_code, approved.json()["code"]) == (403, "signature-required")
+    assert live.get(f"/v1/approvals/{approval}", headers=admin).json()["status"] == "pending"
+    assert latest(harness, live) == before
+
+
+def test_the_help_names_the_commands_and_the_flag() -> None:
+    for argv, words in (
+        (("bundle", "--help"), ("keygen", "build", "sign", "verify")),
+        (("bundle", "verify", "--help"), ("--trusted-keys", "KEY_ID ed25519 PUBLIC_KEY")),
+        (("serve", "--help"), ("--trusted-keys FILE", "signed by a key")),
+    ):
+        out = io.StringIO()
+        with redirect_stdout(out), pytest.raises(SystemExit) as ended:
+            main(list(argv))
+        assert ended.value.code == 0
+        text = " ".join(out.getvalue().split())
+        assert all(word in text for word in words), text
