@@ -282,10 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extend(sub: Any) -> None:
-    """Verbs that live in their own modules register here (fit, tools, diff, serve)."""
+    """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle)."""
     import importlib
 
-    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db"):
+    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db", "api.cli_bundle"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from api.cli_args import UTF8_HELP, not_utf8
+from api.cli_bundle import TRUSTED_FLAG, read_trusted, signed_workspace, unsigned_latest
+from api.cli_bundle import workspace_files as workspace_files
 from api.cli_db import damaged_row, start_refusal, too_new
 from api.cli_serve_checks import (
     bound_port,
@@ -73,8 +75,8 @@ from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.rolefiles import ROLES_DIR
 from api.service.tokens import Principal
-from engine.check import read_sources
 from policy import identities
+from policy.bundles import BundleError, KeyFileError, TrustedKey, Verified
 from policy.diagnostics import CharterError, render_all
 from policy.secrets import KEY_ENV
 from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
@@ -124,22 +126,13 @@ def _token_left(db: str) -> list[Path]:
     return []
 
 
-def workspace_files(workspace: str) -> list[tuple[str, str]]:
-    """The directory's `*.charter` files, named relative to it (`mail.charter:7:3` in a
-    reason, as an upload names them): where the server keeps its files is nobody's
-    business, and shorter locations make smaller responses and log rows."""
-    root = Path(workspace)
-    if not root.is_dir():
-        return [(Path(name).name, text) for name, text in read_sources([workspace])]
-    return [(Path(name).relative_to(root).as_posix(), text) for name, text in read_sources([root])]
-
-
 def prepare(
     service: Service,
     db: str,
     workspace: str | None,
     say: Callable[[str], None] = _say,
     remove_in_use: bool = False,
+    signed: Verified | None = None,
 ) -> None:
     """What a start needs, done once in the parent before any worker starts: the
     workspace loaded, the demo seeded into a database that had no policy, the admin
@@ -148,7 +141,7 @@ def prepare(
     store = service.store
     empty = store.latest_revision() == 0
     if workspace is not None:
-        load_workspace(service, workspace, say, remove_in_use)
+        load_workspace(service, workspace, say, remove_in_use, signed)
     if empty:
         seed_demo(service, say)
     issue_admin_token(service, db, say)
@@ -160,6 +153,7 @@ def prepare_on_server(
     workspace: str | None,
     say: Callable[[str], None] = _say,
     remove_in_use: bool = False,
+    signed: Verified | None = None,
 ) -> None:
     """`prepare` for a store kept by a server, which has no file to make whole under
     another name: the workspace is loaded in a transaction of its own, then the demo seed
@@ -169,7 +163,7 @@ def prepare_on_server(
     store = service.store
     unfinished = store.latest_revision() == 0 or not store.get_meta(ADMIN_ISSUED)
     if workspace is not None:
-        load_workspace(service, workspace, say, remove_in_use)
+        load_workspace(service, workspace, say, remove_in_use, signed)
     if not unfinished:
         return
 
@@ -195,33 +189,44 @@ REMOVE_FLAG = "--remove-in-use"
 
 
 def load_workspace(
-    service: Service, workspace: str, say: Callable[[str], None], remove_in_use: bool = False
+    service: Service,
+    workspace: str,
+    say: Callable[[str], None],
+    remove_in_use: bool = False,
+    signed: Verified | None = None,
 ) -> None:
     """`--workspace` into the database: into an empty one, and afterwards only when the
     directory changed since it was last loaded (an API upload is never reverted by a
     restart). One line says which. A changed directory that removes what is still in use
     (api.service.inuse) is not loaded, unless `remove_in_use` (`--remove-in-use`): a
-    ServiceError `policy-in-use` names them, and the database is as it was."""
+    ServiceError `policy-in-use` names them, and the database is as it was. `signed`:
+    the directory's files as verified (`--trusted-keys`): those very files are loaded,
+    alone (no API-made role is added to what was signed), and the latest revision is
+    kept only when it is itself a bundle the trusted keys verify."""
     store = service.store
-    files = workspace_files(workspace)
+    files = list(signed.files) if signed is not None else workspace_files(workspace)
     loaded = _loaded(workspace, files)
     latest = store.latest_revision()
-    if latest and store.get_meta(WORKSPACE_KEY) == loaded:
+    trusted = service.trusted
+    # (with trusted keys, an unsigned latest revision is replaced, even by the same files)
+    latest_ok = not (signed and trusted and latest and unsigned_latest(service, trusted))
+    if latest and latest_ok and store.get_meta(WORKSPACE_KEY) == loaded:
         say(f"policy: revision {latest} kept ({workspace} has not changed since it was loaded)")
         return
     _, current = service.files(store.latest_revision() or None)
-    if not any(path.startswith(ROLES_DIR) for path, _ in files):
+    if signed is None and not any(path.startswith(ROLES_DIR) for path, _ in files):
         # The roles made through the API (`api/roles/`) are the server's, as its agents
         # are, not the directory's: every restart of `make serve` deleted them (or
         # failed, when a profile named one). A directory with an `api/roles/` of its
         # own gives them all.
         files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
-    if files != current:
+    if files != current or not latest_ok:
         prepared = service.compile(files)  # (outside the transaction: the slow part)
+        note = f"loaded {workspace}" + (f": {signed.note()}" if signed is not None else "")
         with store.atomic():
             override = f"serve with `{REMOVE_FLAG}`"
             removed = inuse.require_unused(service, prepared.workspace, remove_in_use, override)
-            snapshot = service.upload(files, "charter serve", f"loaded {workspace}", prepared)
+            snapshot = service.upload(files, "charter serve", note, prepared, signed)
             store.set_meta(WORKSPACE_KEY, loaded)
         say(f"policy: revision {snapshot.revision} from {workspace}")
         if removed:
@@ -353,11 +358,35 @@ def run_uvicorn(app: Any, host: str, port: int, workers: int = 1, **options: Any
         Multiprocess(config, sockets=[listening_socket(host, port)]).run()
 
 
-def prepare_new(service: Service, workspace: str | None, say: Callable[[str], None]) -> None:
+def prepare_new(
+    service: Service,
+    workspace: str | None,
+    say: Callable[[str], None],
+    signed: Verified | None = None,
+) -> None:
     """What a first start puts in the database it makes: the workspace and the demo."""
     if workspace is not None:
-        load_workspace(service, workspace, say)
+        load_workspace(service, workspace, say, signed=signed)
     seed_demo(service, say)
+
+
+TRUSTED_HELP = (
+    "each line is `KEY_ID ed25519 PUBLIC_KEY [expires=DATE]`, as `charter bundle keygen` "
+    "prints it; nothing was made"
+)
+
+
+STORED_HELP = "serve a signed directory with `--workspace DIR`: it becomes the latest revision"
+
+
+def bundle_refused(exc: BundleError, what: str, hint: str | None = None) -> int:
+    """A `--workspace` (or a stored revision) that is not a bundle the trusted keys
+    verify: exit 1, its code, and nothing made or changed."""
+    sys.stderr.write(
+        f"charter: error[{exc.code}]: {what}: {exc.message}\nhelp: {hint or exc.help}; "
+        "nothing was changed\n"
+    )
+    return 1
 
 
 def _workspace_refused(exc: ServiceError) -> int:
@@ -420,6 +449,7 @@ def _new_key_refused(key: Path) -> tuple[str, str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import (
         MAX_POLICY_ENV,
+        TRUSTED_KEYS_ENV,
         TURN_LIFETIME_ENV,
         create_app,
         open_service,
@@ -443,6 +473,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bad_key = key_refusal(files.key)
     if bad_key is not None:
         return refuse(*bad_key)
+    # The trusted keys and the signed workspace, verified before anything is made: a
+    # bundle refused leaves the database (or its absence) as it was.
+    trusted: dict[str, TrustedKey] | None = None
+    signed: Verified | None = None
+    if args.trusted_keys is not None:
+        try:
+            trusted = read_trusted(args.trusted_keys)
+        except KeyFileError as exc:
+            return refuse(str(exc), TRUSTED_HELP)
+        if args.workspace is not None:
+            try:
+                signed = signed_workspace(args.workspace, trusted)
+            except BundleError as exc:
+                return bundle_refused(exc, f"`{args.workspace}`")
+            except CharterError as exc:
+                sys.stderr.write(render_all(exc.diagnostics, exc.sources) + "\n")
+                return 1
     # The address is tried before the database is made: a port in use was found only
     # when uvicorn bound it, after the first start had made the database and its token.
     # (`--port 0` is served on the free port found here: it is free again, for a moment,
@@ -457,7 +504,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         if target.path is not None and first:  # made whole under a name of its own, or not at all
             lines: list[str] = []
-            build(target.path, lambda made: prepare_new(made, workspace, lines.append),
+            build(target.path, lambda made: prepare_new(made, workspace, lines.append, signed),
                   args.max_policy_mib << 20, files.key)  # fmt: skip
             for line in lines:
                 _say(line)
@@ -487,6 +534,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
     store = service.store
+    service.trusted = trusted
     try:
         wrong_key = sealed_refusal(store, service.sealer)
         if wrong_key is not None:
@@ -495,10 +543,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 files.key.unlink(missing_ok=True)
                 wrong_key = _new_key_refused(files.key)
             return refuse(*wrong_key)
+        unsigned = None if trusted is None or signed else unsigned_latest(service, trusted)
+        if unsigned is not None:  # (a database whose policy came some other way)
+            latest = store.latest_revision()
+            store.close()
+            return bundle_refused(unsigned, f"the latest revision ({latest})", STORED_HELP)
         if target.path is None:  # (the seed and the token in one transaction)
-            prepare_on_server(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
+            prepare_on_server(
+                service, files.prefix, workspace, remove_in_use=args.remove_in_use, signed=signed
+            )
         else:
-            prepare(service, files.prefix, workspace, remove_in_use=args.remove_in_use)
+            prepare(service, files.prefix, workspace, remove_in_use=args.remove_in_use,
+                    signed=signed)  # fmt: skip
     except StoreDamaged as exc:  # (a row read at start)
         store.close()
         return refuse(*damaged_row(db, exc))
@@ -525,6 +581,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
+        if trusted is not None:  # (public keys: nothing secret in the environment)
+            os.environ[TRUSTED_KEYS_ENV] = Path(args.trusted_keys).read_text(encoding="utf-8")
         run_uvicorn(
             "api.http.app:app_from_env", args.host, port, args.workers, factory=True, **stack
         )
@@ -600,6 +658,10 @@ def register(sub: Any) -> None:
     p.add_argument("--workspace", default=None, help="a policy directory to load")
     p.add_argument(REMOVE_FLAG, action="store_true",
                    help="load a changed --workspace even if it removes what is still in use")  # fmt: skip
+    p.add_argument(TRUSTED_FLAG, default=None, metavar="FILE",
+                   help="take the policy only as bundles signed by a key this file lists "
+                   "(lines `KEY_ID ed25519 PUBLIC_KEY [expires=DATE]`): --workspace, "
+                   "uploads; role changes through the API are refused")  # fmt: skip
     p.add_argument("--host", type=host_name, default="127.0.0.1",
                    help="the address to listen on (`0.0.0.0` or `::`: every interface)")  # fmt: skip
     p.add_argument("--port", type=port_number, default=8080, help="0 to 65535 (0: any free)")

@@ -25,6 +25,7 @@ from api.service.core import Service
 from api.service.groupcommit import GroupCommit
 from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
+from policy.bundles import read_trusted_keys
 from policy.secrets import Sealer, load_key_file
 from policy.store.open import Target, open_store, parse
 
@@ -71,6 +72,7 @@ def create_app(service: Service) -> CharterApp:
 
 TURN_LIFETIME_ENV = "CHARTER_TURN_LIFETIME"  # `--turn-lifetime`, for `--workers N`' processes
 MAX_POLICY_ENV = "CHARTER_MAX_POLICY_MIB"  # `--max-policy-mib`, likewise
+TRUSTED_KEYS_ENV = "CHARTER_TRUSTED_KEYS"  # `--trusted-keys`: the file's text, likewise
 
 
 def open_service(
@@ -131,6 +133,9 @@ def app_from_env() -> Starlette:
         db, shared=True, turn_lifetime=int(lifetime) if lifetime else None,
         max_policy_mib=int(cap) if cap else None, key_file=os.environ.get(KEY_FILE_ENV),
     )  # fmt: skip
+    trusted = os.environ.get(TRUSTED_KEYS_ENV)
+    if trusted is not None:  # (read and checked by `charter serve` before it started us)
+        service.trusted = read_trusted_keys(trusted)
     app = create_app(service)
     tune_gc()
     return app

@@ -360,6 +360,44 @@ CODES: dict[AnyCode, Code] = {
         "a stored revision that a decision, a pinned turn or a view needs does not check with "
         "this version of charter (a rule added since it was uploaded)",
     ),
+    "signature-required": Code(
+        403,
+        "a server started with `charter serve --trusted-keys` takes the policy only as a signed "
+        "bundle (`PUT /v1/policy/bundle`): a `PUT /v1/policy`, or a role's change through "
+        "`/v1/roles` (an approved one too), is refused; nothing written",
+    ),
+    "bundle-unsigned": Code(
+        422, "a bundle with no signature, on a server with `--trusted-keys`; nothing written"
+    ),
+    "bundle-malformed": Code(
+        422,
+        "a bundle whose manifest is not sorted by path, each once, or a signature that is not "
+        "64 bytes of base64; nothing written",
+    ),
+    "bundle-unknown-key": Code(
+        422,
+        "a bundle signed by no key the trusted-keys file lists (its key ids are named); "
+        "nothing written",
+    ),
+    "bundle-key-expired": Code(
+        422,
+        "a bundle signed only by listed keys whose `expires` has passed; nothing written",
+    ),
+    "bundle-bad-signature": Code(
+        422,
+        "a signature by a listed key that does not verify: the manifest was changed after "
+        "signing, or the signature is over other files; nothing written",
+    ),
+    "bundle-file-unlisted": Code(
+        422, "a bundle file that its manifest does not list: added after signing; nothing written"
+    ),
+    "bundle-file-missing": Code(
+        422, "a file the bundle's manifest lists that the bundle does not hold; nothing written"
+    ),
+    "bundle-digest-mismatch": Code(
+        422,
+        "a bundle file whose SHA-256 is not its manifest's: changed after signing; nothing written",
+    ),
     # ---- the server ----------------------------------------------------------------------
     "internal-error": Code(
         500,
@@ -446,8 +484,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "empty-policy": ("uploadPolicy",),
     "not-utf8": ("uploadPolicy",),
     "unsupported-charset": ("uploadPolicy",),
-    "duplicate-path": ("uploadPolicy",),
-    "bad-path": ("uploadPolicy",),
+    "duplicate-path": ("uploadPolicy", "uploadBundle"),
+    "bad-path": ("uploadPolicy", "uploadBundle"),
     "fit-needs-candidate": ("checkFit",),
     "does-not-fit": (*_AGENT_WRITES, *_ROLE_WRITES),
     "budget-looser": _AGENT_WRITES,
@@ -539,10 +577,10 @@ WHERE: dict[str, tuple[str, ...]] = {
     "turn-thread-mismatch": _DECIDING,
     "thread-agent-mismatch": (*_DECIDING, "admitTurn"),
     "resource-moved": ("approve",),
-    "policy-invalid": ("uploadPolicy", "checkFit", *_ROLE_WRITES, "approve"),
-    "revision-moved": ("uploadPolicy",),
-    "policy-in-use": ("uploadPolicy",),
-    "policy-too-large": ("uploadPolicy", "createRole", "updateRole", "approve"),
+    "policy-invalid": ("uploadPolicy", "uploadBundle", "checkFit", *_ROLE_WRITES, "approve"),
+    "revision-moved": ("uploadPolicy", "uploadBundle"),
+    "policy-in-use": ("uploadPolicy", "uploadBundle"),
+    "policy-too-large": ("uploadPolicy", "uploadBundle", "createRole", "updateRole", "approve"),
     "revision-does-not-check": (
         *_DECIDING,
         "listAgentTools",
@@ -552,6 +590,20 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_AGENT_WRITES,
         "createConnection",
     ),
+    "signature-required": ("uploadPolicy", *_ROLE_WRITES, "approve"),
+    **{
+        code: ("uploadBundle",)
+        for code in (
+            "bundle-unsigned",
+            "bundle-malformed",
+            "bundle-unknown-key",
+            "bundle-key-expired",
+            "bundle-bad-signature",
+            "bundle-file-unlisted",
+            "bundle-file-missing",
+            "bundle-digest-mismatch",
+        )
+    },
     "secret-key-mismatch": ("approve",),  # (the one that opens a sealed call)
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),

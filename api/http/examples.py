@@ -187,6 +187,10 @@ REVISION: dict[str, Any] = {
     "files": ["hooks.charter", "profiles.charter", "roles.charter", "toolsets.charter"],
 }  # fmt: skip
 POLICY_FILES = [{"path": "roles.charter", "text": "role mail-support {\n  allow mail.send\n}\n"}]
+POLICY_DIGEST = "d3c9c33a962d022cb291a4508376da3456bb23761cd21081c324ac78d63e7b0a"
+POLICY_SIGNATURE = (
+    "5acXoh9eleWYAhvWbrjomLzTMt7uoVtUjEKYlcEU+r70buN1hsPOrjAaP1G/lD0rX2eEKkPxGQn4uKxJiQCUBQ=="
+)
 ID: dict[str, Any] = {"id": "triage-bot"}
 
 
@@ -319,6 +323,19 @@ EXAMPLES: dict[str, Example] = {
     ),
     "uploadPolicy": Example(
         body={"files": POLICY_FILES, "note": "refunds over 50 need a human"},
+        answer={"revision": 4, "warnings": [], "removed_in_use": []},
+    ),
+    "uploadBundle": Example(
+        body={
+            # (signed by `release-2026 ed25519 MInN7BsB6haNWSUqPvs4q/wWJe3QBe3DGQnuwuoUKd4=`)
+            "manifest": {
+                "format": "charter-bundle/1",
+                "revision": "v4",
+                "files": [{"path": "roles.charter", "sha256": POLICY_DIGEST}],
+            },
+            "signatures": [{"key_id": "release-2026", "signature": POLICY_SIGNATURE}],
+            "files": POLICY_FILES,
+        },
         answer={"revision": 4, "warnings": [], "removed_in_use": []},
     ),
     "getPolicy": Example(query="revision=4", answer={"revision": 4, "files": POLICY_FILES}),

@@ -59,6 +59,30 @@ class PolicyUpload(Strict):
     note: str = ""
 
 
+class BundleEntry(Strict):
+    path: str = Field(min_length=1, max_length=512)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of its UTF-8 text, hex")
+
+
+class BundleManifest(Strict):
+    format: Literal["charter-bundle/1"]
+    revision: str = Field(max_length=200, description="the author's label")
+    files: list[BundleEntry] = Field(max_length=10_000, description="sorted by path")
+
+
+class BundleSignature(Strict):
+    key_id: str = Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    signature: str = Field(max_length=100, description="Ed25519, base64")
+
+
+class PolicyBundle(Strict):
+    """A bundle file (`charter bundle build DIR -o FILE`, then `charter bundle sign`)."""
+
+    manifest: BundleManifest
+    signatures: list[BundleSignature] = Field(default_factory=list, max_length=16)
+    files: list[PolicyFile] = Field(min_length=1, max_length=10_000)
+
+
 class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
     agent: str | None = Field(default=None, max_length=MAX_ID)

@@ -23,6 +23,7 @@ from api.service.errors import ServiceError
 from engine.compile import Snapshot
 from grammar import paths
 from grammar.source import NotUtf8, decode
+from policy import bundles
 from policy.diagnostics import CharterError, error_count
 
 SINGLE_FILE = "policy.charter"
@@ -60,6 +61,8 @@ def path_problem(path: str) -> str | None:
 async def put_policy(request: Request) -> Response:
     """JSON `{files: [{path, text}]}`, or the DSL text itself (any non-JSON content type)."""
     actor = require_admin(request)
+    # A server that takes only signed bundles refuses a plain upload before its body.
+    service_of(request).require_signed()
     remove = remove_in_use(request)
     # Once (else 400 `repeated-header`): it says whether the body is JSON or DSL text, and
     # a proxy reading the other of two would see another upload than the one stored.
@@ -88,6 +91,33 @@ async def put_policy(request: Request) -> Response:
                 help="send the policy's DSL text; to empty the policy on purpose, send a "
                 "text holding only a comment",
             )  # fmt: skip
+    check_paths(files)
+    return await _store(request, actor.token_id, remove, files, note)
+
+
+async def put_bundle(request: Request) -> Response:
+    """A bundle file: its files, their manifest and its signatures (api/cli_bundle.py).
+    With `--trusted-keys` it is verified against them (policy/bundles.py), else its files
+    are checked against its manifest alone; either before anything is compiled."""
+    actor = require_admin(request)
+    remove = remove_in_use(request)
+    upload = parse(m.PolicyBundle, await read_body(request))
+    files = [(f.path, f.text) for f in upload.files]
+    check_paths(files)
+    service = service_of(request)
+    try:
+        document = bundles.read_document(upload.model_dump(include={"manifest", "signatures"}))
+        if service.trusted is None:
+            signed = bundles.check_unsigned(files, document)
+        else:
+            signed = bundles.verify(files, document, service.trusted)
+    except bundles.BundleError as exc:
+        raise ServiceError(exc.code, exc.message, help=exc.help) from None
+    return await _store(request, actor.token_id, remove, files, signed.note(), signed)
+
+
+def check_paths(files: list[tuple[str, str]]) -> None:
+    """400 `bad-path` or `duplicate-path` for files that no directory holds as named."""
     for path, _ in files:
         problem = path_problem(path)
         if problem is not None:
@@ -102,8 +132,16 @@ async def put_policy(request: Request) -> Response:
     clashes = paths.clashes([path for path, _ in files])
     if clashes:  # (Service.check refuses them too, E0119, for the other ways a policy comes)
         raise ServiceError("bad-path", clashes[0].message, help=clashes[0].help)
+
+
+async def _store(
+    request: Request, token_id: str, remove: bool, files: list[tuple[str, str]], note: str,
+    signed: bundles.Verified | None = None,
+) -> Response:  # fmt: skip
+    """The upload of `files`, checked: a new revision (201), or why not."""
     based_on = _if_match(request)
     service = service_of(request)
+    service.require_signed(files, signed)  # (and again as the revision is added)
     if based_on is not None:
         # A stale one at once, not after compiling the policy (seconds for a large one),
         # nor as the 422 of a policy that does not check; again inside the transaction.
@@ -118,7 +156,7 @@ async def put_policy(request: Request) -> Response:
                 _still_latest(service.store.latest_revision(), based_on)
             # (in this transaction: an agent made meanwhile, by any process, is seen)
             removed = inuse.require_unused(service, prepared.workspace, remove, OVERRIDE)
-            snapshot = service.upload(files, f"token:{actor.token_id}", note, prepared)
+            snapshot = service.upload(files, f"token:{token_id}", note, prepared, signed)
     except CharterError as exc:
         raise ServiceError(
             "policy-invalid", f"the policy has {error_count(exc.diagnostics)} error(s)",
@@ -235,6 +273,11 @@ ROUTES: Table = [
           query=(REMOVE_IN_USE,), headers=("If-Match",), operation="uploadPolicy",
           tag="policy"),
      put_policy),
+    (Spec("PUT", "/v1/policy/bundle", "Upload a signed policy bundle: a new revision",
+          "admin", m.PolicyBundle, a.PolicyUploaded, status=201, errors=(409, 412),
+          query=(REMOVE_IN_USE,), headers=("If-Match",), operation="uploadBundle",
+          tag="policy"),
+     put_bundle),
     (Spec("GET", "/v1/policy", "The policy files of a revision (default: the latest)", "admin",
           None, a.Policy, query=("revision",), errors=(404,), etag=True, operation="getPolicy",
           tag="policy"), get_policy),

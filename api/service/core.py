@@ -23,6 +23,7 @@ from api.service.snapshots import Snapshots
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.workspace import Workspace
+from policy.bundles import TrustedKey, Verified
 from policy.diagnostics import CharterError
 from policy.secrets import Sealer
 from policy.store import Doc, Store
@@ -110,6 +111,9 @@ class Service:
         self.turn_lifetime_ms = TURN_LIFETIME_MS
         self.max_policy_bytes = MAX_POLICY_BYTES  # (`--max-policy-mib`; see require_room)
         self.started_at = now_ms()
+        # `charter serve --trusted-keys`: every new revision is a bundle signed by one of
+        # these (`upload`'s `signed`); None: any upload an admin makes.
+        self.trusted: dict[str, TrustedKey] | None = None
 
     # ---- the read model -------------------------------------------------------------------
     def sync(self) -> bool:
@@ -224,11 +228,15 @@ class Service:
         author: str,
         note: str = "",
         prepared: Snapshot | None = None,
+        signed: Verified | None = None,
     ) -> Snapshot:
         """A new revision of `files`, compiled: `prepared` (what `compile` gave for these
         files), else the one `prepare` keeps for them (taken: one upload each), else
         compiled now. It is the latest from its transaction's commit on (use the snapshot
-        returned until then)."""
+        returned until then). `signed`: the verified bundle of these very files, which
+        the revision keeps; with trusted keys a revision without one is refused, whatever
+        path it came by (`require_signed`)."""
+        self.require_signed(files, signed)
         # Here too, inside the caller's transaction: what was checked ahead was measured
         # against a latest revision that may have moved since.
         self.require_room(files)
@@ -243,6 +251,7 @@ class Service:
             "author": author,
             "note": note,
             "created_at": now_ms(),
+            **({"bundle": signed.document.to_json()} if signed is not None else {}),
             "summary": {
                 "toolsets": sorted(workspace.toolsets),
                 "roles": sorted(workspace.roles),
@@ -258,6 +267,24 @@ class Service:
         # store never kept, whose number the next upload then gave to other files.
         self.store.after_commit(partial(self._publish, snapshot))
         return snapshot
+
+    def require_signed(
+        self, files: Sequence[tuple[str, str]] | None = None, signed: Verified | None = None
+    ) -> None:
+        """`signature-required` when this server takes only signed bundles and `files`
+        are not the very files of a bundle `signed` by a trusted key (None: whether any
+        change but a signed bundle may be made at all: a role's, say)."""
+        if self.trusted is None:
+            return
+        if signed is not None and signed.key_id is not None and signed.files == tuple(files or ()):
+            return
+        raise ServiceError(
+            "signature-required",
+            "this server takes the policy only as a bundle signed by a trusted key "
+            "(`charter serve --trusted-keys`)",
+            help="change the workspace, sign it (`charter bundle build DIR -o FILE`, "
+            "`charter bundle sign FILE --key KEYFILE`) and upload it: `PUT /v1/policy/bundle`",
+        )  # fmt: skip
 
     def _publish(self, snapshot: Snapshot) -> None:
         self.snapshots.put(snapshot)

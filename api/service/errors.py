@@ -37,6 +37,9 @@ ErrorCode = Literal[
     "thread-agent-mismatch", "resource-moved", "policy-in-use",
     # the policy
     "policy-invalid", "revision-moved", "policy-too-large", "revision-does-not-check",
+    "signature-required", "bundle-unsigned", "bundle-malformed", "bundle-unknown-key",
+    "bundle-key-expired", "bundle-bad-signature", "bundle-file-unlisted",
+    "bundle-file-missing", "bundle-digest-mismatch",
     # the server: a condition that passes
     "fit-unavailable", "solver-busy", "unavailable",
 ]  # fmt: skip

@@ -125,7 +125,14 @@ def _update_fits(service: Service, actor: Principal, command: c.UpdateAgent) -> 
         )
 
 
+# The management tools that write policy files (api/service/rolefiles.py): refused on a
+# server that takes only signed bundles (`Service.require_signed`), before anything is
+# decided, and again as an approved one runs (its precheck).
+POLICY_WRITES = frozenset({"roles.create", "roles.update", "roles.delete"})
+
+
 def _role_fits(service: Service, actor: Principal, command: c.CreateRole | c.UpdateRole) -> None:
+    service.require_signed()
     if actor.agent is not None:
         fitcheck.require_source_fits(service, service.agent(actor.agent), command.source, "role")
 
@@ -151,6 +158,7 @@ def _role_create_fits(service: Service, actor: Principal, command: c.CreateRole)
 
 
 def _role_delete_ahead(service: Service, actor: Principal, command: c.DeleteRole) -> None:
+    service.require_signed()
     if _runs_now(service, actor, command):
         views.prepare_role_change(service, actor, command)
 
@@ -207,6 +215,8 @@ def manage(
     sent."""
     tool = command.tool
     op = guarded(tool, if_match)
+    if tool in POLICY_WRITES:
+        service.require_signed()
     if actor.admin:
         return op(service, actor, command)
     if actor.agent is None:

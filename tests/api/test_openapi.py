@@ -21,6 +21,7 @@ from api import records as r
 from api.http import answers as a
 from api.http.app import TABLE, create_app
 from api.http.openapi import models_of, openapi
+from policy import bundles
 from tests.api.conftest import POLICY, REVIEWED, Harness
 
 MODELS: dict[str, type[BaseModel]] = {model.__name__: model for model in models_of(TABLE)}
@@ -177,6 +178,16 @@ def test_live_answers_read_as_their_schemas(
     check("PUT", "/v1/policy", json={"files": [{"path": "p.charter", "text": POLICY + REVIEWED}],
                                      "note": "json"}, headers=admin, status=201)  # fmt: skip
     check("PUT", "/v1/policy", content="role r {", headers=text, status=422)
+    # a bundle (unsigned: this server trusts no key, and checks its files against its manifest)
+    manifest = {
+        "format": bundles.FORMAT,
+        "revision": "v3",
+        "files": [{"path": "p.charter", "sha256": bundles.digest(POLICY + REVIEWED)}],
+    }
+    bundle = {"manifest": manifest, "files": [{"path": "p.charter", "text": POLICY + REVIEWED}]}
+    check("PUT", "/v1/policy/bundle", json=bundle, headers=admin, status=201)
+    check("PUT", "/v1/policy/bundle", json={**bundle, "files": [{"path": "p.charter",
+          "text": POLICY}]}, headers=admin, status=422)  # fmt: skip
     check("GET", "/v1/policy", "/v1/policy?revision=2", headers=admin, status=200)
     check("GET", "/v1/policy", "/v1/policy?revision=99", headers=admin, status=404)
     check("GET", "/v1/revisions", headers=admin, status=200)
