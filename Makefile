@@ -91,6 +91,7 @@ $(VENV)/.bench-stamp: $(STAMP)
 bench: $(VENV)/.bench-stamp
 	$(PY) -m bench.run
 	$(PY) -m bench.change_bench
+	$(PY) -m bench.start_bench
 	$(PY) -m bench.http_bench
 	$(PY) -m bench.store_bench
 	$(PY) -m bench.fit_bench
