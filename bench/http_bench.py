@@ -33,6 +33,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from api.http.parts import LaneApp
+from bench.targets import Conditions, Row, record
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -407,6 +408,21 @@ def report(results: list[Result], stack: str = "auto") -> str:
     return "\n".join(lines) + "\n"
 
 
+def targets(results: list[Result]) -> list[Row]:
+    """The batch's share of the engine's ceiling (issue target: at least 80%)."""
+    engine = {(r.workers, r.clients): r.decisions for r in results if r.server == "engine"}
+    return [
+        Row(
+            f"batch of 100 over HTTP, {r.workers} worker(s), {r.clients} clients: >= 80% of "
+            "the decisions/s of a bare starlette endpoint deciding with the same snapshot",
+            f"{r.decisions / engine[(r.workers, r.clients)]:.0%}",
+            r.decisions / engine[(r.workers, r.clients)] >= 0.8,
+        )
+        for r in results
+        if r.server == "charter" and r.mode == "batch100" and (r.workers, r.clients) in engine
+    ]
+
+
 def write_doc(text: str, start: str = START, end: str = END) -> None:
     """`text` in docs/benchmarks.md between the markers `start` and `end`."""
     if not DOC.exists():
@@ -440,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         run_uvicorn("bench.http_bench:ceiling_app", "127.0.0.1", args.serve_ceiling, workers,
                     factory=True, loop=loop, http=http)  # fmt: skip
         return 0
+    conditions = Conditions()
     results = run(
         args.seconds,
         [int(x) for x in args.clients.split(",")],
@@ -449,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     text = report(results, args.stack)
     sys.stdout.write(text)
+    record("bench.http_bench", targets(results), conditions, docs=not args.no_write)
     if not args.no_write:
         write_doc(text)
     return 0
