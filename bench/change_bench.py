@@ -31,8 +31,8 @@ from api import commands as c
 from api.http.app import open_service
 from api.service.manage import manage
 from api.service.tokens import Principal
-from bench.report import load_average, machine_info, write_docs
-from bench.targets import Conditions, Row, record
+from bench.report import load_average, machine_info
+from bench.targets import Conditions, Row, publish, verdict_lines
 from bench.workload import Workload, generate
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
@@ -155,10 +155,7 @@ def render(results: list[ChangeResult], info: dict[str, str], command: str) -> s
         f"{r.file_changed_ms:.1f} ms | {r.create_ms:.1f} ms | {r.differing} |"
         for r in results
     ]
-    lines += ["", "| target | figure | verdict |", "| --- | --- | --- |"]
-    lines += [
-        f"| {t.target} | {t.figure} | {'PASS' if t.ok else 'FAIL'} |" for t in targets(results)
-    ]
+    lines += verdict_lines(targets(results))
     return "\n".join(lines) + "\n"
 
 
@@ -177,11 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_size(size, opts.requests, opts.repeats))
     command = "python -m bench.change_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     report = render(results, machine_info(load_before), command.strip())
-    print(report)
-    record("bench.change_bench", targets(results), conditions, docs=not opts.no_docs)
-    if not opts.no_docs:
-        write_docs(report, BEGIN, END)
-        print("figures written to docs/benchmarks.md")
+    publish(
+        "bench.change_bench", report, targets(results), conditions, (BEGIN, END), not opts.no_docs
+    )
     return 0
 
 

@@ -30,8 +30,8 @@ from bench.coldpath import (
     ColdResult,
     run_cold,
 )
-from bench.report import BEGIN, END, load_average, machine_info, write_docs
-from bench.targets import Conditions, Row, record
+from bench.report import BEGIN, END, load_average, machine_info
+from bench.targets import Conditions, Row, publish
 from bench.timing import Timing, time_calls, time_side_by_side, timer_overhead_ns
 from bench.workload import Workload, as_received, generate
 from engine.check import check_sources
@@ -432,12 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:])
     report = render(results, machine_info(load_before), command.strip())
     report += f"\nTimer overhead subtracted from each call: {overhead:.0f} ns.\n"
-    print(report)
     rows = [Row(t, m, v == "PASS") for t, m, v in targets(results)]
-    record("bench.run", rows, conditions, docs=not opts.no_docs)
-    if not opts.no_docs:
-        write_docs(report, BEGIN, END)
-        print("figures written to docs/benchmarks.md")
+    publish("bench.run", report, rows, conditions, (BEGIN, END), not opts.no_docs)
     return 0  # figures, not a gate: the verdicts are in the table
 
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import httpx
 
-from bench.report import load_average, machine_info, write_docs
-from bench.targets import Conditions, Row, record
+from bench.report import load_average, machine_info
+from bench.targets import Conditions, Row, publish, verdict_lines
 from bench.workload import Workload, generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,10 +175,7 @@ def render(results: list[StartResult], info: dict[str, str], command: str) -> st
         f"{r.peak_mb:.0f} MB | {r.decisions:,} ({r.allowed:,}) |"
         for r in results
     ]
-    lines += ["", "| target | figure | verdict |", "| --- | --- | --- |"]
-    lines += [
-        f"| {t.target} | {t.figure} | {'PASS' if t.ok else 'FAIL'} |" for t in targets(results)
-    ]
+    lines += verdict_lines(targets(results))
     return "\n".join(lines) + "\n"
 
 
@@ -197,11 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_size(size, opts.requests, opts.repeats))
     command = "python -m bench.start_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     report = render(results, machine_info(load_before), command.strip())
-    print(report)
-    record("bench.start_bench", targets(results), conditions, docs=not opts.no_docs)
-    if not opts.no_docs:
-        write_docs(report, BEGIN, END)
-        print("figures written to docs/benchmarks.md")
+    publish(
+        "bench.start_bench", report, targets(results), conditions, (BEGIN, END), not opts.no_docs
+    )
     return 0
 
 

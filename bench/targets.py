@@ -61,6 +61,29 @@ def record(bench: str, rows: list[Row], conditions: Conditions, docs: bool = Tru
     return table
 
 
+def verdict_lines(rows: list[Row]) -> list[str]:
+    """A bench's own table of its targets (after its figures)."""
+    lines = ["", "| target | figure | verdict |", "| --- | --- | --- |"]
+    return lines + [f"| {t.target} | {t.figure} | {'PASS' if t.ok else 'FAIL'} |" for t in rows]
+
+
+def publish(
+    bench: str,
+    report: str,
+    rows: list[Row],
+    conditions: Conditions,
+    markers: tuple[str, str],
+    docs: bool = True,
+) -> None:
+    """A bench's last step: print its report, record its targets, and (with `docs`)
+    write the report into docs/benchmarks.md between `markers`."""
+    print(report)
+    record(bench, rows, conditions, docs=docs)
+    if docs:
+        write_docs(report, *markers)
+        print("figures written to docs/benchmarks.md")
+
+
 def render(kept: dict[str, list[dict[str, object]]]) -> str:
     lines = [
         "| target | figure | verdict | bench | run (date; load before / after; CPU share) |",
