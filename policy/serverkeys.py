@@ -191,11 +191,13 @@ class ServerKeys:
             self._signing = None
         return self.public()[-1]
 
-    def public(self) -> list[PublicKey]:
+    def public(self, make: bool = True) -> list[PublicKey]:
         """Every key of the ring whose seed opens and matches it, oldest first (a key
         someone added to the database without the secret key is left out: it vouches
-        for nothing). Makes the first key when there is none."""
-        entries = self._entries() or self._ensure()
+        for nothing). With `make`, makes the first key when there is none."""
+        entries = self._entries()
+        if not entries and make:
+            entries = self._ensure()
         found = []
         for entry in entries:
             if self._open(entry) is not None:
@@ -211,7 +213,9 @@ class ServerKeys:
         return found
 
     def trusted(self) -> dict[str, PublicKey]:
-        return {key.kid: key for key in self.public()}
+        """The keys `public` gives, by id; writes nothing (a database without a ring has
+        no key to trust)."""
+        return {key.kid: key for key in self.public(make=False)}
 
     def jwks(self) -> dict[str, Any]:
         """The public keys as a JWK set (RFC 7517), `current` naming the signing key."""
