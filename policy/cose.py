@@ -16,6 +16,7 @@ are the bytes sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import cbor2
@@ -40,15 +41,21 @@ class CoseError(Exception):
 
 
 def _to_be_signed(protected: bytes, payload: bytes) -> bytes:
-    return bytes(cbor2.dumps([CONTEXT, protected, b"", payload], canonical=True))
+    # (arrays of strings: one encoding only, canonical or not)
+    return bytes(cbor2.dumps([CONTEXT, protected, b"", payload]))
+
+
+@lru_cache(maxsize=64)
+def _protected(kid: str) -> bytes:
+    return bytes(cbor2.dumps({ALG: EDDSA, KID: kid.encode()}, canonical=True))
 
 
 def sign1(key: nacl.signing.SigningKey, kid: str, payload: bytes) -> bytes:
     """`payload` signed with `key`, whose id is `kid`, as a tagged COSE_Sign1."""
-    protected = bytes(cbor2.dumps({ALG: EDDSA, KID: kid.encode()}, canonical=True))
+    protected = _protected(kid)
     signature = key.sign(_to_be_signed(protected, payload)).signature
     message = cbor2.CBORTag(SIGN1_TAG, [protected, {}, payload, bytes(signature)])
-    return bytes(cbor2.dumps(message, canonical=True))
+    return bytes(cbor2.dumps(message))
 
 
 def _parts(data: bytes) -> tuple[bytes, str, bytes, bytes]:
