@@ -131,15 +131,24 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
         _say(_line(db, finding))
     covered = report.covered_through
     if covered < report.head:
-        after = f"decisions {covered + 1} to {report.head}" if covered else "every decision"
-        _say(f"{db}: note: {after}: no signed checkpoint covers them, the chain alone does")
+        if not covered:
+            after = "every decision"
+        elif covered + 1 == report.head:
+            after = f"decision {report.head}"
+        else:
+            after = f"decisions {covered + 1} to {report.head}"
+        _say(f"{db}: note: {after}: no signed checkpoint covers it yet, the chain alone does")
     if report.findings:
         first = report.findings[0]
         _say(f"{db}: error[V0001]: the log does not verify: first at decision {first.seq} "
              f"({first.why}); {len(report.findings)} found")  # fmt: skip
         return 1
-    _say(f"{db}: decisions 1 to {report.head} verify; {report.checkpoints} signed "
-         f"checkpoints, the last at {covered}")  # fmt: skip
+    counted = (
+        "1 signed checkpoint"
+        if report.checkpoints == 1
+        else (f"{report.checkpoints} signed checkpoints")
+    )
+    _say(f"{db}: decisions 1 to {report.head} verify; {counted}, the last at {covered}")
     return 0
 
 
