@@ -164,6 +164,12 @@ class ServerKeys:
                 self._read_at = time.monotonic()
             return self._signing
 
+    def ensure(self) -> None:
+        """Make the ring's first key if there is none (a serving process, as it opens the
+        store: a read of the keys never writes)."""
+        if not self._entries():
+            self._ensure()
+
     def _ensure(self) -> list[dict[str, Any]]:
         """The ring, made with its first key if there is none yet (by one process of
         several starting at once: the others find it made)."""
@@ -191,13 +197,11 @@ class ServerKeys:
             self._signing = None
         return self.public()[-1]
 
-    def public(self, make: bool = True) -> list[PublicKey]:
+    def public(self) -> list[PublicKey]:
         """Every key of the ring whose seed opens and matches it, oldest first (a key
         someone added to the database without the secret key is left out: it vouches
-        for nothing). With `make`, makes the first key when there is none."""
+        for nothing). Writes nothing: none before the ring is made."""
         entries = self._entries()
-        if not entries and make:
-            entries = self._ensure()
         found = []
         for entry in entries:
             if self._open(entry) is not None:
@@ -213,9 +217,8 @@ class ServerKeys:
         return found
 
     def trusted(self) -> dict[str, PublicKey]:
-        """The keys `public` gives, by id; writes nothing (a database without a ring has
-        no key to trust)."""
-        return {key.kid: key for key in self.public(make=False)}
+        """The keys `public` gives, by id."""
+        return {key.kid: key for key in self.public()}
 
     def jwks(self) -> dict[str, Any]:
         """The public keys as a JWK set (RFC 7517), `current` naming the signing key."""

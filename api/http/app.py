@@ -109,6 +109,7 @@ def open_service(
     try:
         store.serving()  # (SQLite: WAL checkpoints on a thread of their own, off commits)
         service = Service(store, Sealer(load_key_file(files.key)))
+        service.keys.ensure()  # (the signing key, made by the first process to start)
     except BaseException:
         store.close()
         raise
