@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,28 @@ from api.service import receipts
 from policy import logseal
 from policy.cose import EDDSA, SIGN1_TAG
 from policy.serverkeys import from_jwks, unb64url
-from tests.api.conftest import BOTH, Harness, expect
+from tests.api.conftest import BOTH, Harness, LiveServer, expect, make_harness, store_kinds
 
 STORES = BOTH
 MAIL: dict[str, Any] = {"agent": "a1", "tool": "mail.send",
         "args": {"to": "b@example.com", "subject": "s", "body": "b"}}  # fmt: skip
 SEED = "ab" * 32
+
+
+@pytest.fixture(scope="module", params=store_kinds(BOTH))
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Harness, httpx.Client]]:
+    """One harness and its live server for the tests that read receipts (each decides
+    what it checks; none rotates the key)."""
+    db = request.getfixturevalue("pg_server").database() if request.param == "postgres" else None
+    made = make_harness(tmp_path_factory.mktemp("receipts"), db)
+    with (
+        LiveServer(create_app(made.service)) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        yield made, client
+    made.service.store.close()
 
 
 def _decide(live: httpx.Client, harness: Harness, body: Any = MAIL, query: str = "receipt=true",
@@ -51,8 +68,9 @@ def _verify(receipt: str, keys: Path, *more: str) -> int:
 
 
 def test_a_receipt_verifies_offline_and_binds_the_logged_decision(
-    live: httpx.Client, harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    world: tuple[Harness, httpx.Client], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    harness, live = world
     answer = _decide(live, harness)
     keys = _keys_file(live, tmp_path)
     call = tmp_path / "call.json"
@@ -80,8 +98,9 @@ def test_a_receipt_verifies_offline_and_binds_the_logged_decision(
 
 
 def test_the_receipt_is_a_cose_sign1_as_rfc_9052_lays_it_out(
-    live: httpx.Client, harness: Harness
+    world: tuple[Harness, httpx.Client],
 ) -> None:
+    harness, live = world
     raw = receipts.decode(_decide(live, harness)["receipt"])
     message = cbor2.loads(raw)
     assert message.tag == SIGN1_TAG
@@ -115,22 +134,29 @@ OTHER: dict[str, Any] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("field", receipts.FIELDS)
 def test_a_receipt_with_any_bound_field_changed_does_not_verify(
-    live: httpx.Client, harness: Harness, tmp_path: Path, field: str,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    world: tuple[Harness, httpx.Client], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    harness, live = world
     raw = receipts.decode(_decide(live, harness)["receipt"])
     keys = _keys_file(live, tmp_path)
+    trusted = from_jwks(json.loads(keys.read_text()))
+    assert receipts.verify(raw, trusted)[1]["seq"] > 0
+    for field in receipts.FIELDS:
+        with pytest.raises(receipts.ReceiptError) as refused:
+            receipts.verify(receipts.decode(_with(raw, field, OTHER[field])), trusted)
+        assert refused.value.why == "bad-signature", field
+    # And on the command line, offline: exit 1, V0101.
     assert _verify(receipts.encode(raw), keys) == 0
     capsys.readouterr()
-    assert _verify(_with(raw, field, OTHER[field]), keys) == 1
+    assert _verify(_with(raw, "effect", "allow" if b"deny" in raw else "deny"), keys) == 1
     assert "error[V0101]" in capsys.readouterr().err
 
 
 def test_a_receipt_for_another_call_or_an_unknown_key_is_refused(
-    live: httpx.Client, harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    world: tuple[Harness, httpx.Client], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    harness, live = world
     receipt = _decide(live, harness)["receipt"]
     keys = _keys_file(live, tmp_path)
     other = tmp_path / "other.json"
@@ -152,8 +178,9 @@ def test_a_receipt_for_another_call_or_an_unknown_key_is_refused(
 
 
 def test_a_bad_receipt_parameter_is_refused_and_decides_nothing(
-    live: httpx.Client, harness: Harness
+    world: tuple[Harness, httpx.Client],
 ) -> None:
+    harness, live = world
     before = harness.service.store.last_seq()
     for query in ("receipt=yes", "receipt=True", "receipt=true&receipt=true"):
         answer = live.post(f"/v1/decisions?{query}", json=MAIL,
@@ -163,8 +190,9 @@ def test_a_bad_receipt_parameter_is_refused_and_decides_nothing(
 
 
 def test_every_decision_of_a_batch_carries_its_receipt(
-    live: httpx.Client, harness: Harness, tmp_path: Path
+    world: tuple[Harness, httpx.Client], tmp_path: Path
 ) -> None:
+    harness, live = world
     calls = [MAIL, {**MAIL, "args": {**MAIL["args"], "to": "x@elsewhere.org"}}] * 10
     answers = _decide(live, harness, {"calls": calls}, path="/v1/decisions/batch")["decisions"]
     keys = from_jwks(live.get("/v1/keys").json())
@@ -176,8 +204,9 @@ def test_every_decision_of_a_batch_carries_its_receipt(
 
 
 def test_a_secret_argument_is_digested_redacted_as_the_log_has_it(
-    live: httpx.Client, harness: Harness
+    world: tuple[Harness, httpx.Client],
 ) -> None:
+    harness, live = world
     call = {"agent": "a1", "tool": "identities.import", "args": {"seed": SEED}}
     answer = _decide(live, harness, call)
     raw = receipts.decode(answer["receipt"])
@@ -234,9 +263,11 @@ def test_the_log_verifies_through_the_api_and_the_checkpoint_at_shutdown(
 
 
 def test_a_tampered_row_is_named_by_the_api_and_the_command_line(
-    harness: Harness, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    file = harness.file  # (tampering with SQL on the file; tests/store covers PostgreSQL)
+    # (tampering with SQL on an SQLite file; tests/store/test_logseal.py has PostgreSQL's)
+    harness = make_harness(tmp_path)
+    file = harness.file
     client = TestClient(create_app(harness.service))
     for _ in range(4):
         client.post("/v1/decisions", json=MAIL, headers=harness.auth(harness.decide))
@@ -251,3 +282,4 @@ def test_a_tampered_row_is_named_by_the_api_and_the_command_line(
     assert main(["log", "verify", "--db", str(file)]) == 1
     out = capsys.readouterr().out
     assert "decision 2: checksum-mismatch" in out and "error[V0001]" in out
+    harness.service.store.close()
