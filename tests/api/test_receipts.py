@@ -63,7 +63,7 @@ def _keys_file(live: httpx.Client, tmp_path: Path, name: str = "keys.json") -> P
     return path
 
 
-def _verify(receipt: str, keys: Path, *more: str) -> int:
+def _verify(receipt: str, keys: Path | str, *more: str) -> int:
     return main(["receipt", "verify", receipt, "--keys", str(keys), *more])
 
 
@@ -92,6 +92,8 @@ def test_a_receipt_verifies_offline_and_binds_the_logged_decision(
     assert unb64url(claims["final"]) == receipts.digest(answer["args"])
     snapshot = harness.service.snapshots.get(answer["revision"])
     assert unb64url(claims["policy"]) == receipts.revision_digest(snapshot)
+    # The keys asked of the server itself, by its URL.
+    assert _verify(answer["receipt"], str(live.base_url)) == 0
     # Without `?receipt=true`, none.
     assert "receipt" not in _decide(live, harness, query="receipt=false")
     assert "receipt" not in _decide(live, harness, query="")
