@@ -31,7 +31,7 @@ import base64
 import binascii
 import hashlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import cbor2
@@ -53,12 +53,13 @@ def digest(value: Any) -> bytes:
     return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
 
 
-def revision_digest(snapshot: Snapshot) -> bytes:
-    """The digest of a revision's files: of the sorted `[path, SHA-256 of its UTF-8 text]`
-    pairs (the texts as the store keeps them, policy/store/texts.py)."""
+def revision_digest(files: Iterable[tuple[str, str]]) -> bytes:
+    """The digest of a revision's files (`(path, text)` pairs): of the sorted `[path,
+    SHA-256 of its UTF-8 text]` pairs (the texts as the store keeps them,
+    policy/store/texts.py)."""
     pairs = sorted(
-        [f.path, hashlib.sha256(f.text.encode("utf-8", "surrogatepass")).digest()]
-        for f in snapshot.workspace.files
+        [path, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()]
+        for path, text in files
     )
     return digest(pairs)
 
@@ -95,7 +96,8 @@ class Signer:
     def policy(self, snapshot: Snapshot) -> bytes:
         found = self._policies.get(snapshot.revision)
         if found is None:
-            found = revision_digest(snapshot)
+            # (what a serving process loaded: every file's whole text, engine/served.py)
+            found = revision_digest((f.path, f.text) for f in snapshot.served.files)
             with self._lock:
                 if len(self._policies) > 1024:
                     self._policies.clear()

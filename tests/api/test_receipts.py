@@ -90,8 +90,10 @@ def test_a_receipt_verifies_offline_and_binds_the_logged_decision(
     ).json()["decisions"]
     assert unb64url(claims["args"]) == receipts.digest(row["args"])
     assert unb64url(claims["final"]) == receipts.digest(answer["args"])
-    snapshot = harness.service.snapshots.get(answer["revision"])
-    assert unb64url(claims["policy"]) == receipts.revision_digest(snapshot)
+    stored = harness.service.store.get_revision(answer["revision"])
+    assert stored is not None
+    files = [(str(path), str(text)) for path, text in stored["files"]]
+    assert unb64url(claims["policy"]) == receipts.revision_digest(files)
     # The keys asked of the server itself, by its URL.
     assert _verify(answer["receipt"], str(live.base_url)) == 0
     # Without `?receipt=true`, none.
