@@ -282,10 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extend(sub: Any) -> None:
-    """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle)."""
+    """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle,
+    log, receipt)."""
     import importlib
 
-    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db", "api.cli_bundle"):
+    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db", "api.cli_bundle", "api.cli_log"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

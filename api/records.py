@@ -110,6 +110,9 @@ class DecisionResponse(BaseModel):
     near_misses: list[Reason]
     revision: int
     approval_id: str | None = None
+    # With `?receipt=true`: the decision signed by the server (api.service.receipts), a
+    # COSE_Sign1 in base64url; `charter receipt verify` checks it offline.
+    receipt: str | None = None
 
 
 # ---- resources ----------------------------------------------------------------------------

@@ -308,3 +308,58 @@ class Problem(BaseModel):
     decision: DecisionResponse | None = None  # `denied-by-policy`
     in_use: list[InUse] | None = None  # `policy-in-use`: the first 100 names
     in_use_more: int | None = None  # `policy-in-use`: the names left out of `in_use`
+
+
+# ---- the server's keys and the log's verification ------------------------------------------
+class PublishedKey(BaseModel):
+    """An Ed25519 public key as a JWK (RFC 8037), with its validity."""
+
+    kty: Literal["OKP"]
+    crv: Literal["Ed25519"]
+    x: str  # the public key, base64url without padding
+    kid: str  # its RFC 7638 thumbprint
+    alg: Literal["EdDSA"]
+    use: Literal["sig"]
+    not_before: int  # ms since the epoch: it signs from then on
+    not_after: int | None  # when it stopped signing (a rotation); null: it signs now
+
+
+class KeySet(BaseModel):
+    """The server's signing keys, oldest first (a JWK set, RFC 7517)."""
+
+    keys: list[PublishedKey]
+    current: str | None  # the `kid` of the key that signs now
+
+
+class LogFinding(BaseModel):
+    """Decisions `seq` to `last_seq` are not as logged (`why`: docs/operations.md)."""
+
+    seq: int
+    last_seq: int
+    why: Literal[
+        "checksum-mismatch", "chain-broken", "missing", "undecodable",
+        "checkpoint-mismatch", "checkpoint-forged",
+    ]  # fmt: skip
+    detail: str
+
+
+class SignedCheckpoint(BaseModel):
+    """A checkpoint whose signature verified: the chain's digest through `seq`."""
+
+    seq: int
+    digest: str  # hex
+    at: int  # when it was signed, ms since the epoch
+    kid: str  # the key that signed it
+
+
+class LogVerification(BaseModel):
+    """The whole log checked against its chain and its signed checkpoints."""
+
+    sound: bool
+    head: int  # the last seq logged
+    covered_through: int  # the last seq a verified checkpoint vouches for (0: none)
+    checkpoints: int  # the checkpoints that verified
+    last_checkpoint: SignedCheckpoint | None
+    first_bad: LogFinding | None  # the first stretch that is wrong
+    found: int  # how many stretches are wrong
+    findings: list[LogFinding]  # the first 100 of them, in seq order

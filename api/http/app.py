@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from api.http import decisions, ops, policy, resources
+from api.http import decisions, keys, ops, policy, resources
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
 from api.http.lifeline import end_with_supervisor
@@ -30,12 +31,23 @@ from policy.secrets import Sealer, load_key_file
 from policy.store.open import Target, open_store, parse
 
 # The decision routes first: starlette tries routes in order, and they are the hot ones.
-TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES]
+TABLE: Table = [
+    *decisions.ROUTES,
+    *ops.ROUTES,
+    *policy.ROUTES,
+    *resources.ROUTES,
+    *keys.ROUTES,
+]
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app: CharterApp) -> AsyncIterator[None]:
+    # The log's signed checkpoints: every minute while it serves, and once more as it
+    # shuts down (policy/logseal.py).
+    checkpointer = app.charter.service.checkpointer
+    checkpointer.start()
     yield
+    await run_in_threadpool(checkpointer.stop)
     shared = app.charter.service.shared_metrics
     if shared is not None:  # a worker shutting down (its file stays, with its counts)
         shared.close()
@@ -97,6 +109,7 @@ def open_service(
     try:
         store.serving()  # (SQLite: WAL checkpoints on a thread of their own, off commits)
         service = Service(store, Sealer(load_key_file(files.key)))
+        service.keys.ensure()  # (the signing key, made by the first process to start)
     except BaseException:
         store.close()
         raise

@@ -88,6 +88,10 @@ CODES: dict[AnyCode, Code] = {
     "bad-limit": Code(400, "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code(400, "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
     "bad-remove-in-use": Code(400, "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"),
+    "bad-receipt": Code(
+        400,
+        "`receipt` (`POST /v1/decisions`, `/v1/decisions/batch`) is not `true` or `false`; nothing was decided",
+    ),
     "bad-if-match": Code(
         400,
         '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
@@ -604,7 +608,8 @@ WHERE: dict[str, tuple[str, ...]] = {
             "bundle-digest-mismatch",
         )
     },
-    "secret-key-mismatch": ("approve",),  # (the one that opens a sealed call)
+    # (the one that opens a sealed call; and the server's signing key, for a receipt)
+    "secret-key-mismatch": ("approve", *_DECIDING),
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
     "unavailable": ("listAgentTools", "checkFit"),

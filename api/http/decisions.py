@@ -238,11 +238,11 @@ async def turns(request: Request) -> Response:
 
 ROUTES: Table = [
     (Spec("POST", "/v1/decisions", "Decide one call", "decide",
-          m.DecisionRequest, r.DecisionResponse, errors=(404, 409), operation="decide",
-          tag="decisions"), DecisionLane(batch=False)),
+          m.DecisionRequest, r.DecisionResponse, errors=(404, 409, 503), operation="decide",
+          query=("receipt",), tag="decisions"), DecisionLane(batch=False)),
     (Spec("POST", "/v1/decisions/batch", "Decide up to 1,000 calls", "decide",
-          m.BatchRequest, a.BatchResponse, errors=(404, 409), operation="decideBatch",
-          tag="decisions"), DecisionLane(batch=True)),
+          m.BatchRequest, a.BatchResponse, errors=(404, 409, 503), operation="decideBatch",
+          query=("receipt",), tag="decisions"), DecisionLane(batch=True)),
     (Spec("GET", "/v1/decisions", "Read the decision log by sequence (at most 4 MiB a page)",
           "admin", None, a.LogPage, query=("after_seq", "limit"), operation="readDecisionLog",
           tag="decisions"), read_log),

@@ -38,6 +38,24 @@ DECISION: dict[str, Any] = {
     "near_misses": [],
     "revision": 3,
 }
+KEY_ID = "UDDReOZl1ipXAfp9wYsm13sDBMK5og--QWdBjzuf6o4"  # (the JWK thumbprint of `x`)
+KEY: dict[str, Any] = {
+    "kty": "OKP", "crv": "Ed25519", "x": "iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w",
+    "kid": KEY_ID, "alg": "EdDSA", "use": "sig", "not_before": AT, "not_after": None,
+}  # fmt: skip
+KEY_SET: dict[str, Any] = {"keys": [KEY], "current": KEY_ID}
+NEW_KEY: dict[str, Any] = {
+    **KEY, "x": "gTl3Dqh9F19Wo1Rmw0x-zMuNipG07jeiXfYPW4_Js5Q",
+    "kid": "aVBtapLd11SUVKIMGJfPzOEDuN0sXcmzJQNVT-_sKEU", "not_before": AT + 86_400_000,
+}  # fmt: skip
+ROTATED: dict[str, Any] = {
+    "keys": [{**KEY, "not_after": AT + 86_400_000}, NEW_KEY],
+    "current": NEW_KEY["kid"],
+}
+LOG_FINDING: dict[str, Any] = {
+    "seq": 1017, "last_seq": 1017, "why": "checksum-mismatch",
+    "detail": "it does not match its checksum",
+}  # fmt: skip
 REFUND = {"order": "A-1001", "amount": 80, "reason": "damaged", "currency": "USD"}
 PAUSED: dict[str, Any] = {
     **DECISION,
@@ -312,6 +330,25 @@ EXAMPLES: dict[str, Example] = {
             "created_at": AT,
             "ends_at": AT + 3_600_000,
         },
+    ),
+    "readKeys": Example(answer=KEY_SET),
+    "rotateKeys": Example(answer=ROTATED),
+    "verifyLog": Example(
+        answer={
+            "sound": False,
+            "head": 1042,
+            "covered_through": 960,
+            "checkpoints": 16,
+            "last_checkpoint": {
+                "seq": 960,
+                "digest": "5be0f0c1d2a4e6b89a7c3e1f20d4b6a8",
+                "at": AT,
+                "kid": KEY_ID,
+            },
+            "first_bad": LOG_FINDING,
+            "found": 1,
+            "findings": [LOG_FINDING],
+        }
     ),
     "checkHealth": Example(answer={"status": "ok"}),
     "checkReadiness": Example(answer={"status": "ready", "revision": 3}),

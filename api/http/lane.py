@@ -13,7 +13,10 @@ the app would: an expected error through the app's own exception handlers
 from __future__ import annotations
 
 import time
+from typing import Any
+from urllib.parse import parse_qs
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive, Scope, Send
 
@@ -22,9 +25,45 @@ from api.http.body import receive_body
 from api.http.calls import batch_calls, one_call
 from api.http.errors import handler_for, internal_error
 from api.http.parts import Parts
+from api.service.calls import Call
+from api.service.core import Service, now_ms
 from api.service.encoding import dumps
+from api.service.errors import ServiceError
 
 _JSON = (b"content-type", b"application/json")
+RECEIPT = "receipt"
+# Receipts for more decisions than this are signed on a worker thread, off the event loop
+# (an Ed25519 signature and two digests take some tens of microseconds each).
+SIGN_ON_LOOP = 16
+
+
+def wants_receipt(scope: Scope) -> bool:
+    """`?receipt=true`: each decision answered carries a signed receipt; `false` or none:
+    none. Anything else is 400 `bad-receipt` (before anything is decided): a misspelt
+    `True` or `1` taken for `false` would leave a caller without the receipt it relies on."""
+    query = scope.get("query_string")
+    if not query:
+        return False
+    values = parse_qs(query.decode("latin-1"), keep_blank_values=True).get(RECEIPT, [])
+    if len(values) > 1:
+        raise ServiceError(
+            "repeated-parameter", f"the query parameter `{RECEIPT}` is given {len(values)} times",
+            help="give each query parameter once",
+        )  # fmt: skip
+    if not values or values[0] in ("", "false"):
+        return False
+    if values[0] == "true":
+        return True
+    raise ServiceError(
+        "bad-receipt", f"`{RECEIPT}` must be `true` or `false`",
+        help=f"send `?{RECEIPT}=true` for a signed receipt with each decision, or leave it out",
+    )  # fmt: skip
+
+
+def _sign(service: Service, key: Any, calls: list[Call], results: list[dict[str, Any]]) -> None:
+    revisions = {answer["revision"] for answer in results}
+    snapshots = {revision: service.snapshots.get(revision) for revision in revisions}
+    service.receipts.add(key, calls, results, snapshots, now_ms())
 
 
 class DecisionLane:
@@ -44,6 +83,11 @@ class DecisionLane:
             # (a token revoked), the group commit looks the token up again.
             generation = parts.commit.generation
             token, actor = authenticate_decisions(scope, parts.tokens)
+            # The key first: one that does not open refuses the request, nothing decided.
+            # (A request without a query string, the usual one, looks at nothing more.)
+            key = None
+            if scope.get("query_string") and wants_receipt(scope):
+                key = parts.service.keys.signing()
             raw = await receive_body(scope, receive)
             if self.batch:
                 calls = batch_calls(raw)
@@ -52,6 +96,11 @@ class DecisionLane:
                 calls = [one_call(raw)]
                 may_decide(actor, (calls[0].agent,))
             results = await parts.commit.decide(calls, token, generation)
+            if key is not None:
+                if len(calls) > SIGN_ON_LOOP:
+                    await run_in_threadpool(_sign, parts.service, key, calls, results)
+                else:
+                    _sign(parts.service, key, calls, results)
         except ClientDisconnect:
             return  # gone before its calls were handed over: nothing was written
         except Exception as exc:

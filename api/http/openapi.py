@@ -67,10 +67,12 @@ TAGS = {
     "hooks": "The hooks of the latest revision",
     "toolsets": "The toolsets of the latest revision",
     "tokens": "Bearer tokens: issued and revoked by an admin",
+    "keys": "The server's signing keys, which sign decision receipts and the log's "
+    "checkpoints, and the log's verification against them",
     "operations": "Health, readiness, metrics and this document: no token",
 }
 _INTEGERS = frozenset({"limit", "after_seq", "revision"})
-_BOOLEANS = frozenset({"remove_in_use"})  # `true` or `false`, as written
+_BOOLEANS = frozenset({"remove_in_use", "receipt"})  # `true` or `false`, as written
 _ETAG = {
     "ETag": {
         "schema": {"type": "string"},
@@ -102,7 +104,8 @@ def _statuses(spec: Spec) -> list[int]:
     """The problem statuses of an operation: its shape's and its Spec's `errors`."""
     found = set(spec.errors)
     if spec.auth != "none":
-        found |= {401, 403, 503}  # (a token is looked up in the store)
+        # (a token is looked up in the store; its header given twice is a 400)
+        found |= {400, 401, 403, 503}
     if spec.request is not None:
         found |= {400, 413, 422}
     if spec.query:

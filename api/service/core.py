@@ -19,13 +19,16 @@ from api.service.errors import ServiceError, Thing, not_found
 from api.service.metrics import Metrics
 from api.service.metricsshare import SharedMetrics
 from api.service.readmodel import ReadModel
+from api.service.receipts import Signer
 from api.service.snapshots import Snapshots
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.workspace import Workspace
 from policy.bundles import TrustedKey, Verified
 from policy.diagnostics import CharterError
+from policy.logseal import Checkpointer
 from policy.secrets import Sealer
+from policy.serverkeys import ServerKeys
 from policy.store import Doc, Store
 
 R = TypeVar("R", bound=Record)
@@ -114,6 +117,11 @@ class Service:
         # `charter serve --trusted-keys`: every new revision is a bundle signed by one of
         # these (`upload`'s `signed`); None: any upload an admin makes.
         self.trusted: dict[str, TrustedKey] | None = None
+        # The server's signing keys (made on first use), the log's checkpoints (started by
+        # a serving app: api.http.app.lifespan) and the receipts' signer.
+        self.keys = ServerKeys(store, sealer)
+        self.checkpointer = Checkpointer(store, self.keys)
+        self.receipts = Signer()
 
     # ---- the read model -------------------------------------------------------------------
     def sync(self) -> bool:

@@ -279,6 +279,12 @@ class DecisionLog(Protocol):
         (policy/store/rowsum.py): what vouches for every row up to it."""
         ...
 
+    def log_link(self, seq: int) -> bytes | None:
+        """The stored digest of the log's chain through `seq` (the `sum` of the run that
+        ends there), or None when no run ends at `seq`: what a signed checkpoint of the
+        log (policy/logseal.py) is compared with."""
+        ...
+
     def last_seq(self) -> int: ...
 
 

@@ -68,6 +68,15 @@ class Pieces:
         return found
 
 
+def link_at(seq: int, run: tuple[Any, ...] | None) -> bytes | None:
+    """`Store.log_link` from the last run starting at or before `seq` (its seq + count,
+    its sum): that sum when the run ends at `seq`, else None."""
+    if run is None or run[0] is None or int(run[0]) != seq + 1:
+        return None
+    stored = run[1]
+    return bytes(stored) if isinstance(stored, bytes | memoryview) else None
+
+
 def pack(rows: Sequence[bytes]) -> bytes:
     if len(rows) == 1:
         return rows[0]

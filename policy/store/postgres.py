@@ -98,6 +98,7 @@ _APPEND = Statement(
     (pgpipe.INT8, pgpipe.INT4, pgpipe.BYTEA, pgpipe.BYTEA),
 )
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
+_RUN_AT = "SELECT seq + count, sum FROM decisions WHERE seq <= %s ORDER BY seq DESC LIMIT 1"
 # A page of the log in one statement: the runs from the one that holds the first seq
 # wanted on (at most a page's `limit` of them give rows, after one that may end before
 # that seq, and one more tells where the last one ends), each with its body when it is
@@ -701,6 +702,11 @@ class PostgresStore:
         if last is None:
             return 0, GENESIS
         return int(last[0]) - 1, bytes(last[1] or b"")
+
+    def log_link(self, seq: int) -> bytes | None:
+        with self._lock:
+            found = self._one(_RUN_AT, (seq,))
+        return logread.link_at(seq, found)
 
     def last_seq(self) -> int:
         with self._lock:

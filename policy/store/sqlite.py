@@ -66,6 +66,7 @@ _NEXT_SEQ = "SELECT seq + count FROM decisions ORDER BY seq DESC LIMIT 1"
 _LAST_RUN = "SELECT seq + count, sum FROM decisions ORDER BY seq DESC LIMIT 1"
 _APPEND_RUN = "INSERT INTO decisions (seq, count, body, sum) VALUES (?, ?, ?, ?)"
 _RUN_BEFORE = "SELECT seq + count, sum FROM decisions WHERE seq < ? ORDER BY seq DESC LIMIT 1"
+_RUN_AT = "SELECT seq + count, sum FROM decisions WHERE seq <= ? ORDER BY seq DESC LIMIT 1"
 # A run's length, not its bytes (SQLite's length() of a column reads the record's header,
 # and `count`, stored after `body`, is reached through its overflow pages without copying
 # them; `body` beside length(), even in a CASE that skips it, is loaded whole): the rows a
@@ -448,6 +449,11 @@ class SqliteStore:
         if last is None:
             return 0, GENESIS
         return int(last[0]) - 1, bytes(last[1] or b"")
+
+    def log_link(self, seq: int) -> bytes | None:
+        with self._lock:
+            found = self._db.execute(_RUN_AT, (seq,)).fetchone()
+        return logread.link_at(seq, found)
 
     def read_decisions(
         self, after_seq: int, limit: int, max_bytes: int | None = None

@@ -99,6 +99,7 @@ QUERY: dict[str, tuple[Any, ...]] = {
     "status": ("pending", "approved", "rejected", "bogus", "", "PENDING"),
     "agent": (*(Ref(a) for a in AGENTS), "ghost", ""),
     "remove_in_use": ("true", "false", "", "True", "1", "yes"),
+    "receipt": ("true", "false", "", "True", "1", "yes"),
 }  # fmt: skip
 IF_MATCH = ("*", Ref("etag"), '"' + "0" * 32 + '"', 'W/"x"', '"a", "b"', "abc", "", b'"\xe9"')
 IF_MATCH_POLICY = ("*", Ref("revision"), '"1"', '"0"', '"' + "9" * 20 + '"', 'W/"1"', "1")

@@ -93,7 +93,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
-         "admit", "upload", "approve", "reject", "issue", "revoke")  # fmt: skip
+         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -244,6 +244,14 @@ def test_live_answers_read_as_their_schemas(
     check("POST", "/v1/decisions", json={**mail, "agent": "nope"}, headers=decide, status=404)
     check("POST", "/v1/decisions/batch", json={"calls": [mail, mail]}, headers=decide, status=200)
     check("GET", "/v1/decisions", "/v1/decisions?after_seq=0&limit=10", headers=admin, status=200)
+    check("POST", "/v1/decisions", "/v1/decisions?receipt=true", json=mail, headers=decide,
+          status=200)  # fmt: skip
+    check("POST", "/v1/decisions", "/v1/decisions?receipt=yes", json=mail, headers=decide,
+          status=400)  # fmt: skip
+    # ---- the server's keys and the log's verification
+    check("GET", "/v1/keys", status=200)
+    check("POST", "/v1/keys/rotate", headers=admin, status=200)
+    check("GET", "/v1/log/verify", headers=admin, status=200)
     check("GET", "/v1/agents/{id}/tools", "/v1/agents/a1/tools", headers=decide, status=200)
     check("POST", "/v1/fit", json={"agent": "a1", "profile": "narrow"}, headers=decide,
           status=200)  # fmt: skip
