@@ -6,11 +6,13 @@
 and reads libFuzzer's lines (`#N ... cov: C`) for the report; a failure ends the process
 with the input written where `-artifact_prefix` says. The target's packages are
 instrumented as they are first imported: the seeds are run once inside the hook, so
-every module a target reaches is imported (and instrumented) then.
+every module a target reaches is imported (and instrumented) then; a seed that fails
+is reported by libFuzzer, which runs every seed again as its first inputs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -22,7 +24,8 @@ def main() -> None:
     target = TARGETS[sys.argv[1]]
     with atheris.instrument_imports(include=list(target.packages)):
         for seed in target.seeds():
-            target.run(seed)
+            with contextlib.suppress(Exception):
+                target.run(seed)
     argv = [sys.argv[0], *sys.argv[2:]]
     atheris.Setup(argv, target.run)
     atheris.Fuzz()

@@ -264,8 +264,8 @@ def atheris_target(name: str, seconds: float, out: Path) -> Result:
         failure = _minimized(
             name, Path(unit[-1]), min(45.0, max(5.0, until - time.monotonic())), out
         )
-        if failure["signature"] in signatures:
-            continue
+        if failure["signature"] in signatures:  # found again: the rest would be the same
+            break
         signatures.add(failure["signature"])
         result.failures.append(failure)
     result.seconds = round(time.monotonic() - started, 1)
