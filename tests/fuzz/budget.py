@@ -94,7 +94,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     BUDGET.left -= 1
     entry: dict[str, Any] = {"examples": 0, "share_s": round(share, 1), "outcome": "running",
                              "stopped_by_budget": False, "failed": False}  # fmt: skip
-    doc = " ".join((getattr(item, "function", None).__doc__ or "").split("\n\n")[0].split())
+    # What it checks: its docstring's first paragraph, else its module's.
+    doc = getattr(item, "function", None).__doc__ or getattr(item.module, "__doc__", "") or ""  # type: ignore[attr-defined]
+    doc = " ".join(doc.split("\n\n")[0].split())
     entry["doc"] = doc
     BUDGET.stats[item.nodeid] = entry
     entry["started"] = now
@@ -118,6 +120,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     handle.inner_test = counted
     item.stash[_INNER] = (handle, inner)
+    _measure_as(item.nodeid)
+
+
+def _measure_as(nodeid: str) -> None:
+    """Under coverage.py (tests/fuzz/run.py), the lines run from here on are the test's."""
+    try:
+        import coverage
+    except ImportError:
+        return
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(nodeid)
 
 
 _INNER = pytest.StashKey[tuple[Any, Any]]()
