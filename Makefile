@@ -74,14 +74,20 @@ test-postgres: install postgres
 	$(call timed,tests on both stores,CHARTER_TEST_STORES=all HYPOTHESIS_PROFILE=fast \
 		$(VENV)/bin/pytest -n 2 --dist worksteal tests/api)
 
-fuzz: install
-	HYPOTHESIS_PROFILE=long CHARTER_TEST_UPLOADS=500 $(VENV)/bin/pytest tests/property tests/fit \
-		tests/api/test_log_properties.py tests/api/test_upload_memory.py \
-		tests/api/test_api_fuzz.py tests/api/test_solver_gate.py \
-		"tests/store/test_sqlite.py::test_reading_the_log_anywhere_in_its_runs" \
-		"tests/store/test_contract.py::test_reading_the_log_anywhere_in_its_runs" \
-		"tests/store/test_postgres.py::test_any_document_operations_read_back_the_same_on_both_stores" \
-		"tests/store/test_revision_deltas.py::test_any_sequence_of_changes_reads_back" -q
+# `make fuzz MINUTES=N`: every fuzz target within N minutes (docs/review.md): the
+# hypothesis properties (at most EXAMPLES examples each), atheris on the parser and
+# checker, compile + decide against the reference, the fit check and the HTTP request
+# readers, and schemathesis against a live `charter serve`; the report in fuzz-report/.
+# Its tools (atheris, schemathesis, coverage: the `fuzz` extra) are kept out of `make test`.
+MINUTES ?= 10
+EXAMPLES ?= 20000
+
+$(VENV)/.fuzz-stamp: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,fuzz]'
+	touch $(VENV)/.fuzz-stamp
+
+fuzz: $(VENV)/.fuzz-stamp postgres
+	$(PY) -m tests.fuzz.run --minutes $(MINUTES) --examples $(EXAMPLES) --out fuzz-report
 
 # The benchmarks compare with Cedar too (cedarpy, the `bench` extra), kept out of `make test`.
 $(VENV)/.bench-stamp: $(STAMP)
@@ -110,4 +116,4 @@ serve: install
 	$(VENV)/bin/charter serve --db charter.db --workspace fixtures/workspace --host 127.0.0.1 --port 8080
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis fuzz-report

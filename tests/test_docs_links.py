@@ -13,8 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 # Folders that hold no file of the project: version control, virtualenvs, tool caches
-# (every one whose name starts with a dot), and what builds and installs leave behind.
-SKIPPED_DIRS = frozenset({"__pycache__", "build", "dist", "node_modules"})
+# (every one whose name starts with a dot), what builds and installs leave behind, and
+# `make fuzz`'s report (its logs quote libFuzzer's paths).
+SKIPPED_DIRS = frozenset({"__pycache__", "build", "dist", "node_modules", "fuzz-report"})
 
 # Citations of documents that live outside the repository (each pattern is written so
 # that it does not match its own text in this file).

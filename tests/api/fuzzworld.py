@@ -15,8 +15,6 @@ or after REBUILD_EVERY requests, which also bounds what the fingerprint reads.
 
 from __future__ import annotations
 
-import hashlib
-import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
 from tests.api.conftest import POLICY, REVIEWED
+from tests.api.fingerprint import fingerprint, reader
 from tests.api.fuzzschema import ROLE, Ref, encode
 
 PROBLEM = "application/problem+json"
@@ -144,7 +143,7 @@ class World:
         self.other.max_policy_bytes = cap
         self.other_client = TestClient(create_app(self.other), raise_server_exceptions=False)
         self.other_client.__enter__()
-        self.reader = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, isolation_level=None)
+        self.reader = reader(str(self.db))
         self.sent = 0
         self.tokens["minted"] = tokens.issue(service.store, "agent", "v1")[0]  # (till one is)
         self.minted_agent = True
@@ -312,36 +311,8 @@ class World:
     # ---- what the database holds -----------------------------------------------------------
 
     def fingerprint(self) -> dict[str, tuple[Any, ...]]:
-        """Each table's rows as a digest (the append-only log and ledger by their counts
-        and last rows); the documents by kind. Read on a connection of its own, so it sees
-        what was committed, whatever the service's connection holds."""
-        out: dict[str, tuple[Any, ...]] = {}
-        tables = [row[0] for row in self.reader.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-        )]  # fmt: skip
-        for table in tables:
-            if table == "decisions":
-                query = "SELECT count(*), max(seq), total(count) FROM decisions"
-                out[table] = tuple(self.reader.execute(query).fetchone())
-            elif table == "ledger":
-                query = "SELECT count(*), max(rowid), total(micros) FROM ledger"
-                out[table] = tuple(self.reader.execute(query).fetchone())
-            elif table == "documents":
-                for kind, count, digest in self._documents():
-                    out[f"documents:{kind}"] = (count, digest)
-            else:
-                rows = self.reader.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-                out[table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
-        return out
-
-    def _documents(self) -> list[tuple[str, int, str]]:
-        found: dict[str, tuple[int, Any]] = {}
-        query = "SELECT kind, id, tag, body FROM documents ORDER BY kind, pos"
-        for kind, *row in self.reader.execute(query):
-            count, digest = found.get(kind, (0, hashlib.sha256()))
-            digest.update(repr(row).encode())
-            found[kind] = (count + 1, digest)
-        return [(kind, count, digest.hexdigest()) for kind, (count, digest) in found.items()]
+        """What the database holds (tests/api/fingerprint.py)."""
+        return fingerprint(self.reader)
 
 
 def check(
