@@ -202,6 +202,8 @@ def _string(schema: dict[str, Any], name: str, numeric: bool) -> Strategy:
     high = min(schema.get("maxLength", 40), max(low, 40))
     if numeric:  # a Decimal field's string form: pydantic reads `"12.5"` as the number
         return st.decimals(0, 10**9, allow_nan=False, places=3).map(str)
+    if "pattern" in schema:  # (a digest, say: what matches it, and nothing else)
+        return st.from_regex(schema["pattern"], fullmatch=True)
     text = st.text(min_size=low, max_size=high)
     if name == "name":  # a role's is a DSL name: a new one now and then, not only junk
         text = st.one_of(text, st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True))
