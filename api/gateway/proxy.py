@@ -1,0 +1,296 @@
+"""The gateway's MCP server: the upstream servers' tools, as Charter lets the agent see and
+call them.
+
+Each upstream server's tools are its toolset's (`toolset demo` for an upstream configured
+with `toolset = "demo"`: its tool `search` is Charter's `demo.search`), and the client sees
+them under the upstream's names. A session acts for one agent, on one turn at a time: the
+listing it is shown and every call it makes are decided on the turn's revision and
+profile. When a newer revision is uploaded, the session moves to a turn on it; if its
+listing changed, the client is sent `notifications/tools/list_changed`.
+
+- `tools/list`: the tools the listing allows (`allow`, or `narrow` with the condition in
+  plain words in the description: api.gateway.describe); a denied tool, or one the policy
+  does not declare, is not shown.
+- `tools/call`: decided, and logged, as any call (api.gateway.local). Allowed: forwarded
+  with the decided arguments (defaults filled in, rewrites applied), and the upstream's
+  answer is the answer. Denied: a tool error (`isError`) with the reasons; nothing is
+  forwarded. Paused: the call waits for its approval, up to `pause_wait` seconds: approved
+  (and allowed by the re-check), it is forwarded; rejected, a tool error; still pending, a
+  tool error saying that the call awaits approval and did not run.
+- shadow mode: every call is decided and logged, then forwarded whatever the decision;
+  a call that would have been denied or paused is reported (`ShadowReport`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+
+from api.gateway.config import ConfigError, GatewayConfig, Upstream
+from api.gateway.decider import Decider, Refused, Turn, Verdict
+from api.gateway.describe import described
+from charter import __version__
+
+POLL = 0.1  # seconds between looks at a pending approval
+STDIO = "stdio"  # the one session of a gateway serving stdio
+
+
+@dataclass
+class Connected:
+    """An upstream server, connected and initialized; its tools by name."""
+
+    config: Upstream
+    session: ClientSession
+    tools: dict[str, types.Tool]
+
+
+@dataclass
+class Session:
+    """A downstream session: the agent it acts for, its turn and what it was shown."""
+
+    agent: str
+    turn: Turn
+    listing: dict[str, dict[str, Any]]  # Charter's tool name -> its listing entry
+    shown: list[types.Tool]
+    peer: ServerSession | None = None  # (any request's: notifications go to the connection)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class ShadowReport:
+    """Shadow mode's report: one JSON line per call that would have been denied or
+    paused (its tool, effect, reasons and the decision's id in the log)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def add(self, agent: str, tool: str, verdict: Verdict) -> None:
+        line = {
+            "shadow": verdict.effect,
+            "agent": agent,
+            "tool": tool,
+            "reasons": list(verdict.reasons),
+            "decision": verdict.decision,
+            "approval": verdict.approval,
+        }
+        self.out.write(json.dumps(line, sort_keys=True) + "\n")
+        self.out.flush()
+
+
+async def list_all(session: ClientSession) -> dict[str, types.Tool]:
+    """Every tool an upstream server lists, page by page."""
+    tools: dict[str, types.Tool] = {}
+    cursor: str | None = None
+    while True:
+        params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            tools[tool.name] = tool
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        decider: Decider,
+        upstreams: list[Connected],
+        report: ShadowReport | None = None,
+        agent_of: Callable[[ServerRequestContext[Any, Any]], Awaitable[str]] | None = None,
+    ) -> None:
+        self.config = config
+        self.decider = decider
+        self.report = report or ShadowReport(sys.stderr)
+        self.tools: dict[str, tuple[Connected, types.Tool]] = {}
+        for up in upstreams:
+            for name, tool in up.tools.items():
+                if name in self.tools:
+                    other = self.tools[name][0].config.toolset
+                    raise ConfigError(
+                        f"tool `{name}` is served by the upstreams of `{other}` and "
+                        f"`{up.config.toolset}`",
+                        "give each toolset an upstream whose tools have names of their own",
+                    )
+                self.tools[name] = (up, tool)
+        self.sessions: dict[str, Session] = {}
+        self._agent_of = agent_of
+        self.server: Server[Any] = Server(
+            "charter-gateway",
+            version=__version__,
+            instructions="Tools behind Charter: each call is decided by its policy.",
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+    def options(self) -> Any:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    # ---- sessions -----------------------------------------------------------------------
+    def _key(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            found = headers.get("mcp-session-id")
+            if found:
+                return str(found)
+        return STDIO
+
+    async def _agent(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        if self._agent_of is not None:
+            return await self._agent_of(ctx)
+        if self.config.agent is not None:
+            return self.config.agent
+        assert self.config.token is not None  # (the configuration names one or the other)
+        return await self.decider.agent_of_token(self.config.token)
+
+    async def session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        key = self._key(ctx)
+        found = self.sessions.get(key)
+        if found is None:
+            agent = await self._agent(ctx)
+            turn = await self.decider.admit(agent)
+            listing, shown = await self._shown(turn)
+            found = self.sessions.setdefault(key, Session(agent, turn, listing, shown))
+        found.peer = ctx.session
+        return found
+
+    async def _shown(self, turn: Turn) -> tuple[dict[str, dict[str, Any]], list[types.Tool]]:
+        listing = {entry["tool"]: entry for entry in await self.decider.listing(turn)}
+        shown = []
+        for name, (up, tool) in self.tools.items():
+            entry = listing.get(f"{up.config.toolset}.{name}")
+            if entry is None or entry.get("status") not in ("allow", "narrow"):
+                continue
+            text = described(tool.description, entry)
+            shown.append(tool.model_copy(update={"description": text}))
+        return listing, shown
+
+    async def refresh(self, session: Session, latest: int | None = None) -> bool:
+        """Move `session` to a turn on the latest revision (`latest`, if known) when it is
+        not on it; whether what the client is shown changed."""
+        async with session.lock:
+            if latest is not None and session.turn.revision == latest:
+                return False
+            turn = await self.decider.admit(session.agent)
+            if turn.revision == session.turn.revision and latest is not None:
+                session.turn = turn
+                return False
+            listing, shown = await self._shown(turn)
+            changed = _seen(shown) != _seen(session.shown)
+            session.turn, session.listing, session.shown = turn, listing, shown
+            return changed
+
+    async def watch(self) -> None:
+        """Look for a new revision every `watch` seconds; a session whose listing it
+        changes is sent `notifications/tools/list_changed`."""
+        while True:
+            await anyio.sleep(self.config.watch)
+            try:
+                latest = await self.decider.latest()
+                for session in list(self.sessions.values()):
+                    if await self.refresh(session, latest) and session.peer is not None:
+                        await session.peer.send_tool_list_changed()
+            except Refused as exc:
+                sys.stderr.write(
+                    f"charter gateway: cannot look for a new revision: {exc.message}\n"
+                )
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                continue  # a client gone: its session is dropped when it ends
+
+    # ---- the handlers -------------------------------------------------------------------
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            session = await self.session(ctx)
+        except Refused as exc:
+            raise _mcp_error(exc) from None
+        return types.ListToolsResult(tools=list(session.shown))
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            session = await self.session(ctx)
+        except Refused as exc:
+            return _error(f"charter cannot decide: {exc.message}")
+        found = self.tools.get(params.name)
+        if found is None:
+            return _error(f"no tool `{params.name}`")
+        up, _ = found
+        tool = f"{up.config.toolset}.{params.name}"
+        args = dict(params.arguments or {})
+        try:
+            verdict = await self._decide(session, tool, args)
+            if self.config.shadow:
+                if verdict.effect != "allow":
+                    self.report.add(session.agent, tool, verdict)
+                return await up.session.call_tool(params.name, args)
+            if verdict.effect == "pause":
+                verdict = await self._wait(verdict, args)
+        except Refused as exc:
+            return _error(f"charter cannot decide `{tool}`: {exc.message}")
+        if verdict.effect == "allow":
+            return await up.session.call_tool(params.name, verdict.args or {})
+        return _error(_refusal(tool, verdict))
+
+    async def _decide(self, session: Session, tool: str, args: dict[str, Any]) -> Verdict:
+        try:
+            return await self.decider.decide(session.turn, tool, args)
+        except Refused as exc:
+            if exc.code != "turn-ended":
+                raise
+        # (the turn ran for its lifetime: a new one, on the latest revision)
+        if await self.refresh(session) and session.peer is not None:
+            await session.peer.send_tool_list_changed()
+        return await self.decider.decide(session.turn, tool, args)
+
+    async def _wait(self, paused: Verdict, args: dict[str, Any]) -> Verdict:
+        """The call once its approval is decided, or the pause itself at `pause_wait`."""
+        assert paused.approval is not None
+        deadline = time.monotonic() + self.config.pause_wait
+        while time.monotonic() < deadline:
+            await anyio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+            state = await self.decider.approval(paused.approval, paused.args or args)
+            if state.status == "pending":
+                continue
+            if state.status == "approved" and state.final is not None:
+                return state.final
+            reasons = (f"rejected: {state.reason}",) if state.reason else (state.status,)
+            return Verdict("deny", None, reasons, paused.approval, paused.decision)
+        return paused
+
+
+def _seen(tools: list[types.Tool]) -> list[tuple[str, str | None]]:
+    return sorted((tool.name, tool.description) for tool in tools)
+
+
+def _refusal(tool: str, verdict: Verdict) -> str:
+    why = "; ".join(verdict.reasons) or "no rule allows it"
+    if verdict.effect == "pause":
+        return (
+            f"`{tool}` awaits a person's approval (approval `{verdict.approval}`) and did not "
+            f"run: {why}"
+        )
+    return f"charter denied `{tool}`: {why}"
+
+
+def _mcp_error(exc: Refused) -> MCPError:
+    return MCPError(types.INTERNAL_ERROR, f"charter cannot list the tools: {exc.message}")

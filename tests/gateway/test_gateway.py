@@ -1,0 +1,251 @@
+"""`charter gateway` end to end: a real MCP server written with the SDK (tests/gateway/
+upstream.py) behind a real `charter gateway` process, driven by the SDK's client session
+over stdio; decisions in-process against a real SQLite store, an approval made over HTTP
+by a real server on the same database while the call waits, and a new revision uploaded
+while the session runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from api import commands as c
+from api.gateway.config import ConfigError, load, parse
+from api.http.app import create_app, open_service
+from api.service import tokens
+from api.service.core import Service
+from api.service.resources import create_agent
+from api.service.tokens import Principal
+from policy import identities
+from tests.api.conftest import LiveServer
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM = Path(__file__).with_name("upstream.py")
+
+POLICY = """
+toolset demo {
+  tool echo(text: str)
+  tool search(query: str, limit: int = 20)
+  tool send(to: str, body: str = "")
+  tool refund(amount: int)
+  tool wipe(path: str)
+}
+role worker {
+  allow demo.echo, demo.search, demo.refund
+  allow demo.send where args.to endswith "@example.com"
+}
+hook clamp on demo.search where args.limit > 20 {
+  rewrite args.limit = 20
+}
+hook approve-big on demo.refund where args.amount > 50 {
+  pause "a person approves refunds over 50"
+}
+profile helper {
+  roles worker
+  hooks clamp, approve-big
+}
+"""
+# The next revision lets the agent wipe, too: its listing changes.
+WIDER = POLICY.replace("allow demo.echo,", "allow demo.wipe, demo.echo,")
+
+
+class World:
+    def __init__(self, tmp: Path) -> None:
+        self.db = tmp / "charter.db"
+        self.service: Service = open_service(self.db)
+        with self.service.store.atomic():
+            self.service.upload([("policy.charter", POLICY)], "test")
+        view, _ = identities.create(self.service.store, self.service.sealer, "gateway test")
+        made = c.CreateAgent.model_validate(
+            {"name": "bot", "profile": "helper", "identity": view["id"]}
+        )
+        create_agent(self.service, Principal("t", "admin"), made, "bot")
+        self.admin = tokens.issue(self.service.store, "admin")[0]
+        self.agent_token = tokens.issue(self.service.store, "agent", "bot")[0]
+        self.config = tmp / "gateway.toml"
+
+    def write_config(self, **extra: Any) -> Path:
+        lines = [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+        lines += [
+            "",
+            "[[upstream]]",
+            'toolset = "demo"',
+            f"command = {json.dumps([sys.executable, str(UPSTREAM)])}",
+        ]
+        self.config.write_text("\n".join(lines) + "\n")
+        return self.config
+
+    def gateway(self) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "charter", "gateway", "--config", str(self.config), "--db", str(self.db)],
+            env={"PYTHONPATH": str(ROOT)},
+            cwd=str(ROOT),
+        )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path)
+    yield made
+    made.service.store.close()
+
+
+def said(result: types.CallToolResult) -> Any:
+    """What the upstream answered (the call and the arguments it was given)."""
+    assert not result.is_error, result
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text)
+
+
+def error_text(result: types.CallToolResult) -> str:
+    assert result.is_error
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def test_a_session_through_the_gateway(world: World) -> None:
+    world.write_config(token=world.agent_token, pause_wait=20, watch=0.2)
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def decide_when_asked(url: str, verb: str, body: dict[str, Any]) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            auth = {"Authorization": f"Bearer {world.admin}"}
+            while True:
+                found = (await http.get("/v1/approvals?status=pending", headers=auth)).json()
+                if found["items"]:
+                    approval = found["items"][0]["id"]
+                    path = f"/v1/approvals/{approval}/{verb}"
+                    answer = await http.post(path, headers=auth, json=body)
+                    assert answer.status_code == 200, answer.text
+                    return
+                await anyio.sleep(0.05)
+
+    async def session(url: str) -> None:
+        async with (
+            stdio_client(world.gateway()) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as client,
+        ):
+            await client.initialize()
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            # denied (`wipe`) and undeclared tools are not shown; a narrowed tool says why
+            assert sorted(listed) == ["echo", "refund", "search", "send"]
+            assert listed["echo"].description == "Say the text back."
+            send = listed["send"].description or ""
+            assert send.startswith("Send a mail.\n\nCharter: Allowed only when: to endswith")
+            assert "wait for a person's approval" in (listed["refund"].description or "")
+
+            # allowed: forwarded with the decided arguments (a default, a rewrite)
+            assert said(await client.call_tool("search", {"query": "q"})) == {
+                "tool": "search", "args": {"query": "q", "limit": 20},
+            }  # fmt: skip
+            assert said(await client.call_tool("search", {"query": "q", "limit": 90}))["args"] == {
+                "query": "q",
+                "limit": 20,
+            }
+            # denied: a tool error with the reasons, not forwarded
+            refused = error_text(await client.call_tool("send", {"to": "x@evil.test"}))
+            assert refused.startswith("charter denied `demo.send`")
+            assert "charter denied `demo.wipe`" in error_text(
+                await client.call_tool("wipe", {"path": "/"})
+            )
+            # paused: waits while a person approves over HTTP, then runs
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(decide_when_asked, url, "approve", {})
+                ran = said(await client.call_tool("refund", {"amount": 80}))
+            assert ran == {"tool": "refund", "args": {"amount": 80}}
+            # rejected while it waits: a tool error with the person's reason
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(decide_when_asked, url, "reject", {"reason": "too much"})
+                refused = error_text(await client.call_tool("refund", {"amount": 90}))
+            assert refused == "charter denied `demo.refund`: rejected: too much"
+
+            # a new revision that changes the listing: list_changed, then the new listing
+            with world.service.store.atomic():
+                world.service.upload([("policy.charter", WIDER)], "test")
+            with anyio.fail_after(10):
+                await changed.wait()
+            assert "wipe" in {tool.name for tool in (await client.list_tools()).tools}
+            assert said(await client.call_tool("wipe", {"path": "/tmp"}))["tool"] == "wipe"
+
+    with LiveServer(create_app(open_service(world.db))) as url:
+        anyio.run(session, url)
+    # every call was decided and logged, the denied ones too
+    rows = world.service.store.read_decisions(0, 100, 1 << 20)
+    log = [json.loads(row) for _, row in rows if isinstance(row, bytes)]
+    assert [(row["tool"], row["effect"]) for row in log] == [
+        ("demo.search", "allow"), ("demo.search", "allow"), ("demo.send", "deny"),
+        ("demo.wipe", "deny"), ("demo.refund", "pause"),
+        ("demo.refund", "allow"),  # (the approval's re-check)
+        ("demo.refund", "pause"), ("demo.wipe", "allow"),
+    ]  # fmt: skip
+    assert {row["agent"] for row in log} == {"bot"}
+
+
+def test_a_paused_call_not_approved_in_time_says_it_awaits_approval(world: World) -> None:
+    world.write_config(agent="bot", pause_wait=0.3)
+
+    async def session() -> None:
+        async with (
+            stdio_client(world.gateway()) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            text = error_text(await client.call_tool("refund", {"amount": 80}))
+            assert text.startswith("`demo.refund` awaits a person's approval (approval `")
+            assert text.endswith(
+                "did not run: hook `approve-big`: a person approves refunds over 50"
+            )
+
+    anyio.run(session)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"upstream": [{"toolset": "demo", "command": ["x"]}]}, "names no agent"),
+        ({"agent": "a", "token": "t", "upstream": []}, "gives both `agent` and `token`"),
+        ({"agent": "a"}, "has no upstream"),
+        ({"agent": "a", "upstream": [{"toolset": "Demo", "command": ["x"]}]}, "name a toolset"),
+        ({"agent": "a", "upstream": [{"toolset": "demo"}]}, "give `command` or `url`"),
+        ({"agent": "a", "upstream": [{"toolset": "d", "command": "x"}]}, "a list of non-empty"),
+        ({"agent": "a", "upstream": [{"toolset": "d", "url": "ftp://x"}]}, "an http:// or"),
+        ({"agent": "a", "agnet": "b", "upstream": []}, "unknown setting `agnet`"),
+        ({"agent": "a", "pause_wait": -1, "upstream": []}, "`pause_wait` must be seconds"),
+        ({"token": 5, "upstream": []}, "`token` must be a non-empty string"),
+    ],
+)
+def test_a_configuration_that_is_not_one_is_refused(doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(doc)
+    assert message in caught.value.message
+    assert "5" not in caught.value.message or "token" not in message  # (a secret's value)
+
+
+def test_the_configuration_files(tmp_path: Path) -> None:
+    toml = tmp_path / "g.toml"
+    toml.write_text('agent = "bot"\n[[upstream]]\ntoolset = "demo"\nurl = "http://h/mcp"\n')
+    assert load(toml).upstreams[0].url == "http://h/mcp"
+    js = tmp_path / "g.json"
+    js.write_text(json.dumps({"token": "s3cret", "upstream": [{"toolset": "d", "command": ["x"]}]}))
+    loaded = load(js)
+    assert loaded.token == "s3cret" and "s3cret" not in repr(loaded)
+    js.write_text("{")
+    with pytest.raises(ConfigError, match="is not JSON"):
+        load(js)
