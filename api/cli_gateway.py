@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from api.cli_outcome import usage
-from api.cli_serve_checks import database_path
+from api.cli_serve_checks import database_path, host_name, port_number
 from api.gateway.config import ConfigError, load
 from policy.store.open import StoreUrlError, parse
 
@@ -18,19 +18,26 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as exc:
         return usage(exc.message, exc.hint)
-    try:
-        target = parse(args.db)
-    except StoreUrlError as exc:
-        return usage(str(exc))
-    if target.path is not None and not os.path.exists(target.path):
+    if config.server is not None and args.db is not None:
         return usage(
-            f"no database at `{target.path}`",
-            "name the database `charter serve --db` serves, where the policy and the agents are",
+            "give `--db` or a `server` in the configuration, not both",
+            "decisions are made in-process on the database, or by the server",
         )
+    db = args.db or "charter.db"
+    if config.server is None:
+        try:
+            target = parse(db)
+        except StoreUrlError as exc:
+            return usage(str(exc))
+        if target.path is not None and not os.path.exists(target.path):
+            return usage(
+                f"no database at `{target.path}`",
+                "name the database `charter serve --db` serves (the policy, the agents)",
+            )
     try:
         import anyio
 
-        from api.gateway.run import local_decider, serve_stdio
+        from api.gateway.run import decider_for, serve
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("mcp"):
             raise
@@ -38,9 +45,9 @@ def cmd_gateway(args: argparse.Namespace) -> int:
             "the gateway needs the MCP SDK, which is not installed",
             "install it: `pip install 'charter[gateway]'`",
         )
-    decider = local_decider(args.db)
+    decider = decider_for(config, db)
     try:
-        anyio.run(serve_stdio, config, decider)
+        anyio.run(serve, config, decider, args.host, args.port)
     except ConfigError as exc:
         return usage(exc.message, exc.hint)
     except KeyboardInterrupt:
@@ -53,12 +60,22 @@ def register(sub: Any) -> None:
         "gateway",
         help="serve MCP tools through Charter: each call decided, logged, then forwarded",
         description="An MCP proxy: the upstream servers of --config, whose tools the agent "
-        "sees and calls as Charter decides (over stdio).",
+        "sees and calls as Charter decides (over stdio, or Streamable HTTP with --port).",
     )
     p.add_argument("--config", required=True, metavar="FILE",
                    help="the gateway's configuration: TOML (`.toml`) or JSON (the agent, "
                    "the upstream servers and their toolsets)")  # fmt: skip
-    p.add_argument("--db", type=database_path, default="charter.db",
+    p.add_argument("--db", type=database_path, default=None,
                    help="the database `charter serve --db` serves: decisions are made and "
-                   "logged in-process against it")  # fmt: skip
+                   "logged in-process against it (default: charter.db; none with a "
+                   "`server` in the configuration)")  # fmt: skip
+    p.add_argument(
+        "--host",
+        type=host_name,
+        default="127.0.0.1",
+        help="with --port: the address to serve MCP on (default: 127.0.0.1)",
+    )
+    p.add_argument("--port", type=port_number, default=None,
+                   help="serve MCP over Streamable HTTP on this port (at `/mcp`); "
+                   "without it, over stdio")  # fmt: skip
     p.set_defaults(func=cmd_gateway)

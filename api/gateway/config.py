@@ -5,6 +5,8 @@
     pause_wait = 30              # seconds a paused call waits for its approval
     watch = 1.0                  # seconds between looks for a new revision
     shadow = false               # decide and log, but forward every call
+    # server = "http://127.0.0.1:8080"   # decide against a Charter server, not `--db`
+    # server_token = "..."               # its token (`decide`, or `admin` to follow approvals)
 
     [[upstream]]                 # one or more
     toolset = "demo"             # the Charter toolset its tools are (`demo.<tool>`)
@@ -12,7 +14,7 @@
     # url = "http://127.0.0.1:9000/mcp" # a Streamable HTTP endpoint
 
 A file that says anything else (an unknown key, a wrong type, no upstream) is refused with
-what is wrong, before anything starts. The token is a secret: no message names its value.
+what is wrong, before anything starts. The tokens are secrets: no message names a value.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ DEFAULT_PAUSE_WAIT = 30.0
 DEFAULT_WATCH = 1.0
 MAX_WAIT = 86_400.0  # a day: a paused call waits at most this long
 _TOOLSET = re.compile(r"[a-z][a-z0-9_-]*\Z")
-_TOP = frozenset({"agent", "token", "pause_wait", "watch", "shadow", "upstream"})
+_TOP = frozenset(
+    {"agent", "token", "pause_wait", "watch", "shadow", "upstream", "server", "server_token"}
+)
 _UPSTREAM = frozenset({"toolset", "command", "url", "env", "cwd"})
 
 
@@ -59,13 +63,16 @@ class GatewayConfig:
     pause_wait: float = DEFAULT_PAUSE_WAIT
     watch: float = DEFAULT_WATCH
     shadow: bool = False
+    server: str | None = None
+    server_token: str | None = None
 
     def __repr__(self) -> str:  # (the token is a secret)
-        hidden = "set" if self.token is not None else None
+        token = "set" if self.token is not None else None
+        server_token = "set" if self.server_token is not None else None
         return (
             f"GatewayConfig(upstreams={self.upstreams!r}, agent={self.agent!r}, "
-            f"token={hidden}, pause_wait={self.pause_wait}, watch={self.watch}, "
-            f"shadow={self.shadow})"
+            f"token={token}, pause_wait={self.pause_wait}, watch={self.watch}, "
+            f"shadow={self.shadow}, server={self.server!r}, server_token={server_token})"
         )
 
 
@@ -106,6 +113,20 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
     shadow = doc.get("shadow", False)
     if not isinstance(shadow, bool):
         raise ConfigError(f"{where}: `shadow` must be true or false")
+    server = _text(doc, "server", where)
+    server_token = _text(doc, "server_token", where, secret=True)
+    if server is not None and not server.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: `server` must be an http:// or https:// URL, not `{server}`")
+    if (server is None) != (server_token is None):
+        raise ConfigError(
+            f"{where}: `server` and `server_token` go together",
+            "give the Charter server's URL and a token of it, or neither (decide in-process)",
+        )
+    if server is not None and agent is None:
+        raise ConfigError(
+            f"{where}: with `server`, name the agent with `agent`",
+            "an agent token names its agent in-process only",
+        )
     ups = doc.get("upstream")
     if not isinstance(ups, list) or not ups:
         raise ConfigError(
@@ -117,7 +138,7 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
         if up.toolset in seen:
             raise ConfigError(f"{where}: toolset `{up.toolset}` has two upstreams")
         seen.add(up.toolset)
-    return GatewayConfig(upstreams, agent, token, pause_wait, watch, shadow)
+    return GatewayConfig(upstreams, agent, token, pause_wait, watch, shadow, server, server_token)
 
 
 def _upstream(item: Any, where: str) -> Upstream:

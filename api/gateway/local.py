@@ -109,18 +109,26 @@ class LocalDecider:
 
 
 def waited(approval: dict[str, Any], asked: dict[str, Any]) -> Waited:
-    """An approval document (`GET /v1/approvals/{id}`) as the gateway reads it. The final
-    decision's arguments are logged redacted; a secret argument's value is the one the
-    call was decided with (`asked`), which approving cannot change."""
+    """An approval document (`GET /v1/approvals/{id}`) as the gateway reads it; its final
+    decision's arguments are redacted, and `unredacted` fills them in from `asked`."""
     status = str(approval.get("status"))
     final = approval.get("final")
     verdict = None
     if isinstance(final, dict):
-        args = final.get("args")
-        if isinstance(args, dict):
-            args = {k: asked.get(k, v) if v == REDACTED else v for k, v in args.items()}
         verdict = Verdict(
-            str(final.get("effect")), args, reasons_of(final), final.get("approval_id"),
+            str(final.get("effect")), unredacted(final.get("args"), asked), reasons_of(final),
+            final.get("approval_id"),
             str(final.get("id", "")),
         )  # fmt: skip
     return Waited(status, verdict, approval.get("reason"))
+
+
+def unredacted(args: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
+    """A decision's final arguments as answered (a secret one `[redacted]`), with each
+    redacted argument's value the one the call was decided with (`asked`). (A rewrite that
+    sets a secret argument is seen by `LocalDecider.decide` alone, which reads the
+    decision's arguments unredacted: an approved call, or a server's decision, forwards
+    the value the call was made with.)"""
+    if not isinstance(args, dict):
+        return None
+    return {k: asked.get(k, v) if v == REDACTED else v for k, v in args.items()}

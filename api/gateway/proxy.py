@@ -23,10 +23,11 @@ listing changed, the client is sent `notifications/tools/list_changed`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -45,6 +46,9 @@ from charter import __version__
 
 POLL = 0.1  # seconds between looks at a pending approval
 STDIO = "stdio"  # the one session of a gateway serving stdio
+# Sessions kept over HTTP (whose ends the gateway is not told of): past it, the oldest is
+# forgotten, and a request of it starts it again on a new turn.
+MAX_SESSIONS = 1024
 
 
 @dataclass
@@ -113,7 +117,6 @@ class Gateway:
         decider: Decider,
         upstreams: list[Connected],
         report: ShadowReport | None = None,
-        agent_of: Callable[[ServerRequestContext[Any, Any]], Awaitable[str]] | None = None,
     ) -> None:
         self.config = config
         self.decider = decider
@@ -130,7 +133,6 @@ class Gateway:
                     )
                 self.tools[name] = (up, tool)
         self.sessions: dict[str, Session] = {}
-        self._agent_of = agent_of
         self.server: Server[Any] = Server(
             "charter-gateway",
             version=__version__,
@@ -144,17 +146,22 @@ class Gateway:
 
     # ---- sessions -----------------------------------------------------------------------
     def _key(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        request = ctx.request
-        headers = getattr(request, "headers", None)
-        if headers is not None:
-            found = headers.get("mcp-session-id")
-            if found:
-                return str(found)
-        return STDIO
+        """A session's key: over HTTP, its session id and a digest of its bearer token (a
+        request with another token is another session); over stdio, the one session."""
+        headers = getattr(ctx.request, "headers", None)
+        if headers is None:
+            return STDIO
+        token = _bearer(headers) or ""
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{headers.get('mcp-session-id') or ''}:{digest}"
 
     async def _agent(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        if self._agent_of is not None:
-            return await self._agent_of(ctx)
+        """The agent a session acts for: over HTTP, the bearer token's agent when the
+        request has one; else the configuration's `agent`, or its `token`'s agent."""
+        headers = getattr(ctx.request, "headers", None)
+        token = None if headers is None else _bearer(headers)
+        if token is not None:
+            return await self.decider.agent_of_token(token)
         if self.config.agent is not None:
             return self.config.agent
         assert self.config.token is not None  # (the configuration names one or the other)
@@ -167,6 +174,8 @@ class Gateway:
             agent = await self._agent(ctx)
             turn = await self.decider.admit(agent)
             listing, shown = await self._shown(turn)
+            if len(self.sessions) >= MAX_SESSIONS:  # (the oldest, most likely gone)
+                self.sessions.pop(next(iter(self.sessions)))
             found = self.sessions.setdefault(key, Session(agent, turn, listing, shown))
         found.peer = ctx.session
         return found
@@ -244,12 +253,12 @@ class Gateway:
                     self.report.add(session.agent, tool, verdict)
                 return await up.session.call_tool(params.name, args)
             if verdict.effect == "pause":
-                verdict = await self._wait(verdict, args)
+                verdict = await self.await_approval(verdict, args)
         except Refused as exc:
             return _error(f"charter cannot decide `{tool}`: {exc.message}")
         if verdict.effect == "allow":
             return await up.session.call_tool(params.name, verdict.args or {})
-        return _error(_refusal(tool, verdict))
+        return _error(refusal(tool, verdict))
 
     async def _decide(self, session: Session, tool: str, args: dict[str, Any]) -> Verdict:
         try:
@@ -262,7 +271,7 @@ class Gateway:
             await session.peer.send_tool_list_changed()
         return await self.decider.decide(session.turn, tool, args)
 
-    async def _wait(self, paused: Verdict, args: dict[str, Any]) -> Verdict:
+    async def await_approval(self, paused: Verdict, args: dict[str, Any]) -> Verdict:
         """The call once its approval is decided, or the pause itself at `pause_wait`."""
         assert paused.approval is not None
         deadline = time.monotonic() + self.config.pause_wait
@@ -271,6 +280,8 @@ class Gateway:
             state = await self.decider.approval(paused.approval, paused.args or args)
             if state.status == "pending":
                 continue
+            if state.status == "unfollowed":  # (a server token that may not read it)
+                return paused
             if state.status == "approved" and state.final is not None:
                 return state.final
             reasons = (f"rejected: {state.reason}",) if state.reason else (state.status,)
@@ -278,11 +289,20 @@ class Gateway:
         return paused
 
 
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    found = headers.get("authorization") or ""
+    scheme, _, token = found.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
 def _seen(tools: list[types.Tool]) -> list[tuple[str, str | None]]:
     return sorted((tool.name, tool.description) for tool in tools)
 
 
-def _refusal(tool: str, verdict: Verdict) -> str:
+def refusal(tool: str, verdict: Verdict) -> str:
+    """The tool error's text for a call that did not run."""
     why = "; ".join(verdict.reasons) or "no rule allows it"
     if verdict.effect == "pause":
         return (

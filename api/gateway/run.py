@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
 from api.gateway.config import GatewayConfig, Upstream
@@ -20,27 +21,58 @@ async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
     """An upstream server, started (`command`) and initialized; its tools listed."""
     from api.gateway.proxy import list_all
 
-    params = StdioServerParameters(
-        command=up.command[0], args=list(up.command[1:]), env=dict(up.env or {}) or None,
-        cwd=up.cwd,
-    )  # fmt: skip
-    read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+    if up.url is not None:
+        transport = streamable_http_client(up.url)
+    else:
+        params = StdioServerParameters(
+            command=up.command[0], args=list(up.command[1:]), env=dict(up.env or {}) or None,
+            cwd=up.cwd,
+        )  # fmt: skip
+        transport = stdio_client(params, errlog=sys.stderr)
+    read, write = await stack.enter_async_context(transport)
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
     return Connected(up, session, await list_all(session))
 
 
-async def serve_stdio(config: GatewayConfig, decider: Decider) -> None:
-    async with AsyncExitStack() as stack:
-        upstreams = [await connect(stack, up) for up in config.upstreams]
-        gateway = Gateway(config, decider, upstreams)
-        async with anyio.create_task_group() as tasks, stdio_server() as (read, write):
-            tasks.start_soon(gateway.watch)
-            await gateway.server.run(read, write, gateway.options())
-            tasks.cancel_scope.cancel()
+async def serve(
+    config: GatewayConfig, decider: Decider, host: str | None = None, port: int | None = None
+) -> None:
+    """Serve over stdio, or over Streamable HTTP at `http://host:port/mcp` (`port` given)."""
+    try:
+        async with AsyncExitStack() as stack:
+            upstreams = [await connect(stack, up) for up in config.upstreams]
+            gateway = Gateway(config, decider, upstreams)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(gateway.watch)
+                if port is None:
+                    async with stdio_server() as (read, write):
+                        await gateway.server.run(read, write, gateway.options())
+                else:
+                    await _serve_http(gateway, host or "127.0.0.1", port)
+                tasks.cancel_scope.cancel()
+    finally:
+        await decider.close()
 
 
-def local_decider(db: str | Path) -> Decider:
+async def _serve_http(gateway: Gateway, host: str, port: int) -> None:
+    import uvicorn
+
+    app = gateway.server.streamable_http_app(host=host)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    sys.stderr.write(f"charter gateway: serving MCP on http://{host}:{port}/mcp\n")
+    await server.serve()
+
+
+def decider_for(config: GatewayConfig, db: str | Path) -> Decider:
+    """Against the Charter server the configuration names, else in-process on `db`."""
+    if config.server is not None and config.server_token is not None:
+        from api.gateway.remote import RemoteDecider
+
+        return RemoteDecider(config.server, config.server_token)
     from api.gateway.local import LocalDecider
     from api.http.app import open_service
 

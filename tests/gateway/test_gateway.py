@@ -7,8 +7,13 @@ while the session runs."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +23,19 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from api import commands as c
 from api.gateway.config import ConfigError, load, parse
+from api.gateway.local import LocalDecider
+from api.gateway.proxy import Gateway, refusal
 from api.http.app import create_app, open_service
 from api.service import tokens
 from api.service.core import Service
 from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
-from tests.api.conftest import LiveServer
+from tests.api.conftest import LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream.py")
@@ -116,6 +124,21 @@ def error_text(result: types.CallToolResult) -> str:
     return block.text
 
 
+async def decide_when_asked(world: World, url: str, verb: str, body: dict[str, Any]) -> None:
+    """Approve or reject (`verb`) the first pending approval, over HTTP, once there is one."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        auth = {"Authorization": f"Bearer {world.admin}"}
+        while True:
+            found = (await http.get("/v1/approvals?status=pending", headers=auth)).json()
+            if found["items"]:
+                approval = found["items"][0]["id"]
+                path = f"/v1/approvals/{approval}/{verb}"
+                answer = await http.post(path, headers=auth, json=body)
+                assert answer.status_code == 200, answer.text
+                return
+            await anyio.sleep(0.05)
+
+
 def test_a_session_through_the_gateway(world: World) -> None:
     world.write_config(token=world.agent_token, pause_wait=20, watch=0.2)
     changed = anyio.Event()
@@ -123,19 +146,6 @@ def test_a_session_through_the_gateway(world: World) -> None:
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
-
-    async def decide_when_asked(url: str, verb: str, body: dict[str, Any]) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-            auth = {"Authorization": f"Bearer {world.admin}"}
-            while True:
-                found = (await http.get("/v1/approvals?status=pending", headers=auth)).json()
-                if found["items"]:
-                    approval = found["items"][0]["id"]
-                    path = f"/v1/approvals/{approval}/{verb}"
-                    answer = await http.post(path, headers=auth, json=body)
-                    assert answer.status_code == 200, answer.text
-                    return
-                await anyio.sleep(0.05)
 
     async def session(url: str) -> None:
         async with (
@@ -167,12 +177,12 @@ def test_a_session_through_the_gateway(world: World) -> None:
             )
             # paused: waits while a person approves over HTTP, then runs
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(decide_when_asked, url, "approve", {})
+                tasks.start_soon(decide_when_asked, world, url, "approve", {})
                 ran = said(await client.call_tool("refund", {"amount": 80}))
             assert ran == {"tool": "refund", "args": {"amount": 80}}
             # rejected while it waits: a tool error with the person's reason
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(decide_when_asked, url, "reject", {"reason": "too much"})
+                tasks.start_soon(decide_when_asked, world, url, "reject", {"reason": "too much"})
                 refused = error_text(await client.call_tool("refund", {"amount": 90}))
             assert refused == "charter denied `demo.refund`: rejected: too much"
 
@@ -199,21 +209,25 @@ def test_a_session_through_the_gateway(world: World) -> None:
 
 
 def test_a_paused_call_not_approved_in_time_says_it_awaits_approval(world: World) -> None:
-    world.write_config(agent="bot", pause_wait=0.3)
+    config = parse(
+        {"agent": "bot", "pause_wait": 0.2, "upstream": [{"toolset": "demo", "command": ["x"]}]}
+    )
+    decider = LocalDecider(world.service)
+    gateway = Gateway(config, decider, [])
 
-    async def session() -> None:
-        async with (
-            stdio_client(world.gateway()) as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            text = error_text(await client.call_tool("refund", {"amount": 80}))
-            assert text.startswith("`demo.refund` awaits a person's approval (approval `")
-            assert text.endswith(
-                "did not run: hook `approve-big`: a person approves refunds over 50"
-            )
+    async def call() -> None:
+        turn = await decider.admit("bot")
+        paused = await decider.decide(turn, "demo.refund", {"amount": 80})
+        assert paused.effect == "pause" and paused.approval is not None
+        started = time.monotonic()
+        still = await gateway.await_approval(paused, {"amount": 80})
+        assert still == paused and time.monotonic() - started >= 0.2
+        assert refusal("demo.refund", still) == (
+            f"`demo.refund` awaits a person's approval (approval `{paused.approval}`) and did "
+            "not run: hook `approve-big`: a person approves refunds over 50"
+        )
 
-    anyio.run(session)
+    anyio.run(call)
 
 
 @pytest.mark.parametrize(
@@ -249,3 +263,76 @@ def test_the_configuration_files(tmp_path: Path) -> None:
     js.write_text("{")
     with pytest.raises(ConfigError, match="is not JSON"):
         load(js)
+
+
+def wait_listening(port: int, within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+@contextmanager
+def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env)
+    try:
+        yield started
+    finally:
+        started.terminate()
+        try:
+            started.wait(10)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+
+
+def test_over_http_against_a_charter_server(world: World) -> None:
+    """Streamable HTTP at both ends (the upstream at a URL, the client at the gateway's
+    port), decisions asked of a live Charter server on the same database."""
+    upstream_port, gateway_port = free_port(), free_port()
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def session(url: str) -> None:
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{gateway_port}/mcp") as (read, write),
+            ClientSession(read, write, message_handler=on_message) as client,
+        ):
+            await client.initialize()
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            assert sorted(listed) == ["echo", "refund", "search", "send"]
+            assert said(await client.call_tool("search", {"query": "q", "limit": 90}))["args"] == {
+                "query": "q",
+                "limit": 20,
+            }
+            refused = error_text(await client.call_tool("send", {"to": "x@evil.test"}))
+            assert refused.startswith("charter denied `demo.send`")
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(decide_when_asked, world, url, "approve", {})
+                ran = said(await client.call_tool("refund", {"amount": 80}))
+            assert ran == {"tool": "refund", "args": {"amount": 80}}
+            with world.service.store.atomic():
+                world.service.upload([("policy.charter", WIDER)], "test")
+            with anyio.fail_after(10):
+                await changed.wait()
+            assert "wipe" in {tool.name for tool in (await client.list_tools()).tools}
+
+    with LiveServer(create_app(open_service(world.db))) as url:
+        world.config.write_text(
+            f'agent = "bot"\npause_wait = 20\nwatch = 0.2\nserver = "{url}"\n'
+            f'server_token = "{world.admin}"\n[[upstream]]\ntoolset = "demo"\n'
+            f'url = "http://127.0.0.1:{upstream_port}/mcp"\n'
+        )
+        with process(str(UPSTREAM), "--http", str(upstream_port)):
+            wait_listening(upstream_port)
+            gateway = ("-m", "charter", "gateway", "--config", str(world.config))
+            with process(*gateway, "--port", str(gateway_port)):
+                wait_listening(gateway_port)
+                anyio.run(session, url)
