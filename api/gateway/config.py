@@ -5,6 +5,7 @@
     pause_wait = 30              # seconds a paused call waits for its approval
     watch = 1.0                  # seconds between looks for a new revision
     shadow = false               # decide and log, but forward every call
+    report = "shadow.jsonl"      # shadow mode's report (default: stderr)
     # server = "http://127.0.0.1:8080"   # decide against a Charter server, not `--db`
     # server_token = "..."               # its token (`decide`, or `admin` to follow approvals)
 
@@ -32,7 +33,17 @@ DEFAULT_WATCH = 1.0
 MAX_WAIT = 86_400.0  # a day: a paused call waits at most this long
 _TOOLSET = re.compile(r"[a-z][a-z0-9_-]*\Z")
 _TOP = frozenset(
-    {"agent", "token", "pause_wait", "watch", "shadow", "upstream", "server", "server_token"}
+    {
+        "agent",
+        "token",
+        "pause_wait",
+        "watch",
+        "shadow",
+        "report",
+        "upstream",
+        "server",
+        "server_token",
+    }
 )
 _UPSTREAM = frozenset({"toolset", "command", "url", "env", "cwd"})
 
@@ -65,6 +76,7 @@ class GatewayConfig:
     shadow: bool = False
     server: str | None = None
     server_token: str | None = None
+    report: str | None = None
 
     def __repr__(self) -> str:  # (the token is a secret)
         token = "set" if self.token is not None else None
@@ -72,7 +84,8 @@ class GatewayConfig:
         return (
             f"GatewayConfig(upstreams={self.upstreams!r}, agent={self.agent!r}, "
             f"token={token}, pause_wait={self.pause_wait}, watch={self.watch}, "
-            f"shadow={self.shadow}, server={self.server!r}, server_token={server_token})"
+            f"shadow={self.shadow}, server={self.server!r}, server_token={server_token}, "
+            f"report={self.report!r})"
         )
 
 
@@ -113,6 +126,7 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
     shadow = doc.get("shadow", False)
     if not isinstance(shadow, bool):
         raise ConfigError(f"{where}: `shadow` must be true or false")
+    report = _text(doc, "report", where)
     server = _text(doc, "server", where)
     server_token = _text(doc, "server_token", where, secret=True)
     if server is not None and not server.startswith(("http://", "https://")):
@@ -138,7 +152,9 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
         if up.toolset in seen:
             raise ConfigError(f"{where}: toolset `{up.toolset}` has two upstreams")
         seen.add(up.toolset)
-    return GatewayConfig(upstreams, agent, token, pause_wait, watch, shadow, server, server_token)
+    return GatewayConfig(
+        upstreams, agent, token, pause_wait, watch, shadow, server, server_token, report
+    )
 
 
 def _upstream(item: Any, where: str) -> Upstream:

@@ -12,9 +12,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.stdio import stdio_server
 
-from api.gateway.config import GatewayConfig, Upstream
+from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider
-from api.gateway.proxy import Connected, Gateway
+from api.gateway.proxy import Connected, Gateway, ShadowReport
 
 
 async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
@@ -42,7 +42,14 @@ async def serve(
     try:
         async with AsyncExitStack() as stack:
             upstreams = [await connect(stack, up) for up in config.upstreams]
-            gateway = Gateway(config, decider, upstreams)
+            out = sys.stderr
+            if config.report is not None:
+                try:
+                    out = stack.enter_context(open(config.report, "a", encoding="utf-8"))  # noqa: SIM115
+                except OSError as exc:
+                    why = (exc.strerror or type(exc).__name__).lower()
+                    raise ConfigError(f"cannot write the report `{config.report}`: {why}") from None
+            gateway = Gateway(config, decider, upstreams, ShadowReport(out))
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(gateway.watch)
                 if port is None:

@@ -6,6 +6,7 @@ while the session runs."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
+from mcp.client._memory import InMemoryTransport
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -28,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from api import commands as c
 from api.gateway.config import ConfigError, load, parse
 from api.gateway.local import LocalDecider
-from api.gateway.proxy import Gateway, refusal
+from api.gateway.proxy import Connected, Gateway, ShadowReport, list_all, refusal
 from api.http.app import create_app, open_service
 from api.service import tokens
 from api.service.core import Service
@@ -36,6 +38,7 @@ from api.service.resources import create_agent
 from api.service.tokens import Principal
 from policy import identities
 from tests.api.conftest import LiveServer, free_port
+from tests.gateway import upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream.py")
@@ -336,3 +339,42 @@ def test_over_http_against_a_charter_server(world: World) -> None:
             with process(*gateway, "--port", str(gateway_port)):
                 wait_listening(gateway_port)
                 anyio.run(session, url)
+
+
+def test_shadow_mode_forwards_every_call_and_reports_the_refused(world: World) -> None:
+    """In one process: the upstream and the gateway's server each reached by the SDK's
+    in-memory transport (the decisions, on the real store)."""
+    config = parse(
+        {"agent": "bot", "shadow": True, "upstream": [{"toolset": "demo", "command": ["x"]}]}
+    )
+    out = io.StringIO()
+
+    async def session() -> None:
+        async with (
+            InMemoryTransport(upstream.SERVER) as (up_read, up_write),
+            ClientSession(up_read, up_write) as up,
+        ):
+            await up.initialize()
+            connected = Connected(config.upstreams[0], up, await list_all(up))
+            gateway = Gateway(config, LocalDecider(world.service), [connected], ShadowReport(out))
+            async with (
+                InMemoryTransport(gateway.server) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                # what the policy denies and pauses runs, as sent
+                assert said(await client.call_tool("wipe", {"path": "/"}))["args"] == {"path": "/"}
+                ran = said(await client.call_tool("refund", {"amount": 80}))
+                assert ran["args"] == {"amount": 80}
+                assert said(await client.call_tool("echo", {"text": "hi"}))["tool"] == "echo"
+
+    anyio.run(session)
+    report = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["shadow"], line["tool"]) for line in report] == [
+        ("deny", "demo.wipe"), ("pause", "demo.refund"),
+    ]  # fmt: skip
+    assert report[1]["reasons"] == ["hook `approve-big`: a person approves refunds over 50"]
+    rows = world.service.store.read_decisions(0, 100, 1 << 20)
+    logged = [json.loads(row) for _, row in rows if isinstance(row, bytes)]
+    assert [row["id"] for row in logged][:2] == [line["decision"] for line in report]
+    assert [row["effect"] for row in logged] == ["deny", "pause", "allow"]
