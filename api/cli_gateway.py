@@ -18,6 +18,12 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as exc:
         return usage(exc.message, exc.hint)
+    if not config.names_agent and args.port is None:
+        return usage(
+            f"`{args.config}` names no agent",
+            "give `agent` (the agent's id) or `token` (an agent token); over HTTP "
+            "(`--port`), sessions may instead act for their bearer token's agent",
+        )
     if config.server is not None and args.db is not None:
         return usage(
             "give `--db` or a `server` in the configuration, not both",

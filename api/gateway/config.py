@@ -2,6 +2,7 @@
 
     agent = "support-bot"        # the agent every session acts for, or:
     # token = "..."              # an agent token: the session acts for its agent
+    # (neither: over HTTP only, each session acts for its bearer token's agent)
     pause_wait = 30              # seconds a paused call waits for its approval
     watch = 1.0                  # seconds between looks for a new revision
     shadow = false               # decide and log, but forward every call
@@ -78,6 +79,11 @@ class GatewayConfig:
     server_token: str | None = None
     report: str | None = None
 
+    @property
+    def names_agent(self) -> bool:
+        """Whether a session without a bearer token has an agent to act for."""
+        return self.agent is not None or self.token is not None
+
     def __repr__(self) -> str:  # (the token is a secret)
         token = "set" if self.token is not None else None
         server_token = "set" if self.server_token is not None else None
@@ -114,11 +120,9 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
     _known(doc, _TOP, where)
     agent = _text(doc, "agent", where)
     token = _text(doc, "token", where, secret=True)
-    if (agent is None) == (token is None):
+    if agent is not None and token is not None:
         raise ConfigError(
-            f"{where} names no agent"
-            if agent is None
-            else f"{where} gives both `agent` and `token`",
+            f"{where} gives both `agent` and `token`",
             "give `agent` (the agent's id) or `token` (an agent token), one of them",
         )
     pause_wait = _seconds(doc, "pause_wait", DEFAULT_PAUSE_WAIT, where, minimum=0.0)

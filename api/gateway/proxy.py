@@ -49,6 +49,7 @@ STDIO = "stdio"  # the one session of a gateway serving stdio
 # Sessions kept over HTTP (whose ends the gateway is not told of): past it, the oldest is
 # forgotten, and a request of it starts it again on a new turn.
 MAX_SESSIONS = 1024
+ADMISSIONS = 3  # turns admitted at most for one listing (see `Gateway._admit`)
 
 
 @dataclass
@@ -164,7 +165,10 @@ class Gateway:
             return await self.decider.agent_of_token(token)
         if self.config.agent is not None:
             return self.config.agent
-        assert self.config.token is not None  # (the configuration names one or the other)
+        if self.config.token is None:  # (over HTTP: `charter gateway` refuses it on stdio)
+            raise Refused(
+                "unauthorized", "the request has no bearer token, and the gateway names no agent"
+            )
         return await self.decider.agent_of_token(self.config.token)
 
     async def session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
@@ -172,13 +176,26 @@ class Gateway:
         found = self.sessions.get(key)
         if found is None:
             agent = await self._agent(ctx)
-            turn = await self.decider.admit(agent)
-            listing, shown = await self._shown(turn)
+            turn, listing, shown = await self._admit(agent)
             if len(self.sessions) >= MAX_SESSIONS:  # (the oldest, most likely gone)
                 self.sessions.pop(next(iter(self.sessions)))
             found = self.sessions.setdefault(key, Session(agent, turn, listing, shown))
         found.peer = ctx.session
         return found
+
+    async def _admit(self, agent: str) -> tuple[Turn, dict[str, dict[str, Any]], list[types.Tool]]:
+        """A turn on the latest revision, and what the client is shown on it. (A server
+        lists the latest revision's tools: one uploaded between the turn and its listing
+        is `revision-moved`, and a turn on it is admitted in turn.)"""
+        attempts = 0
+        while True:
+            turn = await self.decider.admit(agent)
+            try:
+                return (turn, *await self._shown(turn))
+            except Refused as exc:
+                attempts += 1
+                if exc.code != "revision-moved" or attempts == ADMISSIONS:
+                    raise
 
     async def _shown(self, turn: Turn) -> tuple[dict[str, dict[str, Any]], list[types.Tool]]:
         listing = {entry["tool"]: entry for entry in await self.decider.listing(turn)}
@@ -197,11 +214,7 @@ class Gateway:
         async with session.lock:
             if latest is not None and session.turn.revision == latest:
                 return False
-            turn = await self.decider.admit(session.agent)
-            if turn.revision == session.turn.revision and latest is not None:
-                session.turn = turn
-                return False
-            listing, shown = await self._shown(turn)
+            turn, listing, shown = await self._admit(session.agent)
             changed = _seen(shown) != _seen(session.shown)
             session.turn, session.listing, session.shown = turn, listing, shown
             return changed
@@ -209,19 +222,23 @@ class Gateway:
     async def watch(self) -> None:
         """Look for a new revision every `watch` seconds; a session whose listing it
         changes is sent `notifications/tools/list_changed`."""
+        said = None  # (a problem is said once, not every `watch` seconds)
         while True:
             await anyio.sleep(self.config.watch)
             try:
                 latest = await self.decider.latest()
-                for session in list(self.sessions.values()):
-                    if await self.refresh(session, latest) and session.peer is not None:
+                for key, session in list(self.sessions.items()):
+                    if not await self.refresh(session, latest) or session.peer is None:
+                        continue
+                    try:
                         await session.peer.send_tool_list_changed()
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        self.sessions.pop(key, None)  # its client is gone
+                said = None
             except Refused as exc:
-                sys.stderr.write(
-                    f"charter gateway: cannot look for a new revision: {exc.message}\n"
-                )
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                continue  # a client gone: its session is dropped when it ends
+                if exc.message != said:
+                    sys.stderr.write(f"charter gateway: cannot follow the policy: {exc.message}\n")
+                said = exc.message
 
     # ---- the handlers -------------------------------------------------------------------
     async def list_tools(

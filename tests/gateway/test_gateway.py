@@ -26,11 +26,14 @@ from mcp.client._memory import InMemoryTransport
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from api import commands as c
+from api.cli import main
 from api.gateway.config import ConfigError, load, parse
 from api.gateway.local import LocalDecider
 from api.gateway.proxy import Connected, Gateway, ShadowReport, list_all, refusal
+from api.gateway.remote import RemoteDecider
 from api.http.app import create_app, open_service
 from api.service import tokens
 from api.service.core import Service
@@ -236,7 +239,6 @@ def test_a_paused_call_not_approved_in_time_says_it_awaits_approval(world: World
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"upstream": [{"toolset": "demo", "command": ["x"]}]}, "names no agent"),
         ({"agent": "a", "token": "t", "upstream": []}, "gives both `agent` and `token`"),
         ({"agent": "a"}, "has no upstream"),
         ({"agent": "a", "upstream": [{"toolset": "Demo", "command": ["x"]}]}, "name a toolset"),
@@ -293,10 +295,12 @@ def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
             started.wait()
 
 
-def test_over_http_against_a_charter_server(world: World) -> None:
-    """Streamable HTTP at both ends (the upstream at a URL, the client at the gateway's
-    port), decisions asked of a live Charter server on the same database."""
+def test_over_http_as_the_bearer_tokens_agent(world: World) -> None:
+    """Streamable HTTP at both ends: the upstream at a URL, the client at the gateway's
+    port with an agent's bearer token, which the session acts for (the configuration
+    names no agent)."""
     upstream_port, gateway_port = free_port(), free_port()
+    bearer = {"Authorization": f"Bearer {world.agent_token}"}
     changed = anyio.Event()
 
     async def on_message(message: Any) -> None:
@@ -305,7 +309,11 @@ def test_over_http_against_a_charter_server(world: World) -> None:
 
     async def session(url: str) -> None:
         async with (
-            streamable_http_client(f"http://127.0.0.1:{gateway_port}/mcp") as (read, write),
+            create_mcp_http_client(headers=bearer) as http,
+            streamable_http_client(f"http://127.0.0.1:{gateway_port}/mcp", http_client=http) as (
+                read,
+                write,
+            ),
             ClientSession(read, write, message_handler=on_message) as client,
         ):
             await client.initialize()
@@ -329,14 +337,13 @@ def test_over_http_against_a_charter_server(world: World) -> None:
 
     with LiveServer(create_app(open_service(world.db))) as url:
         world.config.write_text(
-            f'agent = "bot"\npause_wait = 20\nwatch = 0.2\nserver = "{url}"\n'
-            f'server_token = "{world.admin}"\n[[upstream]]\ntoolset = "demo"\n'
+            'pause_wait = 20\nwatch = 0.2\n[[upstream]]\ntoolset = "demo"\n'
             f'url = "http://127.0.0.1:{upstream_port}/mcp"\n'
         )
         with process(str(UPSTREAM), "--http", str(upstream_port)):
             wait_listening(upstream_port)
             gateway = ("-m", "charter", "gateway", "--config", str(world.config))
-            with process(*gateway, "--port", str(gateway_port)):
+            with process(*gateway, "--db", str(world.db), "--port", str(gateway_port)):
                 wait_listening(gateway_port)
                 anyio.run(session, url)
 
@@ -378,3 +385,81 @@ def test_shadow_mode_forwards_every_call_and_reports_the_refused(world: World) -
     logged = [json.loads(row) for _, row in rows if isinstance(row, bytes)]
     assert [row["id"] for row in logged][:2] == [line["decision"] for line in report]
     assert [row["effect"] for row in logged] == ["deny", "pause", "allow"]
+
+
+def test_deciding_against_a_charter_servers_url(world: World) -> None:
+    """The gateway asking a live Charter server (`server` in the configuration) for each
+    decision; the upstream and the gateway's server reached in-process by the SDK's
+    in-memory transport, the gateway following the revisions as it does when serving."""
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async def session(url: str) -> None:
+        config = parse(
+            {"agent": "bot", "pause_wait": 20, "watch": 0.1, "server": url,
+             "server_token": world.admin, "upstream": [{"toolset": "demo", "command": ["x"]}]}
+        )  # fmt: skip
+        decider = RemoteDecider(url, world.admin)
+        async with (
+            InMemoryTransport(upstream.SERVER) as (up_read, up_write),
+            ClientSession(up_read, up_write) as up,
+        ):
+            await up.initialize()
+            gateway = Gateway(
+                config, decider, [Connected(config.upstreams[0], up, await list_all(up))]
+            )
+            async with (
+                anyio.create_task_group() as tasks,
+                InMemoryTransport(gateway.server) as (read, write),
+                ClientSession(read, write, message_handler=on_message) as client,
+            ):
+                tasks.start_soon(gateway.watch)
+                await client.initialize()
+                listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+                assert sorted(listed) == ["echo", "refund", "search", "send"]
+                assert said(await client.call_tool("search", {"query": "q", "limit": 90}))[
+                    "args"
+                ] == {"query": "q", "limit": 20}
+                refused = error_text(await client.call_tool("send", {"to": "x@evil.test"}))
+                assert refused.startswith("charter denied `demo.send`")
+                async with anyio.create_task_group() as approving:
+                    approving.start_soon(decide_when_asked, world, url, "approve", {})
+                    ran = said(await client.call_tool("refund", {"amount": 80}))
+                assert ran == {"tool": "refund", "args": {"amount": 80}}
+                with world.service.store.atomic():
+                    world.service.upload([("policy.charter", WIDER)], "test")
+                with anyio.fail_after(10):
+                    await changed.wait()
+                assert "wipe" in {tool.name for tool in (await client.list_tools()).tools}
+                tasks.cancel_scope.cancel()
+        await decider.close()
+
+    with LiveServer(create_app(open_service(world.db))) as url:
+        anyio.run(session, url)
+
+
+def test_the_command_refuses_what_cannot_serve(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each refused before anything starts: exit 2 and a line that says why."""
+    upstream_table = '[[upstream]]\ntoolset = "demo"\ncommand = ["x"]\n'
+    cases = [
+        ("", [], "names no agent"),
+        ('agent = "bot"\n', ["--db", str(tmp_path / "none.db")], "no database at"),
+        (
+            f'agent = "bot"\nserver = "http://127.0.0.1:1"\nserver_token = "{world.admin}"\n',
+            ["--db", str(world.db)],
+            "give `--db` or a `server`",
+        ),
+        ('agent = "bot"\nshadow = "yes"\n', [], "`shadow` must be true or false"),
+    ]
+    for text, extra, message in cases:
+        world.config.write_text(text + upstream_table)
+        capsys.readouterr()
+        assert main(["gateway", "--config", str(world.config), *extra]) == 2
+        printed = capsys.readouterr()
+        assert message in printed.err
+        assert world.admin not in printed.err + printed.out
