@@ -463,3 +463,37 @@ def test_the_command_refuses_what_cannot_serve(
         printed = capsys.readouterr()
         assert message in printed.err
         assert world.admin not in printed.err + printed.out
+
+
+def test_a_turn_that_ended_is_replaced_and_the_call_decided_on_the_new_one(
+    world: World,
+) -> None:
+    """A session's turn runs for the store's turn lifetime; a call after it ends is
+    decided on a new turn (on the latest revision), not refused."""
+    config = parse({"agent": "bot", "upstream": [{"toolset": "demo", "command": ["x"]}]})
+    world.service.turn_lifetime_ms = 300
+
+    async def session() -> None:
+        async with (
+            InMemoryTransport(upstream.SERVER) as (up_read, up_write),
+            ClientSession(up_read, up_write) as up,
+        ):
+            await up.initialize()
+            connected = Connected(config.upstreams[0], up, await list_all(up))
+            gateway = Gateway(config, LocalDecider(world.service), [connected])
+            async with (
+                InMemoryTransport(gateway.server) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                await client.initialize()
+                assert said(await client.call_tool("echo", {"text": "a"}))["tool"] == "echo"
+                first = gateway.sessions["stdio"].turn
+                await anyio.sleep(0.35)
+                assert said(await client.call_tool("echo", {"text": "b"}))["tool"] == "echo"
+                assert gateway.sessions["stdio"].turn.id != first.id
+
+    anyio.run(session)
+    rows = world.service.store.read_decisions(0, 100, 1 << 20)
+    logged = [json.loads(row) for _, row in rows if isinstance(row, bytes)]
+    assert [row["effect"] for row in logged] == ["allow", "allow"]
+    assert len({row["turn"] for row in logged}) == 2
