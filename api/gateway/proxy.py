@@ -11,9 +11,9 @@ listing changed, the client is sent `notifications/tools/list_changed`.
 - `tools/list`: the tools the listing allows (`allow`, or `narrow` with the condition in
   plain words in the description: api.gateway.describe); a denied tool, or one the policy
   does not declare, is not shown.
-- `tools/call`: decided, and logged, as any call (api.gateway.local). Allowed: forwarded
-  with the decided arguments (defaults filled in, rewrites applied), and the upstream's
-  answer is the answer. Denied: a tool error (`isError`) with the reasons; nothing is
+- `tools/call`: decided, and logged, as any call (api.gateway.local, or by a server:
+  api.gateway.remote). Allowed: forwarded with the decided arguments (defaults filled
+  in, rewrites applied), and the upstream's answer is the answer. Denied: a tool error (`isError`) with the reasons; nothing is
   forwarded. Paused: the call waits for its approval, up to `pause_wait` seconds: approved
   (and allowed by the re-check), it is forwarded; rejected, a tool error; still pending, a
   tool error saying that the call awaits approval and did not run.
