@@ -8,8 +8,9 @@ import os
 from typing import Any
 
 from api.cli_outcome import usage
-from api.cli_serve_checks import database_path, host_name, port_number
+from api.cli_serve_checks import database_path, host_name, port_number, store_refused
 from api.gateway.config import ConfigError, load
+from api.node_files import KEY_FILE_FLAG, node_files
 from policy.store.open import StoreUrlError, parse
 
 
@@ -33,8 +34,9 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     if config.server is None:
         try:
             target = parse(db)
+            node_files(target, args.key_file)  # (a PostgreSQL --db needs --key-file)
         except StoreUrlError as exc:
-            return usage(str(exc))
+            return store_refused(exc)
         if target.path is not None and not os.path.exists(target.path):
             return usage(
                 f"no database at `{target.path}`",
@@ -51,7 +53,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
             "the gateway needs the MCP SDK, which is not installed",
             "install it: `pip install 'charter[gateway]'`",
         )
-    decider = decider_for(config, db)
+    decider = decider_for(config, db, args.key_file)
     try:
         anyio.run(serve, config, decider, args.host, args.port)
     except ConfigError as exc:
@@ -75,12 +77,11 @@ def register(sub: Any) -> None:
                    help="the database `charter serve --db` serves: decisions are made and "
                    "logged in-process against it (default: charter.db; none with a "
                    "`server` in the configuration)")  # fmt: skip
-    p.add_argument(
-        "--host",
-        type=host_name,
-        default="127.0.0.1",
-        help="with --port: the address to serve MCP on (default: 127.0.0.1)",
-    )
+    p.add_argument(KEY_FILE_FLAG, default=None, metavar="PATH",
+                   help="the file of the key that seals secrets, as `charter serve` is given "
+                   "it (default: `<db>.key`; required for a PostgreSQL --db)")  # fmt: skip
+    p.add_argument("--host", type=host_name, default="127.0.0.1",
+                   help="with --port: the address to serve MCP on (default: 127.0.0.1)")  # fmt: skip
     p.add_argument("--port", type=port_number, default=None,
                    help="serve MCP over Streamable HTTP on this port (at `/mcp`); "
                    "without it, over stdio")  # fmt: skip

@@ -74,7 +74,9 @@ async def _serve_http(gateway: Gateway, host: str, port: int) -> None:
     await server.serve()
 
 
-def decider_for(config: GatewayConfig, db: str | Path) -> Decider:
+def decider_for(
+    config: GatewayConfig, db: str | Path, key_file: str | Path | None = None
+) -> Decider:
     """Against the Charter server the configuration names, else in-process on `db`."""
     if config.server is not None and config.server_token is not None:
         from api.gateway.remote import RemoteDecider
@@ -83,4 +85,4 @@ def decider_for(config: GatewayConfig, db: str | Path) -> Decider:
     from api.gateway.local import LocalDecider
     from api.http.app import open_service
 
-    return LocalDecider(open_service(db))
+    return LocalDecider(open_service(db, key_file=key_file))

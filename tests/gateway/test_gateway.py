@@ -455,6 +455,7 @@ def test_the_command_refuses_what_cannot_serve(
             "give `--db` or a `server`",
         ),
         ('agent = "bot"\nshadow = "yes"\n', [], "`shadow` must be true or false"),
+        ('agent = "bot"\n', ["--db", "postgresql://u@127.0.0.1:1/x"], "needs `--key-file PATH`"),
     ]
     for text, extra, message in cases:
         world.config.write_text(text + upstream_table)
