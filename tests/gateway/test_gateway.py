@@ -108,6 +108,18 @@ class World:
         )
 
 
+@contextmanager
+def served(world: World) -> Iterator[str]:
+    """A live Charter server on the world's database (another service of its own, as
+    `charter serve` would be); its URL."""
+    service = open_service(world.db)
+    try:
+        with LiveServer(create_app(service)) as url:
+            yield url
+    finally:
+        service.store.close()
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     made = World(tmp_path)
@@ -200,7 +212,7 @@ def test_a_session_through_the_gateway(world: World) -> None:
             assert "wipe" in {tool.name for tool in (await client.list_tools()).tools}
             assert said(await client.call_tool("wipe", {"path": "/tmp"}))["tool"] == "wipe"
 
-    with LiveServer(create_app(open_service(world.db))) as url:
+    with served(world) as url:
         anyio.run(session, url)
     # every call was decided and logged, the denied ones too
     rows = world.service.store.read_decisions(0, 100, 1 << 20)
@@ -335,7 +347,7 @@ def test_over_http_as_the_bearer_tokens_agent(world: World) -> None:
                 await changed.wait()
             assert "wipe" in {tool.name for tool in (await client.list_tools()).tools}
 
-    with LiveServer(create_app(open_service(world.db))) as url:
+    with served(world) as url:
         world.config.write_text(
             'pause_wait = 20\nwatch = 0.2\n[[upstream]]\ntoolset = "demo"\n'
             f'url = "http://127.0.0.1:{upstream_port}/mcp"\n'
@@ -437,7 +449,7 @@ def test_deciding_against_a_charter_servers_url(world: World) -> None:
                 tasks.cancel_scope.cancel()
         await decider.close()
 
-    with LiveServer(create_app(open_service(world.db))) as url:
+    with served(world) as url:
         anyio.run(session, url)
 
 
