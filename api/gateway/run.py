@@ -14,13 +14,12 @@ from mcp.server.stdio import stdio_server
 
 from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider
-from api.gateway.proxy import Connected, Gateway, ShadowReport
+from api.gateway.proxy import Connected, Gateway, ShadowReport, list_all
 
 
 async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
-    """An upstream server, started (`command`) and initialized; its tools listed."""
-    from api.gateway.proxy import list_all
-
+    """An upstream server, started (`command`) or reached (`url`), and initialized; its
+    tools listed. ConfigError when it cannot be: the gateway does not start without it."""
     if up.url is not None:
         transport = streamable_http_client(up.url)
     else:
@@ -29,37 +28,82 @@ async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
             cwd=up.cwd,
         )  # fmt: skip
         transport = stdio_client(params, errlog=sys.stderr)
-    read, write = await stack.enter_async_context(transport)
-    session = await stack.enter_async_context(ClientSession(read, write))
-    await session.initialize()
-    return Connected(up, session, await list_all(session))
+    try:
+        read, write = await stack.enter_async_context(transport)
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        return Connected(up, session, await list_all(session))
+    except Exception as exc:
+        raise cannot_start(up, exc) from None
+
+
+def cannot_start(up: Upstream, exc: BaseException) -> ConfigError:
+    where = f"`{up.url}`" if up.url is not None else f"`{' '.join(up.command)}`"
+    return ConfigError(
+        f"cannot start the upstream of toolset `{up.toolset}` ({where}): {_why(exc)}",
+        "check the upstream's `command` or `url`; its own messages are on stderr above",
+    )
+
+
+def _why(exc: BaseException) -> str:
+    """What stopped an upstream, in a few words: the first cause inside exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    text = str(exc).strip()[:200]
+    return text[:1].lower() + text[1:] if text else type(exc).__name__
 
 
 async def serve(
     config: GatewayConfig, decider: Decider, host: str | None = None, port: int | None = None
 ) -> None:
     """Serve over stdio, or over Streamable HTTP at `http://host:port/mcp` (`port` given)."""
+    connecting: list[Upstream] = []  # the upstream being connected, while one is
     try:
-        async with AsyncExitStack() as stack:
-            upstreams = [await connect(stack, up) for up in config.upstreams]
-            out = sys.stderr
-            if config.report is not None:
-                try:
-                    out = stack.enter_context(open(config.report, "a", encoding="utf-8"))  # noqa: SIM115
-                except OSError as exc:
-                    why = (exc.strerror or type(exc).__name__).lower()
-                    raise ConfigError(f"cannot write the report `{config.report}`: {why}") from None
-            gateway = Gateway(config, decider, upstreams, ShadowReport(out))
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(gateway.watch)
-                if port is None:
-                    async with stdio_server() as (read, write):
-                        await gateway.server.run(read, write, gateway.options())
-                else:
-                    await _serve_http(gateway, host or "127.0.0.1", port)
-                tasks.cancel_scope.cancel()
+        await _serve(config, decider, host, port, connecting)
+    except BaseExceptionGroup as group:  # (an upstream's task groups wrap what stopped it)
+        refused = group.subgroup(ConfigError)
+        while isinstance(refused, BaseExceptionGroup) and refused.exceptions:
+            refused = refused.exceptions[0]  # type: ignore[assignment]
+        if isinstance(refused, ConfigError):
+            raise refused from None
+        if connecting:  # (its transport's own task group failed: a URL that refuses, say)
+            raise cannot_start(connecting[0], group) from None
+        raise
     finally:
         await decider.close()
+
+
+async def _serve(
+    config: GatewayConfig,
+    decider: Decider,
+    host: str | None,
+    port: int | None,
+    connecting: list[Upstream],
+) -> None:
+    async with AsyncExitStack() as stack:
+        upstreams = []
+        for up in config.upstreams:
+            connecting[:] = [up]
+            upstreams.append(await connect(stack, up))
+        connecting.clear()
+        out = sys.stderr
+        if config.report is not None:
+            try:
+                out = stack.enter_context(open(config.report, "a", encoding="utf-8"))  # noqa: SIM115
+            except OSError as exc:
+                why = (exc.strerror or type(exc).__name__).lower()
+                raise ConfigError(f"cannot write the report `{config.report}`: {why}") from None
+        gateway = Gateway(config, decider, upstreams, ShadowReport(out))
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(gateway.watch)
+            if port is None:
+                async with stdio_server() as (read, write):
+                    await gateway.server.run(read, write, gateway.options())
+            else:
+                await _serve_http(gateway, host or "127.0.0.1", port)
+            tasks.cancel_scope.cancel()
 
 
 async def _serve_http(gateway: Gateway, host: str, port: int) -> None:

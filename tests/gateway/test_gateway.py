@@ -469,8 +469,11 @@ def test_the_command_refuses_what_cannot_serve(
         ('agent = "bot"\nshadow = "yes"\n', [], "`shadow` must be true or false"),
         ('agent = "bot"\n', ["--db", "postgresql://u@127.0.0.1:1/x"], "needs `--key-file PATH`"),
     ]
+    missing = '[[upstream]]\ntoolset = "demo"\ncommand = ["/nonexistent/upstream"]\n'
+    cases.append(('agent = "bot"\n', ["--db", str(world.db)], "cannot start the upstream"))
     for text, extra, message in cases:
-        world.config.write_text(text + upstream_table)
+        table = missing if message.startswith("cannot start") else upstream_table
+        world.config.write_text(text + table)
         capsys.readouterr()
         assert main(["gateway", "--config", str(world.config), *extra]) == 2
         printed = capsys.readouterr()
