@@ -33,7 +33,7 @@ from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
@@ -54,11 +54,26 @@ ADMISSIONS = 3  # turns admitted at most for one listing (see `Gateway._admit`)
 
 @dataclass
 class Connected:
-    """An upstream server, connected and initialized; its tools by name."""
+    """An upstream server, connected and initialized; its tools by name. `changed`: the
+    server said its tools changed (`notifications/tools/list_changed`) since they were
+    last listed."""
 
     config: Upstream
     session: ClientSession
     tools: dict[str, types.Tool]
+    changed: bool = False
+
+
+def changes_of(holder: list[Connected]) -> MessageHandlerFnT:
+    """A client session's message handler that marks the upstream in `holder` (filled once
+    it is connected) `changed` when its server says its tools changed."""
+
+    async def handle(message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            for up in holder:
+                up.changed = True
+
+    return handle
 
 
 @dataclass
@@ -122,17 +137,8 @@ class Gateway:
         self.config = config
         self.decider = decider
         self.report = report or ShadowReport(sys.stderr)
-        self.tools: dict[str, tuple[Connected, types.Tool]] = {}
-        for up in upstreams:
-            for name, tool in up.tools.items():
-                if name in self.tools:
-                    other = self.tools[name][0].config.toolset
-                    raise ConfigError(
-                        f"tool `{name}` is served by the upstreams of `{other}` and "
-                        f"`{up.config.toolset}`",
-                        "give each toolset an upstream whose tools have names of their own",
-                    )
-                self.tools[name] = (up, tool)
+        self.upstreams = upstreams
+        self.tools = _tools_of(upstreams)
         self.sessions: dict[str, Session] = {}
         self.server: Server[Any] = Server(
             "charter-gateway",
@@ -208,16 +214,43 @@ class Gateway:
             shown.append(tool.model_copy(update={"description": text}))
         return listing, shown
 
-    async def refresh(self, session: Session, latest: int | None = None) -> bool:
+    async def refresh(
+        self, session: Session, latest: int | None = None, relisted: bool = False
+    ) -> bool:
         """Move `session` to a turn on the latest revision (`latest`, if known) when it is
-        not on it; whether what the client is shown changed."""
+        not on it, or show it the upstreams' tools again (`relisted`); whether what the
+        client is shown changed."""
         async with session.lock:
             if latest is not None and session.turn.revision == latest:
-                return False
+                if not relisted:
+                    return False
+                listing, shown = await self._shown(session.turn)
+                changed = _seen(shown) != _seen(session.shown)
+                session.listing, session.shown = listing, shown
+                return changed
             turn, listing, shown = await self._admit(session.agent)
             changed = _seen(shown) != _seen(session.shown)
             session.turn, session.listing, session.shown = turn, listing, shown
             return changed
+
+    async def _relist(self) -> bool:
+        """List again the tools of each upstream that said they changed; whether any
+        did. (Two upstreams that come to serve one name keep the tools they had.)"""
+        stale = [up for up in self.upstreams if up.changed]
+        if not stale:
+            return False
+        before = {up.config.toolset: up.tools for up in stale}
+        for up in stale:
+            up.changed = False
+            up.tools = await list_all(up.session)
+        try:
+            self.tools = _tools_of(self.upstreams)
+        except ConfigError as exc:
+            for up in stale:
+                up.tools = before[up.config.toolset]
+            sys.stderr.write(f"charter gateway: upstream tools kept as they were: {exc.message}\n")
+            return False
+        return True
 
     async def watch(self) -> None:
         """Look for a new revision every `watch` seconds; a session whose listing it
@@ -226,9 +259,11 @@ class Gateway:
         while True:
             await anyio.sleep(self.config.watch)
             try:
+                relisted = await self._relist()
                 latest = await self.decider.latest()
                 for key, session in list(self.sessions.items()):
-                    if not await self.refresh(session, latest) or session.peer is None:
+                    changed = await self.refresh(session, latest, relisted)
+                    if not changed or session.peer is None:
                         continue
                     try:
                         await session.peer.send_tool_list_changed()
@@ -312,6 +347,23 @@ def _bearer(headers: Mapping[str, str]) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return token.strip() or None
+
+
+def _tools_of(upstreams: list[Connected]) -> dict[str, tuple[Connected, types.Tool]]:
+    """Every upstream tool by the name the client calls it (ConfigError for a name two
+    upstreams serve: which one a call went to could not be told)."""
+    tools: dict[str, tuple[Connected, types.Tool]] = {}
+    for up in upstreams:
+        for name, tool in up.tools.items():
+            if name in tools:
+                other = tools[name][0].config.toolset
+                raise ConfigError(
+                    f"tool `{name}` is served by the upstreams of `{other}` and "
+                    f"`{up.config.toolset}`",
+                    "give each toolset an upstream whose tools have names of their own",
+                )
+            tools[name] = (up, tool)
+    return tools
 
 
 def _seen(tools: list[types.Tool]) -> list[tuple[str, str | None]]:

@@ -14,7 +14,7 @@ from mcp.server.stdio import stdio_server
 
 from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider
-from api.gateway.proxy import Connected, Gateway, ShadowReport, list_all
+from api.gateway.proxy import Connected, Gateway, ShadowReport, changes_of, list_all
 
 
 async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
@@ -30,9 +30,12 @@ async def connect(stack: AsyncExitStack, up: Upstream) -> Connected:
         transport = stdio_client(params, errlog=sys.stderr)
     try:
         read, write = await stack.enter_async_context(transport)
-        session = await stack.enter_async_context(ClientSession(read, write))
+        holder: list[Connected] = []
+        session = ClientSession(read, write, message_handler=changes_of(holder))
+        await stack.enter_async_context(session)
         await session.initialize()
-        return Connected(up, session, await list_all(session))
+        holder.append(Connected(up, session, await list_all(session)))
+        return holder[0]
     except Exception as exc:
         raise cannot_start(up, exc) from None
 

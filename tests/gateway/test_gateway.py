@@ -26,13 +26,15 @@ from mcp.client._memory import InMemoryTransport
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from api import commands as c
 from api.cli import main
 from api.gateway.config import ConfigError, load, parse
 from api.gateway.local import LocalDecider
-from api.gateway.proxy import Connected, Gateway, ShadowReport, list_all, refusal
+from api.gateway.proxy import Connected, Gateway, ShadowReport, changes_of, list_all, refusal
 from api.gateway.remote import RemoteDecider
 from api.http.app import create_app, open_service
 from api.service import tokens
@@ -513,3 +515,60 @@ def test_a_turn_that_ended_is_replaced_and_the_call_decided_on_the_new_one(
     logged = [json.loads(row) for _, row in rows if isinstance(row, bytes)]
     assert [row["effect"] for row in logged] == ["allow", "allow"]
     assert len({row["turn"] for row in logged}) == 2
+
+
+def test_an_upstream_whose_tools_change_is_listed_again(world: World) -> None:
+    """An upstream that says its tools changed (here: once `grow` is called, it serves
+    `search` too) is listed again, and a session whose listing that changes is told."""
+    tools = [
+        types.Tool(name="echo", input_schema={"type": "object"}),
+        types.Tool(name="grow", input_schema={"type": "object"}),
+    ]
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(tools))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tools.append(types.Tool(name="search", input_schema={"type": "object"}))
+        await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text="grown")])
+
+    growing: Server[Any] = Server("growing", on_list_tools=list_tools, on_call_tool=call_tool)
+    config = parse(
+        {"agent": "bot", "watch": 0.1, "upstream": [{"toolset": "demo", "command": ["x"]}]}
+    )
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.set()
+
+    async def session() -> None:
+        holder: list[Connected] = []
+        async with (
+            InMemoryTransport(growing) as (up_read, up_write),
+            ClientSession(up_read, up_write, message_handler=changes_of(holder)) as up,
+        ):
+            await up.initialize()
+            holder.append(Connected(config.upstreams[0], up, await list_all(up)))
+            gateway = Gateway(config, LocalDecider(world.service), holder)
+            async with (
+                anyio.create_task_group() as tasks,
+                InMemoryTransport(gateway.server) as (read, write),
+                ClientSession(read, write, message_handler=on_message) as client,
+            ):
+                tasks.start_soon(gateway.watch)
+                await client.initialize()
+                assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+                await up.call_tool("grow", {})  # (the upstream's own client: not decided)
+                with anyio.fail_after(10):
+                    await told.wait()
+                listed = [tool.name for tool in (await client.list_tools()).tools]
+                assert listed == ["echo", "search"]
+                tasks.cancel_scope.cancel()
+
+    anyio.run(session)
