@@ -9,10 +9,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -572,3 +574,20 @@ def test_an_upstream_whose_tools_change_is_listed_again(world: World) -> None:
                 tasks.cancel_scope.cancel()
 
     anyio.run(session)
+
+
+def test_the_documented_configuration_is_one() -> None:
+    """docs/operations.md's example configuration reads as printed, and every setting it
+    shows in a comment is one the gateway takes."""
+    doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## The MCP gateway") :]
+    block = section[
+        section.index("```toml\n") + 8 : section.index("```", section.index("```toml") + 7)
+    ]
+    assert parse(tomllib.loads(block)).agent == "support-bot"
+    every = tomllib.loads(re.sub(r"^# (\w+ = )", r"\1", block, flags=re.MULTILINE))
+    with pytest.raises(ConfigError, match="both `agent` and `token`"):
+        parse(every)  # (each key is known: an unknown one is refused before this)
+    every.pop("token")
+    with pytest.raises(ConfigError, match="give `command` or `url`"):
+        parse(every)
