@@ -253,8 +253,10 @@ class Gateway:
         return True
 
     async def watch(self) -> None:
-        """Look for a new revision every `watch` seconds; a session whose listing it
-        changes is sent `notifications/tools/list_changed`."""
+        """Look for a new revision (and upstream tools that changed) every `watch` seconds;
+        a session whose listing it changes is sent `notifications/tools/list_changed`. A
+        look that fails is said on stderr and tried again: the sessions keep deciding on
+        their turns, which end after their lifetime whatever happens here."""
         said = None  # (a problem is said once, not every `watch` seconds)
         while True:
             await anyio.sleep(self.config.watch)
@@ -270,10 +272,11 @@ class Gateway:
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         self.sessions.pop(key, None)  # its client is gone
                 said = None
-            except Refused as exc:
-                if exc.message != said:
-                    sys.stderr.write(f"charter gateway: cannot follow the policy: {exc.message}\n")
-                said = exc.message
+            except Exception as exc:  # (calls go on deciding on their turns meanwhile)
+                why = exc.message if isinstance(exc, Refused) else f"{type(exc).__name__}: {exc}"
+                if why != said:
+                    sys.stderr.write(f"charter gateway: cannot follow the policy: {why}\n")
+                said = why
 
     # ---- the handlers -------------------------------------------------------------------
     async def list_tools(
