@@ -283,10 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extend(sub: Any) -> None:
     """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle,
-    log, receipt)."""
+    log, receipt, gateway)."""
     import importlib
 
-    for module in ("api.cli_fit", "api.cli_serve", "api.cli_db", "api.cli_bundle", "api.cli_log"):
+    for module in (
+        "api.cli_fit",
+        "api.cli_serve",
+        "api.cli_db",
+        "api.cli_bundle",
+        "api.cli_log",
+        "api.cli_gateway",
+    ):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

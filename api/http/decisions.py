@@ -152,7 +152,7 @@ def _made(snapshot: Snapshot, profile: str) -> bytes:
     return made
 
 
-def _listing(snapshot: Snapshot, profile: str) -> bytes:
+def tool_listing(snapshot: Snapshot, profile: str) -> bytes:
     """The JSON of `profile`'s tools on `snapshot`, made once (on the solver's thread:
     z3 may take a while)."""
     found = _listed(snapshot, profile)
@@ -177,7 +177,7 @@ async def list_tools(request: Request) -> Response:
     profile = service.agent_profile(agent, snapshot)
     tools = _listed(snapshot, profile)
     if tools is None:
-        tools = await _on_solver_thread(_listing, snapshot, profile)
+        tools = await _on_solver_thread(tool_listing, snapshot, profile)
     head = dumps({"agent": agent_id, "profile": profile, "revision": snapshot.revision})
     return JSONResponse(b'%s,"tools":%s}' % (head[:-1], tools))
 

@@ -1,0 +1,1 @@
+"""`charter gateway`: an MCP proxy that has Charter decide every tool call (docs/operations.md)."""
