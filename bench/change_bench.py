@@ -32,7 +32,7 @@ from api.http.app import open_service
 from api.service.manage import manage
 from api.service.tokens import Principal
 from bench.report import load_average, machine_info
-from bench.targets import Conditions, Row, publish, verdict_lines
+from bench.targets import Conditions, Row, publish
 from bench.workload import Workload, generate
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
@@ -155,7 +155,6 @@ def render(results: list[ChangeResult], info: dict[str, str], command: str) -> s
         f"{r.file_changed_ms:.1f} ms | {r.create_ms:.1f} ms | {r.differing} |"
         for r in results
     ]
-    lines += verdict_lines(targets(results))
     return "\n".join(lines) + "\n"
 
 

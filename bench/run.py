@@ -336,8 +336,6 @@ def render(results: list[SizeResult], machine: dict[str, str], command: str) -> 
     if not any(r.cedar is not None for r in results):
         out += ["", "cedarpy is not installed (`pip install '.[bench]'`): no Cedar row."]
     out += _render_cold([r for r in results if r.cold is not None])
-    out += ["", "| target | measured | verdict |", "| --- | --- | --- |"]
-    out += [f"| {t} | {m} | {v} |" for t, m, v in targets(results)]
     return "\n".join(out) + "\n"
 
 

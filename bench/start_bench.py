@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from bench.report import load_average, machine_info
-from bench.targets import Conditions, Row, publish, verdict_lines
+from bench.targets import Conditions, Row, publish
 from bench.workload import Workload, generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +175,6 @@ def render(results: list[StartResult], info: dict[str, str], command: str) -> st
         f"{r.peak_mb:.0f} MB | {r.decisions:,} ({r.allowed:,}) |"
         for r in results
     ]
-    lines += verdict_lines(targets(results))
     return "\n".join(lines) + "\n"
 
 

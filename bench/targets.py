@@ -62,7 +62,7 @@ def record(bench: str, rows: list[Row], conditions: Conditions, docs: bool = Tru
 
 
 def verdict_lines(rows: list[Row]) -> list[str]:
-    """A bench's own table of its targets (after its figures)."""
+    """A bench's own table of its targets, as it prints them after its figures."""
     lines = ["", "| target | figure | verdict |", "| --- | --- | --- |"]
     return lines + [f"| {t.target} | {t.figure} | {'PASS' if t.ok else 'FAIL'} |" for t in rows]
 
@@ -75,9 +75,10 @@ def publish(
     markers: tuple[str, str],
     docs: bool = True,
 ) -> None:
-    """A bench's last step: print its report, record its targets, and (with `docs`)
-    write the report into docs/benchmarks.md between `markers`."""
-    print(report)
+    """A bench's last step: print its report and its verdicts, record its targets, and
+    (with `docs`) write the report into docs/benchmarks.md between `markers`: the
+    verdicts are in the one table of every target there."""
+    print(report + "\n".join(verdict_lines(rows)))
     record(bench, rows, conditions, docs=docs)
     if docs:
         write_docs(report, *markers)
