@@ -88,6 +88,12 @@ CODES: dict[AnyCode, Code] = {
     "bad-limit": Code(400, "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code(400, "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
     "bad-remove-in-use": Code(400, "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"),
+    "bad-wait": Code(
+        400, "`wait` (`GET /v1/approvals/{id}`) is not 0 to 60 seconds in ASCII digits"
+    ),
+    "bad-last-event-id": Code(
+        400, "`Last-Event-ID` (`GET /v1/approvals/events`) is not 1 to 18 ASCII digits"
+    ),
     "bad-if-match": Code(
         400,
         '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
@@ -480,6 +486,7 @@ ANYWHERE = frozenset({
     "headers-too-large", "request-timeout", "too-many-connections",  # (the connection's)
 })  # fmt: skip
 WHERE: dict[str, tuple[str, ...]] = {
+    "bad-last-event-id": ("readApprovalEvents",),
     "batch-too-large": ("decideBatch",),
     "empty-policy": ("uploadPolicy",),
     "not-utf8": ("uploadPolicy",),

@@ -39,6 +39,7 @@ QUERY_CODES = {
     "revision": "bad-revision",
     "agent": "id-too-long",
     "remove_in_use": "bad-remove-in-use",
+    "wait": "bad-wait",
 }
 REASONS = {
     200: "OK",

@@ -6,7 +6,13 @@ no longer fits its schema fails there."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
+
+
+def _compact(value: Any) -> str:
+    """JSON as the server writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Example(NamedTuple):
@@ -403,7 +409,15 @@ EXAMPLES: dict[str, Example] = {
     **_crud("Hook", "Hooks", HOOK, {"name": "approve-big-refund"}),
     **_crud("Toolset", "Toolsets", TOOLSET, {"name": "mail"}),
     "listApprovals": Example(query="status=pending", answer=_page(APPROVAL)),
-    "getApproval": Example(answer=APPROVAL, path={"id": APPROVAL["id"]}),
+    "readApprovalEvents": Example(
+        text=(
+            'retry: 2000\n\nevent: ready\nid: 118\ndata: {"after":118}\n\n'
+            f"event: approval.opened\nid: 119\ndata: {_compact(APPROVAL)}\n\n"
+            f"event: approval.decided\nid: 121\ndata: {_compact(DECIDED)}\n\n"
+            ": keep-alive\nid: 121\n\n"
+        )
+    ),
+    "getApproval": Example(answer=DECIDED, path={"id": APPROVAL["id"]}, query="wait=30"),
     "approve": Example(
         answer={"approval": DECIDED, "decision": DECIDED["final"]}, path={"id": APPROVAL["id"]}
     ),

@@ -69,7 +69,7 @@ TAGS = {
     "tokens": "Bearer tokens: issued and revoked by an admin",
     "operations": "Health, readiness, metrics and this document: no token",
 }
-_INTEGERS = frozenset({"limit", "after_seq", "revision"})
+_INTEGERS = frozenset({"limit", "after_seq", "revision", "wait"})
 _BOOLEANS = frozenset({"remove_in_use"})  # `true` or `false`, as written
 _ETAG = {
     "ETag": {
