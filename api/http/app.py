@@ -12,7 +12,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from api.http import decisions, ops, policy, resources
+from api.http import authzen, decisions, ops, policy, resources
 from api.http.approvalwatch import ApprovalWatch
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
@@ -31,7 +31,9 @@ from policy.secrets import Sealer, load_key_file
 from policy.store.open import Target, open_store, parse
 
 # The decision routes first: starlette tries routes in order, and they are the hot ones.
-TABLE: Table = [*decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES]
+TABLE: Table = [
+    *decisions.ROUTES, *ops.ROUTES, *policy.ROUTES, *resources.ROUTES, *authzen.ROUTES
+]  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -446,4 +446,47 @@ EXAMPLES: dict[str, Example] = {
         },
     ),
     "revokeToken": Example(path={"id": "8c1e4f2a9b3d7e60"}),
+    "decideAccess": Example(
+        body={
+            "subject": {"type": "agent", "id": "refund-bot"},
+            "action": {"name": "refund"},
+            "resource": {"type": "billing", "id": "A-1001"},
+            "context": {"args": REFUND},
+        },
+        answer={"decision": False, "context": PAUSED},
+    ),
+    "decideAccesses": Example(
+        body={
+            "subject": {"type": "agent", "id": "demo-support"},
+            "resource": {"type": "mail"},
+            "options": {"evaluations_semantic": "deny_on_first_deny"},
+            "evaluations": [{"action": {"name": "send"}, "context": {"args": ARGS}}],
+        },
+        answer={"evaluations": [{"decision": True, "context": DECISION}]},
+    ),
+    "listAccessActions": Example(
+        body={"subject": {"type": "agent", "id": "demo-support"}, "resource": {"type": "mail"}},
+        answer={
+            "results": [
+                {"name": "search", "properties": {"status": "allow", "hooks": []}},
+                {
+                    "name": "send",
+                    "properties": {
+                        "status": "narrow",
+                        "condition": 'args.to endswith "@example.com"',
+                        "exact": True,
+                        "hooks": [],
+                    },
+                },
+            ]
+        },
+    ),
+    "getAuthzenConfiguration": Example(
+        answer={
+            "policy_decision_point": "https://charter.example.com",
+            "access_evaluation_endpoint": "https://charter.example.com/access/v1/evaluation",
+            "access_evaluations_endpoint": "https://charter.example.com/access/v1/evaluations",
+            "search_action_endpoint": "https://charter.example.com/access/v1/search/action",
+        }
+    ),
 }

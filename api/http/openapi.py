@@ -67,6 +67,8 @@ TAGS = {
     "hooks": "The hooks of the latest revision",
     "toolsets": "The toolsets of the latest revision",
     "tokens": "Bearer tokens: issued and revoked by an admin",
+    "authzen": "The OpenID AuthZEN Authorization API 1.0: evaluations decided as calls, the "
+    "actions of a toolset an agent may take, the PDP's metadata",
     "operations": "Health, readiness, metrics and this document: no token",
 }
 _INTEGERS = frozenset({"limit", "after_seq", "revision", "wait"})

@@ -17,7 +17,7 @@ ErrorCode = Literal[
     "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-if-match",
     "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
-    "bad-last-event-id",
+    "bad-last-event-id", "authzen-bad-request",
     # who may
     "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",

@@ -272,6 +272,16 @@ def test_live_answers_read_as_their_schemas(
     check("POST", "/v1/approvals/{id}/approve", first + "/approve", headers=admin, status=200)
     check("GET", "/v1/approvals/{id}", first + "?wait=5", headers=admin, status=200)
     assert check.stream("/v1/approvals/events", headers=admin).startswith("retry: ")
+    # ---- AuthZEN
+    access = {"subject": {"type": "agent", "id": "a1"}, "resource": {"type": "billing"},
+              "action": {"name": "refund"}, "context": {"args": {"amount": 1}}}  # fmt: skip
+    check("POST", "/access/v1/evaluation", json=access, headers=decide, status=200)
+    check("POST", "/access/v1/evaluations", json={"evaluations": [access]}, headers=decide,
+          status=200)  # fmt: skip
+    check("POST", "/access/v1/evaluation", json={}, headers=decide, status=400)
+    check("POST", "/access/v1/search/action", json={k: access[k] for k in ("subject", "resource")},
+          headers=decide, status=200)  # fmt: skip
+    check("GET", "/.well-known/authzen-configuration", status=200)
     check("POST", "/v1/approvals/{id}/approve", first + "/approve", headers=admin, status=409)
     check("POST", "/v1/approvals/{id}/reject", second + "/reject", json={"reason": "no"},
           headers=admin, status=200)  # fmt: skip
