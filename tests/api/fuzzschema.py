@@ -216,6 +216,8 @@ def valid(schema: dict[str, Any], name: str = "", numeric: bool = False) -> Stra
         return st.one_of([valid(s, name, numbers) for s in schema["anyOf"]])
     if "enum" in schema:
         return st.sampled_from(schema["enum"])
+    if "const" in schema:  # (a bundle manifest's `format`)
+        return st.just(schema["const"])
     kind = schema.get("type")
     if kind == "object":
         props = schema.get("properties")
