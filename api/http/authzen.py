@@ -36,11 +36,10 @@ from api.http.auth import bearer, may_decide, require_decide
 from api.http.body import body, single_header
 from api.http.decisions import tools_of
 from api.http.models import MAX_BATCH
-from api.http.parts import Parts, parts_of
+from api.http.parts import parts_of
 from api.http.routing import Spec, Table, json_response
 from api.service.calls import Call
 from api.service.errors import ServiceError
-from api.service.tokens import Principal
 
 # ---- the information model (unknown members ignored, as the specification asks) ------
 
@@ -196,9 +195,22 @@ def _refused(status: int, code: str, message: str) -> dict[str, Any]:
     }
 
 
-async def _decide(parts: Parts, request: Request, calls: list[Call]) -> list[dict[str, Any]]:
-    """`calls` decided in one group commit, as `POST /v1/decisions/batch` decides them."""
-    return await parts.commit.decide(calls, bearer(request.scope), parts.commit.generation)
+class Asked:
+    """What a request's decisions need: its parts, its bearer token, and the token
+    cache's generation read before the token was looked up (api.http.lane: a token
+    revoked after the look-up is looked up again in the group commit)."""
+
+    __slots__ = ("generation", "parts", "request")
+
+    def __init__(self, request: Request) -> None:
+        self.parts = parts_of(request)
+        self.generation = self.parts.commit.generation
+        self.request = request
+
+    async def decide(self, calls: list[Call]) -> list[dict[str, Any]]:
+        """`calls` decided in one group commit, as `POST /v1/decisions/batch` decides."""
+        token = bearer(self.request.scope)
+        return await self.parts.commit.decide(calls, token, self.generation)
 
 
 def _echo(request: Request, response: Response) -> Response:
@@ -213,40 +225,41 @@ def _echo(request: Request, response: Response) -> Response:
 
 
 async def evaluation(request: Request) -> Response:
+    asked = Asked(request)
     actor = require_decide(request)
     item: Evaluation = await _parsed(request, Evaluation)
     call = _call(item)
     may_decide(actor, (call.agent,))
-    results = await _decide(parts_of(request), request, [call])
+    results = await asked.decide([call])
     return _echo(request, json_response(_answer(results[0])))
 
 
 async def evaluations(request: Request) -> Response:
+    asked = Asked(request)
     actor = require_decide(request)
     top: Evaluations = await _parsed(request, Evaluations)
-    parts = parts_of(request)
     if not top.evaluations:  # (the single evaluation, answered as such)
         one = _call(_filled(top, top, 0))
         may_decide(actor, (one.agent,))
-        results = await _decide(parts, request, [one])
+        results = await asked.decide([one])
         return _echo(request, json_response(_answer(results[0])))
     calls = [_call(_filled(top, one, i)) for i, one in enumerate(top.evaluations)]
     may_decide(actor, [call.agent for call in calls])
     semantic = (top.options or Options()).evaluations_semantic
     if semantic == "execute_all":
-        answers = await _all(parts, request, calls)
+        answers = await _all(asked, calls)
     else:
-        answers = await _until(parts, request, actor, calls, semantic)
+        answers = await _until(asked, calls, semantic)
     return _echo(request, json_response({"evaluations": answers}))
 
 
-async def _all(parts: Parts, request: Request, calls: list[Call]) -> list[dict[str, Any]]:
+async def _all(asked: Asked, calls: list[Call]) -> list[dict[str, Any]]:
     """Every evaluation, in one group commit; one whose agent is not there is false with
     its error, and the others are decided."""
-    service = parts.service
+    service = asked.parts.service
     known = [service.find_agent(call.agent) is not None for call in calls]
-    asked = [call for call, there in zip(calls, known, strict=True) if there]
-    decided = iter(await _decide(parts, request, asked) if asked else [])
+    there = [call for call, found in zip(calls, known, strict=True) if found]
+    decided = iter(await asked.decide(there) if there else [])
     return [
         _answer(next(decided)) if k else _refused(404, "agent-not-found", _unknown(c))
         for c, k in zip(calls, known, strict=True)
@@ -257,18 +270,16 @@ def _unknown(call: Call) -> str:
     return f"agent `{call.agent}` not found"
 
 
-async def _until(
-    parts: Parts, request: Request, actor: Principal, calls: list[Call], semantic: Semantic
-) -> list[dict[str, Any]]:
+async def _until(asked: Asked, calls: list[Call], semantic: Semantic) -> list[dict[str, Any]]:
     """The evaluations in order, each decided (and logged) on its own, up to the first
     deny (`deny_on_first_deny`) or the first permit (`permit_on_first_permit`): those
     after it are not decided at all, so no pause opens an approval for them."""
     answers: list[dict[str, Any]] = []
     for call in calls:
-        if parts.service.find_agent(call.agent) is None:
+        if asked.parts.service.find_agent(call.agent) is None:
             answer = _refused(404, "agent-not-found", _unknown(call))
         else:
-            answer = _answer((await _decide(parts, request, [call]))[0])
+            answer = _answer((await asked.decide([call]))[0])
         answers.append(answer)
         if answer["decision"] == (semantic == "permit_on_first_permit"):
             break
