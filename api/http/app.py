@@ -13,7 +13,8 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from api.http import decisions, keys, ops, policy, resources
+from api.http import authzen, decisions, keys, ops, policy, resources
+from api.http.approvalwatch import ApprovalWatch
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
 from api.http.lifeline import end_with_supervisor
@@ -37,6 +38,7 @@ TABLE: Table = [
     *policy.ROUTES,
     *resources.ROUTES,
     *keys.ROUTES,
+    *authzen.ROUTES,
 ]
 
 
@@ -72,7 +74,9 @@ def create_app(service: Service) -> CharterApp:
         for spec, endpoint in decisions.ROUTES
         if isinstance(endpoint, DecisionLane)
     }
-    app.charter = Parts(service, GroupCommit(service, tokens), tokens, openapi(TABLE))
+    app.charter = Parts(
+        service, GroupCommit(service, tokens), tokens, openapi(TABLE), ApprovalWatch(service)
+    )
     # A serving process (each of `--workers N`'s too) compiles the latest revision from
     # the start, off the request path, so it is usually ready (`/readyz`) by the time it
     # is probed and its first decisions do not wait for the compile.

@@ -92,6 +92,17 @@ CODES: dict[AnyCode, Code] = {
         400,
         "`receipt` (`POST /v1/decisions`, `/v1/decisions/batch`) is not `true` or `false`; nothing was decided",
     ),
+    "bad-wait": Code(
+        400, "`wait` (`GET /v1/approvals/{id}`) is not 0 to 60 seconds in ASCII digits"
+    ),
+    "authzen-bad-request": Code(
+        400,
+        "an AuthZEN request (`/access/v1/...`) that its specification's model refuses: a "
+        "required member missing, a member of the wrong type, `context.args` not an object",
+    ),
+    "bad-last-event-id": Code(
+        400, "`Last-Event-ID` (`GET /v1/approvals/events`) is not 1 to 18 ASCII digits"
+    ),
     "bad-if-match": Code(
         400,
         '`If-Match` is not `*` or one strong entity tag in double quotes (a revision\'s, `"7"`, '
@@ -475,6 +486,7 @@ GROUPS: dict[str, str] = {
 # tests/api/test_http_reference.py checks each against the operation's statuses in
 # `/openapi.json`, both ways.
 _DECIDING = ("decide", "decideBatch")
+_ACCESS = ("decideAccess", "decideAccesses")  # (AuthZEN's: no thread, turn or connection)
 _AGENT_WRITES = ("createAgent", "updateAgent", "approve")
 _ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
@@ -484,6 +496,8 @@ ANYWHERE = frozenset({
     "headers-too-large", "request-timeout", "too-many-connections",  # (the connection's)
 })  # fmt: skip
 WHERE: dict[str, tuple[str, ...]] = {
+    "authzen-bad-request": ("decideAccess", "decideAccesses", "listAccessActions"),
+    "bad-last-event-id": ("readApprovalEvents",),
     "batch-too-large": ("decideBatch",),
     "empty-policy": ("uploadPolicy",),
     "not-utf8": ("uploadPolicy",),
@@ -531,7 +545,9 @@ WHERE: dict[str, tuple[str, ...]] = {
     "role-source-mismatch": ("createRole", "updateRole"),
     "agent-not-found": (
         *_DECIDING,
+        *_ACCESS,
         "listAgentTools",
+        "listAccessActions",
         "checkFit",
         "admitTurn",
         "getAgent",
@@ -552,6 +568,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getProfile",
         "checkFit",
         "listAgentTools",
+        "listAccessActions",
         *_AGENT_WRITES,
         *_ROLE_WRITES,
     ),
@@ -559,7 +576,9 @@ WHERE: dict[str, tuple[str, ...]] = {
     "toolset-not-found": ("getToolset",),
     "no-policy": (
         *_DECIDING,
+        *_ACCESS,
         "listAgentTools",
+        "listAccessActions",
         "checkFit",
         "admitTurn",
         *_VIEWS,
@@ -587,7 +606,9 @@ WHERE: dict[str, tuple[str, ...]] = {
     "policy-too-large": ("uploadPolicy", "uploadBundle", "createRole", "updateRole", "approve"),
     "revision-does-not-check": (
         *_DECIDING,
+        *_ACCESS,
         "listAgentTools",
+        "listAccessActions",
         "checkFit",
         "admitTurn",
         *_VIEWS,
@@ -612,7 +633,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "secret-key-mismatch": ("approve", *_DECIDING),
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
-    "unavailable": ("listAgentTools", "checkFit"),
+    "unavailable": ("listAgentTools", "listAccessActions", "checkFit"),
     "store-unavailable": ("readMetrics",),
     "store-damaged": ("readMetrics",),
     "store-too-new": ("readMetrics",),

@@ -61,6 +61,10 @@ LIMITS_ENV = "CHARTER_CONNECTION_LIMITS"
 FEED = 1024  # bytes given the parser at a time: what a read past the bounds can add
 MAX_HEAD = 64 * 1024  # a request's line and headers, together
 LINGER = 2  # seconds a refused client's bytes are read and dropped, after its answer
+# The request's scope key of the `asyncio.Event` a request that waits (a long poll, an
+# event stream: api/http/approvalwatch.py) puts there: set when the server shuts down
+# while it is answered, so it ends then rather than hold the worker's graceful shutdown.
+CLOSING = "charter.closing"
 
 
 @dataclass(frozen=True)
@@ -280,6 +284,17 @@ class GuardedHttpTools(HttpToolsProtocol):
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         self._running = cycle
         super()._start_asgi_task(cycle, app)
+
+    def shutdown(self) -> None:
+        """The server shuts down: as uvicorn does (an idle connection is closed, one being
+        answered is closed once its answer is done), and a request that waits is told to
+        end its answer (`CLOSING`)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            closing = cycle.scope.get(CLOSING)
+            if isinstance(closing, asyncio.Event):
+                closing.set()
+        super().shutdown()
 
     def connection_lost(self, exc: Exception | None) -> None:
         running = self._running

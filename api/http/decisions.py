@@ -167,17 +167,23 @@ def tool_listing(snapshot: Snapshot, profile: str) -> bytes:
     return made
 
 
-async def list_tools(request: Request) -> Response:
-    actor = require_decide(request)
-    agent_id = path_ids(request)["id"]
-    may_decide(actor, (agent_id,))
-    service = service_of(request)
+async def tools_of(service: Service, agent_id: str) -> tuple[Snapshot, str, bytes]:
+    """(the latest revision's snapshot, the agent's profile, the JSON of its tools): the
+    listing `GET /v1/agents/{id}/tools` answers (and AuthZEN's action search reads)."""
     agent = service.agent(agent_id)
     snapshot = await _current(service)
     profile = service.agent_profile(agent, snapshot)
     tools = _listed(snapshot, profile)
     if tools is None:
         tools = await _on_solver_thread(tool_listing, snapshot, profile)
+    return snapshot, profile, tools
+
+
+async def list_tools(request: Request) -> Response:
+    actor = require_decide(request)
+    agent_id = path_ids(request)["id"]
+    may_decide(actor, (agent_id,))
+    snapshot, profile, tools = await tools_of(service_of(request), agent_id)
     head = dumps({"agent": agent_id, "profile": profile, "revision": snapshot.revision})
     return JSONResponse(b'%s,"tools":%s}' % (head[:-1], tools))
 

@@ -40,6 +40,7 @@ QUERY_CODES = {
     "agent": "id-too-long",
     "remove_in_use": "bad-remove-in-use",
     "receipt": "bad-receipt",
+    "wait": "bad-wait",
 }
 REASONS = {
     200: "OK",

@@ -6,7 +6,13 @@ no longer fits its schema fails there."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
+
+
+def _compact(value: Any) -> str:
+    """JSON as the server writes it: no spaces."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Example(NamedTuple):
@@ -440,7 +446,15 @@ EXAMPLES: dict[str, Example] = {
     **_crud("Hook", "Hooks", HOOK, {"name": "approve-big-refund"}),
     **_crud("Toolset", "Toolsets", TOOLSET, {"name": "mail"}),
     "listApprovals": Example(query="status=pending", answer=_page(APPROVAL)),
-    "getApproval": Example(answer=APPROVAL, path={"id": APPROVAL["id"]}),
+    "readApprovalEvents": Example(
+        text=(
+            'retry: 2000\n\nevent: ready\nid: 118\ndata: {"after":118}\n\n'
+            f"event: approval.opened\nid: 119\ndata: {_compact(APPROVAL)}\n\n"
+            f"event: approval.decided\nid: 121\ndata: {_compact(DECIDED)}\n\n"
+            ": keep-alive\nid: 121\n\n"
+        )
+    ),
+    "getApproval": Example(answer=DECIDED, path={"id": APPROVAL["id"]}, query="wait=30"),
     "approve": Example(
         answer={"approval": DECIDED, "decision": DECIDED["final"]}, path={"id": APPROVAL["id"]}
     ),
@@ -469,4 +483,47 @@ EXAMPLES: dict[str, Example] = {
         },
     ),
     "revokeToken": Example(path={"id": "8c1e4f2a9b3d7e60"}),
+    "decideAccess": Example(
+        body={
+            "subject": {"type": "agent", "id": "refund-bot"},
+            "action": {"name": "refund"},
+            "resource": {"type": "billing", "id": "A-1001"},
+            "context": {"args": REFUND},
+        },
+        answer={"decision": False, "context": PAUSED},
+    ),
+    "decideAccesses": Example(
+        body={
+            "subject": {"type": "agent", "id": "demo-support"},
+            "resource": {"type": "mail"},
+            "options": {"evaluations_semantic": "deny_on_first_deny"},
+            "evaluations": [{"action": {"name": "send"}, "context": {"args": ARGS}}],
+        },
+        answer={"evaluations": [{"decision": True, "context": DECISION}]},
+    ),
+    "listAccessActions": Example(
+        body={"subject": {"type": "agent", "id": "demo-support"}, "resource": {"type": "mail"}},
+        answer={
+            "results": [
+                {"name": "search", "properties": {"status": "allow", "hooks": []}},
+                {
+                    "name": "send",
+                    "properties": {
+                        "status": "narrow",
+                        "condition": 'args.to endswith "@example.com"',
+                        "exact": True,
+                        "hooks": [],
+                    },
+                },
+            ]
+        },
+    ),
+    "getAuthzenConfiguration": Example(
+        answer={
+            "policy_decision_point": "https://charter.example.com",
+            "access_evaluation_endpoint": "https://charter.example.com/access/v1/evaluation",
+            "access_evaluations_endpoint": "https://charter.example.com/access/v1/evaluations",
+            "search_action_endpoint": "https://charter.example.com/access/v1/search/action",
+        }
+    ),
 }

@@ -69,9 +69,11 @@ TAGS = {
     "tokens": "Bearer tokens: issued and revoked by an admin",
     "keys": "The server's signing keys, which sign decision receipts and the log's "
     "checkpoints, and the log's verification against them",
+    "authzen": "The OpenID AuthZEN Authorization API 1.0: evaluations decided as calls, the "
+    "actions of a toolset an agent may take, the PDP's metadata",
     "operations": "Health, readiness, metrics and this document: no token",
 }
-_INTEGERS = frozenset({"limit", "after_seq", "revision"})
+_INTEGERS = frozenset({"limit", "after_seq", "revision", "wait"})
 _BOOLEANS = frozenset({"remove_in_use", "receipt"})  # `true` or `false`, as written
 _ETAG = {
     "ETag": {

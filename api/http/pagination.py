@@ -9,11 +9,12 @@ from starlette.requests import Request
 from api.service.errors import ErrorCode, ServiceError
 
 # The integer query parameters, each with the code that refuses it.
-IntQuery = Literal["limit", "revision", "after_seq"]
+IntQuery = Literal["limit", "revision", "after_seq", "wait"]
 BAD: dict[IntQuery, ErrorCode] = {
     "limit": "bad-limit",
     "revision": "bad-revision",
     "after_seq": "bad-after-seq",
+    "wait": "bad-wait",
 }
 
 

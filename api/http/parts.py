@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.http.approvalwatch import ApprovalWatch
 from api.service.core import Service
 from api.service.groupcommit import GroupCommit
 from api.service.tokens import TokenCache, act_for
@@ -25,6 +26,7 @@ class Parts:
     commit: GroupCommit
     tokens: TokenCache
     openapi: dict[str, Any]
+    approvals: ApprovalWatch
 
 
 class LaneApp(Starlette):

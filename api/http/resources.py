@@ -14,6 +14,7 @@ from starlette.responses import Response
 from api import commands as c
 from api import records as r
 from api.http import answers as a
+from api.http import approvals
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
@@ -166,8 +167,16 @@ ROUTES: Table = [
     managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
                  query=(*PAGE, "status"), tool="approvals.list", operation="listApprovals",
                  tag="approvals")),
-    managed(Spec("GET", "/v1/approvals/{id}", "Get an approval", "manage", None, r.Approval,
-                 tool="approvals.get", operation="getApproval", tag="approvals")),
+    # (the stream before `{id}`, which `events` would match)
+    (Spec("GET", "/v1/approvals/events",
+          "Stream approvals opened and decided (Server-Sent Events)", "manage",
+          media="text/event-stream", headers=("Last-Event-ID",), errors=(400,),
+          operation="readApprovalEvents",
+          tag="approvals"), approvals.approval_events),
+    # (`wait` is no argument of `approvals.get`: how long the answer waits, not what it is)
+    (Spec("GET", "/v1/approvals/{id}", "Get an approval, or wait until it is decided",
+          "manage", None, r.Approval, query=("wait",), tool="approvals.get",
+          operation="getApproval", tag="approvals"), approvals.get_approval),
     # Approving runs an approved management request: its refusals are the approval's.
     managed(Spec("POST", "/v1/approvals/{id}/approve",
                  "Approve: re-check and return the final decision", "manage", None, a.Approved,

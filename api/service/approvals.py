@@ -26,6 +26,7 @@ from api.service.managedcalls import ManagedCalls
 from api.service.ops import Operation, Outcome, Result, command_of
 from api.service.pages import page
 from api.service.tokens import Principal
+from policy.store.changes import APPROVAL_DECIDED
 
 STATUSES: tuple[str, ...] = get_args(ApprovalStatus)
 
@@ -77,8 +78,8 @@ def _readable_page(
         rows = rows[:want]
         left -= len(rows)
         approvals = [Approval.read(row.body) for row in rows]
-        readable = _readable(service, agent, approvals)
-        for row, approval, shown in zip(rows, approvals, readable, strict=True):
+        shown_ones = readable(service, agent, approvals)
+        for row, approval, shown in zip(rows, approvals, shown_ones, strict=True):
             if shown:
                 if len(items) == limit:  # the next page's first item: not settled here
                     more = True
@@ -89,7 +90,7 @@ def _readable_page(
     return Result(Outcome.DONE, {"items": items, "next_cursor": cursor})
 
 
-def _readable(service: Service, agent: str, approvals: list[Approval]) -> list[bool]:
+def readable(service: Service, agent: str, approvals: list[Approval]) -> list[bool]:
     """Whether the agent's `approvals.get` of each approval would be allowed, as it is
     decided (its roles, denies and hooks, with the approval as `context.approval`), but not
     logged: the list request itself was. A pause hides the approval as a deny does, and so
@@ -193,7 +194,7 @@ def context_of(service: Service, command: c.ById) -> dict[str, Any]:
     `.management`), so that a policy can let an agent reach some approvals only (`allow
     approvals.approve where context.approval.tool == "billing.refund"`); the request's
     `id` alone said nothing. `approvals.list` shows an agent the approvals whose
-    `approvals.get` would be allowed (`_readable`)."""
+    `approvals.get` would be allowed (`readable`)."""
     return facts(service.record(Approval, "approval", command.id))
 
 
@@ -268,6 +269,7 @@ def approvals_approve(
             keep_if_match(service, final["approval_id"], approval.if_match)
         approval = approval.changed(status="approved", final=final)
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
+        service.read.note_approval(APPROVAL_DECIDED, approval.id)
         body: dict[str, Any] = {"approval": approval, "decision": final}
         if approval.management and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
@@ -289,6 +291,7 @@ def approvals_reject(service: Service, actor: Principal, command: c.RejectApprov
             status="rejected", reason=command.reason
         )
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
+        service.read.note_approval(APPROVAL_DECIDED, approval.id)
     return Result(Outcome.DONE, {"approval": approval})
 
 

@@ -20,6 +20,7 @@ from api.records import Approval
 from api.service.core import Service, now_ms
 from engine.compile import Snapshot
 from engine.decision import Decision
+from policy.store.changes import APPROVAL_DECIDED
 
 
 def hook_digest(snapshot: Snapshot, name: str) -> str:
@@ -89,3 +90,4 @@ def reject_orphans(
         if getattr(approval, field) == value:
             closed = rejected_by_charter(approval, why)
             service.store.update(Approval.KIND, closed.id, closed.stored(), tag=closed.status)
+            service.read.note_approval(APPROVAL_DECIDED, closed.id)

@@ -41,6 +41,7 @@ from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
 from engine.decision import Decision, Reason, make_decision
+from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
@@ -247,6 +248,9 @@ class Draft:
                 # are prepared again: not found.)
                 approval = rejected_by_charter(approval, f"thread `{thread}` was deleted")
             store.insert(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
+            service.read.note_approval(APPROVAL_OPENED, approval.id)
+            if approval.status != "pending":
+                service.read.note_approval(APPROVAL_DECIDED, approval.id)
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})

@@ -16,8 +16,8 @@ ErrorCode = Literal[
     "invalid-body", "number-out-of-range", "batch-too-large", "repeated-parameter",
     "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-if-match",
     "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
-    "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use",
-    "bad-receipt",
+    "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
+    "bad-last-event-id", "authzen-bad-request", "bad-receipt",
     # who may
     "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",

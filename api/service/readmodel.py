@@ -25,7 +25,7 @@ from api.records import Agent
 from api.service.errors import not_found
 from api.service.snapshots import Snapshots
 from policy.store import Store
-from policy.store.changes import AGENT, CONNECTION, TOKEN, Change
+from policy.store.changes import AGENT, APPROVALS, CONNECTION, TOKEN, Change
 
 # What drops tokens from a token cache: the ids of those revoked, or None for all.
 TokenDrop = Callable[[Collection[str] | None], None]
@@ -61,6 +61,10 @@ class ReadModel:
         # Called with the ids of tokens revoked (None: any may have been), here or in
         # another process (the HTTP app's token cache registers its `forget`).
         self.on_tokens: list[TokenDrop] = []
+        # Called after each commit of this process that opened or decided an approval
+        # (`note_approval`): the HTTP app's approval watch, which another process's such
+        # commit reaches through the change feed (api/http/approvalwatch.py).
+        self.on_approvals: list[Callable[[], None]] = []
         # Moves whenever what is cached here may have changed: another process's change
         # that a `sync` saw, or one made here (`forget_*`, an upload: `moved`). Whatever
         # was prepared on the caches before it moved is prepared again
@@ -94,18 +98,23 @@ class ReadModel:
         feed = self.store.changes_after(self._seen)
         self.snapshots.refresh(feed.latest)
         moved = feed.latest != latest
-        if feed.version != self._seen:
-            self._drop(feed.changes)
-            self._seen = feed.version
+        dropped = feed.version != self._seen and self._drop(feed.changes)
+        self._seen = feed.version
+        if dropped:  # (`moves` moved with the drop)
             moved = True
         elif moved:
             self.moves += 1
         self._version = version
         return moved
 
-    def _drop(self, changes: tuple[Change, ...] | None) -> None:
+    def _drop(self, changes: tuple[Change, ...] | None) -> bool:
         """Drop what `changes` name (None: all; policy/store/changes.py reads a kind this
-        charter does not know as None)."""
+        charter does not know as None); whether anything was. Approvals are not cached:
+        their changes drop nothing, and a feed that moved with them alone moves nothing."""
+        if changes is not None:
+            changes = tuple(change for change in changes if change[0] not in APPROVALS)
+            if not changes:
+                return False
         with self._lock:
             if changes is None:
                 self._agents.clear()
@@ -118,9 +127,10 @@ class ReadModel:
         if changes is not None:
             revoked = [key for kind, key in changes if kind == TOKEN]
             if not revoked:
-                return
+                return True
         for drop in self.on_tokens:
             drop(revoked)
+        return True
 
     def connections_for(self, toolset: str) -> list[tuple[str, str | None]]:
         """(id, owner identity or None) of every connection for a toolset, cached."""
@@ -174,6 +184,15 @@ class ReadModel:
         self.moves += 1
         for token_id in token_ids:
             self.store.note_change(TOKEN, token_id)
+
+    def note_approval(self, kind: str, approval_id: str) -> None:
+        """In the transaction that opened (`kind` APPROVAL_OPENED) or decided
+        (APPROVAL_DECIDED) approval `approval_id`: noted in the change feed, for the long
+        polls and event streams of every process, and told to this process's
+        `on_approvals` once committed. Nothing here is dropped: nothing caches approvals."""
+        self.store.note_change(kind, approval_id)
+        for told in self.on_approvals:
+            self.store.after_commit(told)
 
     def keep_static(
         self,

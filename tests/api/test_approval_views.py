@@ -134,13 +134,13 @@ def test_pages_never_skip_or_repeat_and_read_a_bounded_number_of_rows(
     agents = ["a1"] * 9 + ["x"] + ["a1"] * 20 + ["x", "x"] + ["a1"] * 30 + ["x"]
     ids = _pauses(live, harness, agents)
     decided: list[int] = []
-    real = approvals._readable
+    real = approvals.readable
 
     def counted(service: Any, agent: str, rows: list[Any]) -> list[bool]:
         decided.append(len(rows))
         return real(service, agent, rows)
 
-    monkeypatch.setattr(approvals, "_readable", counted)
+    monkeypatch.setattr(approvals, "readable", counted)
     limit = 2
     shown: list[str] = []
     cursor = None
@@ -229,7 +229,7 @@ def test_an_agents_list_is_refused_before_it_is_decided_and_read_after_its_commi
     assert harness.service.store.last_seq() == logged
     depths: list[int] = []
     monkeypatch.setattr(
-        approvals, "_readable", depth_spy(harness.service.store, approvals._readable, depths)
+        approvals, "readable", depth_spy(harness.service.store, approvals.readable, depths)
     )
     assert len(live.get("/v1/approvals", headers=watch).json()["items"]) == 1
     assert depths == [0]

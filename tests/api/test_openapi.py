@@ -160,6 +160,17 @@ class Checker:
         model.model_validate(response.json(), extra=None if model is a.Problem else "forbid")
         return response.json()
 
+    def stream(self, template: str, **kwargs: Any) -> str:
+        """`GET` an event stream: its status and media type listed; its first line."""
+        with self.live.stream("GET", template, **kwargs) as response:
+            answer = self.spec["paths"][template]["get"]["responses"].get(str(response.status_code))
+            assert answer is not None, f"{template} -> {response.status_code}"
+            media = response.headers["content-type"].split(";")[0]
+            assert media in answer["content"], media
+            first = next(response.iter_lines())
+        self.seen.add(("get", template, response.status_code))
+        return first
+
 
 def test_live_answers_read_as_their_schemas(
     live: httpx.Client, harness: Harness, spec: dict[str, Any]
@@ -267,6 +278,18 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/approvals", "/v1/approvals?status=pending", headers=admin, status=200)
     check("GET", "/v1/approvals/{id}", first, headers=admin, status=200)
     check("POST", "/v1/approvals/{id}/approve", first + "/approve", headers=admin, status=200)
+    check("GET", "/v1/approvals/{id}", first + "?wait=5", headers=admin, status=200)
+    assert check.stream("/v1/approvals/events", headers=admin).startswith("retry: ")
+    # ---- AuthZEN
+    access = {"subject": {"type": "agent", "id": "a1"}, "resource": {"type": "billing"},
+              "action": {"name": "refund"}, "context": {"args": {"amount": 1}}}  # fmt: skip
+    check("POST", "/access/v1/evaluation", json=access, headers=decide, status=200)
+    check("POST", "/access/v1/evaluations", json={"evaluations": [access]}, headers=decide,
+          status=200)  # fmt: skip
+    check("POST", "/access/v1/evaluation", json={}, headers=decide, status=400)
+    check("POST", "/access/v1/search/action", json={k: access[k] for k in ("subject", "resource")},
+          headers=decide, status=200)  # fmt: skip
+    check("GET", "/.well-known/authzen-configuration", status=200)
     check("POST", "/v1/approvals/{id}/approve", first + "/approve", headers=admin, status=409)
     check("POST", "/v1/approvals/{id}/reject", second + "/reject", json={"reason": "no"},
           headers=admin, status=200)  # fmt: skip

@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 
 from api.commands import COMMANDS
 from api.http.app import TABLE
+from api.http.approvals import NOT_ARGUMENTS
 from api.http.openapi import openapi
 from api.http.routing import Spec
 from api.service.pages import DEFAULT_LIMIT
@@ -59,6 +60,8 @@ def _http_arguments(spec: Spec) -> dict[str, tuple[bool, Any, Any]]:
         if part.startswith("{"):
             out[part.strip("{}")] = (True, None, "x")
     for name in spec.query:  # passed only when given (api.http.pagination.list_args)
+        if name in NOT_ARGUMENTS:
+            continue
         out[name] = (False, DEFAULT_LIMIT, 1) if name == "limit" else (False, None, "x")
     if spec.request is not None:
         for name, field in spec.request.model_fields.items():
