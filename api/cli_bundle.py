@@ -187,6 +187,18 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
         spare.unlink(missing_ok=True)
 
 
+def _save(target: Path, document: Document, files: list[tuple[str, str]], beside: bool) -> Path:
+    """`document` kept `beside` the files of the workspace directory `target`, or with
+    the files in the one bundle file `target`. The path written."""
+    if beside:
+        target = target / bundles.SIGNATURES_FILE
+        _write(target, _dumps(document.to_json()))
+    else:
+        body = {**document.to_json(), "files": [{"path": p, "text": t} for p, t in files]}
+        _write(target, _dumps(body))
+    return target
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
@@ -228,12 +240,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _unreadable_files(exc)
     document = Document(bundles.manifest_of(files, args.revision))
     if args.output is None:
-        target = root / bundles.SIGNATURES_FILE
-        _write(target, _dumps(document.to_json()))
+        target = _save(root, document, files, beside=True)
     else:
-        target = Path(args.output)
-        body = {**document.to_json(), "files": [{"path": p, "text": t} for p, t in files]}
-        _write(target, _dumps(body))
+        target = _save(Path(args.output), document, files, beside=False)
     sys.stdout.write(f"built {target}: {len(files)} file(s), unsigned\n")
     return 0
 
@@ -261,12 +270,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
         bundles.check_files(files, document.manifest)
     except BundleError as exc:
         return refused(exc, "not signed: ")
-    signed = bundles.sign(document, key)
-    if path.is_dir():
-        _write(path / bundles.SIGNATURES_FILE, _dumps(signed.to_json()))
-    else:
-        body = {**signed.to_json(), "files": [{"path": p, "text": t} for p, t in files]}
-        _write(path, _dumps(body))
+    _save(path, bundles.sign(document, key), files, beside=path.is_dir())
     sys.stdout.write(f"signed {path} with key `{key.key_id}`\n")
     return 0
 

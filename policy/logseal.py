@@ -6,7 +6,7 @@ in without its digests made again; but it has no key, so whoever can write the d
 can rewrite a row and make every digest after it again, and the chain is whole. A
 checkpoint closes that: the log's head (its last seq and the chain's digest there),
 signed with the server's key (policy/serverkeys.py), whose seed is sealed under the key
-file outside the database. A rewritten log no longer gives the digest a checkpoint
+file outside the database. A rewritten log does not give the digest a checkpoint
 signed, and no one without the key file can sign another.
 
 A checkpoint is a COSE_Sign1 (policy/cose.py) whose payload is the CBOR map

@@ -62,7 +62,7 @@ async def get_approval(request: Request) -> Response:
 
 
 async def _decided(request: Request, approval_id: str, seconds: int) -> Approval:
-    """The approval once it is no longer pending, or as it is after `seconds` (or when
+    """The approval once it is decided, or as it is after `seconds` (or when
     the server shuts down). It is read again after the watch is joined: a decision
     committed after the get's read and before that is seen by this read."""
     parts = parts_of(request)
@@ -127,7 +127,7 @@ async def _stream(
         while not stop.is_set():
             woken.clear()  # (before the read: what commits during it wakes the next wait)
             found = await run_in_threadpool(_events, service, actor, after)
-            if found.events is None:  # (the feed no longer tells what came after `after`)
+            if found.events is None:  # (the feed does not hold what came after `after`)
                 detail = "events were missed: read `GET /v1/approvals?status=pending` again"
                 yield _event("reset", found.version, {"after": found.version, "detail": detail})
             else:

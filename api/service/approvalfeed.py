@@ -43,8 +43,8 @@ def version(service: Service) -> int:
 
 
 def events_after(service: Service, after: int) -> Events:
-    """The approvals opened and decided after change `after`. An approval no longer
-    stored (none is deleted today) is left out."""
+    """The approvals opened and decided after change `after`. An approval whose
+    document is not stored (none is deleted) is left out."""
     feed = service.store.changes_after(after)
     if feed.changes is None:
         return Events(feed.version, None)

@@ -114,7 +114,7 @@ def test_an_inserted_row_is_named(backend: Backend) -> None:
         "INSERT INTO decisions (seq, count, body, sum) VALUES (?, ?, ?, ?)", (3, 1, body, digest)
     )
     report = verify(store, keys.trusted())
-    # The rows moved after it no longer match (a run's seq is in its digest); the
+    # The rows moved after it do not match (a run's seq is in its digest); the
     # checkpoint at 2 still vouches for what it signed.
     assert [(f.seq, f.why) for f in report.findings] == [
         (4, "checksum-mismatch"), (5, "checksum-mismatch"),
