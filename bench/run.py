@@ -56,6 +56,7 @@ class SizeResult:
     requests: int
     check_s: float
     compile_s: float
+    collect_s: float  # one full collection right after: the collector's work the build left
     peak_bytes: int
     retained_bytes: int
     snapshot_bytes: int
@@ -121,6 +122,15 @@ def _median_time(fn: Any, repeats: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def _collection() -> float:
+    """Seconds of one full collection. Check and compile pause the cyclic collector
+    (engine/collector.py); the objects they made are scanned by the collections that
+    follow, once each generation fills: the work a process still owes after the build."""
+    t0 = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - t0
+
+
 def _memory(work: Workload) -> tuple[int, int, int]:
     """(peak, retained by workspace + snapshot, retained by the snapshot alone), bytes,
     with every request decided once so that lazily built plans are counted."""
@@ -150,6 +160,7 @@ def run_size(
     work = generate(roles=roles, requests=requests, roles_per_profile=per_profile)
     check_s, workspace = _median_time(lambda: check_sources(work.sources), repeats)
     compile_s, snapshot = _median_time(lambda: compile_workspace(workspace), repeats)
+    collect_s = _collection()
     assert isinstance(snapshot, Snapshot)
     mix: Counter[str] = Counter(outcome(snapshot.decide(r)) for r in work.requests)
     baseline = Baseline(work)
@@ -170,6 +181,7 @@ def run_size(
         len(work.requests),
         check_s,
         compile_s,
+        collect_s,
         peak,
         retained,
         snap_bytes,
@@ -223,7 +235,7 @@ def targets(results: list[SizeResult]) -> list[tuple[str, str, str]]:
             rows.append(
                 (
                     "100,000 roles: check + compile from the text <= 10 s",
-                    f"{total:.2f} s",
+                    f"{total:.2f} s (then a full collection: {r.collect_s:.2f} s)",
                     _verdict(total <= TARGET_LARGE_COMPILE_S),
                 )
             )
@@ -283,7 +295,7 @@ def targets(results: list[SizeResult]) -> list[tuple[str, str, str]]:
             rows.append(
                 (
                     f"{r.label}: check + compile <= 3 s",
-                    f"{total:.2f} s",
+                    f"{total:.2f} s (then a full collection: {r.collect_s:.2f} s)",
                     _verdict(total <= TARGET_COMPILE_S),
                 )
             )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.codegen import ConditionCompiler, ConditionFn, fresh_copy
+from engine.collector import collector_paused
 from engine.compiledplan import CompiledPlan
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.plan import (
@@ -245,6 +246,7 @@ class Snapshot:
 
     served: Workspace
 
+    @collector_paused()
     def __init__(
         self,
         workspace: Workspace,

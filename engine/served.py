@@ -33,6 +33,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from engine.checker import DEFAULT_CHECK, Checker, CheckOptions
+from engine.collector import collector_paused
 from engine.workspace import Workspace
 from grammar.outline import Entry, outline
 from grammar.parser import RangeRefused, parse_ranges
@@ -45,6 +46,7 @@ _ALWAYS = frozenset(("toolset", "hook", "profile"))  # what every decision may r
 Key = tuple[str, str]  # (kind, name)
 
 
+@collector_paused()
 def load_served(
     sources: Sequence[tuple[str, str]],
     options: CheckOptions = DEFAULT_CHECK,
