@@ -29,6 +29,7 @@ from engine.check import load
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Decision, Request
 from engine.explain import explain
+from engine.lints import lint
 from engine.testing import ExpectResult, run_tests
 from engine.workspace import Workspace
 from grammar.fmt import format_file
@@ -76,18 +77,23 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def _load(paths: Sequence[str], fmt: str = "text") -> Workspace | None:
-    """The workspace, or None once its diagnostics are reported (as JSON: the array of
-    them, api.cli_outcome). Its warnings go to stderr as text; with `fmt` json they are
+def _load(
+    paths: Sequence[str], fmt: str = "text", lints: bool = False
+) -> tuple[Workspace, list[Diagnostic]] | None:
+    """The workspace and its warnings (the checker's, then with `lints` the lints',
+    engine/lints.py), or None once its diagnostics are reported (as JSON: the array of
+    them, api.cli_outcome). The warnings go to stderr as text; with `fmt` json they are
     the caller's to put in its document."""
     try:
         workspace = load(paths)
     except CharterError as exc:
         cli_outcome.diagnostics(exc.diagnostics, exc.sources, fmt)
         return None
-    if workspace.warnings and fmt != "json":
-        _err(render_all(workspace.warnings, workspace.sources))
-    return workspace
+    warnings = [*workspace.warnings, *(lint(workspace) if lints else ())]
+    warnings.sort(key=Diagnostic.sort_key)
+    if warnings and fmt != "json":
+        _err(render_all(warnings, workspace.sources))
+    return workspace, warnings
 
 
 def _count(n: int, noun: str) -> str:
@@ -95,11 +101,12 @@ def _count(n: int, noun: str) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    workspace = _load(args.paths, args.format)
-    if workspace is None:
+    loaded = _load(args.paths, args.format, lints=args.lint)
+    if loaded is None:
         return 1
+    workspace, warnings = loaded
     if args.format == "json":
-        _out(to_json(workspace.warnings))
+        _out(to_json(warnings))
     else:
         _out(
             "ok: "
@@ -156,19 +163,19 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    workspace = _load(args.paths, args.format)
-    if workspace is None:
+    loaded = _load(args.paths, args.format)
+    if loaded is None:
         return 1
+    workspace, warnings = loaded
     snapshot = compile_workspace(workspace)
     results = run_tests(snapshot)
     passed = sum(r.passed for r in results)
     failed = len(results) - passed
     if args.format == "json":
         # (the warnings the text form prints on stderr: `check --format json`'s objects)
-        warnings = [d.to_json() for d in sorted(workspace.warnings, key=Diagnostic.sort_key)]
         shown = [_shown_result(snapshot, r) for r in results]
         document = {"passed": passed, "failed": failed, "results": shown}
-        _out(dumps_text({**document, "warnings": warnings}))
+        _out(dumps_text({**document, "warnings": [d.to_json() for d in warnings]}))
         return 1 if failed else 0
     for result in results:
         if result.passed:
@@ -198,9 +205,10 @@ def _shown_result(snapshot: Snapshot, result: ExpectResult) -> dict[str, Any]:
 
 
 def _request(args: argparse.Namespace) -> tuple[Snapshot, Request] | None:
-    workspace = _load([args.workspace])
-    if workspace is None:
+    loaded = _load([args.workspace])
+    if loaded is None:
         return None
+    workspace = loaded[0]
     profile, tool = text_option(args.profile, "profile"), tool_option(args.tool)
     if profile not in workspace.profiles:
         hint = did_you_mean(profile, workspace.profiles) or (
@@ -251,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check a workspace for errors")
     p.add_argument("paths", nargs="+")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--no-lint",
+        dest="lint",
+        action="store_false",
+        help="skip the lints (W03xx; the solver's take up to 20 s on a large policy)",
+    )
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("fmt", help="print files in canonical form")
