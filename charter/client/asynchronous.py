@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 import httpx
 
+import charter.client.operations as op
 from api.http.answers import Approved, NotReady, Ready, Rejected, ToolListing
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import DecisionRequest
 from api.records import Approval, DecisionResponse, Turn
-from charter.client import operations as op
 from charter.client.ask import Ask, Plan
 from charter.client.errors import NoAnswer
 from charter.client.events import ApprovalEvent, EventReader
