@@ -9,19 +9,33 @@ import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
+from api.http.app import create_app
 from charter.client import (
     ApprovalEvent,
     Client,
     NoAnswer,
+    Paused,
     ProblemError,
     Ready,
     call,
 )
-from tests.api.conftest import free_port
+from tests.api.conftest import POLICY, LiveServer, free_port, make_harness
 from tests.client.conftest import ALLOWED, DENIED, PAUSED, Served
+
+# Agents on `reader` read approvals once a person has let them.
+REVIEWED_READS = """
+hook review-reads on approvals.get {
+  pause "a human lets agents read approvals"
+}
+profile reader {
+  roles manager
+  hooks review-reads
+}
+"""
 
 
 @pytest.fixture
@@ -214,3 +228,27 @@ def test_the_token_is_shown_nowhere(served: Served) -> None:
     with pytest.raises(ValueError) as bad:
         Client(served.url, pasted)
     assert token not in str(bad.value) and token not in repr(bad.value)
+
+
+def test_an_agents_request_its_policy_pauses_is_paused(tmp_path: Path) -> None:
+    """An agent whose reads of approvals pause for a person: its `approval()` is Paused,
+    with the approval that opened for it."""
+    harness = make_harness(tmp_path)
+    try:
+        with harness.service.store.atomic():
+            harness.service.upload([("policy.charter", POLICY + REVIEWED_READS)], "test")
+        harness.add_agent("rd", "reader")
+        with (
+            LiveServer(create_app(harness.service)) as url,
+            Client(url, harness.admin) as admin,
+            Client(url, harness.token_for("rd")) as reader,
+        ):
+            paused = admin.decide("a1", *PAUSED)
+            assert paused.approval_id is not None
+            with pytest.raises(Paused) as held:
+                reader.approval(paused.approval_id)
+            opened = admin.approval(held.value.approval_id)
+        assert held.value.pending.decision.effect == "pause"
+        assert (opened.agent, opened.tool, opened.management) == ("rd", "approvals.get", True)
+    finally:
+        harness.service.store.close()
