@@ -49,7 +49,7 @@ def test_the_wheel_installs_and_serves_outside_the_checkout(tmp_path: Path) -> N
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
     _run([*pip, "install", "--quiet", "--no-deps", "--no-index", str(wheel)], tmp_path)
-    _link_dependencies(wheel, python)
+    _link_dependencies(wheel, python, extras=("client",))
     assert "No broken requirements" in _run([*pip, "check"], tmp_path)
 
     home = tmp_path / "home"  # the working directory: neither the checkout nor the venv
@@ -65,7 +65,7 @@ def test_the_wheel_installs_and_serves_outside_the_checkout(tmp_path: Path) -> N
     assert _run([charter, "check", "workspace"], home).startswith("ok: ")
     tests = _run([charter, "test", "workspace"], home)
     assert tests.rstrip().endswith(", 0 failed"), tests
-    _serve(charter, home)
+    _serve(charter, python, home)
 
 
 _WHERE = (
@@ -113,13 +113,14 @@ def _requirements(wheel: Path) -> list[Requirement]:
     return [Requirement(text) for text in Parser().parsestr(info).get_all("Requires-Dist") or []]
 
 
-def _link_dependencies(wheel: Path, python: Path) -> None:
-    """Link each distribution the wheel needs, and only those, from this environment into
-    the new one's site-packages: its packages, modules, libraries and dist-info."""
+def _link_dependencies(wheel: Path, python: Path, extras: tuple[str, ...] = ()) -> None:
+    """Link each distribution the wheel needs with `extras`, and only those, from this
+    environment into the new one's site-packages: its packages, modules, libraries and
+    dist-info."""
     site = Path(
         _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], python.parent).strip()
     )  # fmt: skip
-    pending = [(req, "") for req in _requirements(wheel)]
+    pending = [(req, extra) for req in _requirements(wheel) for extra in ("", *extras)]
     seen: set[str] = set()
     while pending:
         req, extra = pending.pop()
@@ -140,8 +141,23 @@ def _link_dependencies(wheel: Path, python: Path) -> None:
                 target.symlink_to(Path(str(dist.locate_file(name))))
 
 
-def _serve(charter: str, home: Path) -> None:
-    """`charter serve` from the wheel: ready, and deciding with the fixtures' policy."""
+# The wheel's client (its `client` extra) against its server: a decision and a refusal.
+_CLIENT = """
+import sys
+from charter.client import Client, ProblemError
+with Client(sys.argv[1], sys.argv[2]) as charter:
+    mail = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
+    print(charter.decide("demo-support", "mail.send", mail).effect)
+    try:
+        charter.list_tools("nobody")
+    except ProblemError as refused:
+        print(refused.code)
+"""
+
+
+def _serve(charter: str, python: Path, home: Path) -> None:
+    """`charter serve` from the wheel: ready, and deciding with the fixtures' policy,
+    asked over HTTP and with the wheel's client."""
     port = free_port()
     process = subprocess.Popen(
         [charter, "serve", "--db", "charter.db", "--workspace", "workspace",
@@ -159,6 +175,8 @@ def _serve(charter: str, home: Path) -> None:
         )
         assert answer.status_code == 200, answer.text
         assert answer.json()["effect"] == "allow"
+        said = _run([str(python), "-c", _CLIENT, url, token], home)
+        assert said == "allow\nagent-not-found\n", said
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=10)

@@ -1,4 +1,5 @@
-"""Decisions asked of a Charter server (`server` in the configuration), over its HTTP API.
+"""Decisions asked of a Charter server (`server` in the configuration), over its HTTP API,
+with charter.client's AsyncClient.
 
 The same operations as in-process (api.gateway.local), each one request: a turn
 (`POST /v1/turns`), the listing (`GET /v1/agents/{id}/tools`, of the latest revision: a
@@ -8,42 +9,36 @@ revision (`GET /readyz`). The server logs each decision as it logs any. Its toke
 (`server_token`) must be able to decide for the agents (`decide` or `admin`); following an
 approval takes an `admin` token: with another, a paused call answers at once that it
 awaits approval. The server redacts a secret argument in the decisions it answers; the
-value forwarded is the one the client sent (api.gateway.local.unredacted).
+value forwarded is the one the client sent (api.gateway.local.unredacted). A refusal is
+the server's code and detail; no answer (or one that is not the API's) is `unavailable`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from api.gateway.decider import Refused, Turn, Verdict, Waited, reasons_of
 from api.gateway.local import unredacted, waited
+from api.http.answers import Ready
+from charter.client import AsyncClient, ClientError, ProblemError
 
 TIMEOUT = 30.0  # seconds a request to the server may take
+T = TypeVar("T")
+
+
+async def _asked(pending: Awaitable[T]) -> T:
+    try:
+        return await pending
+    except ProblemError as exc:
+        raise Refused(exc.code, exc.detail) from None
+    except ClientError as exc:
+        raise Refused("unavailable", f"the Charter server did not answer: {exc}") from None
 
 
 class RemoteDecider:
     def __init__(self, url: str, token: str) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=TIMEOUT,
-        )
-
-    async def _ask(self, method: str, path: str, body: Any = None) -> Any:
-        try:
-            answer = await self.http.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise Refused("unavailable", f"the Charter server did not answer: {exc}") from None
-        if answer.status_code >= 400:
-            try:
-                problem = answer.json()
-                code, detail = str(problem["code"]), str(problem["detail"])
-            except (ValueError, KeyError, TypeError):
-                code, detail = "unavailable", f"the Charter server answered {answer.status_code}"
-            raise Refused(code, detail)
-        return answer.json()
+        self.client = AsyncClient(url, token, timeout=TIMEOUT)
 
     async def agent_of_token(self, token: str) -> str:
         raise Refused(
@@ -52,42 +47,36 @@ class RemoteDecider:
         )
 
     async def admit(self, agent: str) -> Turn:
-        made = await self._ask("POST", "/v1/turns", {"agent": agent})
-        return Turn(made["id"], made["agent"], made["revision"], made.get("profile") or "")
+        made = await _asked(self.client.admit_turn(agent))
+        return Turn(made.id, made.agent, made.revision, made.profile or "")
 
     async def latest(self) -> int:
-        try:
-            answer = await self.http.get("/readyz")
-            revision = answer.json().get("revision")
-        except (httpx.HTTPError, ValueError, AttributeError):
-            raise Refused("unavailable", "the Charter server did not say its revision") from None
-        if not isinstance(revision, int):
+        found = await _asked(self.client.readiness())
+        if not isinstance(found, Ready):
             raise Refused("unavailable", "the Charter server did not say its revision")
-        return revision
+        return found.revision
 
     async def listing(self, turn: Turn) -> list[dict[str, Any]]:
-        found = await self._ask("GET", f"/v1/agents/{turn.agent}/tools")
-        if found["revision"] != turn.revision:
+        found = await _asked(self.client.list_tools(turn.agent))
+        if found.revision != turn.revision:
             raise Refused("revision-moved", "a newer revision was uploaded meanwhile")
-        tools: list[dict[str, Any]] = found["tools"]
-        return tools
+        return [tool.model_dump(mode="json", exclude_unset=True) for tool in found.tools]
 
     async def decide(self, turn: Turn, tool: str, args: dict[str, Any]) -> Verdict:
-        call = {"agent": turn.agent, "tool": tool, "args": args, "turn": turn.id}
-        found = await self._ask("POST", "/v1/decisions", call)
+        found = await _asked(self.client.decide(turn.agent, tool, args, turn=turn.id))
         return Verdict(
-            found["effect"], unredacted(found.get("args"), args), reasons_of(found),
-            found.get("approval_id"), found["id"],
+            found.effect, unredacted(found.args, args), reasons_of(found.model_dump()),
+            found.approval_id, found.id,
         )  # fmt: skip
 
     async def approval(self, approval_id: str, asked: dict[str, Any]) -> Waited:
         try:
-            found = await self._ask("GET", f"/v1/approvals/{approval_id}")
+            found = await _asked(self.client.approval(approval_id))
         except Refused as exc:
             if exc.code != "insufficient-scope":
                 raise
             return Waited("unfollowed")
-        return waited(found, asked)
+        return waited(found.shown(), asked)
 
     async def close(self) -> None:
-        await self.http.aclose()
+        await self.client.close()

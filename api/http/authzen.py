@@ -25,116 +25,31 @@ missing is a 400 (`authzen-bad-request`). A request's `X-Request-ID` is echoed.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
 from api.commands import MAX_ID
 from api.http.auth import bearer, may_decide, require_decide
+from api.http.authzenmodel import (
+    ActionResults,
+    ActionSearch,
+    Configuration,
+    Decision,
+    Decisions,
+    Evaluation,
+    Evaluations,
+    Options,
+    Partial,
+    Semantic,
+)
 from api.http.body import body, single_header
 from api.http.decisions import tools_of
-from api.http.models import MAX_BATCH
 from api.http.parts import parts_of
 from api.http.routing import Spec, Table, json_response
 from api.service.calls import Call
 from api.service.errors import ServiceError
-
-# ---- the information model (unknown members ignored, as the specification asks) ------
-
-
-class Open(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Subject(Open):
-    type: str = Field(min_length=1, max_length=MAX_ID)
-    id: str = Field(min_length=1, max_length=MAX_ID, description="the agent's id")
-    properties: dict[str, Any] | None = None
-
-
-class Resource(Open):
-    type: str = Field(min_length=1, max_length=MAX_ID, description="the toolset")
-    id: str | None = Field(default=None, max_length=MAX_ID)
-    properties: dict[str, Any] | None = None
-
-
-class Action(Open):
-    name: str = Field(min_length=1, max_length=MAX_ID, description="the tool in its toolset")
-    properties: dict[str, Any] | None = None
-
-
-class Evaluation(Open):
-    """`POST /access/v1/evaluation`: `context.args` are the call's arguments."""
-
-    subject: Subject
-    action: Action
-    resource: Resource
-    context: dict[str, Any] | None = None
-
-
-class Partial(Open):
-    """One of `evaluations`: what it leaves out, the request's top level gives."""
-
-    subject: Subject | None = None
-    action: Action | None = None
-    resource: Resource | None = None
-    context: dict[str, Any] | None = None
-
-
-Semantic = Literal["execute_all", "deny_on_first_deny", "permit_on_first_permit"]
-
-
-class Options(Open):
-    evaluations_semantic: Semantic = "execute_all"
-
-
-class Evaluations(Partial):
-    """`POST /access/v1/evaluations`: the top level's members are the defaults of each
-    evaluation's; without `evaluations` (or with none) it is one evaluation."""
-
-    evaluations: list[Partial] | None = Field(default=None, max_length=MAX_BATCH)
-    options: Options | None = None
-
-
-class ActionSearch(Open):
-    subject: Subject
-    resource: Resource
-    context: dict[str, Any] | None = None
-
-
-class Decision(BaseModel):
-    decision: bool
-    context: dict[str, Any] | None = Field(
-        default=None, description="the decision as `POST /v1/decisions` answers it"
-    )
-
-
-class Decisions(BaseModel):
-    """The evaluations' decisions in their order; a request without `evaluations` is
-    answered as one evaluation (`decision`, `context`)."""
-
-    evaluations: list[Decision] | None = None
-    decision: bool | None = None
-    context: dict[str, Any] | None = None
-
-
-class FoundAction(BaseModel):
-    name: str
-    properties: dict[str, Any] | None = None
-
-
-class ActionResults(BaseModel):
-    results: list[FoundAction]
-
-
-class Configuration(BaseModel):
-    policy_decision_point: str
-    access_evaluation_endpoint: str
-    access_evaluations_endpoint: str
-    search_action_endpoint: str
-
 
 # ---- from evaluations to calls ----------------------------------------------------------
 

@@ -1,0 +1,75 @@
+"""The operations as requests (charter.client.operations): the long polls a wait is made
+of, for any timeout and any time the server holds each, and the bodies as sent."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.commands import MAX_ID
+from api.records import Approval
+from charter.client import operations as op
+
+PENDING: dict[str, object] = {
+    "id": "ap-1", "status": "pending", "agent": "a1", "tool": "billing.refund", "args": {},
+    "thread": None, "turn": None, "connection": None, "revision": 1, "reasons": [],
+    "management": False, "created_at": 1, "decided_at": None, "decided_by": None,
+    "final": None,
+}  # fmt: skip
+
+
+@given(
+    timeout=st.floats(min_value=0, max_value=500, allow_nan=False),
+    held=st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30),
+    decided_at=st.integers(min_value=0, max_value=40),
+)
+def test_a_wait_is_long_polls_up_to_its_timeout(
+    timeout: float, held: list[float], decided_at: int
+) -> None:
+    """Each poll waits 1 to 60 s (0 only once no time is left), never past the timeout by
+    a second or more; the plan ends at the decision, or pending once the time is up."""
+    now = [0.0]
+    plan = op.wait_for_approval("ap-1", timeout, clock=lambda: now[0])
+    ask = next(plan)
+    polls = 0
+    while True:
+        wait = int(dict(ask.query).get("wait", "0"))
+        assert ask.waits == wait and 0 <= wait <= op.MAX_WAIT
+        left = timeout - now[0]
+        assert wait == 0 if left <= 0 else wait >= 1 and wait - 1 < left
+        # The server holds it for part of its wait (or all of it)
+        now[0] += wait * held[polls % len(held)] if polls != 3 else wait
+        status = "approved" if polls == decided_at else "pending"
+        polls += 1
+        try:
+            ask = plan.send(Approval.model_validate({**PENDING, "status": status}))
+        except StopIteration as done:
+            found: Approval = done.value
+            break
+        assert polls < 10_000
+    assert found.status == "approved" or now[0] >= timeout
+
+
+def test_a_body_keeps_exact_numbers_and_leaves_out_what_is_not_given() -> None:
+    call = op.call("a1", "billing.refund", {"amount": Decimal("0.1"), "big": 2**70},
+                   expected_cost="0.25")  # fmt: skip
+    sent = op.decide(call, receipt=True)
+    assert sent.body is not None
+    assert sent.body.decode() == (
+        '{"agent":"a1","tool":"billing.refund","args":{"amount":0.1,"big":1180591620717411303424},'
+        '"expected_cost":0.25}'
+    )
+    assert (sent.method, sent.path, sent.query) == ("POST", "/v1/decisions", (("receipt", "true"),))
+    assert json.loads(op.reject("a b", None).body or b"") == {}
+    assert op.reject("a b", "why").path == "/v1/approvals/a%20b/reject"
+
+
+def test_a_call_is_checked_as_the_server_checks_it() -> None:
+    with pytest.raises(ValueError, match="expected_cost"):
+        op.call("a1", "mail.send", expected_cost=-1)
+    with pytest.raises(ValueError, match="agent"):
+        op.call("x" * (MAX_ID + 1), "mail.send")
