@@ -11,28 +11,34 @@ thread, so a child's spending counts against every ancestor's caps.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from api.records import Agent, Thread
 from api.service.errors import ErrorCode, ServiceError
 from engine.compile import Snapshot
+from policy.money import (
+    MAX_MICROS,
+    MAX_USD,
+    MICROS,
+    WINDOWS_MS,
+    Cap,
+    cap_micros,
+    decimal_amount,
+    over_cap,
+    profile_cap,
+    thread_cap,
+    to_micros,
+)
 from policy.store import Store
 
-WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
-MICROS = Decimal(1_000_000)
-_ONE_MICRO = Decimal("0.000001")
+# (the money arithmetic lives in policy/money.py, shared with `charter test`)
+__all__ = [
+    "MAX_MICROS", "MAX_USD", "MICROS", "WINDOWS_MS", "Cap", "cap_micros", "over_cap", "to_micros",
+]  # fmt: skip
+
 MAX_CHAIN = 64  # an ancestor chain longer than this is a cycle or an abuse: stop there
-# The largest amount a request may give (an `expected_cost`, a budget's amount, a
-# thread's `max_cost`): a billion USD, 10^15 micro-USD, so one charge is far inside the
-# ledger's signed 64-bit integers (9.2 * 10^18) and a sum overflows only after 9,223
-# charges of that size (`Store.spent` then says SPENT_OVERFLOW: over every cap).
-MAX_USD = Decimal(1_000_000_000)
-MAX_MICROS = (1 << 63) - 1  # the ledger's integers; no cap is above it
-_MAX_CAP_USD = Decimal(MAX_MICROS) / MICROS  # exact: 9223372036854.775807
 # An amount a request gives as a string is read only when the string holds what a JSON
 # number may: Decimal() took `٥` as 5, `1_0` as 10, ` 5 ` as 5 and `+5`, `.5` and `5.`,
 # none of which the same amount sent as a number may be. ASCII digits only (`[0-9]`, not
@@ -52,36 +58,6 @@ def amount_text(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Cap:
-    subject: str  # the ledger subject: `agent:<id>` or `thread:<id>`
-    micros: int
-    period: str
-    label: str  # what a denial says: "profile `support` budget 5 USD per 24h"
-
-
-def _decimal(amount: Decimal | str | int | float) -> Decimal:
-    try:
-        value = Decimal(str(amount))
-    except InvalidOperation:
-        raise ValueError("not a number") from None
-    if not value.is_finite():
-        raise ValueError("not a finite number")
-    return value
-
-
-def to_micros(amount: Decimal | str | int | float) -> int:
-    """An amount a request gave, in micro-USD, rounded up: a cost is charged in whole
-    micro-USD, and a cost of 0.0000004 rounded to the nearest was charged 0, so any
-    number of them passed any cap (a cap rounds down, `cap_micros`). ValueError for a
-    value that is not a finite number or is past MAX_USD either way: compared before any
-    scaling, so `1e999990` costs a comparison, not a million-digit integer."""
-    value = _decimal(amount)
-    if value.copy_abs() > MAX_USD:
-        raise ValueError(f"more than {MAX_USD} USD")
-    return _scaled(value, ROUND_CEILING)
-
-
 def parse_usd(value: Any, code: ErrorCode, field: str) -> str:
     """An amount a request gave (a budget's, a thread's `max_cost`) as it is stored: a
     number from 0 to MAX_USD (a string: written as a JSON number, `amount_text`), else
@@ -94,34 +70,11 @@ def parse_usd(value: Any, code: ErrorCode, field: str) -> str:
         to_micros(value)  # (ValueError: not a finite number, or past MAX_USD either way)
         # The number's own sign, not its micro-USD's: one just under 0 (`-0.0000001`)
         # rounds up to 0 and was stored, a cap of -1 micro-USD rounded down (no call passed).
-        if _decimal(value) < 0:
+        if decimal_amount(value) < 0:
             raise ValueError
     except ValueError:
         raise ServiceError(code, f"{field} must be a number from 0 to {MAX_USD} USD") from None
     return str(Decimal(str(value)))
-
-
-def cap_micros(amount: Decimal | str | int | float) -> int:
-    """A cap in micro-USD: a profile's budget written in the policy, or an agent's or a
-    thread's stored one (stored before MAX_USD bounded them, it may be larger), rounded
-    down to whole micro-USD, as costs round up. A cap at or past the ledger's integers is
-    MAX_MICROS, which no sum the ledger can hold exceeds."""
-    value = _decimal(amount)
-    if value.copy_abs() >= _MAX_CAP_USD:  # compared before scaling, as in to_micros
-        return MAX_MICROS if value > 0 else -MAX_MICROS
-    return _scaled(value, ROUND_FLOOR)
-
-
-def _scaled(value: Decimal, rounding: str) -> int:
-    """`value` USD in whole micro-USD, rounded once, exactly, the way `rounding` says.
-    Not `value * 10^6` then rounded: the product is first rounded to the context's 28
-    digits, to the nearest, so 1.0000000000000000000000000000001 USD became 1,000,000
-    micro-USD as a cost (a call a hair over a 1 USD cap passed it) and a cap of
-    0.9999999999999999999999999999999 USD became 1,000,000 as well; and 1e-1000000000
-    scaled was past Decimal's exponents, 0. Quantizing rounds the digits past the sixth
-    decimal alone, and the result (at most 19 digits, both callers bound `value`) fits
-    the context; scaling it by 10^6 is then exact."""
-    return int(value.quantize(_ONE_MICRO, rounding=rounding).scaleb(6))
 
 
 def agent_cap(agent: Agent | None) -> tuple[Decimal, str] | None:
@@ -163,14 +116,7 @@ def caps_for(
             profile = latest.served.profiles.get(current.profile)
         if profile is not None and profile.budget is not None:
             budget = profile.budget
-            caps.append(
-                Cap(
-                    subject,
-                    cap_micros(budget.amount),
-                    budget.period,
-                    f"profile `{profile.name}` budget {budget.amount} USD per {budget.period}",
-                )
-            )
+            caps.append(profile_cap(subject, profile.name, budget.amount, budget.period))
         own = agent_cap(current)
         if own is not None:
             caps.append(
@@ -185,14 +131,7 @@ def caps_for(
         subject = f"thread:{thread.id}"
         subjects.append(subject)
         if thread.max_cost is not None:
-            caps.append(
-                Cap(
-                    subject,
-                    cap_micros(thread.max_cost),
-                    "total",
-                    f"thread `{thread.id}` max_cost {thread.max_cost} USD",
-                )
-            )
+            caps.append(thread_cap(thread.id, thread.max_cost))
     return caps, subjects
 
 
@@ -240,16 +179,3 @@ def charge_within(
     if cap is None:
         ledger.charge(subjects, cost_micros, now_ms)
     return cap
-
-
-def over_cap(
-    ledger: Store | Ledger, caps: list[Cap], cost_micros: int, now_ms: int | None = None
-) -> Cap | None:
-    """The first cap the expected cost would exceed, or None. Call inside store.atomic()."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    for cap in caps:
-        window = WINDOWS_MS[cap.period]
-        since = 0 if window is None else now - window
-        if ledger.spent(cap.subject, since) + cost_micros > cap.micros:
-            return cap
-    return None
