@@ -27,6 +27,7 @@ from api.service.redaction import hidden_for, redact
 from charter import __version__
 from engine.check import load
 from engine.compile import Snapshot, compile_workspace
+from engine.coverage import Coverage, coverage
 from engine.decision import Decision, Request
 from engine.explain import explain
 from engine.lints import lint
@@ -174,7 +175,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     if args.format == "json":
         # (the warnings the text form prints on stderr: `check --format json`'s objects)
         shown = [_shown_result(snapshot, r) for r in results]
-        document = {"passed": passed, "failed": failed, "results": shown}
+        document: dict[str, Any] = {"passed": passed, "failed": failed, "results": shown}
+        if args.coverage:
+            document["coverage"] = coverage(workspace, results).to_json()
         _out(dumps_text({**document, "warnings": [d.to_json() for d in warnings]}))
         return 1 if failed else 0
     for result in results:
@@ -192,7 +195,19 @@ def cmd_test(args: argparse.Namespace) -> int:
             who = f"role `{miss.role}`" if miss.role else miss.message
             _out(f"  near miss: an allow of {who} at {miss.location} (its condition did not hold)")
     _out(f"{passed} passed, {failed} failed")
+    if args.coverage:
+        _print_coverage(coverage(workspace, results))
     return 1 if failed else 0
+
+
+def _print_coverage(found: Coverage) -> None:
+    _out(
+        f"coverage: {found.rules_reached} of {found.rules} rules, "
+        f"{found.hooks_reached} of {found.hooks} hooks decided a test's call"
+    )
+    for part in found.unreached:
+        owner = f" (role `{part.name}`)" if part.kind == "rule" else ""
+        _out(f"  not reached: {part.location}: {part.text}{owner}")
 
 
 def _shown_result(snapshot: Snapshot, result: ExpectResult) -> dict[str, Any]:
@@ -276,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("test", help="run the workspace's test blocks")
     p.add_argument("paths", nargs="+")
+    p.add_argument(
+        "--coverage", action="store_true", help="report the rules and hooks no test reached"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_test)
 

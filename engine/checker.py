@@ -16,7 +16,7 @@ from typing import cast
 
 from engine import types as T
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
-from engine.expects import check_expect
+from engine.expects import check_expect, check_test_settings
 from engine.workspace import Workspace, index_namespaces, match_tools
 from grammar.parser import DEFAULT_OPTIONS, ParseOptions
 from policy import ast
@@ -463,6 +463,7 @@ class Checker:
                     did_you_mean(test.profile, self.profiles) or "declare the profile",
                 )
             )
+        check_test_settings(test, self.report)
         for expect in test.expects:
             tool = self.tools.get(expect.tool)
             if tool is None:

@@ -154,3 +154,57 @@ def check_expect(tool: ToolSpec, expect: ast.Expect, report: Report) -> None:
                 "expect `allow`, `deny` or `pause`",
             )
         )
+
+
+# What a test's `agent` and `thread` maps may hold: the keys conditions read of the
+# request's agent and thread (the service builds them so), and a thread's `max_cost`.
+AGENT_KEYS: dict[str, str] = {"id": "str", "name": "str", "identity": "str", "metadata": "map"}
+THREAD_KEYS: dict[str, str] = {
+    "id": "str",
+    "depth": "int",
+    "cost": "decimal",
+    "max_cost": "decimal",
+}
+
+
+def check_test_settings(test: ast.Test, report: Report) -> None:
+    """E0124 for a key an `agent` or `thread` map may not hold, E0212 for a value of the
+    wrong type there (a thread's `depth`, `cost` and `max_cost` are 0 or more)."""
+    for kind, allowed in (("agent", AGENT_KEYS), ("thread", THREAD_KEYS)):
+        values: ast.MapLit | None = getattr(test, kind)
+        if values is None:
+            continue
+        for key, value, where in _entries(values):
+            declared = allowed.get(key)
+            shown = ", ".join(f"`{k}`" for k in allowed)
+            if declared is None:
+                near = did_you_mean(key, list(allowed))
+                report(
+                    Diagnostic(
+                        "E0124",
+                        f"a test's `{kind}` has no `{key}`",
+                        where,
+                        near or f"a test's `{kind}` holds {shown}",
+                    )
+                )
+                continue
+            found = misfit(declared, value)
+            negative = (
+                found is None
+                and isinstance(value, ast.Lit)
+                and declared in ("int", "decimal")
+                and value.value is not None
+                and not isinstance(value.value, (str, bool))
+                and value.value < 0
+            )
+            if found is not None or negative:
+                wanted = _article(declared) + (" of 0 or more" if negative else "")
+                report(
+                    Diagnostic(
+                        "E0212",
+                        f"`{key}` of a test's `{kind}` must be {wanted}, "
+                        f"and the test gives {_given(value)}",
+                        value.span if value.span.line else where,
+                        f"write {wanted}",
+                    )
+                )

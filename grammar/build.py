@@ -40,6 +40,16 @@ Items = list[Any]
 Offset = int  # a position in the text (not `int`: a method below is called `int`)
 
 
+class _Setting:
+    """One of a test's settings (`agent { ... }`, `thread`, `context`, `spent`) as the
+    test's reducer receives it."""
+
+    __slots__ = ("kind", "span", "value")
+
+    def __init__(self, kind: str, value: Any, span: ast.Span) -> None:
+        self.kind, self.value, self.span = kind, value, span
+
+
 class Builder:
     """Builds AST nodes for one file. Problems the grammar cannot express go to `errors`."""
 
@@ -367,9 +377,22 @@ class Builder:
     # ---- tests --------------------------------------------------------------------
     def test(self, items: Items, start: Offset, end: Offset) -> ast.Test:
         name, *body = items
+        if body and isinstance(body[-1], list):  # (`test_expects`: the lines from the first
+            body[-1:] = body[-1]  # expectation on)
         span = self._sp(start, end)
         profiles = [b for b in body if isinstance(b, tuple)]
         expects = tuple(b for b in body if isinstance(b, ast.Expect))
+        settings: dict[str, _Setting] = {}
+        for setting in (b for b in body if isinstance(b, _Setting)):
+            if setting.kind in settings:
+                self._error(
+                    "E0004",
+                    f"test {name} has more than one `{setting.kind}` line",
+                    setting.span,
+                    f"a test sets its {setting.kind} once: merge the two lines",
+                )
+            else:
+                settings[setting.kind] = setting
         profile, item, where = profiles[0] if profiles else ("", ast.NO_SPAN, ast.NO_SPAN)
         if not profiles:
             self._error(
@@ -385,12 +408,23 @@ class Builder:
                 profiles[1][1],
                 "a test runs against one profile: write one test per profile",
             )
+        spans: ast.ItemSpans = (("profile", item),) if profiles else ()
+        spans += tuple((kind, s.span) for kind, s in settings.items())
+
+        def value(kind: str) -> Any:
+            found = settings.get(kind)
+            return None if found is None else found.value
+
         return ast.Test(
             self._string(name),
             profile,
             expects,
+            value("agent"),
+            value("thread"),
+            value("context"),
+            value("spent"),
             span=span,
-            item_spans=(("profile", item),) if profiles else (),
+            item_spans=spans,
             profile_span=where,
         )
 
@@ -401,10 +435,40 @@ class Builder:
         name: str = items[0]
         return (name, self._sp(start, end), self._sp(end - len(name), end))
 
+    def test_expects(self, items: Items, start: Offset, end: Offset) -> list[Any]:
+        return list(items)
+
+    def test_agent(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        return _Setting("agent", items[0], self._sp(start, end))
+
+    def test_thread(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        return _Setting("thread", items[0], self._sp(start, end))
+
+    def test_context(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        return _Setting("context", items[0], self._sp(start, end))
+
+    def test_spent(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        span = self._sp(start, end)
+        return _Setting("spent", self._amount(items[0], span, "`spent`"), span)
+
+    def _amount(self, number: Any, span: ast.Span, what: str) -> Decimal:
+        value = Decimal(number.value)
+        if value < 0:
+            self._error(
+                "E0009",
+                f"{what} cannot be negative",
+                span,
+                "write an amount of 0 or more",
+            )
+        return value
+
     def expect(self, items: Items, start: Offset, end: Offset) -> ast.Expect:
         effect, (tool, tool_span), args, *rest = items
-        context = next((r[1] for r in rest if r is not None and r[0] == "context"), None)
-        rewritten = next((r[1] for r in rest if r is not None and r[0] == "rewritten"), None)
+        parts = {r[0]: r for r in rest if r is not None}
+        context = parts["context"][1] if "context" in parts else None
+        rewritten = parts["rewritten"][1] if "rewritten" in parts else None
+        cost = parts["cost"][1] if "cost" in parts else None
+        because = parts["because"][1] if "because" in parts else None
         # The effect word: the first word after `expect` (comments may come between).
         word = _EFFECT_AFTER.match(self.text, start)
         at = word.start(1) if word else start
@@ -414,9 +478,12 @@ class Builder:
             args,
             context,
             rewritten,
+            cost,
+            because,
             span=self._sp(start, end),
             effect_span=self._sp(at, at + len(effect)),
             tool_span=tool_span,
+            item_spans=tuple((k, parts[k][2]) for k in ("cost", "because") if k in parts),
         )
 
     def expect_context(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
@@ -424,6 +491,24 @@ class Builder:
 
     def expect_rewritten(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.MapLit]:
         return ("rewritten", items[0])
+
+    def expect_cost(
+        self, items: Items, start: Offset, end: Offset
+    ) -> tuple[str, Decimal, ast.Span]:
+        span = self._sp(start, end)
+        return ("cost", self._amount(items[0], span, "a `cost`"), span)
+
+    def expect_because(self, items: Items, start: Offset, end: Offset) -> tuple[str, str, ast.Span]:
+        span = self._sp(start, end)
+        text = self._string(items[0])
+        if not text:
+            self._error(
+                "E0022",
+                "`because` needs some text",
+                span,
+                "write part of the reason's message the decision must give",
+            )
+        return ("because", text, span)
 
     def tool_name(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
         return ".".join(items), self._sp(start, end)

@@ -48,6 +48,11 @@ def decimal(value: Decimal) -> str:
     return text if "." in text else text + ".0"
 
 
+def _amount(value: Decimal) -> str:
+    """An amount as written (`5`, `25.50`), without an exponent."""
+    return decimal(value) if "E" in str(value) else str(value)
+
+
 def _strength(expr: ast.Expr) -> int:
     if isinstance(expr, ast.BoolOp):
         return _OR if expr.op == "or" else _AND
@@ -161,17 +166,26 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
         if decl.hooks_written:
             items.append((item(decl, "hooks"), "hooks " + ", ".join(decl.hooks)))
         if decl.budget is not None:
-            amount = decl.budget.amount
-            text = decimal(amount) if "E" in str(amount) else str(amount)
+            text = _amount(decl.budget.amount)
             items.append((item(decl, "budget"), f"budget {text} usd per {decl.budget.period}"))
         return _block(decl.span, f"profile {decl.name}", items, noted)
     expects: list[Line] = [(item(decl, "profile"), f"profile {decl.profile}")]
+    for kind in ("agent", "thread", "context"):
+        setting = getattr(decl, kind)
+        if setting is not None:
+            expects.append((item(decl, kind), f"{kind} {map_text(setting)}"))
+    if decl.spent is not None:
+        expects.append((item(decl, "spent"), f"spent {_amount(decl.spent)} usd"))
     for e in decl.expects:
         text = f"expect {e.effect} {e.tool} {map_text(e.args)}"
         if e.context is not None:
             text += f" context {map_text(e.context)}"
         if e.rewritten is not None:
             text += f" rewritten {map_text(e.rewritten)}"
+        if e.cost is not None:
+            text += f" cost {_amount(e.cost)}"
+        if e.because is not None:
+            text += f" because {string(e.because)}"
         expects.append((e.span, text))
     return _block(decl.span, f"test {string(decl.name)}", expects, noted)
 

@@ -338,7 +338,8 @@ ExpectEffect: TypeAlias = TypingLiteral["allow", "deny", "pause", "invalid"]
 
 @dataclass(frozen=True, slots=True)
 class Expect:
-    """`expect allow gmail.send { ... } [context { ... }] [rewritten { ... }]`.
+    """`expect allow gmail.send { ... } [context { ... }] [rewritten { ... }] [cost N]
+    [because "..."]`.
 
     `invalid` expects a deny for the call's shape (an unknown or missing argument, a value
     of the wrong type); the other effects expect a call that fits the tool's signature.
@@ -350,18 +351,29 @@ class Expect:
     args: MapLit
     context: MapLit | None = None
     rewritten: MapLit | None = None
+    cost: Decimal | None = None  # `cost 2.50`: the call's expected cost, USD
+    because: str | None = None  # `because "..."`: text a reason's message must hold
     span: Span = _span()
     effect_span: Span = _span()
     tool_span: Span = _span()
+    item_spans: ItemSpans = _item_spans()  # its `cost` and `because` parts
 
 
 @dataclass(frozen=True, slots=True)
 class Test:
+    """`agent`, `thread` and `context` are what each expectation's call carries (an
+    expectation's own `context` replaces the test's); `spent` is what the agent has
+    spent in its profile budget's window before each call."""
+
     name: str
     profile: str
     expects: tuple[Expect, ...]
+    agent: MapLit | None = None
+    thread: MapLit | None = None
+    context: MapLit | None = None
+    spent: Decimal | None = None
     span: Span = _span()
-    item_spans: ItemSpans = _item_spans()  # its `profile` line
+    item_spans: ItemSpans = _item_spans()  # its `profile`, `agent`, ... lines
     profile_span: Span = _span()  # the profile's name on that line
 
 

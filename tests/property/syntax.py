@@ -21,6 +21,7 @@ KEYWORDS = (
     "allow", "deny", "where", "pause", "invalid", "rewrite", "roles", "hooks", "budget", "usd",
     "per", "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
     "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
+    "agent", "thread", "spent", "cost", "because",
     "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
 )  # fmt: skip
 
@@ -157,6 +158,7 @@ def profiles(draw: st.DrawFn) -> ast.Profile:
     return ast.Profile(name, role_names, hook_refs, budget, hooks_written=True)
 
 
+amounts = st.one_of(st.none(), st.decimals(min_value=0, max_value=10**9, allow_nan=False, places=3))
 expects = st.builds(
     ast.Expect,
     st.sampled_from(("allow", "deny", "pause", "invalid")),
@@ -164,8 +166,19 @@ expects = st.builds(
     maps,
     st.one_of(st.none(), maps),
     st.one_of(st.none(), maps),
+    amounts,
+    st.one_of(st.none(), texts.filter(bool)),
 )
-tests = st.builds(ast.Test, texts, names, st.lists(expects, max_size=3).map(tuple))
+tests = st.builds(
+    ast.Test,
+    texts,
+    names,
+    st.lists(expects, max_size=3).map(tuple),
+    st.one_of(st.none(), maps),
+    st.one_of(st.none(), maps),
+    st.one_of(st.none(), maps),
+    amounts,
+)
 
 declarations = st.one_of(toolsets, roles, hooks(), profiles(), tests)
 source_files = st.lists(declarations, max_size=5).map(
