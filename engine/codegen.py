@@ -28,6 +28,7 @@ _HELPERS: dict[str, Any] = {
     "_ge": runtime.ge, "_sw": runtime.startswith, "_ew": runtime.endswith,
     "_ct": runtime.substring, "_like": runtime.like, "_glob": runtime.glob,
     "_len": runtime.length, "_lower": runtime.lower, "_host": runtime.host,
+    "_items": runtime.items,
 }  # fmt: skip
 
 
@@ -52,6 +53,8 @@ class _Gen:
     def __init__(self, tools: Sequence[ToolSpec]) -> None:
         self.tools = tools
         self.consts: list[Any] = []
+        # An `all`/`any` item in scope -> (its Python name, its proven type).
+        self.bound: dict[str, tuple[str, str]] = {}
 
     def const(self, value: Any) -> str:
         """Literals become parameters of the condition's factory, so `args.n < 10` and
@@ -96,13 +99,41 @@ class _Gen:
             return f"(not {self.boolean(expr.operand)})", "bool"
         if isinstance(expr, ast.BoolOp):
             return f"({self.boolean(expr.left)} {expr.op} {self.boolean(expr.right)})", "bool"
+        if isinstance(expr, ast.Quantifier):
+            return self.quantifier(expr), "bool"
         return self.compare(expr), "bool"
+
+    def quantifier(self, q: ast.Quantifier) -> str:
+        """Python's `all`/`any` over a generator: items in order, stopping at the first
+        that settles it; an error in the body propagates (fail closed, as `and`/`or`)."""
+        src, ty = self.gen(q.source)
+        items = (
+            src if ty.startswith("list") else f"_items({src}, {self.shown(q.source)}, {q.kind!r})"
+        )
+        item = T.item_of(ty) if ty.startswith("list:") else "any"
+        name = f"_q{len(self.bound)}"
+        outer = self.bound.get(q.var)
+        self.bound[q.var] = (name, item)
+        try:
+            body = self.boolean(q.body)
+        finally:
+            if outer is None:
+                del self.bound[q.var]
+            else:
+                self.bound[q.var] = outer
+        return f"{q.kind}({body} for {name} in {items})"
 
     def boolean(self, expr: ast.Expr) -> str:
         src, ty = self.gen(expr)
         return src if ty == "bool" else f"_bool({src})"
 
     def path(self, path: ast.Path) -> tuple[str, str]:
+        bound = self.bound.get(path.root)
+        if bound is not None:
+            name, ty = bound
+            if not path.parts:
+                return name, ty
+            return f"_get({name}, {path.root!r}, {path.parts!r})", "any"
         var = _ROOT_VARS[path.root]
         if path.root == "args" and path.parts:
             head = f"{var}[{path.parts[0]!r}]"  # KeyError -> "missing `args.x`"
@@ -115,6 +146,9 @@ class _Gen:
         arg = call.args[0]
         if call.fn == "has":
             assert isinstance(arg, ast.Path)
+            bound = self.bound.get(arg.root)
+            if bound is not None:
+                return f"_has({bound[0]}, {arg.parts!r})", "bool"
             var = _ROOT_VARS[arg.root]
             if arg.root == "args" and len(arg.parts) == 1:
                 return f"({arg.parts[0]!r} in {var})", "bool"

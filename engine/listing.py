@@ -86,6 +86,14 @@ def expr_json(expr: ast.Expr) -> Any:
         return {"not": expr_json(expr.operand)}
     if isinstance(expr, ast.BoolOp):
         return {expr.op: [expr_json(expr.left), expr_json(expr.right)]}
+    if isinstance(expr, ast.Quantifier):
+        return {
+            expr.kind: {
+                "item": expr.var,
+                "in": expr_json(expr.source),
+                "where": expr_json(expr.body),
+            }
+        }
     return {"op": expr.op, "left": expr_json(expr.left), "right": expr_json(expr.right)}
 
 

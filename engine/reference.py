@@ -39,6 +39,8 @@ def evaluate(expr: ast.Expr, env: _Env) -> Any:
     if isinstance(expr, ast.MapLit):
         return {k: evaluate(v, env) for k, v in expr.entries}
     if isinstance(expr, ast.Path):
+        if not expr.parts and expr.root not in ast.PATH_ROOTS:
+            return env.roots[expr.root]  # an `all`/`any` item, whatever it is (`null` too)
         return R.get(env.roots[expr.root], expr.root, expr.parts)
     if isinstance(expr, ast.Call):
         arg = expr.args[0]
@@ -56,6 +58,8 @@ def evaluate(expr: ast.Expr, env: _Env) -> Any:
         if expr.op == "and":
             return R.as_bool(evaluate(expr.right, env)) if left else False
         return True if left else R.as_bool(evaluate(expr.right, env))
+    if isinstance(expr, ast.Quantifier):
+        return _quantify(expr, env)
     left, right = evaluate(expr.left, env), evaluate(expr.right, env)
     op = expr.op
     if op == "==":
@@ -71,6 +75,21 @@ def evaluate(expr: ast.Expr, env: _Env) -> Any:
         "endswith": R.endswith, "contains": R.substring, "like": R.like,
     }  # fmt: skip
     return table[op](left, right)
+
+
+def _quantify(q: ast.Quantifier, env: _Env) -> bool:
+    """Each item in order, bound to the quantifier's name; the first that settles it ends
+    it (`all`: a false body; `any`: a true one)."""
+    items = evaluate(q.source, env)
+    if not isinstance(items, list | tuple):
+        raise R.EvalError(f"`{q.kind}` reads a list, and `{expr_text(q.source)}` is not one")
+    settles = q.kind == "any"
+    for item in items:
+        inner = _Env.__new__(_Env)
+        inner.roots = {**env.roots, q.var: item}
+        if R.as_bool(evaluate(q.body, inner)) is settles:
+            return settles
+    return not settles
 
 
 def holds(expr: ast.Expr | None, env: _Env) -> bool | Exception:

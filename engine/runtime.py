@@ -182,6 +182,13 @@ def glob(value: str, pattern: str) -> bool:
     return True
 
 
+def items(value: Any, arg: str = "x", kind_: str = "all") -> Sequence[Any]:
+    """The list an `all` or `any` reads; `arg` is the list as the policy writes it."""
+    if type(value) is not list and type(value) is not tuple:
+        raise EvalError(f"`{kind_}` reads a list, and `{arg}` is a {kind(value)}")
+    return value
+
+
 def length(value: Any, arg: str = "x") -> int:
     """`len(value)`; `arg` is the argument as the policy writes it (`args.cc`)."""
     k = kind(value)

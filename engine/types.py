@@ -8,8 +8,9 @@ evaluator checks such values at run time and fails closed when they do not fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+from grammar.fmt import expr_text
 from policy import ast
 from policy.catalogue import ToolSpec
 from policy.diagnostics import Diagnostic, did_you_mean
@@ -105,10 +106,16 @@ class TypeEnv:
 
     tools: Sequence[ToolSpec]
     report: Callable[[Diagnostic], None]
+    bound: dict[str, str] = field(default_factory=dict)  # an `all`/`any` item -> its type
 
 
 def path_type(path: ast.Path, env: TypeEnv) -> str | None:
     """The type of a path, or None (after reporting) when it names nothing."""
+    bound = env.bound.get(path.root)
+    if bound is not None:
+        if not path.parts:
+            return bound
+        return "any" if bound in ("map", "any") else _into_scalar(path, bound, env)
     if path.root == "context":
         return "map" if not path.parts else "any"
     if path.root in ("agent", "thread"):
@@ -222,7 +229,33 @@ def infer(expr: ast.Expr, env: TypeEnv) -> str | None:
         _expect_bool(expr.left, env)
         _expect_bool(expr.right, env)
         return "bool"
+    if isinstance(expr, ast.Quantifier):
+        return _infer_quantifier(expr, env)
     return _infer_compare(expr, env)
+
+
+def _infer_quantifier(expr: ast.Quantifier, env: TypeEnv) -> str | None:
+    """The list's items take their type from the list (`any` for an unchecked one: then
+    each is checked as the condition reads it); the body is typed with the item bound."""
+    source = infer(expr.source, env)
+    if source is None:
+        return None
+    if source == "any":
+        item = "any"
+    elif source.startswith("list:"):
+        item = item_of(source)
+    else:
+        env.report(
+            Diagnostic(
+                "E0213",
+                f"`{expr.kind}` reads a list, and `{expr_text(expr.source)}` is `{show(source)}`",
+                expr.source.span,
+                f"give `{expr.kind}` a list: `{expr.kind}({expr.var} in args.items, ...)`",
+            )
+        )
+        return None
+    _expect_bool(expr.body, replace(env, bound={**env.bound, expr.var: item}))
+    return "bool"
 
 
 def _expect_bool(expr: ast.Expr, env: TypeEnv) -> None:

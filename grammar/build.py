@@ -59,6 +59,7 @@ class Builder:
         self.file = file
         self.text = text
         self.errors: list[Diagnostic] = []
+        self._unbound: dict[int, Diagnostic] = {}  # id(path) -> its E0012, while unbound
         # Where each line starts, less one: the offsets of the line breaks after a -1 for
         # line 1 (for a part: the break before its first line, then those in it). Lines
         # are numbered as lark numbers them (only "\n" ends one).
@@ -558,21 +559,69 @@ class Builder:
         left, _not, right = items
         return ast.Compare("not in", left, right, span=self._sp(start, end))
 
-    def call(self, items: Items, start: Offset, end: Offset) -> ast.Call:
-        name, *args = items
-        return ast.Call(name, tuple(a for a in args if a is not None), span=self._sp(start, end))
+    def call(self, items: Items, start: Offset, end: Offset) -> ast.Call | ast.Quantifier:
+        name, *given = items
+        args = tuple(a for a in given if a is not None)
+        span = self._sp(start, end)
+        if name in ast.QUANTIFIERS:
+            return self._quantifier(name, args, span)
+        return ast.Call(name, args, span=span)
+
+    def _quantifier(
+        self, kind: str, args: tuple[ast.Expr, ...], span: ast.Span
+    ) -> ast.Call | ast.Quantifier:
+        """`all(x in LIST, CONDITION)`: the call's first argument names the item and the
+        list, and the paths rooted at the item inside the condition are bound to it (their
+        E0012, reported when each was read, is taken back)."""
+        head = args[0] if args else None
+        if not (
+            len(args) == 2
+            and isinstance(head, ast.Compare)
+            and head.op == "in"
+            and isinstance(head.left, ast.Path)
+            and not head.left.parts
+        ):
+            self._error(
+                "E0023",
+                f"`{kind}` takes an item's name, a list and a condition",
+                span,
+                f'write `{kind}(x in args.cc, x endswith "@example.com")`',
+            )
+            return ast.Call(kind, args, span=span)
+        var, body = head.left.root, args[1]
+        self._bind(head.left, var)
+        if var in ast.PATH_ROOTS:
+            self._error(
+                "E0023",
+                f"`{var}` names a place a condition reads, not a list's item",
+                head.left.span,
+                f"name the item another way: `{kind}(x in ..., ...)`",
+            )
+        for path in ast.walk_expr(body):
+            if isinstance(path, ast.Path) and path.root == var:
+                self._bind(path, var)
+        return ast.Quantifier(kind, var, head.right, body, span=span)  # type: ignore[arg-type]
+
+    def _bind(self, path: ast.Path, var: str) -> None:
+        diag = self._unbound.pop(id(path), None)
+        if diag is not None:
+            self.errors[:] = [d for d in self.errors if d is not diag]
 
     def path(self, items: Items, start: Offset, end: Offset) -> ast.Path:
         root, *parts = items
         span = self._sp(start, end)
+        node = ast.Path(root, tuple(parts), span=span)
         if root not in ast.PATH_ROOTS:
-            self._error(
+            diag = Diagnostic(
                 "E0012",
                 f"`{root}` is not a place a condition can read",
                 span,
-                "paths start at `args`, `agent`, `thread` or `context`",
+                "paths start at `args`, `agent`, `thread` or `context`, or at the item "
+                "an `all` or `any` names",
             )
-        return ast.Path(root, tuple(parts), span=span)
+            self.errors.append(diag)
+            self._unbound[id(node)] = diag  # (until a quantifier around it binds it)
+        return node
 
     def string(self, items: Items, start: Offset, end: Offset) -> ast.Lit:
         return ast.Lit("str", self._string(items[0]), span=self._sp(start, end))

@@ -95,6 +95,8 @@ def expr_text(expr: ast.Expr) -> str:
         own = _strength(expr)
         # Left-associative: an equal-strength child on the right needs parentheses.
         return f"{_wrap(expr.left, own)} {expr.op} {_wrap(expr.right, own + 1)}"
+    if isinstance(expr, ast.Quantifier):
+        return f"{expr.kind}({expr.var} in {_wrap(expr.source, _ATOM)}, {expr_text(expr.body)})"
     # Comparisons do not chain, so both operands must be atoms.
     return f"{_wrap(expr.left, _ATOM)} {expr.op} {_wrap(expr.right, _ATOM)}"
 

@@ -177,7 +177,24 @@ class Compare:
     span: Span = _span()
 
 
-Expr: TypeAlias = Lit | ListLit | MapLit | Path | Call | Not | BoolOp | Compare
+@dataclass(frozen=True, slots=True)
+class Quantifier:
+    """`all(x in args.cc, x endswith "@example.com")`, `any(...)`: whether `body` holds
+    for every item (`all`) or for some item (`any`) of the list `source`, with each item
+    bound to `var` (a path root inside `body`: `x`, `x.name`). Items are read in order and
+    the first that settles the answer ends it, as `and` and `or` do: an empty list is
+    `true` for `all` and `false` for `any`; a `source` that is not a list is an error."""
+
+    kind: TypingLiteral["all", "any"]
+    var: str
+    source: Expr
+    body: Expr
+    span: Span = _span()
+
+
+QUANTIFIERS: tuple[str, ...] = ("all", "any")
+
+Expr: TypeAlias = Lit | ListLit | MapLit | Path | Call | Not | BoolOp | Compare | Quantifier
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,6 +424,8 @@ def walk_expr(expr: Expr) -> list[Expr]:
             stack.append(node.operand)
         elif isinstance(node, BoolOp | Compare):
             stack.extend((node.right, node.left))
+        elif isinstance(node, Quantifier):
+            stack.extend((node.body, node.source))
     return out
 
 
@@ -426,7 +445,8 @@ def paths(node: object) -> Iterator[Path]:
 
 
 for _node in (
-    Span, TypeRef, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Pattern, Param,
+    Span, TypeRef, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Quantifier, Pattern,
+    Param,
     ToolDecl, Toolset, Rule, Role, Rewrite, Hook, Budget, Profile, Expect, Test, SourceFile,
 ):  # fmt: skip
     quick_init(_node)

@@ -233,6 +233,8 @@ class Encoder:
             return Term("listlit", None, any_or(*(i.err for i in items)), items)
         if isinstance(expr, ast.MapLit):
             raise Unsupported("map literals are outside the fit fragment")
+        if isinstance(expr, ast.Quantifier):
+            raise Unsupported(f"`{expr.kind}` over a list is outside the fit fragment")
         if isinstance(expr, ast.Path):
             var = self.path_var(expr)
             if var.ty == "strlen":  # prepare() saw only `len` reads

@@ -312,6 +312,8 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
 def conditions(draw: st.DrawFn, tools: Sequence[ToolSpec], depth: int = 2) -> ast.Expr:
     """A `where` that type-checks against every tool in `tools`."""
     slots = common_slots(tools)
+    if depth > 0 and one_in(draw, 6):
+        return draw(quantifiers(tools, depth - 1))
     if depth > 0 and one_in(draw, 3):
         op: Literal["not", "and", "or"] = draw(st.sampled_from(("not", "and", "or")))
         if op == "not":
@@ -319,6 +321,37 @@ def conditions(draw: st.DrawFn, tools: Sequence[ToolSpec], depth: int = 2) -> as
         left = draw(conditions(tools, depth - 1))
         return ast.BoolOp(op, left, draw(conditions(tools, depth - 1)))
     return draw(atoms(slots))
+
+
+@st.composite
+def quantifiers(draw: st.DrawFn, tools: Sequence[ToolSpec], depth: int) -> ast.Quantifier:
+    """`all`/`any` over a typed list argument, the unchecked `context.tags` (strings,
+    numbers or not a list at all), or a list literal; the body reads the item (as a
+    string, a number, a map member: wrong at run time for some items) and, at times,
+    the rest of the call through a nested condition."""
+    kind: Literal["all", "any"] = draw(st.sampled_from(("all", "any")))
+    var = draw(st.sampled_from(("x", "item")))
+    lists = [s.name for s in _of(common_slots(tools), "list:str")]
+    sources: list[ast.Expr] = [ast.Path("context", ("tags",)), *(_arg(n) for n in lists)]
+    sources.append(ast.ListLit(tuple(map(_lit_str, draw(st.lists(strings, max_size=3))))))
+    source = draw(st.sampled_from(sources))
+    item = ast.Path(var, ())
+    bodies: list[ast.Expr] = [
+        ast.Compare("endswith", item, _lit_str(draw(st.sampled_from(AFFIXES)))),
+        ast.Compare("==", item, _lit_str(draw(strings))),
+        ast.Compare("in", item, ast.Path("context", ("tags",))),
+    ]
+    if source == ast.Path("context", ("tags",)):  # (unchecked: items of any kind)
+        bodies += [
+            ast.Compare("<", item, ast.Lit("int", draw(small_ints))),
+            ast.Call("has", (ast.Path(var, ("k",)),)),
+            ast.Compare("!=", item, ast.Lit("null", None)),
+        ]
+    body: ast.Expr = draw(st.sampled_from(bodies))
+    if depth > 0 and one_in(draw, 3):
+        op: Literal["and", "or"] = draw(st.sampled_from(("and", "or")))
+        body = ast.BoolOp(op, body, draw(conditions(tools, depth - 1)))
+    return ast.Quantifier(kind, var, source, body)
 
 
 def _is_context_path(expr: ast.Expr) -> bool:

@@ -76,11 +76,31 @@ def _extend(inner: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
         st.builds(ast.Compare, st.sampled_from(ast.COMPARE_OPS), inner, inner),
         st.builds(
             ast.Call,
-            st.one_of(st.sampled_from(ast.FUNCTIONS), names.filter(lambda n: n not in KEYWORDS)),
+            st.one_of(st.sampled_from(ast.FUNCTIONS), names.filter(_free_function_name)),
             st.lists(inner, max_size=2).map(tuple),
         ),
         st.lists(inner, max_size=3).map(lambda xs: ast.ListLit(tuple(xs))),
+        st.builds(  # (its body reads the item, so the parser has a path to bind)
+            lambda kind, var, source, body, parts: ast.Quantifier(
+                kind, var, source, ast.BoolOp("or", ast.Path(var, parts), body)
+            ),
+            st.sampled_from(ast.QUANTIFIERS),
+            names.filter(_item_name),
+            inner,
+            inner,
+            st.lists(names, max_size=2).map(tuple),
+        ),
     )
+
+
+def _free_function_name(name: str) -> bool:
+    """A name a call may have that the parser reads as a call (`all` and `any` are
+    quantifiers)."""
+    return name not in KEYWORDS and name not in ast.QUANTIFIERS
+
+
+def _item_name(name: str) -> bool:
+    return _free_function_name(name) and name not in ast.PATH_ROOTS
 
 
 # Conditions: every expression form the grammar has.
