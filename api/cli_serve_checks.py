@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from api.service.webhookoutbox import url_problem
 from policy import identities
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
 from policy.store import Store
@@ -253,3 +254,16 @@ def listen_refusal(host: str, port: int, exc: OSError) -> tuple[str, str | None]
     taken = exc.errno == errno.EADDRINUSE
     hint = "another server listens there; `--port 0` takes any free port" if taken else None
     return f"cannot listen on `{host}` port {port}: {os_reason(exc)}", hint
+
+
+# Milliseconds, 1 to an hour: the delay after a webhook's first failed attempt.
+retry_ms = _count(1, 3_600_000, "a delay: give milliseconds, from 1 to 3600000")
+
+
+def webhook_url(text: str) -> str:
+    """A URL an approval's events are POSTed to (`--approval-webhook`). The refusal does
+    not quote it: a webhook URL may carry a receiver's token."""
+    why = url_problem(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{why} (give e.g. `https://hooks.example.com/charter`)")
+    return text
