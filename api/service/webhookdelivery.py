@@ -9,9 +9,9 @@ small pool of threads, signed afresh (api/service/webhooksign.py), and settles e
 in a write transaction: deleted when the receiver answered 2xx, else due again after
 its backoff, or `failed` after its last attempt. A redirect is a failure (it is not
 followed: the signed body goes where it was configured to, nowhere else). The thread
-looks again at once after a commit of this process that opened or decided an approval
-(`poke`), when the next row comes due, and every `POLL` seconds for the rows of other
-processes. A process that stops with rows claimed leaves them to their lease's end;
+reads the pending rows at once after a commit of this process that opened or decided an
+approval (`poke`), when the next row comes due, when the store's data version says
+another process committed (it looks every `POLL` seconds), and every `RESCAN` seconds. A process that stops with rows claimed leaves them to their lease's end;
 a delivery may then be made twice, with the same `webhook-id`.
 
 What is logged of an attempt names the event's id and the URL's scheme, host and port
@@ -32,13 +32,14 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from api.service.readmodel import ReadModel
-from api.service.webhookoutbox import Claimed, Outbox, WebhookConfig, now_ms
+from api.service.webhookoutbox import FAILED, Claimed, Outbox, WebhookConfig, now_ms
 from api.service.webhooksign import sign
 from policy.secrets import Sealer
 from policy.serverkeys import ServerKeys
 from policy.store import Store
 
-POLL = 1.0  # seconds between looks for other processes' rows
+POLL = 1.0  # seconds between looks at the store's data version, for other processes' rows
+RESCAN = 30.0  # seconds after which the pending rows are read again whatever else
 BATCH = 16  # rows claimed at once
 SENDERS = 8  # attempts made at once
 TIMEOUT = 10.0  # seconds an attempt may take (well within the claim's lease)
@@ -95,6 +96,11 @@ class Deliverer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._senders: ThreadPoolExecutor | None = None
+        # What the last read of the pending rows saw: the store's data version, when
+        # (ms), and when the earliest row left comes due (None: none was left).
+        self._version: int | None = None
+        self._read_at = 0
+        self._next_at: int | None = None
 
     def start(self) -> None:
         if self._thread is None:
@@ -120,39 +126,57 @@ class Deliverer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            kicked = self._kick.is_set()
             self._kick.clear()
             try:
-                wait = self.round()
+                wait = self.round(kicked)
             except Exception as exc:  # (a store unavailable a moment: the next round tries)
                 _logger.warning("webhooks: a round of deliveries failed: %s", type(exc).__name__)
+                self._next_at = 0
                 wait = self._poll
             if wait > 0:
                 self._kick.wait(wait)
 
-    def round(self) -> float:
+    def round(self, kicked: bool = True) -> float:
         """Claim the due rows, attempt each and settle it; the seconds until the next
-        round is worth making (0: at once)."""
+        round is worth making (0: at once). The pending rows are read when `kicked`, when
+        one comes due, when another process committed since the last read (the store's
+        data version moved: a row queued there) and every `RESCAN` seconds; else the
+        round reads nothing."""
+        now = now_ms()
+        version = self.outbox.store.data_version()
+        if not (
+            kicked
+            or version != self._version
+            or (self._next_at is not None and self._next_at <= now)
+            or now - self._read_at >= RESCAN * 1000
+        ):
+            return self._wait(now)
+        self._version, self._read_at = version, now
         holder = f"{os.getpid()}.{secrets.token_hex(8)}"
-        claimed = self.outbox.claim(holder, now_ms(), BATCH)
-        if claimed:
-            senders = self._senders
-            if senders is None:
-                failures = [self._attempt(row) for row in claimed]
-            else:
-                failures = list(senders.map(self._attempt, claimed))
-            for row, failure in zip(claimed, failures, strict=True):
-                state = self.outbox.settle(row, failure, now_ms())
-                if state == "failed":
-                    _logger.warning(
-                        "webhooks: event %s to %s given up after %d attempts: %s",
-                        row.row["event"], row.row["target"], self.outbox.config.backoff.attempts,
-                        failure,
-                    )  # fmt: skip
-            return 0.0
-        due = self.outbox.next_due()
-        if due is None:
+        claimed, self._next_at = self.outbox.claim(holder, now, BATCH)
+        if not claimed:
+            return self._wait(now)
+        senders = self._senders
+        if senders is None:
+            failures = [self._attempt(row) for row in claimed]
+        else:
+            failures = list(senders.map(self._attempt, claimed))
+        for row, failure in zip(claimed, failures, strict=True):
+            state = self.outbox.settle(row, failure, now_ms())
+            if state == FAILED:
+                _logger.warning(
+                    "webhooks: event %s to %s given up after %d attempts: %s",
+                    row.row["event"], row.row["target"], self.outbox.config.backoff.attempts,
+                    failure,
+                )  # fmt: skip
+        self._next_at = 0  # (more may be due: those past BATCH, those just failed)
+        return 0.0
+
+    def _wait(self, now: int) -> float:
+        if self._next_at is None:
             return self._poll
-        return min(max(due - now_ms(), 0) / 1000, self._poll)
+        return min(max(self._next_at - now, 0) / 1000, self._poll)
 
     def _attempt(self, claimed: Claimed) -> str | None:
         try:

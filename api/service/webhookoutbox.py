@@ -25,7 +25,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from api.records import Approval
@@ -172,31 +171,31 @@ class Outbox:
     def url(self, claimed: Claimed) -> str:
         return self.sealer.open(bytes(claimed.row["url"])).decode()
 
-    def next_due(self) -> int | None:
-        """When the earliest pending row comes due, or its lease ends (ms; None: none)."""
-        times = [max(int(r.body["due"]), int(r.body["lease"])) for r in self._pending()]
-        return min(times, default=None)
-
-    def _pending(self) -> list[Any]:
-        return list(self.store.scan(KIND, tag=PENDING))
-
-    def claim(self, holder: str, now: int, most: int) -> list[Claimed]:
-        """Up to `most` due rows, held by `holder` until `now + LEASE_MS`: looked for
-        outside any transaction, and each read again and claimed inside one, so a row
-        another claimed meanwhile is left to it."""
-        due = [row.id for row in self._pending() if _ready(row.body, now)][:most]
-        if not due:
-            return []
+    def claim(self, holder: str, now: int, most: int) -> tuple[list[Claimed], int | None]:
+        """Up to `most` due rows, held by `holder` until `now + LEASE_MS`, and when the
+        earliest row left comes due, or its lease ends (ms; None: no row is left). The
+        rows are looked for outside any transaction (one read of the pending rows), and
+        each is read again and claimed inside one, so a row another claimed meanwhile
+        is left to it."""
+        due: list[str] = []
+        later: int | None = None
+        for row in self.store.scan(KIND, tag=PENDING):
+            if _ready(row.body, now) and len(due) < most:
+                due.append(row.id)
+            else:
+                at = max(int(row.body["due"]), int(row.body["lease"]), now)
+                later = at if later is None else min(later, at)
         claimed: list[Claimed] = []
-        with self.store.atomic():
-            for row_id in due:
-                doc = self.store.get(KIND, row_id)
-                if doc is None or not _ready(doc, now):
-                    continue
-                doc = {**doc, "lease": now + LEASE_MS, "holder": holder}
-                if self.store.update(KIND, row_id, doc, tag=PENDING):
-                    claimed.append(Claimed(row_id, holder, doc))
-        return claimed
+        if due:
+            with self.store.atomic():
+                for row_id in due:
+                    doc = self.store.get(KIND, row_id)
+                    if doc is None or not _ready(doc, now):
+                        continue
+                    doc = {**doc, "lease": now + LEASE_MS, "holder": holder}
+                    if self.store.update(KIND, row_id, doc, tag=PENDING):
+                        claimed.append(Claimed(row_id, holder, doc))
+        return claimed, later
 
     def settle(self, claimed: Claimed, failure: str | None, now: int) -> str | None:
         """After an attempt: a row delivered (`failure` None) is deleted; a failed one is

@@ -257,9 +257,11 @@ def test_a_claim_whose_holder_died_is_taken_again_after_its_lease(
     with LiveServer(create_app(harness.service)) as url, httpx.Client(base_url=url) as live:
         _pause(live, agent)
     now = now_ms()
-    [dead] = outbox.claim("dead", now, 16)
-    assert outbox.claim("alive", now + LEASE_MS - 1, 16) == []  # (held)
-    [alive] = outbox.claim("alive", now + LEASE_MS, 16)  # (its lease ended)
+    [dead], _ = outbox.claim("dead", now, 16)
+    # (held until its lease ends, and the look says when that is)
+    assert outbox.claim("alive", now + LEASE_MS - 1, 16) == ([], now + LEASE_MS)
+    [alive], later = outbox.claim("alive", now + LEASE_MS, 16)
+    assert later is None
     assert alive.id == dead.id
     assert outbox.settle(dead, None, now_ms()) is None  # the dead holder's word counts for nothing
     assert outbox.settle(alive, None, now_ms()) == "delivered"
@@ -272,3 +274,35 @@ def test_nothing_is_queued_without_webhooks(harness: Harness) -> None:
         approval = _pause(live, agent)
     assert harness.service.store.get(Approval.KIND, approval) is not None
     assert list(harness.service.store.scan(KIND)) == []
+
+
+def test_a_round_reads_the_pending_rows_only_when_one_may_be_due(
+    harness: Harness, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds made by hand, never kicked: the first reads the pending rows, the next
+    reads nothing until another process's commit moves the store's data version; the
+    row it queued is then read and delivered."""
+    agent = _deploying(harness)
+    hooks = _hooks(harness.service, receiver.url)
+    store = harness.service.store
+    reads: list[str] = []
+    real = store.scan
+
+    def scan(kind: str, tag: str | None = None) -> Any:
+        reads.append(kind)
+        return real(kind, tag)
+
+    monkeypatch.setattr(store, "scan", scan)
+    assert hooks.round(kicked=False) == 1.0 and reads == [KIND]
+    assert hooks.round(kicked=False) == 1.0 and reads == [KIND]  # (nothing moved)
+    with opened_again(harness.db, harness.key_file) as other:
+        _hooks(other, receiver.url)  # (it queues; this process delivers)
+        with LiveServer(create_app(other)) as url, httpx.Client(base_url=url) as live:
+            approval = _pause(live, agent)
+    deadline = time.monotonic() + 5
+    while not receiver.got:
+        assert time.monotonic() < deadline
+        hooks.round(kicked=False)
+        time.sleep(0.01)
+    assert receiver.got[0].headers["webhook-id"] == f"approval.opened:{approval}"
+    assert list(real(KIND)) == []
