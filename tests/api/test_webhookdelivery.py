@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from api.http.app import create_app
 from api.records import Approval
 from api.service.core import Service
 from api.service.redaction import REDACTED
-from api.service.webhookdelivery import Deliverer, deliverer
+from api.service.webhookdelivery import Deliverer, deliverer, post
 from api.service.webhookoutbox import (
     FAILED,
     KIND,
@@ -306,3 +307,10 @@ def test_a_round_reads_the_pending_rows_only_when_one_may_be_due(
         time.sleep(0.01)
     assert receiver.got[0].headers["webhook-id"] == f"approval.opened:{approval}"
     assert list(real(KIND)) == []
+
+
+def test_an_attempt_that_reaches_no_one_says_why_without_its_url() -> None:
+    with socket.socket() as sock:  # (a port nothing listens on)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert post(f"http://127.0.0.1:{port}{PATH}", b"{}", {}) == "connection refused"
