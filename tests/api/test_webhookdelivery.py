@@ -314,3 +314,28 @@ def test_an_attempt_that_reaches_no_one_says_why_without_its_url() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     assert post(f"http://127.0.0.1:{port}{PATH}", b"{}", {}) == "connection refused"
+
+
+def test_a_delivery_after_a_rotation_is_signed_with_the_new_key(
+    harness: Harness, receiver: Receiver
+) -> None:
+    agent = _deploying(harness)
+    hooks = _hooks(harness.service, receiver.url)
+    hooks.start()
+    try:
+        with LiveServer(create_app(harness.service)) as url, httpx.Client(base_url=url) as live:
+            _pause(live, agent, "before")
+            [before] = receiver.wait_for(1)
+            old = live.get("/v1/keys").json()["current"]
+            rotated = live.post("/v1/keys/rotate", headers=harness.auth())
+            assert rotated.status_code in (200, 201), rotated.text
+            _pause(live, agent, "after")
+            _, after = receiver.wait_for(2)
+            keys = live.get("/v1/keys").json()
+    finally:
+        hooks.stop()
+    new = keys["current"]
+    assert new != old
+    published = from_jwks(keys)  # (the old key stays published: what it signed verifies)
+    assert verify(before.headers, before.body, published)[1] == old
+    assert verify(after.headers, after.body, published)[1] == new
