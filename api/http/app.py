@@ -132,7 +132,9 @@ def open_service(
             raise ValueError(f"a turn's lifetime is at least a second, not {turn_lifetime}")
         service.turn_lifetime_ms = turn_lifetime * 1000
     if webhooks is not None and webhooks.urls:
-        service.webhooks = deliverer(store, service.sealer, service.keys, service.read, webhooks)
+        service.webhooks = deliverer(
+            store, service.sealer, service.keys, service.read, webhooks, service.metrics
+        )
     if max_policy_mib is not None:  # (`charter serve --max-policy-mib`)
         if max_policy_mib < 1:
             raise ValueError(f"a policy's cap is at least 1 MiB, not {max_policy_mib}")

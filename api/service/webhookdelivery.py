@@ -31,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+from api.service.metrics import Metrics
 from api.service.readmodel import ReadModel
 from api.service.webhookoutbox import FAILED, Claimed, Outbox, WebhookConfig, now_ms
 from api.service.webhooksign import sign
@@ -86,9 +87,12 @@ class Deliverer:
     """Delivers one outbox's rows, signed with `keys`, on a thread of its own (`start`)
     or a round at a time (`round`)."""
 
-    def __init__(self, outbox: Outbox, keys: ServerKeys, *, poll: float = POLL) -> None:
+    def __init__(
+        self, outbox: Outbox, keys: ServerKeys, metrics: Metrics, *, poll: float = POLL
+    ) -> None:
         self.outbox = outbox
         self._keys = keys
+        self._metrics = metrics
         self._poll = poll
         self._kick = threading.Event()
         self._stop = threading.Event()
@@ -162,6 +166,8 @@ class Deliverer:
             failures = list(senders.map(self._attempt, claimed))
         for row, failure in zip(claimed, failures, strict=True):
             state = self.outbox.settle(row, failure, now_ms())
+            if state is not None:
+                self._metrics.webhook("given-up" if state == FAILED else state)
             if state == FAILED:
                 _logger.warning(
                     "webhooks: event %s to %s given up after %d attempts: %s",
@@ -189,11 +195,17 @@ class Deliverer:
 
 
 def deliverer(
-    store: Store, sealer: Sealer, keys: ServerKeys, read: ReadModel, config: WebhookConfig
+    store: Store,
+    sealer: Sealer,
+    keys: ServerKeys,
+    read: ReadModel,
+    config: WebhookConfig,
+    metrics: Metrics,
 ) -> Deliverer:
     """The deliverer of `config`'s webhooks: every approval opened or decided through
-    `read` queues its rows in its transaction and, once committed, wakes it."""
-    found = Deliverer(Outbox(store, sealer, config), keys)
+    `read` queues its rows in its transaction and, once committed, wakes it; each
+    attempt is counted in `metrics`."""
+    found = Deliverer(Outbox(store, sealer, config), keys, metrics)
     read.on_approval_events.append(found.outbox.add)
     read.on_approvals.append(found.poke)
     return found

@@ -202,7 +202,9 @@ def test_no_piece_of_a_secret_anywhere(
     # The approvals' webhooks too: every delivery is scanned.
     service = harness.service
     config = WebhookConfig((receiver.url,))
-    hooks = deliverer(service.store, service.sealer, service.keys, service.read, config)
+    hooks = deliverer(
+        service.store, service.sealer, service.keys, service.read, config, service.metrics
+    )
     service.webhooks = hooks
     hooks.start()
     with (

@@ -66,7 +66,7 @@ def _deploying(harness: Harness) -> dict[str, str]:
 def _hooks(service: Service, url: str, first_ms: int = 20, attempts: int = 12) -> Deliverer:
     found = deliverer(
         service.store, service.sealer, service.keys, service.read,
-        WebhookConfig((url,), Backoff(first_ms, attempts)),
+        WebhookConfig((url,), Backoff(first_ms, attempts)), service.metrics,
     )  # fmt: skip
     service.webhooks = found
     return found
@@ -161,6 +161,10 @@ def test_a_failing_receiver_gets_the_event_again_with_the_same_id(
             _checked(live, got)
         # backed off: at least the lower half of 40 ms, then of 80 ms
         assert second.at - first.at >= 0.02 and third.at - second.at >= 0.04
+        metrics = live.get("/metrics").text
+        assert 'charter_approval_webhook_attempts_total{result="retry"} 2' in metrics
+        assert 'charter_approval_webhook_attempts_total{result="delivered"} 1' in metrics
+        assert 'charter_approval_webhook_attempts_total{result="given-up"} 0' in metrics
     assert list(harness.service.store.scan(KIND)) == []
     assert PATH not in caplog.text
 
@@ -185,6 +189,8 @@ def test_a_receiver_that_never_accepts_is_given_up_on(
                 time.sleep(0.01)
         finally:
             hooks.stop()
+        metrics = live.get("/metrics").text
+        assert 'charter_approval_webhook_attempts_total{result="given-up"} 1' in metrics
     assert len(receiver.got) == 3
     [row] = list(harness.service.store.scan(KIND, tag=FAILED))
     assert (row.body["attempts"], row.body["last"]) == (3, "HTTP 500")
