@@ -62,7 +62,7 @@ from api.cli_serve_checks import (
     store_refused,
     timeout_seconds,
     turn_lifetime,
-    webhook_url,
+    webhook_urls,
     worker_count,
 )
 from api.commands import CreateAgent, CreateConnection
@@ -702,10 +702,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-pipeline", type=pipeline_depth, default=limits.max_pipeline,
                    help="requests a connection may have waiting before it is no longer "
                    f"read (default: {limits.max_pipeline})")  # fmt: skip
-    p.add_argument("--approval-webhook", dest="approval_webhooks", action="append",
-                   type=webhook_url, default=[], metavar="URL",
+    p.add_argument("--approval-webhook", dest="approval_webhooks", action="extend",
+                   type=webhook_urls, default=[], metavar="URL|@FILE",
                    help="POST each approval opened and decided to this http(s) URL, signed "
-                   "with the server's key (repeatable; docs/operations.md)")  # fmt: skip
+                   "with the server's key; @FILE: a file of URLs, one a line (repeatable; "
+                   "docs/operations.md)")  # fmt: skip
     p.add_argument("--approval-webhook-retry-ms", type=retry_ms, default=FIRST_RETRY_MS,
                    metavar="MS", help="the delay after a webhook's first failed attempt, "
                    f"doubled after each (default: {FIRST_RETRY_MS})")  # fmt: skip

@@ -59,6 +59,8 @@ def url_problem(text: str) -> str | None:
         parts.port  # noqa: B018  (a port that is not a number raises here)
     except ValueError:
         return "a webhook URL has a host and, if any, a port from 1 to 65535"
+    if parts.port == 0:
+        return "a webhook URL has a host and, if any, a port from 1 to 65535"
     if parts.scheme not in ("http", "https"):
         return "a webhook URL starts with `http://` or `https://`"
     if not parts.hostname:

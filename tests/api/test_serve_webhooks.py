@@ -42,9 +42,12 @@ def test_two_workers_deliver_each_event_once_through_failures(tmp_path: Path) ->
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "policy.charter").write_text(POLICY)
     with Receiver(fail_first=2) as receiver:
+        # (from a file: a URL that carries a token stays out of the command line)
+        (tmp_path / "hooks.txt").write_text(f"\n{receiver.url}\n\n")
         served = Served(
             tmp_path / "charter.db", "--workspace", str(tmp_path / "ws"), "--workers", "2",
-            "--approval-webhook", receiver.url, "--approval-webhook-retry-ms", "20",
+            "--approval-webhook", f"@{tmp_path / 'hooks.txt'}",
+            "--approval-webhook-retry-ms", "20",
         )  # fmt: skip
         try:
             with httpx.Client(base_url=served.url, headers=served.headers, timeout=30) as http:
@@ -96,3 +99,35 @@ def test_a_url_no_webhook_goes_to_is_a_usage_error(
     assert line.startswith(f"charter serve: error: argument --approval-webhook: {wanted}")
     assert "Pq8Zr" not in err and "qz.invalid" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("lines", "wanted"),
+    [
+        ("https://qz.invalid/a\nftp://qz.invalid/Pq8Zr\n", "`hooks` line 2: a webhook URL starts"),
+        ("\n\n", "`hooks` lists no URL: give one a line"),
+        (None, "cannot read `hooks`: no such file or directory"),
+        (b"\xff\n", "cannot read `hooks`: it is not UTF-8"),
+    ],
+)
+def test_a_file_of_urls_that_is_not_one_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    lines: str | bytes | None,
+    wanted: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if isinstance(lines, str):
+        (tmp_path / "hooks").write_text(lines)
+    elif lines is not None:
+        (tmp_path / "hooks").write_bytes(lines)
+    made = sorted(tmp_path.iterdir())
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--db", "x.db", "--approval-webhook", "@hooks"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == ""
+    line = err.splitlines()[-1]
+    assert line.startswith(f"charter serve: error: argument --approval-webhook: {wanted}")
+    assert "Pq8Zr" not in err and "qz.invalid" not in err
+    assert sorted(tmp_path.iterdir()) == made

@@ -41,6 +41,7 @@ REFUSED = [
     ("example.com/Pq8Zr", "starts with `http://` or `https://`"),
     ("https:///Pq8Zr", "names a host"),
     ("https://example.com:99999/", "a port from 1 to 65535"),
+    ("https://example.com:0/Pq8Zr", "a port from 1 to 65535"),
     ("https://example.com/a#b", "no `#` fragment"),
     ("https://user:Sekr3tPw@example.com/", "no user or password"),
     ("https://example.com/a b", "printable ASCII"),
