@@ -10,6 +10,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,7 +33,7 @@ from api.service.webhookoutbox import (
 from api.service.webhooksign import verify
 from policy.serverkeys import from_jwks
 from tests.api.conftest import BOTH, POLICY, Harness, LiveServer, opened_again
-from tests.api.webhookreceiver import PATH, Received, Receiver
+from tests.api.webhookreceiver import PATH, Received, Receiver, self_signed
 
 STORES = BOTH
 
@@ -345,3 +346,20 @@ def test_a_delivery_after_a_rotation_is_signed_with_the_new_key(
     published = from_jwks(keys)  # (the old key stays published: what it signed verifies)
     assert verify(before.headers, before.body, published)[1] == old
     assert verify(after.headers, after.body, published)[1] == new
+
+
+def test_an_https_receiver_is_reached_only_with_a_certificate_this_host_trusts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver's certificate is checked against the CAs the system trusts (here a
+    self-signed one: refused), or those `SSL_CERT_FILE` names (then delivered)."""
+    cert, key = self_signed(tmp_path)
+    with Receiver(tls=(cert, key)) as receiver:
+        assert receiver.url.startswith("https://127.0.0.1:")
+        refused = post(receiver.url, b"{}", {})
+        assert refused is not None and refused.startswith("tls: certificate")
+        assert receiver.got == []
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert post(receiver.url, b'{"a":1}', {"webhook-id": "e"}) is None
+        [got] = receiver.wait_for(1)
+    assert (got.body, got.headers["webhook-id"], got.path) == (b'{"a":1}', "e", PATH)
