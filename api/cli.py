@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extend(sub: Any) -> None:
     """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle,
-    log, receipt, gateway)."""
+    log, receipt, webhooks, gateway)."""
     import importlib
 
     for module in (
@@ -324,6 +324,7 @@ def _extend(sub: Any) -> None:
         "api.cli_db",
         "api.cli_bundle",
         "api.cli_log",
+        "api.cli_webhooks",
         "api.cli_gateway",
     ):
         try:

@@ -57,10 +57,12 @@ from api.cli_serve_checks import (
     policy_mib,
     port_number,
     refuse,
+    retry_ms,
     sealed_refusal,
     store_refused,
     timeout_seconds,
     turn_lifetime,
+    webhook_urls,
     worker_count,
 )
 from api.commands import CreateAgent, CreateConnection
@@ -75,6 +77,7 @@ from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.rolefiles import ROLES_DIR
 from api.service.tokens import Principal
+from api.service.webhookoutbox import FIRST_RETRY_MS, Backoff, WebhookConfig, config_text
 from policy import identities
 from policy.bundles import BundleError, KeyFileError, TrustedKey, Verified
 from policy.diagnostics import CharterError, render_all
@@ -451,6 +454,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         MAX_POLICY_ENV,
         TRUSTED_KEYS_ENV,
         TURN_LIFETIME_ENV,
+        WEBHOOKS_ENV,
         create_app,
         open_service,
         tune_gc,
@@ -498,6 +502,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port = bound_port(args.host, args.port)
     except OSError as exc:
         return refuse(*listen_refusal(args.host, args.port, exc))
+    webhooks = WebhookConfig(
+        tuple(dict.fromkeys(args.approval_webhooks)), Backoff(args.approval_webhook_retry_ms)
+    )
     first = target.path is not None and is_new(target.path)
     key_made = not (os.environ.get(KEY_ENV) or files.key.exists())
     workspace = args.workspace
@@ -511,7 +518,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workspace = None  # (loaded)
         service = open_service(
             target, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib,
-            key_file=files.key,
+            key_file=files.key, webhooks=webhooks,
         )  # fmt: skip
     except StoreUrlError as exc:  # (a PostgreSQL URL, and no PostgreSQL store here)
         return store_refused(exc)
@@ -581,6 +588,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
+        if webhooks.urls:  # (the workers' own: the parent delivers nothing)
+            os.environ[WEBHOOKS_ENV] = config_text(webhooks)
         if trusted is not None:  # (public keys: nothing secret in the environment)
             os.environ[TRUSTED_KEYS_ENV] = Path(args.trusted_keys).read_text(encoding="utf-8")
         run_uvicorn(
@@ -693,6 +702,14 @@ def register(sub: Any) -> None:
     p.add_argument("--max-pipeline", type=pipeline_depth, default=limits.max_pipeline,
                    help="requests a connection may have waiting before it is no longer "
                    f"read (default: {limits.max_pipeline})")  # fmt: skip
+    p.add_argument("--approval-webhook", dest="approval_webhooks", action="extend",
+                   type=webhook_urls, default=[], metavar="URL|@FILE",
+                   help="POST each approval opened and decided to this http(s) URL, signed "
+                   "with the server's key; @FILE: a file of URLs, one a line (repeatable; "
+                   "docs/operations.md)")  # fmt: skip
+    p.add_argument("--approval-webhook-retry-ms", type=retry_ms, default=FIRST_RETRY_MS,
+                   metavar="MS", help="the delay after a webhook's first failed attempt, "
+                   f"doubled after each (default: {FIRST_RETRY_MS})")  # fmt: skip
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("token", help="issue an API token (printed once)")

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from api.service.webhookoutbox import url_problem
 from policy import identities
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
 from policy.store import Store
@@ -253,3 +254,36 @@ def listen_refusal(host: str, port: int, exc: OSError) -> tuple[str, str | None]
     taken = exc.errno == errno.EADDRINUSE
     hint = "another server listens there; `--port 0` takes any free port" if taken else None
     return f"cannot listen on `{host}` port {port}: {os_reason(exc)}", hint
+
+
+# Milliseconds, 1 to an hour: the delay after a webhook's first failed attempt.
+retry_ms = _count(1, 3_600_000, "a delay: give milliseconds, from 1 to 3600000")
+
+
+def webhook_urls(text: str) -> list[str]:
+    """The URLs one `--approval-webhook` gives: `URL`, or `@FILE`, a file of them, one a
+    line (blank lines skipped), which keeps a URL that carries a receiver's token out of
+    the command line that `ps` shows. A refusal does not quote a URL."""
+    if not text.startswith("@"):
+        why = url_problem(text)
+        if why is not None:
+            raise argparse.ArgumentTypeError(
+                f"{why} (give e.g. `https://hooks.example.com/charter`, or `@FILE`)"
+            )
+        return [text]
+    path = text[1:]
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = os_reason(exc) if isinstance(exc, OSError) else "it is not UTF-8"
+        raise argparse.ArgumentTypeError(f"cannot read `{path}`: {why}") from None
+    urls = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            why = url_problem(line.strip())
+            if why is not None:
+                raise argparse.ArgumentTypeError(f"`{path}` line {number}: {why}")
+            urls.append(line.strip())
+    if not urls:
+        raise argparse.ArgumentTypeError(f"`{path}` lists no URL: give one a line")
+    return urls

@@ -27,6 +27,8 @@ from api.service.core import Service
 from api.service.groupcommit import GroupCommit
 from api.service.metricsshare import SharedMetrics, directory_for
 from api.service.tokens import TokenCache, check_writes
+from api.service.webhookdelivery import deliverer
+from api.service.webhookoutbox import WebhookConfig, config_from_env
 from policy.bundles import read_trusted_keys
 from policy.secrets import Sealer, load_key_file
 from policy.store.open import Target, open_store, parse
@@ -48,7 +50,12 @@ async def lifespan(app: CharterApp) -> AsyncIterator[None]:
     # shuts down (policy/logseal.py).
     checkpointer = app.charter.service.checkpointer
     checkpointer.start()
+    webhooks = app.charter.service.webhooks  # (`--approval-webhook`: their deliveries)
+    if webhooks is not None:
+        webhooks.start()
     yield
+    if webhooks is not None:
+        await run_in_threadpool(webhooks.stop)
     await run_in_threadpool(checkpointer.stop)
     shared = app.charter.service.shared_metrics
     if shared is not None:  # a worker shutting down (its file stays, with its counts)
@@ -89,6 +96,7 @@ def create_app(service: Service) -> CharterApp:
 TURN_LIFETIME_ENV = "CHARTER_TURN_LIFETIME"  # `--turn-lifetime`, for `--workers N`' processes
 MAX_POLICY_ENV = "CHARTER_MAX_POLICY_MIB"  # `--max-policy-mib`, likewise
 TRUSTED_KEYS_ENV = "CHARTER_TRUSTED_KEYS"  # `--trusted-keys`: the file's text, likewise
+WEBHOOKS_ENV = "CHARTER_APPROVAL_WEBHOOKS"  # `--approval-webhook`s and their backoff, likewise
 
 
 def open_service(
@@ -98,12 +106,14 @@ def open_service(
     turn_lifetime: int | None = None,
     max_policy_mib: int | None = None,
     key_file: str | Path | None = None,
+    webhooks: WebhookConfig | None = None,
 ) -> Service:
     """`db`: what `--db` names (a path or a URL, policy/store/open.py); `shared`: one of
     several processes serving it (`charter serve --workers N`); `turn_lifetime`: seconds
     an admitted turn runs (default: an hour); `max_policy_mib`: the most text a new
     revision may hold, in MiB (default: 16); `key_file`: the sealing key's file (default:
-    beside an SQLite database; required for a server-backed store: api/node_files.py)."""
+    beside an SQLite database; required for a server-backed store: api/node_files.py);
+    `webhooks`: the URLs the approvals' events are delivered to (`--approval-webhook`)."""
     memory.limit_arenas()  # before the store's and the compiles' threads start
     target = db if isinstance(db, Target) else parse(db)
     files = node_files(target, key_file)
@@ -121,6 +131,10 @@ def open_service(
         if turn_lifetime < 1:  # (0 would end every turn as it began)
             raise ValueError(f"a turn's lifetime is at least a second, not {turn_lifetime}")
         service.turn_lifetime_ms = turn_lifetime * 1000
+    if webhooks is not None and webhooks.urls:
+        service.webhooks = deliverer(
+            store, service.sealer, service.keys, service.read, webhooks, service.metrics
+        )
     if max_policy_mib is not None:  # (`charter serve --max-policy-mib`)
         if max_policy_mib < 1:
             raise ValueError(f"a policy's cap is at least 1 MiB, not {max_policy_mib}")
@@ -146,9 +160,11 @@ def app_from_env() -> Starlette:
     lifetime = os.environ.get(TURN_LIFETIME_ENV)
     cap = os.environ.get(MAX_POLICY_ENV)
     db = os.environ.get("CHARTER_DB", "charter.db")
+    hooks = os.environ.get(WEBHOOKS_ENV)
     service = open_service(
         db, shared=True, turn_lifetime=int(lifetime) if lifetime else None,
         max_policy_mib=int(cap) if cap else None, key_file=os.environ.get(KEY_FILE_ENV),
+        webhooks=None if hooks is None else config_from_env(hooks),
     )  # fmt: skip
     trusted = os.environ.get(TRUSTED_KEYS_ENV)
     if trusted is not None:  # (read and checked by `charter serve` before it started us)

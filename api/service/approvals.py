@@ -269,7 +269,7 @@ def approvals_approve(
             keep_if_match(service, final["approval_id"], approval.if_match)
         approval = approval.changed(status="approved", final=final)
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
-        service.read.note_approval(APPROVAL_DECIDED, approval.id)
+        service.read.note_approval(APPROVAL_DECIDED, approval)
         body: dict[str, Any] = {"approval": approval, "decision": final}
         if approval.management and final["effect"] == "allow":
             # The agent's own call runs now, as the agent (so the fit check applies).
@@ -291,7 +291,7 @@ def approvals_reject(service: Service, actor: Principal, command: c.RejectApprov
             status="rejected", reason=command.reason
         )
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
-        service.read.note_approval(APPROVAL_DECIDED, approval.id)
+        service.read.note_approval(APPROVAL_DECIDED, approval)
     return Result(Outcome.DONE, {"approval": approval})
 
 

@@ -90,4 +90,4 @@ def reject_orphans(
         if getattr(approval, field) == value:
             closed = rejected_by_charter(approval, why)
             service.store.update(Approval.KIND, closed.id, closed.stored(), tag=closed.status)
-            service.read.note_approval(APPROVAL_DECIDED, closed.id)
+            service.read.note_approval(APPROVAL_DECIDED, closed)

@@ -21,6 +21,7 @@ from api.service.metricsshare import SharedMetrics
 from api.service.readmodel import ReadModel
 from api.service.receipts import Signer
 from api.service.snapshots import Snapshots
+from api.service.webhookdelivery import Deliverer
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.workspace import Workspace
@@ -122,6 +123,10 @@ class Service:
         self.keys = ServerKeys(store, sealer)
         self.checkpointer = Checkpointer(store, self.keys)
         self.receipts = Signer()
+        # `charter serve --approval-webhook URL`: the approvals' events queued in their
+        # transactions and delivered by a thread a serving app starts (lifespan); None
+        # without webhooks (api/service/webhookdelivery.py).
+        self.webhooks: Deliverer | None = None
 
     # ---- the read model -------------------------------------------------------------------
     def sync(self) -> bool:

@@ -248,9 +248,9 @@ class Draft:
                 # are prepared again: not found.)
                 approval = rejected_by_charter(approval, f"thread `{thread}` was deleted")
             store.insert(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
-            service.read.note_approval(APPROVAL_OPENED, approval.id)
+            service.read.note_approval(APPROVAL_OPENED, approval)
             if approval.status != "pending":
-                service.read.note_approval(APPROVAL_DECIDED, approval.id)
+                service.read.note_approval(APPROVAL_DECIDED, approval)
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})

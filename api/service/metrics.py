@@ -18,6 +18,10 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 _BUCKET_KEYS = [f"bucket:{index}" for index in range(len(BUCKETS) + 1)]
 
 
+# What became of an approval webhook's attempt (`Metrics.webhook`).
+WEBHOOK_RESULTS = ("delivered", "retry", "given-up")
+
+
 class Mirror(Protocol):
     """Where a worker's counters are also stored (api.service.metricsshare.CounterFile)."""
 
@@ -30,6 +34,8 @@ class Metrics:
         self.counts = [0] * (len(BUCKETS) + 1)  # the last: over the largest bound
         self.total = 0.0
         self.rejected: dict[tuple[int, str], int] = {}  # (status, problem code) -> count
+        # Approval webhooks' attempts, by what became of each (api/service/webhookdelivery.py).
+        self.webhooks = dict.fromkeys(WEBHOOK_RESULTS, 0)
         self._lock = threading.Lock()
         self._mirror: Mirror | None = None
 
@@ -44,6 +50,8 @@ class Metrics:
                 mirror.set("total", self.total)
                 for (status, code), count in self.rejected.items():
                     mirror.set(f"rejected:{status}:{code}", count)
+                for result, count in self.webhooks.items():
+                    mirror.set(f"webhook:{result}", count)
             self._mirror = mirror
 
     def decided(self, effect: str, n: int = 1) -> None:
@@ -71,11 +79,20 @@ class Metrics:
             if self._mirror is not None:
                 self._mirror.set(f"rejected:{status}:{code}", count)
 
+    def webhook(self, result: str) -> None:
+        """An approval webhook's attempt settled: `delivered`, `retry` (failed, to be tried
+        again) or `given-up` (failed, its last)."""
+        with self._lock:  # (the deliverer's thread)
+            count = self.webhooks[result] = self.webhooks.get(result, 0) + 1
+            if self._mirror is not None:
+                self._mirror.set(f"webhook:{result}", count)
+
     def snapshot(self) -> dict[str, Any]:
         """The counters as plain JSON values (what a worker publishes)."""
         with self._lock:
             decisions = dict(self.decisions)
             rejected = [[status, code, n] for (status, code), n in self.rejected.items()]
+            webhooks = dict(self.webhooks)
         # The histogram is written without a lock, so its count (+Inf) is the sum of the
         # buckets as copied, never a counter of its own: one copied apart from them could
         # be less than the last bucket (a request counted in its bucket, not yet in the
@@ -83,7 +100,7 @@ class Metrics:
         # request apart from them, which a scrape cannot tell from a later request.
         return {
             "decisions": decisions, "counts": list(self.counts), "total": self.total,
-            "rejected": rejected,
+            "rejected": rejected, "webhooks": webhooks,
         }  # fmt: skip
 
     def render(self, revision: int, others: Iterable[dict[str, Any]] = ()) -> str:
@@ -94,6 +111,7 @@ class Metrics:
         counts: list[int] = mine["counts"]
         total: float = mine["total"]
         rejected = {(status, code): n for status, code, n in mine["rejected"]}
+        webhooks: dict[str, int] = mine["webhooks"]
         processes = 1
         for other in others:
             processes += 1
@@ -103,6 +121,8 @@ class Metrics:
             total += other["total"]
             for status, code, n in other["rejected"]:
                 rejected[(status, code)] = rejected.get((status, code), 0) + n
+            for result, n in other.get("webhooks", {}).items():
+                webhooks[result] = webhooks.get(result, 0) + n
         lines = [
             "# HELP charter_decisions_total Decisions made, by effect.",
             "# TYPE charter_decisions_total counter",
@@ -130,6 +150,13 @@ class Metrics:
             lines.append(
                 f'charter_rejected_requests_total{{status="{status}",code="{code}"}} {count}'
             )
+        lines += [
+            "# HELP charter_approval_webhook_attempts_total Approval webhooks' attempts, by "
+            "what became of each.",
+            "# TYPE charter_approval_webhook_attempts_total counter",
+        ]
+        for result, count in sorted(webhooks.items()):
+            lines.append(f'charter_approval_webhook_attempts_total{{result="{result}"}} {count}')
         lines += [
             "# HELP charter_policy_revision The latest policy revision.",
             "# TYPE charter_policy_revision gauge",

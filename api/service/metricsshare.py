@@ -44,7 +44,7 @@ _WORD = struct.Struct("@q")  # native and aligned: one store, one load
 _FLOAT = struct.Struct("@d")
 # The keys the service writes (effects and problem codes are `[a-z0-9-]` names).
 _KEY = re.compile(r"decision:[a-z0-9][a-z0-9-]*|bucket:[0-9]{1,2}|total|rejected:[0-9]{3}:"
-                  r"[a-z0-9][a-z0-9-]*")  # fmt: skip
+                  r"[a-z0-9][a-z0-9-]*|webhook:(?:delivered|retry|given-up)")  # fmt: skip
 _MAX_KEY = 128
 
 
@@ -153,6 +153,7 @@ def _parse(mapped: mmap.mmap, size: int) -> dict[str, Any] | None:
     decisions: dict[str, int] = {}
     counts = [0] * (len(BUCKETS) + 1)
     rejected: list[list[Any]] = []
+    webhooks: dict[str, int] = {}
     total = 0.0
     at = _HEADER
     while at + 16 <= used:
@@ -180,7 +181,12 @@ def _parse(mapped: mmap.mmap, size: int) -> dict[str, Any] | None:
         elif kind == "rejected":
             status, _, code = name.partition(":")
             rejected.append([int(status), code, count])
-    return {"decisions": decisions, "counts": counts, "total": total, "rejected": rejected}
+        elif kind == "webhook":
+            webhooks[name] = count
+    return {
+        "decisions": decisions, "counts": counts, "total": total, "rejected": rejected,
+        "webhooks": webhooks,
+    }  # fmt: skip
 
 
 class SharedMetrics:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from api.records import Agent
+from api.records import Agent, Approval
 from api.service.errors import not_found
 from api.service.snapshots import Snapshots
 from policy.store import Store
@@ -65,6 +65,10 @@ class ReadModel:
         # (`note_approval`): the HTTP app's approval watch, which another process's such
         # commit reaches through the change feed (api/http/approvalwatch.py).
         self.on_approvals: list[Callable[[], None]] = []
+        # Called inside each transaction that opens or decides an approval, with the
+        # change's kind and the approval as written: the webhooks' outbox, whose rows
+        # commit with it (api/service/webhookoutbox.py).
+        self.on_approval_events: list[Callable[[str, Approval], None]] = []
         # Moves whenever what is cached here may have changed: another process's change
         # that a `sync` saw, or one made here (`forget_*`, an upload: `moved`). Whatever
         # was prepared on the caches before it moved is prepared again
@@ -185,12 +189,15 @@ class ReadModel:
         for token_id in token_ids:
             self.store.note_change(TOKEN, token_id)
 
-    def note_approval(self, kind: str, approval_id: str) -> None:
+    def note_approval(self, kind: str, approval: Approval) -> None:
         """In the transaction that opened (`kind` APPROVAL_OPENED) or decided
-        (APPROVAL_DECIDED) approval `approval_id`: noted in the change feed, for the long
-        polls and event streams of every process, and told to this process's
-        `on_approvals` once committed. Nothing here is dropped: nothing caches approvals."""
-        self.store.note_change(kind, approval_id)
+        (APPROVAL_DECIDED) `approval`, as written: noted in the change feed, for the long
+        polls and event streams of every process, given to `on_approval_events` in the
+        transaction, and told to this process's `on_approvals` once committed. Nothing
+        here is dropped: nothing caches approvals."""
+        self.store.note_change(kind, approval.id)
+        for noted in self.on_approval_events:
+            noted(kind, approval)
         for told in self.on_approvals:
             self.store.after_commit(told)
 

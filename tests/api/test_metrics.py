@@ -31,6 +31,9 @@ def test_render_sums_the_other_workers_counters() -> None:
     other.observe(0.003)
     other.reject(401, "unauthorized")
     other.reject(404, "agent-not-found")
+    mine.webhook("retry")
+    other.webhook("retry")
+    other.webhook("delivered")
     values = _values(mine.render(7, [other.snapshot()]))
     assert values['charter_decisions_total{effect="allow"}'] == "5"
     assert values['charter_decisions_total{effect="pause"}'] == "1"
@@ -41,6 +44,9 @@ def test_render_sums_the_other_workers_counters() -> None:
     assert abs(float(values["charter_decision_request_seconds_sum"]) - 0.0064) < 1e-9
     assert values['charter_rejected_requests_total{status="401",code="unauthorized"}'] == "2"
     assert values['charter_rejected_requests_total{status="404",code="agent-not-found"}'] == "1"
+    assert values['charter_approval_webhook_attempts_total{result="retry"}'] == "2"
+    assert values['charter_approval_webhook_attempts_total{result="delivered"}'] == "1"
+    assert values['charter_approval_webhook_attempts_total{result="given-up"}'] == "0"
     assert values["charter_policy_revision"] == "7"
     assert values["charter_serving_processes"] == "2"
     alone = _values(mine.render(7))
@@ -76,7 +82,9 @@ def test_workers_read_each_others_counters_as_they_change(tmp_path: Path) -> Non
     first_counts.decided("deny", 2)
     first_counts.observe(0.003)
     first_counts.reject(401, "unauthorized")
+    first_counts.webhook("given-up")
     (seen,) = second.others()  # at once: no publishing turn to wait for
+    assert seen["webhooks"] == {"delivered": 0, "retry": 0, "given-up": 1}
     assert seen["decisions"]["deny"] == 4 and sum(seen["counts"]) == 1
     assert seen["rejected"] == [[401, "unauthorized", 1]] and seen["total"] == 0.003
     first.close()  # a worker shutting down: its file stays, with its counts

@@ -6,8 +6,8 @@ sent them too) with every kind of token, and through `charter decide`, `explain`
 `test`, under a policy whose conditions and hooks read them through every function and
 operator (`host`, `lower`, `len`, comparisons, `like`, `in`) and make them error in
 each way `host` can. Every answer body, every decision log row (`GET /v1/decisions`
-and the database's raw rows and files), `/metrics` and the server's log output and
-stderr are then searched for any 6-character piece of each secret, in any case (an
+and the database's raw rows and files), `/metrics`, every approval webhook delivered
+and the server's log output and stderr are then searched for any 6-character piece of each secret, in any case (an
 error that lowercased a host put one there).
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ import pytest
 
 from api.cli import main
 from api.http.app import TABLE, create_app
+from api.service.webhookdelivery import deliverer
+from api.service.webhookoutbox import KIND, WebhookConfig
 from tests.api.conftest import POLICY, Harness, LiveServer
+from tests.api.webhookreceiver import Receiver
 
 # Each one a shape `host` refuses in its own way, in mixed case (`host` lowercases what it
 # reads), and none of their 6-character pieces is text the service writes by itself (so no
@@ -174,9 +178,16 @@ class Scan:
         return answer
 
 
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as made:
+        yield made
+
+
 def test_no_piece_of_a_secret_anywhere(
     tmp_path: Path,
     harness: Harness,
+    receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -188,6 +199,14 @@ def test_no_piece_of_a_secret_anywhere(
     for agent in ("leaky", "hooked"):
         harness.add_agent(agent, agent)
     agents = {agent: harness.token_for(agent) for agent in ("leaky", "hooked")}
+    # The approvals' webhooks too: every delivery is scanned.
+    service = harness.service
+    config = WebhookConfig((receiver.url,))
+    hooks = deliverer(
+        service.store, service.sealer, service.keys, service.read, config, service.metrics
+    )
+    service.webhooks = hooks
+    hooks.start()
     with (
         LiveServer(create_app(harness.service)) as url,
         httpx.Client(base_url=url, timeout=60) as client,
@@ -254,6 +273,14 @@ def test_no_piece_of_a_secret_anywhere(
             after = page["decisions"][-1]["seq"]
         shown = json.dumps(rows)
         scan.send("GET", "/metrics", admin)
+        deadline = time.monotonic() + 10
+        while list(service.store.scan(KIND, tag="pending")):
+            assert time.monotonic() < deadline, "the webhooks were not all delivered"
+            time.sleep(0.02)
+        hooks.stop()
+    assert len(receiver.got) >= len(approvals) * 2  # (each opened, and decided)
+    for i, got in enumerate(receiver.got):
+        assert_no_piece(f"webhook delivery {i}", f"{got.headers}\n{got.body.decode()}")
     for i, answer in enumerate(scan.answers):
         assert_no_piece(f"answer {i}", answer)
     assert_no_piece("the decision log", shown)

@@ -90,6 +90,8 @@ REFUSED_VALUES = [
       for c in ("0", "-1", "1000001", "1e3", "")),
     *(("--max-pipeline", d, "a number of waiting requests: give 1 to 1024")
       for d in ("0", "-1", "1025", "8.0", "")),
+    *(("--approval-webhook-retry-ms", r, "a delay: give milliseconds, from 1 to 3600000")
+      for r in ("0", "-1", "3600001", "1.5", "1s", "")),
 ]  # fmt: skip
 
 
