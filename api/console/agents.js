@@ -1,6 +1,6 @@
 // Agents: each agent's profile and identity, and the tools it may call.
 import { Problem, call } from "./api.js";
-import { el, facts } from "./dom.js";
+import { el, fill, facts } from "./dom.js";
 
 export function agentsPage(root, who, session) {
   const list = el("ul", { id: "agent-list" });
@@ -20,8 +20,8 @@ export function agentsPage(root, who, session) {
       const rows = (listing.tools || []).map((t) => el("tr", {},
         el("td", {}, t.tool), el("td", {}, t.status),
         el("td", {}, t.condition || ""),
-        el("td", {}, (t.hooks || []).join(", "))));
-      detail.replaceChildren(
+        el("td", {}, (t.hooks || []).map((h) => `${h.name} (${h.kind})`).join(", "))));
+      fill(detail,
         el("h2", { tabindex: "-1" }, agent.name || agent.id),
         facts([["Id", agent.id], ["Profile", agent.profile], ["Identity", agent.identity],
           ["Parent", agent.parent], ["Status", agent.status]]),

@@ -35,7 +35,7 @@ export function approvalsPage(root, who, session) {
   function outcome(node, text, refused) {
     const box = node.querySelector(".outcome") || el("div", { class: "outcome", role: "status" });
     box.className = refused ? "outcome refused" : "outcome";
-    box.replaceChildren(...(Array.isArray(text) ? text : [text]));
+    box.replaceChildren(el("div", {}, text));
     node.append(box);
   }
 

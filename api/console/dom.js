@@ -9,7 +9,7 @@ export function el(tag, attrs = {}, ...children) {
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -37,4 +37,9 @@ export function facts(pairs) {
 export function reasonList(reasons) {
   return el("ul", { class: "reasons" }, (reasons || []).map((r) =>
     el("li", {}, r.message || r.kind, r.location ? el("span", { class: "where" }, r.location) : null)));
+}
+
+// `parent`'s children replaced by `children` (arrays flattened, absent ones left out).
+export function fill(parent, ...children) {
+  parent.replaceChildren(el("div", {}, ...children));
 }

@@ -2,7 +2,7 @@
 // in the page and filtered here by agent, tool, effect and time; a decision opens to
 // its reasons, near misses and arguments.
 import { Problem, call } from "./api.js";
-import { el, effect, facts, pretty, reasonList, when } from "./dom.js";
+import { el, fill, effect, facts, pretty, reasonList, when } from "./dom.js";
 
 const PAGE = 500; // decisions a request reads
 const MAX_READ = 20000; // decisions the page keeps (the newest)
@@ -61,7 +61,7 @@ export function logPage(root, who, session) {
   }
 
   function open(d) {
-    detail.replaceChildren(
+    fill(detail,
       el("h2", {}, `Decision ${d.seq}`),
       facts([["Effect", effect(d.effect)], ["Agent", d.agent], ["Profile", d.profile],
         ["Tool", d.tool], ["Time", when(d.at)], ["Revision", String(d.revision)],
