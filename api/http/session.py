@@ -13,6 +13,8 @@ and do exactly what its token may, agent tokens included, and a revoked token en
 session made from it at once. A request that may change something (any method but GET,
 HEAD and OPTIONS) must also send the session's CSRF secret in `X-Charter-CSRF` and an
 `Origin` of this server's own; else 403 `csrf-refused`, before anything is read or done.
+A cookie that does not open (expired, signed out, sealed with another key, tampered
+with) acts for nobody: the request passes as if it had none.
 Signing out forgets the session id in this process (`ENDED`) and clears the cookie.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import re
 import secrets
 import threading
 import time
@@ -39,6 +42,7 @@ LIFETIME = 8 * 3600  # seconds a session lasts from its sign-in
 # the same key (a stored secret) is never taken for a session.
 MAGIC = b"charter-console-session/1\n"
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 MAX_COOKIE = 4096  # characters of a cookie value read at most (browsers keep no more)
 
 
@@ -89,10 +93,13 @@ def seal(sealer: Sealer, session: Session) -> str:
 def unseal(sealer: Sealer, value: str) -> Session | None:
     """The session a cookie's value holds; None when it is not one this key sealed, is
     malformed, has expired or was signed out."""
-    if not value or len(value) > MAX_COOKIE:
+    if not value or len(value) > MAX_COOKIE or not BASE64URL.fullmatch(value):
         return None
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        # (only the value `seal` wrote: base64's decoder lets other spellings of it by)
+        if base64.urlsafe_b64encode(raw).decode().rstrip("=") != value:
+            return None
         plain = sealer.open(raw)
     except (ValueError, SecretKeyError):
         return None
@@ -172,16 +179,6 @@ def refused(scope: Scope, detail: str) -> Response:
     )  # fmt: skip
 
 
-def expired(scope: Scope) -> Response:
-    _count(scope, 401, "unauthorized")
-    response = problem(
-        "unauthorized", "the console session is not valid or has ended",
-        help="sign in again at /console",
-    )  # fmt: skip
-    clear_cookie(response, scope)
-    return response
-
-
 class ConsoleSession:
     """The middleware that serves an API request made with a session cookie as its
     token's (see the module's docstring). A request with an `Authorization` header, or
@@ -203,8 +200,8 @@ class ConsoleSession:
             await self.app(scope, receive, send)
             return
         session = unseal(scope["app"].charter.service.sealer, value)
-        if session is None:
-            await expired(scope)(scope, receive, send)
+        if session is None:  # (as if it had no cookie: the route asks for a token, or not)
+            await self.app(scope, receive, send)
             return
         why = csrf_refusal(scope, session)
         if why is not None:
