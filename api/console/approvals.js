@@ -32,11 +32,15 @@ export function approvalsPage(root, who, session) {
     return paused.map((r) => r.hook).join(", ");
   }
 
+  // A card's two notes: the refusal of what was tried on it, and its decision.
   function outcome(node, text, refused) {
-    const box = node.querySelector(".outcome") || el("div", { class: "outcome", role: "status" });
-    box.className = refused ? "outcome refused" : "outcome";
+    const kind = refused ? "refused" : "final";
+    let box = node.querySelector(`.outcome.${kind}`);
+    if (!box) {
+      box = el("div", { class: `outcome ${kind}`, role: "status" });
+      node.append(box);
+    }
     box.replaceChildren(el("div", {}, text));
-    node.append(box);
   }
 
   function finalText(approval, decision) {
@@ -73,6 +77,8 @@ export function approvalsPage(root, who, session) {
 
     async function decide(kind) {
       approve.disabled = reject.disabled = true;
+      const before = node.querySelector(".outcome.refused");
+      if (before) before.remove();
       try {
         const path = `/v1/approvals/${encodeURIComponent(approval.id)}/${kind}`;
         const { status, body } = await call("POST", path,

@@ -22,9 +22,11 @@ export function logPage(root, who, session) {
   const [since, sinceBox] = input("f-since", "From", { type: "datetime-local" });
   const [until, untilBox] = input("f-until", "To", { type: "datetime-local" });
   const search = el("button", { type: "submit", id: "f-search" }, "Search");
+  const follow = el("input", { type: "checkbox", id: "f-follow", name: "follow" });
   const form = el("form", { class: "filters", id: "log-filters" },
     agentBox, toolBox, el("div", {}, el("label", { for: "f-effect" }, "Effect"), effectSelect),
-    sinceBox, untilBox, search);
+    sinceBox, untilBox, search,
+    el("div", { class: "follow" }, follow, el("label", { for: "f-follow" }, "Follow new decisions")));
   const summary = el("p", { class: "status", id: "log-summary", role: "status" }, "");
   const body = el("tbody", { id: "log-rows" });
   const table = el("table", {},
@@ -109,6 +111,12 @@ export function logPage(root, who, session) {
     event.preventDefault();
     refresh();
   });
+  // Following: what was logged since is read, and the filter applied again, every 2 s.
+  let timer = null;
+  follow.addEventListener("change", () => {
+    if (timer) clearInterval(timer);
+    timer = follow.checked ? setInterval(() => { if (!search.disabled) refresh(); }, 2000) : null;
+  });
   refresh();
-  return { stop: () => {} };
+  return { stop: () => { if (timer) clearInterval(timer); } };
 }

@@ -165,6 +165,11 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     row.locator("button.open").click()
     page.wait_for_selector("#log-detail:has-text('a human approves refunds over 50')")
     page.screenshot(path=str(shots / "log.png"), full_page=True)
+    # Following, a call logged since shows without a search.
+    page.check("#f-follow")
+    _pause(url, harness.agent_token, 60)
+    page.wait_for_selector("#log-summary:has-text('2 of')")
+    page.uncheck("#f-follow")
     page.select_option("#f-effect", "deny")
     page.click("#f-search")
     page.wait_for_selector("#log-summary:has-text('0 of')")
@@ -197,6 +202,42 @@ def test_an_agent_cannot_approve_its_own_call(world: tuple[Harness, str], browse
     approval = httpx.get(f"{url}/v1/approvals/{approval_id}", headers=harness.auth()).json()
     assert approval["status"] == "pending"
     page.context.close()
+
+
+def test_a_call_decided_elsewhere_is_shown_as_decided(
+    world: tuple[Harness, str], browser: Any
+) -> None:
+    """The page's stream held back (it says `ready`, then nothing): the approval is
+    rejected through the API meanwhile, and approving it on the page shows the conflict
+    and the decision made elsewhere."""
+    harness, url = world
+    context = browser.new_context()
+    context.route(
+        f"{url}/v1/approvals/events",
+        lambda route: route.fulfill(
+            content_type="text/event-stream", body="retry: 60000\n\nevent: ready\nid: 0\ndata: {}\n\n"
+        ),
+    )  # fmt: skip
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{url}/console")
+    page.fill("#token", harness.admin)
+    page.click("#sign-in-form button[type=submit]")
+    approval_id = _pause(url, harness.agent_token, 75)["approval_id"]
+    page.reload()  # (lists the pending approvals again: the stream tells nothing)
+    card = page.locator(f"article[data-id='{approval_id}']")
+    card.wait_for()
+    rejected = httpx.post(
+        f"{url}/v1/approvals/{approval_id}/reject", json={"reason": "done elsewhere"},
+        headers=harness.auth(),
+    )  # fmt: skip
+    assert rejected.status_code == 200, rejected.text
+    card.locator("button.approve").click()
+    page.wait_for_selector(f"#decided article[data-id='{approval_id}']")
+    text = card.inner_text()
+    assert "Already decided elsewhere" in text and "approval-not-pending" in text
+    assert "Rejected by" in text and "done elsewhere" in text
+    context.close()
 
 
 def test_csrf_and_other_origins_are_refused(world: tuple[Harness, str], browser: Any) -> None:
