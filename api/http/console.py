@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from api.http.auth import _known
+from api.http.auth import known
 from api.http.body import body
 from api.http.errors import problem
 from api.http.parts import parts_of
@@ -109,7 +109,7 @@ async def sign_in(request: Request) -> Response:
     item = await body(request, SignIn)
     parts = parts_of(request)
     await run_in_threadpool(parts.service.sync)
-    actor = _known(parts.tokens, item.token.strip(" \t"))
+    actor = known(parts.tokens, item.token.strip(" \t"))
     session = new_session(item.token.strip(" \t"))
     response = json_response(_who(actor, session.csrf))
     set_cookie(response, request.scope, seal(parts.service.sealer, session))
@@ -123,7 +123,7 @@ async def current(request: Request) -> Response:
     if session is None:
         raise ServiceError("unauthorized", "not signed in", help="sign in at /console")
     await run_in_threadpool(parts.service.sync)
-    actor = _known(parts.tokens, session.token)
+    actor = known(parts.tokens, session.token)
     return guarded(json_response(_who(actor, session.csrf)))
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.http.errors import _count, problem
+from api.http.errors import count_refusal, problem
 from policy.secrets import Sealer, SecretKeyError
 
 COOKIE = "charter_session"
@@ -173,7 +173,7 @@ def csrf_refusal(scope: Scope, session: Session) -> str | None:
 
 
 def refused(scope: Scope, detail: str) -> Response:
-    _count(scope, 403, "csrf-refused")
+    count_refusal(scope, 403, "csrf-refused")
     return problem(
         "csrf-refused", detail, help="send it from the console's own page, signed in"
     )  # fmt: skip
