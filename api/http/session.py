@@ -208,5 +208,7 @@ class ConsoleSession:
             await refused(scope, why)(scope, receive, send)
             return
         bearer = (b"authorization", b"Bearer " + session.token.encode())
-        scope = {**scope, "headers": [*headers, bearer]}
+        # (in place, not in a copy: the connection ends a waiting answer through this
+        # scope at shutdown, api/http/approvalwatch.py's `closing`)
+        scope["headers"] = [*headers, bearer]
         await self.app(scope, receive, send)

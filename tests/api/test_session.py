@@ -26,7 +26,8 @@ from api.http.session import (
     unseal,
 )
 from policy.secrets import Sealer
-from tests.api.conftest import Harness, expect
+from tests.api.conftest import Harness, LiveServer, expect
+from tests.api.test_approval_waits import Stream
 
 SEALER = Sealer(b"k" * 32)
 OTHER = Sealer(b"o" * 32)
@@ -171,3 +172,20 @@ def test_the_cookie_is_secure_over_tls(harness: Harness) -> None:
         assert answer.status_code == 200
         cookie = answer.headers["set-cookie"]
         assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+
+
+def test_a_sessions_stream_ends_when_the_server_shuts_down(harness: Harness) -> None:
+    """The stream the approvals page reads, opened with the cookie: the session's token is
+    added to the request's own scope, through which the connection ends it at shutdown."""
+    server = LiveServer(create_app(harness.service))
+    with server as url, httpx.Client(base_url=url, timeout=30) as client:
+        cookie, _ = _sign_in(client, harness.admin)
+        stream = Stream(url, {"Cookie": f"{COOKIE}={cookie}"})
+        assert stream.status == 200
+        stream.until(1)  # (`ready`)
+        began = time.monotonic()
+        server.server.should_exit = True
+        server.thread.join(10)
+        assert not server.thread.is_alive() and time.monotonic() - began < 3
+        assert stream.ended.wait(3)
+        stream.close()
