@@ -41,9 +41,10 @@ export function logPage(root, who, session) {
       const { body: page } = await call("GET", `/v1/decisions?after_seq=${after}&limit=${PAGE}`);
       entries.push(...page.decisions.filter((d) => d.seq !== undefined && d.tool));
       if (entries.length > MAX_READ) entries = entries.slice(-MAX_READ);
+      // (a page may hold fewer than PAGE and more follow: it stops at 4 MiB)
       const moved = page.next_after_seq !== after;
       after = page.next_after_seq;
-      if (!moved || page.decisions.length < PAGE) return;
+      if (!moved) return;
     }
   }
 
