@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := charter grammar policy engine api
 
-.PHONY: install postgres lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean
+.PHONY: install postgres lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean screenshots
 
 # $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
 # it took, in seconds; the part's exit status is make's.
@@ -25,22 +25,27 @@ $(STAMP): pyproject.toml
 		&& touch $(STAMP))
 
 # The store tests start a PostgreSQL server of their own (tests/pgserver.py) from its
-# binaries: found with pg_config or under /usr/lib/postgresql, else installed here with
-# apt-get (as root: a fresh Debian machine, CI; anyone else is told). Quiet when they
-# are there.
+# binaries: found with pg_config or under /usr/lib/postgresql; the console's tests drive
+# Debian's Chromium (tests/api/test_console.py). What of the two is missing is installed
+# here with one apt-get (as root: a fresh Debian machine, CI; anyone else is told).
+# Quiet when both are there.
 PG_FOUND := test -x "$$(pg_config --bindir 2>/dev/null)/initdb" \
 	|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+CHROMIUM_FOUND := test -x /usr/bin/chromium
 
 postgres:
-	@$(PG_FOUND) || { \
+	@missing=""; $(PG_FOUND) || missing="postgresql"; \
+	$(CHROMIUM_FOUND) || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then \
-			echo "warning: no postgresql server; the store tests need it (install postgresql)" >&2; \
+			echo "warning: missing $$missing: the store tests need postgresql," \
+				"the console's tests chromium (install them)" >&2; \
 			exit 0; fi; \
-		echo "== installing postgresql"; \
+		echo "== installing $$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
-		{ apt-get install -y -qq postgresql >/dev/null 2>&1 \
-			|| { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }; } \
-		&& $(PG_FOUND); }
+		{ apt-get install -y -qq $$missing >/dev/null 2>&1 \
+			|| { apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; }; } \
+		&& { $(PG_FOUND); } && $(CHROMIUM_FOUND); fi
 
 install: $(STAMP) postgres
 
@@ -73,6 +78,11 @@ pytest: install
 test-postgres: install postgres
 	$(call timed,tests on both stores,CHARTER_TEST_STORES=all HYPOTHESIS_PROFILE=fast \
 		$(VENV)/bin/pytest -n 2 --dist worksteal tests/api)
+
+# The console's screenshots in docs/console/ (what the README shows), taken again by its
+# browser tests.
+screenshots: install
+	CHARTER_SCREENSHOTS=1 $(VENV)/bin/pytest -q tests/api/test_console.py
 
 # `make fuzz MINUTES=N`: every fuzz target within N minutes (docs/review.md): the
 # hypothesis properties (at most EXAMPLES examples each), atheris on the parser and

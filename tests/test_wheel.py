@@ -98,10 +98,11 @@ def _check_contents(wheel: Path) -> None:
         path.relative_to(ROOT).as_posix()
         for package in PACKAGES
         for path in (ROOT / package).rglob("*")
-        if path.suffix in (".py", ".lark") or path.name == "py.typed"
+        if path.suffix in (".py", ".lark", ".html", ".css", ".js") or path.name == "py.typed"
     }
     assert {f"{package}/py.typed" for package in PACKAGES} <= wanted
     assert "grammar/charter.lark" in wanted
+    assert {"api/console/index.html", "api/console/main.js"} <= wanted  # (the console's)
     assert not wanted - names, sorted(wanted - names)
     top = {name.split("/")[0] for name in names}
     assert top == {*PACKAGES, f"charter-{__version__}.dist-info"}, top
@@ -177,6 +178,9 @@ def _serve(charter: str, python: Path, home: Path) -> None:
         assert answer.json()["effect"] == "allow"
         said = _run([str(python), "-c", _CLIENT, url, token], home)
         assert said == "allow\nagent-not-found\n", said
+        # The console's page and scripts, from the wheel's package data.
+        for path in ("/console", "/console/main.js"):
+            assert httpx.get(f"{url}{path}").status_code == 200, path
     finally:
         process.terminate()
         output, _ = process.communicate(timeout=10)

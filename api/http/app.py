@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from api.http import authzen, decisions, keys, ops, policy, resources
+from api.http import authzen, console, decisions, keys, ops, policy, resources
 from api.http.approvalwatch import ApprovalWatch
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
@@ -21,6 +21,7 @@ from api.http.lifeline import end_with_supervisor
 from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
+from api.http.session import ConsoleSession
 from api.node_files import KEY_FILE_ENV, node_files
 from api.service import memory
 from api.service.core import Service
@@ -64,8 +65,8 @@ async def lifespan(app: CharterApp) -> AsyncIterator[None]:
 
 def create_app(service: Service) -> CharterApp:
     app = CharterApp(
-        routes=build(TABLE),
-        middleware=[Middleware(CatchAll)],
+        routes=[*build(TABLE), *console.routes()],  # (the console's are not the API's)
+        middleware=[Middleware(CatchAll), Middleware(ConsoleSession)],
         exception_handlers=dict(HANDLERS),
         lifespan=lifespan,
     )

@@ -36,12 +36,12 @@ def principal(request: Request) -> Principal:
     the body is read or a policy compiled, and the request must then write nothing."""
     charter = parts_of(request)
     charter.service.sync()
-    actor = _known(charter.tokens, bearer(request.scope))
+    actor = known(charter.tokens, bearer(request.scope))
     act_for(actor)
     return actor
 
 
-def _known(tokens: TokenCache, token: str) -> Principal:
+def known(tokens: TokenCache, token: str) -> Principal:
     found = tokens.lookup(token)
     if found is None:
         raise invalid_token()
@@ -69,7 +69,7 @@ def authenticate_decisions(scope: Scope, tokens: TokenCache) -> tuple[str, Princ
     transaction and then checks the token again). Before the body is read: a caller
     without a valid token is refused without reading or checking anything of it."""
     token = bearer(scope)
-    return token, _known(tokens, token)
+    return token, known(tokens, token)
 
 
 def may_decide(actor: Principal, agents: Iterable[str]) -> Principal:

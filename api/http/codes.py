@@ -19,7 +19,7 @@ from api.service.errors import ErrorCode
 HttpCode = Literal[
     "headers-too-large", "request-timeout", "route-not-found", "method-not-allowed",
     "internal-error", "store-unavailable", "secret-key-mismatch", "store-damaged",
-    "store-too-new", "too-many-connections", "http-error",
+    "store-too-new", "too-many-connections", "http-error", "csrf-refused",
 ]  # fmt: skip
 AnyCode = ErrorCode | HttpCode
 
@@ -160,6 +160,12 @@ CODES: dict[AnyCode, Code] = {
         403,
         "the token's scope does not reach the endpoint (an admin-only one, or a `decide` token on"
         " a resource), or an agent's token acts for another agent",
+    ),
+    "csrf-refused": Code(
+        403,
+        "a request made with the console's session cookie that changes something lacks the "
+        "session's `X-Charter-CSRF` token or an `Origin` of the server's own, or a sign-in "
+        "comes from another origin ([the console](console.md#sessions))",
     ),
     "denied-by-policy": Code(
         403,
@@ -494,6 +500,7 @@ _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
 ANYWHERE = frozenset({
     "route-not-found", "method-not-allowed", "internal-error", "http-error",
     "headers-too-large", "request-timeout", "too-many-connections",  # (the connection's)
+    "csrf-refused",  # (a request made with the console's session cookie)
 })  # fmt: skip
 WHERE: dict[str, tuple[str, ...]] = {
     "authzen-bad-request": ("decideAccess", "decideAccesses", "listAccessActions"),

@@ -71,7 +71,7 @@ def problem_with(status: int, code: str, detail: str, **extra: Any) -> Response:
 async def service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
     status = status_of(exc.code)
-    _count(request.scope, status, exc.code)
+    count_refusal(request.scope, status, exc.code)
     response = problem_with(status, exc.code, exc.message, **exc.extra)
     if exc.retry_after is not None:  # (`solver-busy`)
         response.headers["Retry-After"] = str(exc.retry_after)
@@ -83,14 +83,14 @@ async def http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         allow = allowed_methods(request.scope)
         response = problem("method-not-allowed", f"this path takes {allow}")
-        _count(request.scope, response.status_code, "method-not-allowed")
+        count_refusal(request.scope, response.status_code, "method-not-allowed")
         response.headers["Allow"] = allow  # (RFC 9110: a 405 says what the path takes)
         return response
     if exc.status_code == 404:
         response = problem("route-not-found", str(exc.detail))
-        _count(request.scope, response.status_code, "route-not-found")
+        count_refusal(request.scope, response.status_code, "route-not-found")
         return response
-    _count(request.scope, exc.status_code, "http-error")
+    count_refusal(request.scope, exc.status_code, "http-error")
     return problem_with(exc.status_code, "http-error", str(exc.detail))
 
 
@@ -117,7 +117,7 @@ async def store_unavailable(request: Request, exc: Exception) -> Response:
         help="send the same request again after the Retry-After delay",
     )  # fmt: skip
     response.headers["Retry-After"] = "1"
-    _count(request.scope, response.status_code, "store-unavailable")
+    count_refusal(request.scope, response.status_code, "store-unavailable")
     return response
 
 
@@ -134,7 +134,7 @@ async def secret_key_mismatch(request: Request, exc: Exception) -> Response:
         "a stored secret does not open with this server's key; nothing was changed",
         help="serve with the key that sealed the database's secrets",
     )  # fmt: skip
-    _count(request.scope, response.status_code, "secret-key-mismatch")
+    count_refusal(request.scope, response.status_code, "secret-key-mismatch")
     return response
 
 
@@ -149,7 +149,7 @@ async def store_damaged(request: Request, exc: Exception) -> Response:
         "store-damaged", f"{exc.what} is damaged: {exc.why}; nothing was changed",
         damaged=exc.what, help="stop the server and run `charter db check --db FILE`",
     )  # fmt: skip
-    _count(request.scope, response.status_code, "store-damaged")
+    count_refusal(request.scope, response.status_code, "store-damaged")
     return response
 
 
@@ -164,7 +164,7 @@ async def store_too_new(request: Request, exc: Exception) -> Response:
         f"{exc}: this server no longer reads or writes it; nothing was changed",
         help="serve the database with the newer charter",
     )  # fmt: skip
-    _count(request.scope, response.status_code, "store-too-new")
+    count_refusal(request.scope, response.status_code, "store-too-new")
     return response
 
 
@@ -193,11 +193,11 @@ def internal_error(scope: Scope, exc: Exception) -> Response:
     could quote a request's secret arguments."""
     log.error("unexpected %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
     response = problem("internal-error", "the server failed; nothing was changed")
-    _count(scope, response.status_code, "internal-error")
+    count_refusal(scope, response.status_code, "internal-error")
     return response
 
 
-def _count(scope: Scope, status: int, code: str) -> None:
+def count_refusal(scope: Scope, status: int, code: str) -> None:
     """Rejected requests write nothing, so /metrics is where they show (a run of 401s is
     someone guessing tokens). Only charter's app has the metrics."""
     parts = getattr(scope.get("app"), "charter", None)

@@ -1,0 +1,123 @@
+// The decision log: its pages read in order (`GET /v1/decisions?after_seq=`), kept
+// in the page and filtered here by agent, tool, effect and time; a decision opens to
+// its reasons, near misses and arguments.
+import { Problem, call } from "./api.js";
+import { el, fill, effect, facts, pretty, reasonList, when } from "./dom.js";
+
+const PAGE = 500; // decisions a request reads
+const MAX_READ = 20000; // decisions the page keeps (the newest)
+const SHOWN = 200; // rows the table shows (the newest that match)
+
+export function logPage(root, who, session) {
+  let entries = [];
+  let after = 0;
+  const input = (id, label, attrs = {}) => {
+    const field = el("input", { id, name: id, ...attrs });
+    return [field, el("div", {}, el("label", { for: id }, label), field)];
+  };
+  const [agent, agentBox] = input("f-agent", "Agent", { type: "text", placeholder: "any" });
+  const [tool, toolBox] = input("f-tool", "Tool", { type: "text", placeholder: "any" });
+  const effectSelect = el("select", { id: "f-effect", name: "effect" },
+    ["", "allow", "deny", "pause"].map((v) => el("option", { value: v }, v || "any")));
+  const [since, sinceBox] = input("f-since", "From", { type: "datetime-local" });
+  const [until, untilBox] = input("f-until", "To", { type: "datetime-local" });
+  const search = el("button", { type: "submit", id: "f-search" }, "Search");
+  const follow = el("input", { type: "checkbox", id: "f-follow", name: "follow" });
+  const form = el("form", { class: "filters", id: "log-filters" },
+    agentBox, toolBox, el("div", {}, el("label", { for: "f-effect" }, "Effect"), effectSelect),
+    sinceBox, untilBox, search,
+    el("div", { class: "follow" }, follow, el("label", { for: "f-follow" }, "Follow new decisions")));
+  const summary = el("p", { class: "status", id: "log-summary", role: "status" }, "");
+  const body = el("tbody", { id: "log-rows" });
+  const table = el("table", {},
+    el("thead", {}, el("tr", {}, ["Seq", "Time", "Agent", "Tool", "Effect", ""].map((h) => el("th", {}, h)))),
+    body);
+  const detail = el("section", { id: "log-detail", "aria-live": "polite" });
+  root.append(el("h1", {}, "Decision log"), form, summary, el("div", { class: "split" },
+    el("div", {}, table), detail));
+
+  async function readNew() {
+    for (;;) {
+      const { body: page } = await call("GET", `/v1/decisions?after_seq=${after}&limit=${PAGE}`);
+      entries.push(...page.decisions.filter((d) => d.seq !== undefined && d.tool));
+      if (entries.length > MAX_READ) entries = entries.slice(-MAX_READ);
+      // (a page may hold fewer than PAGE and more follow: it stops at 4 MiB)
+      const moved = page.next_after_seq !== after;
+      after = page.next_after_seq;
+      if (!moved) return;
+    }
+  }
+
+  // A tool's name, or a prefix of names ending in `*` (`billing.*`).
+  function toolMatches(name, wanted) {
+    if (!wanted) return true;
+    return wanted.endsWith("*") ? name.startsWith(wanted.slice(0, -1)) : name === wanted;
+  }
+
+  function matches(d) {
+    const from = since.value ? Date.parse(since.value) : null;
+    const to = until.value ? Date.parse(until.value) : null;
+    return (!agent.value || d.agent === agent.value.trim())
+      && toolMatches(d.tool, tool.value.trim())
+      && (!effectSelect.value || d.effect === effectSelect.value)
+      && (from === null || d.at >= from) && (to === null || d.at <= to);
+  }
+
+  function open(d) {
+    fill(detail,
+      el("h2", {}, `Decision ${d.seq}`),
+      facts([["Effect", effect(d.effect)], ["Agent", d.agent], ["Profile", d.profile],
+        ["Tool", d.tool], ["Time", when(d.at)], ["Revision", String(d.revision)],
+        ["Thread", d.thread], ["Approval", d.approval], ["Id", d.id]]),
+      el("label", {}, "Reasons"), reasonList(d.reasons),
+      d.near_misses && d.near_misses.length
+        ? [el("label", {}, "Near misses"), reasonList(d.near_misses)] : null,
+      d.errors && d.errors.length ? [el("label", {}, "Errors"), el("pre", {}, pretty(d.errors))] : null,
+      el("label", {}, "Arguments"), el("pre", {}, pretty(d.args)),
+      d.final_args && pretty(d.final_args) !== pretty(d.args)
+        ? [el("label", {}, "Final arguments"), el("pre", {}, pretty(d.final_args))] : null,
+    );
+    detail.querySelector("h2").setAttribute("tabindex", "-1");
+    detail.querySelector("h2").focus();
+  }
+
+  function show() {
+    const found = entries.filter(matches);
+    const newest = found.slice(-SHOWN).reverse();
+    body.replaceChildren(...newest.map((d) => el("tr", { "data-seq": d.seq },
+      el("td", {}, String(d.seq)), el("td", {}, when(d.at)), el("td", {}, d.agent),
+      el("td", {}, d.tool), el("td", {}, effect(d.effect)),
+      el("td", {}, el("button", { type: "button", class: "secondary open",
+        "aria-label": `Open decision ${d.seq}`, onclick: () => open(d) }, "Open")))));
+    summary.textContent = `${found.length} of ${entries.length} decisions read match`
+      + (found.length > SHOWN ? ` (the newest ${SHOWN} shown)` : "") + ".";
+  }
+
+  async function refresh() {
+    search.disabled = true;
+    try {
+      await readNew();
+      show();
+    } catch (error) {
+      if (error instanceof Problem && error.status === 401) return session.expired();
+      summary.textContent = error instanceof Problem && error.code === "insufficient-scope"
+        ? "This token may not read the decision log (it needs an admin token)."
+        : `Cannot read the log: ${error.message}`;
+    } finally {
+      search.disabled = false;
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    refresh();
+  });
+  // Following: what was logged since is read, and the filter applied again, every 2 s.
+  let timer = null;
+  follow.addEventListener("change", () => {
+    if (timer) clearInterval(timer);
+    timer = follow.checked ? setInterval(() => { if (!search.disabled) refresh(); }, 2000) : null;
+  });
+  refresh();
+  return { stop: () => { if (timer) clearInterval(timer); } };
+}

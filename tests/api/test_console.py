@@ -1,0 +1,313 @@
+"""The console in a real Chromium (Debian's `chromium`, driven by Playwright) against a
+real server on loopback: sign in, an agent's call that pauses appears on the approvals
+page without a reload, a person approves it and the agent's waiting long poll gets the
+final decision, the log's filter finds it, and another origin's requests are refused.
+
+One browser for the module. The screenshots of each page go to a temporary folder, or
+to docs/console/ (what the README shows) under `CHARTER_SCREENSHOTS=1`
+(`make screenshots`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.http.app import create_app
+from api.http.console import CSP
+from api.http.session import COOKIE
+from tests.api.conftest import Harness, LiveServer, expect, make_harness
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Without the background-networking flags, Chromium's own requests on a closed network
+# hold up its start; the rest keep a headless run quiet and quick.
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_MS = 10_000
+
+if not Path(CHROMIUM).exists():
+    if os.geteuid() == 0:  # (CI: `make install` installs it as root; its absence is a bug)
+        raise RuntimeError(f"no Chromium at {CHROMIUM}: run `make postgres` as root")
+    pytest.skip(
+        "no Chromium (install Debian's `chromium`: `make install` does as root)",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.environ.get("CHARTER_SCREENSHOTS") == "1":
+        folder = ROOT / "docs" / "console"
+        folder.mkdir(exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Harness, str]]:
+    harness = make_harness(tmp_path_factory.mktemp("console"))
+    with LiveServer(create_app(harness.service)) as url:
+        yield harness, url
+    harness.service.store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+def _signed_in(browser: Any, url: str, token: str) -> Any:
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{url}/console")
+    page.fill("#token", token)
+    page.click("#sign-in-form button[type=submit]")
+    page.wait_for_selector("#nav:not([hidden])")
+    return page
+
+
+def _pause(url: str, token: str, amount: int) -> dict[str, Any]:
+    call = {"agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}}
+    answer = httpx.post(
+        f"{url}/v1/decisions", json=call, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert answer.status_code == 200, answer.text
+    decision: dict[str, Any] = answer.json()
+    assert decision["effect"] == "pause" and decision["approval_id"], decision
+    return decision
+
+
+def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    harness, url = world
+    csp_errors: list[str] = []
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+
+    # Sign in: a bad token is refused plainly; the admin's opens the approvals page.
+    answer = page.goto(f"{url}/console")
+    assert answer is not None and answer.headers["content-security-policy"] == CSP
+    page.wait_for_selector("#sign-in:not([hidden])")
+    page.fill("#token", "chr_not-a-token")
+    page.click("#sign-in-form button[type=submit]")
+    page.wait_for_selector("#sign-in-error:has-text('not valid')")
+    page.fill("#token", "")
+    page.screenshot(path=str(shots / "sign-in.png"))
+    page.fill("#token", harness.admin)
+    page.click("#sign-in-form button[type=submit]")
+    page.wait_for_selector("#stream-status.live")
+    # The token is in no readable place: not the page, not the scripts' cookies.
+    assert page.evaluate("document.cookie") == ""
+    assert harness.admin not in page.content()
+    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert harness.admin not in cookie["value"]
+
+    # The agent's call pauses, and its card appears without a reload while the agent
+    # waits on its approval.
+    decision = _pause(url, harness.agent_token, 80)
+    approval_id = decision["approval_id"]
+    waited: dict[str, Any] = {}
+
+    def wait_for_decision() -> None:
+        answer = httpx.get(
+            f"{url}/v1/approvals/{approval_id}?wait=20", headers=harness.auth(harness.agent_token),
+            timeout=30,
+        )  # fmt: skip
+        waited.update(answer.json())
+
+    waiter = threading.Thread(target=wait_for_decision)
+    waiter.start()
+    card = page.locator(f"#pending article[data-id='{approval_id}']")
+    card.wait_for()
+    assert "billing.refund" in card.inner_text() and "approve-big" in card.inner_text()
+    assert '"amount": 80' in card.locator("pre.args").inner_text()
+    page.screenshot(path=str(shots / "approvals.png"), full_page=True)
+
+    # A person approves it with the keyboard: the re-check's decision shows on the card,
+    # and the agent's long poll answers with it.
+    card.locator("button.approve").focus()
+    page.keyboard.press("Enter")
+    done = page.locator(f"#decided article[data-id='{approval_id}'] .outcome")
+    done.wait_for()
+    assert "allow" in done.inner_text()
+    waiter.join(30)
+    assert waited["status"] == "approved" and waited["final"]["effect"] == "allow", waited
+
+    # The log's filter finds the paused call, and it opens to its reasons.
+    page.click("#nav a[data-page=log]")
+    page.wait_for_selector("#log-summary:has-text('match')")
+    page.fill("#f-agent", "a1")
+    page.fill("#f-tool", "billing.*")
+    page.select_option("#f-effect", "pause")
+    page.click("#f-search")
+    page.wait_for_selector("#log-summary:has-text('1 of')")  # (the paused call alone)
+    row = page.locator(f"#log-rows tr[data-seq='{decision['seq']}']")
+    assert row.count() == 1 and page.locator("#log-rows tr").count() == 1
+    row.locator("button.open").click()
+    page.wait_for_selector("#log-detail:has-text('a human approves refunds over 50')")
+    page.screenshot(path=str(shots / "log.png"), full_page=True)
+    # Following, a call logged since shows without a search.
+    page.check("#f-follow")
+    _pause(url, harness.agent_token, 60)
+    page.wait_for_selector("#log-summary:has-text('2 of')")
+    page.uncheck("#f-follow")
+    page.select_option("#f-effect", "deny")
+    page.click("#f-search")
+    page.wait_for_selector("#log-summary:has-text('0 of')")
+
+    # The agents page lists the agent's tools.
+    page.click("#nav a[data-page=agents]")
+    page.click("#agent-list button:has-text('a1')")
+    page.wait_for_selector("#agent-tools:has-text('billing.refund')")
+    page.screenshot(path=str(shots / "agents.png"))
+    assert csp_errors == []
+
+    # Signing out ends the session: the cookie no longer acts on the API.
+    page.click("#sign-out")
+    page.wait_for_selector("#sign-in:not([hidden])")
+    jar = {COOKIE: cookie["value"]}
+    expect(httpx.get(f"{url}/v1/agents", cookies=jar), 401, "unauthorized")
+    context.close()
+
+
+def test_an_agent_cannot_approve_its_own_call(world: tuple[Harness, str], browser: Any) -> None:
+    harness, url = world
+    page = _signed_in(browser, url, harness.agent_token)
+    assert page.inner_text("#who") == "agent a1"
+    approval_id = _pause(url, harness.agent_token, 90)["approval_id"]
+    card = page.locator(f"#pending article[data-id='{approval_id}']")
+    card.locator("button.approve").click()
+    refused = card.locator(".outcome.refused")
+    refused.wait_for()
+    assert "self-approval" in refused.inner_text()
+    approval = httpx.get(f"{url}/v1/approvals/{approval_id}", headers=harness.auth()).json()
+    assert approval["status"] == "pending"
+    page.context.close()
+
+
+def test_a_call_decided_elsewhere_is_shown_as_decided(
+    world: tuple[Harness, str], browser: Any
+) -> None:
+    """The page's stream held back (it says `ready`, then nothing): the approval is
+    rejected through the API meanwhile, and approving it on the page shows the conflict
+    and the decision made elsewhere."""
+    harness, url = world
+    context = browser.new_context()
+    context.route(
+        f"{url}/v1/approvals/events",
+        lambda route: route.fulfill(
+            content_type="text/event-stream", body="retry: 60000\n\nevent: ready\nid: 0\ndata: {}\n\n"
+        ),
+    )  # fmt: skip
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{url}/console")
+    page.fill("#token", harness.admin)
+    page.click("#sign-in-form button[type=submit]")
+    approval_id = _pause(url, harness.agent_token, 75)["approval_id"]
+    page.reload()  # (lists the pending approvals again: the stream tells nothing)
+    card = page.locator(f"article[data-id='{approval_id}']")
+    card.wait_for()
+    rejected = httpx.post(
+        f"{url}/v1/approvals/{approval_id}/reject", json={"reason": "done elsewhere"},
+        headers=harness.auth(),
+    )  # fmt: skip
+    assert rejected.status_code == 200, rejected.text
+    card.locator("button.approve").click()
+    page.wait_for_selector(f"#decided article[data-id='{approval_id}']")
+    text = card.inner_text()
+    assert "Already decided elsewhere" in text and "approval-not-pending" in text
+    assert "Rejected by" in text and "done elsewhere" in text
+    context.close()
+
+
+def test_csrf_and_other_origins_are_refused(world: tuple[Harness, str], browser: Any) -> None:
+    harness, url = world
+    page = _signed_in(browser, url, harness.admin)
+    approval_id = _pause(url, harness.agent_token, 70)["approval_id"]
+    reject = f"/v1/approvals/{approval_id}/reject"
+    # From the console's own page, without the CSRF token or with a wrong one.
+    for header in ({}, {"X-Charter-CSRF": "wrong"}):
+        answer = page.evaluate(
+            """async ([path, headers]) => {
+                const r = await fetch(path, {method: "POST", body: "{}",
+                  headers: {"Content-Type": "application/json", ...headers}});
+                return [r.status, r.headers.get("content-type"), await r.json()];
+            }""",
+            [reject, header],
+        )
+        assert answer[0] == 403 and answer[1] == "application/problem+json", answer
+        assert answer[2]["code"] == "csrf-refused"
+    # The session's own cookie and CSRF token, sent from another origin.
+    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == COOKIE)
+    csrf = page.evaluate("fetch('/console/session').then(r => r.json()).then(b => b.csrf)")
+    sent = httpx.post(
+        f"{url}{reject}", json={"reason": "no"}, cookies={COOKIE: cookie},
+        headers={"X-Charter-CSRF": csrf, "Origin": "http://evil.test"},
+    )  # fmt: skip
+    expect(sent, 403, "csrf-refused")
+    # A form another site posts to the API: the browser sends it without the cookie.
+    posted: list[int] = []
+    evil = page.context.new_page()
+    evil.route(
+        "http://evil.test/",
+        lambda route: route.fulfill(
+            content_type="text/html",
+            body=f'<form method="post" action="{url}{reject}" enctype="text/plain">'
+            '<input name="a" value="b"></form><script>document.forms[0].submit()</script>',
+        ),
+    )  # fmt: skip
+    evil.on("response", lambda r: posted.append(r.status) if r.url.endswith("/reject") else 0)
+    evil.goto("http://evil.test/")
+    evil.wait_for_load_state()
+    evil.wait_for_timeout(200)
+    assert posted and posted[0] in (401, 403), posted
+    approval = httpx.get(f"{url}/v1/approvals/{approval_id}", headers=harness.auth()).json()
+    assert approval["status"] == "pending"
+    # With both, from its own page, the same request goes through.
+    answer = page.evaluate(
+        """async ([path, csrf]) => {
+            const r = await fetch(path, {method: "POST", body: JSON.stringify({reason: "no"}),
+              headers: {"Content-Type": "application/json", "X-Charter-CSRF": csrf}});
+            return r.status;
+        }""",
+        [reject, csrf],
+    )
+    assert answer == 200
+    page.context.close()
+
+
+def test_the_console_answers_carry_a_strict_policy(world: tuple[Harness, str]) -> None:
+    _, url = world
+    for path in ("/console", "/console/main.js", "/console/console.css"):
+        answer = httpx.get(f"{url}{path}")
+        assert answer.status_code == 200
+        policy = answer.headers["content-security-policy"]
+        assert policy.startswith("default-src 'self';") and "unsafe" not in policy
+        assert "frame-ancestors 'none'" in policy
+        assert answer.headers["x-content-type-options"] == "nosniff"
+    expect(httpx.get(f"{url}/console/app.py"), 404, "route-not-found")
+    # A sign-in from another origin is refused before the token is looked at.
+    sent = httpx.post(
+        f"{url}/console/session", json={"token": "x"}, headers={"Origin": "http://evil.test"}
+    )
+    expect(sent, 403, "csrf-refused")
