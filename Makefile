@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := charter grammar policy engine api
 
-.PHONY: install postgres lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean screenshots
+.PHONY: install system-packages lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean screenshots
 
 # $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
 # it took, in seconds; the part's exit status is make's.
@@ -33,7 +33,7 @@ PG_FOUND := test -x "$$(pg_config --bindir 2>/dev/null)/initdb" \
 	|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 CHROMIUM_FOUND := test -x /usr/bin/chromium
 
-postgres:
+system-packages:
 	@missing=""; $(PG_FOUND) || missing="postgresql"; \
 	$(CHROMIUM_FOUND) || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
@@ -47,7 +47,7 @@ postgres:
 			|| { apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; }; } \
 		&& { $(PG_FOUND); } && $(CHROMIUM_FOUND); fi
 
-install: $(STAMP) postgres
+install: $(STAMP) system-packages
 
 lint: install
 	$(call timed,lint,$(VENV)/bin/ruff check $(PACKAGES) tests bench \
@@ -75,7 +75,7 @@ pytest: install
 
 # Every API test that uses the harness on both stores, SQLite and PostgreSQL (`make test`
 # runs the modules that set `STORES = BOTH` on both, the rest on SQLite alone).
-test-postgres: install postgres
+test-postgres: install
 	$(call timed,tests on both stores,CHARTER_TEST_STORES=all HYPOTHESIS_PROFILE=fast \
 		$(VENV)/bin/pytest -n 2 --dist worksteal tests/api)
 
@@ -96,7 +96,7 @@ $(VENV)/.fuzz-stamp: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,fuzz]'
 	touch $(VENV)/.fuzz-stamp
 
-fuzz: $(VENV)/.fuzz-stamp postgres
+fuzz: $(VENV)/.fuzz-stamp system-packages
 	$(PY) -m tests.fuzz.run --minutes $(MINUTES) --examples $(EXAMPLES) --out fuzz-report
 
 # The benchmarks compare with Cedar too (cedarpy, the `bench` extra), kept out of `make test`.
