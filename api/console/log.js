@@ -1,6 +1,6 @@
-// The decision log: its pages read in order (`GET /v1/decisions?after_seq=`), kept
-// in the page and filtered here by agent, tool, effect and time; a decision opens to
-// its reasons, near misses and arguments.
+// The decision log: its pages read in order (`GET /v1/decisions?after_seq=`), filtered
+// by the server by agent, tool, effect and time (a new search reads from the start);
+// a decision opens to its reasons, near misses and arguments.
 import { Problem, call } from "./api.js";
 import { el, fill, effect, facts, pretty, reasonList, when } from "./dom.js";
 
@@ -36,9 +36,29 @@ export function logPage(root, who, session) {
   root.append(el("h1", {}, "Decision log"), form, summary, el("div", { class: "split" },
     el("div", {}, table), detail));
 
+  // The filters as the server reads them (`until` is exclusive there, so a minute is
+  // taken whole by asking up to the next millisecond).
+  function filters() {
+    const params = new URLSearchParams();
+    if (agent.value.trim()) params.set("agent", agent.value.trim());
+    if (tool.value.trim()) params.set("tool", tool.value.trim());
+    if (effectSelect.value) params.set("effect", effectSelect.value);
+    if (since.value) params.set("since", String(Date.parse(since.value)));
+    if (until.value) params.set("until", String(Date.parse(until.value) + 1));
+    return params.toString();
+  }
+
+  let asked = null; // the filters the entries were read with
   async function readNew() {
+    const wanted = filters();
+    if (wanted !== asked) {
+      entries = [];
+      after = 0;
+      asked = wanted;
+    }
     for (;;) {
-      const { body: page } = await call("GET", `/v1/decisions?after_seq=${after}&limit=${PAGE}`);
+      const query = `after_seq=${after}&limit=${PAGE}` + (wanted ? `&${wanted}` : "");
+      const { body: page } = await call("GET", `/v1/decisions?${query}`);
       entries.push(...page.decisions.filter((d) => d.seq !== undefined && d.tool));
       if (entries.length > MAX_READ) entries = entries.slice(-MAX_READ);
       // (a page may hold fewer than PAGE and more follow: it stops at 4 MiB)
@@ -46,21 +66,6 @@ export function logPage(root, who, session) {
       after = page.next_after_seq;
       if (!moved) return;
     }
-  }
-
-  // A tool's name, or a prefix of names ending in `*` (`billing.*`).
-  function toolMatches(name, wanted) {
-    if (!wanted) return true;
-    return wanted.endsWith("*") ? name.startsWith(wanted.slice(0, -1)) : name === wanted;
-  }
-
-  function matches(d) {
-    const from = since.value ? Date.parse(since.value) : null;
-    const to = until.value ? Date.parse(until.value) : null;
-    return (!agent.value || d.agent === agent.value.trim())
-      && toolMatches(d.tool, tool.value.trim())
-      && (!effectSelect.value || d.effect === effectSelect.value)
-      && (from === null || d.at >= from) && (to === null || d.at <= to);
   }
 
   function open(d) {
@@ -82,14 +87,15 @@ export function logPage(root, who, session) {
   }
 
   function show() {
-    const found = entries.filter(matches);
+    const found = entries;
     const newest = found.slice(-SHOWN).reverse();
     body.replaceChildren(...newest.map((d) => el("tr", { "data-seq": d.seq },
       el("td", {}, String(d.seq)), el("td", {}, when(d.at)), el("td", {}, d.agent),
       el("td", {}, d.tool), el("td", {}, effect(d.effect)),
       el("td", {}, el("button", { type: "button", class: "secondary open",
         "aria-label": `Open decision ${d.seq}`, onclick: () => open(d) }, "Open")))));
-    summary.textContent = `${found.length} of ${entries.length} decisions read match`
+    const matched = found.length === 1 ? "1 decision matches" : `${found.length} decisions match`;
+    summary.textContent = matched
       + (found.length > SHOWN ? ` (the newest ${SHOWN} shown)` : "") + ".";
   }
 
@@ -112,7 +118,7 @@ export function logPage(root, who, session) {
     event.preventDefault();
     refresh();
   });
-  // Following: what was logged since is read, and the filter applied again, every 2 s.
+  // Following: what was logged since is read, with the same filters, every 2 s.
   let timer = null;
   follow.addEventListener("change", () => {
     if (timer) clearInterval(timer);

@@ -87,6 +87,11 @@ CODES: dict[AnyCode, Code] = {
     ),
     "bad-limit": Code(400, "`limit` is not 1 to 18 ASCII digits, or is out of its range"),
     "bad-after-seq": Code(400, "`after_seq` (`GET /v1/decisions`) is not 1 to 18 ASCII digits"),
+    "bad-log-filter": Code(
+        400,
+        "a filter of `GET /v1/decisions` cannot be read: `effect` not `allow`, `deny` or "
+        "`pause`, `since`/`until` not 1 to 18 ASCII digits, `tool` over 256 characters",
+    ),
     "bad-remove-in-use": Code(400, "`remove_in_use` (`PUT /v1/policy`) is not `true` or `false`"),
     "bad-receipt": Code(
         400,
@@ -116,7 +121,7 @@ CODES: dict[AnyCode, Code] = {
     "id-too-long": Code(
         400,
         "an id or name in the path (`/v1/agents/{id}`, `/v1/roles/{name}`, ...) or the `agent` "
-        "query parameter of `GET /v1/threads` is over 256 characters, as no id or name in a "
+        "query parameter of `GET /v1/threads` or `GET /v1/decisions` is over 256 characters, as no id or name in a "
         "body may be; `detail` shows its first 32 characters only",
     ),
     "empty-policy": Code(

@@ -20,6 +20,8 @@ from api.http import models as m
 from api.http.auth import may_decide, require_admin, require_decide
 from api.http.body import body
 from api.http.lane import DecisionLane
+from api.http.logfilter import MAX_SCAN, LogFilter, log_filter
+from api.http.logfilter import NAMES as LOG_FILTERS
 from api.http.pagination import int_query
 from api.http.parts import service_of
 from api.http.routing import JSONResponse, Spec, Table, json_response, path_ids
@@ -69,29 +71,48 @@ async def read_log(request: Request) -> Response:
     require_admin(request)
     after = int_query(request, "after_seq", 0, minimum=0)
     limit = int_query(request, "limit", 100, minimum=1, maximum=MAX_LOG_PAGE)
+    wanted = log_filter(request)
     # Built in a thread: reading and encoding up to MAX_LOG_PAGE_BYTES takes a while,
     # and the event loop serves decisions meanwhile.
-    page = await run_in_threadpool(_log_page, service_of(request), after, limit)
+    page = await run_in_threadpool(_log_page, service_of(request), after, limit, wanted)
     return JSONResponse(page)
 
 
-def _log_page(service: Service, after: int, limit: int) -> bytes:
+_SCAN_CHUNK = 500  # rows a filtered page reads from the store at a time
+
+
+def _log_page(service: Service, after: int, limit: int, wanted: LogFilter) -> bytes:
     budget = MAX_LOG_PAGE_BYTES
-    # The store stops at the budget in stored bytes, which a row's answer never has fewer
-    # of (its reasons are stored by reference, its final arguments as what they add), so
-    # no more than a page's worth is read; the answers are then cut by their own size.
-    rows = service.store.read_decisions(after, limit, budget)
     resolve = reasons_resolver(service)
     parts: list[bytes] = []
     size = 0
     last = after
-    for seq, row in rows:
-        part = dumps(_entry(seq, row, resolve))
-        if parts and size + len(part) > budget:
-            break
-        parts.append(part)
-        size += len(part) + 1
-        last = row.last_seq if isinstance(row, Damaged) else seq
+    scanned = 0
+    while True:
+        # The store stops at the budget in stored bytes, which a row's answer never has
+        # fewer of (its reasons are stored by reference, its final arguments as what they
+        # add), so no more than a page's worth is read; the answers are then cut by their
+        # own size. A filtered page reads on in chunks (api/http/logfilter.py).
+        chunk = min(_SCAN_CHUNK, MAX_SCAN - scanned) if wanted.active else limit
+        rows = service.store.read_decisions(last, chunk, budget)
+        for seq, row in rows:
+            entry = _entry(seq, row, resolve)
+            end = row.last_seq if isinstance(row, Damaged) else seq
+            scanned += 1
+            if wanted.matches(entry):
+                part = dumps(entry)
+                if parts and size + len(part) > budget:
+                    return _page(parts, last)
+                parts.append(part)
+                size += len(part) + 1
+            last = end
+            if len(parts) >= limit:
+                return _page(parts, last)
+        if not wanted.active or not rows or scanned >= MAX_SCAN:
+            return _page(parts, last)
+
+
+def _page(parts: list[bytes], last: int) -> bytes:
     return b'{"decisions":[%s],"next_after_seq":%d}' % (b",".join(parts), last)
 
 
@@ -250,7 +271,8 @@ ROUTES: Table = [
           m.BatchRequest, a.BatchResponse, errors=(404, 409, 503), operation="decideBatch",
           query=("receipt",), tag="decisions"), DecisionLane(batch=True)),
     (Spec("GET", "/v1/decisions", "Read the decision log by sequence (at most 4 MiB a page)",
-          "admin", None, a.LogPage, query=("after_seq", "limit"), operation="readDecisionLog",
+          "admin", None, a.LogPage, query=("after_seq", "limit", *LOG_FILTERS),
+          operation="readDecisionLog",
           tag="decisions"), read_log),
     (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide",
           None, a.ToolListing, errors=(409, 503), operation="listAgentTools",

@@ -14,7 +14,7 @@ ErrorCode = Literal[
     # the request: its headers, body and query
     "bad-content-length", "body-too-large", "malformed-json", "duplicate-key", "too-deep",
     "invalid-body", "number-out-of-range", "batch-too-large", "repeated-parameter",
-    "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-if-match",
+    "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-log-filter", "bad-if-match",
     "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
     "bad-last-event-id", "authzen-bad-request", "bad-receipt",

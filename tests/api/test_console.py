@@ -159,7 +159,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.fill("#f-tool", "billing.*")
     page.select_option("#f-effect", "pause")
     page.click("#f-search")
-    page.wait_for_selector("#log-summary:has-text('1 of')")  # (the paused call alone)
+    page.wait_for_selector("#log-summary:has-text('1 decision matches')")  # (the paused call alone)
     row = page.locator(f"#log-rows tr[data-seq='{decision['seq']}']")
     assert row.count() == 1 and page.locator("#log-rows tr").count() == 1
     row.locator("button.open").click()
@@ -168,11 +168,11 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     # Following, a call logged since shows without a search.
     page.check("#f-follow")
     _pause(url, harness.agent_token, 60)
-    page.wait_for_selector("#log-summary:has-text('2 of')")
+    page.wait_for_selector("#log-summary:has-text('2 decisions match')")
     page.uncheck("#f-follow")
     page.select_option("#f-effect", "deny")
     page.click("#f-search")
-    page.wait_for_selector("#log-summary:has-text('0 of')")
+    page.wait_for_selector("#log-summary:has-text('0 decisions match')")
 
     # The agents page lists the agent's tools.
     page.click("#nav a[data-page=agents]")
