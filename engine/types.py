@@ -21,9 +21,17 @@ _THREAD_FIELDS = {"id": "str", "cost": "decimal", "depth": "int"}
 
 
 def from_ref(ref: ast.TypeRef) -> str:
+    """The type a condition reads: an enum is a `str`, a record a `map`, and a value that
+    may be `null` is `any` (the evaluator checks it as it reads it, and fails closed)."""
+    if ref.nullable:
+        return "any"
     if ref.kind == "list":
         assert ref.item is not None
         return "list:" + from_ref(ref.item)
+    if ref.kind == "enum":
+        return "str"
+    if ref.kind == "record":
+        return "map"
     return ref.kind
 
 

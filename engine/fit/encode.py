@@ -100,6 +100,7 @@ class Encoder:
             name
             for name in under_len
             if (p := self.tool.param(name)) is not None
+            and p.type.plain
             and from_ref(p.type) == "str"
             and _only_under_len(name, conditions)
         }
@@ -113,6 +114,11 @@ class Encoder:
         param = self.tool.param(name)
         if param is None:  # the checker resolves every path; stay closed if not
             raise Unsupported(f"tool `{self.tool.name}` has no argument `{name}`")
+        if not param.type.plain:  # (an enum, a record or `null`: outside the fragment)
+            raise Unsupported(
+                f"argument `{name}` of `{self.tool.name}` is `{param.type}`: a condition on "
+                "an enum, a record or a value that may be `null` is outside the fit check"
+            )
         ty = from_ref(param.type)
         label = "args." + name
         present = TRUE if param.required or param.default is not None else z3.Bool("has:" + label)
