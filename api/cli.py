@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extend(sub: Any) -> None:
     """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle,
-    log, receipt, gateway)."""
+    log, receipt, gateway, import)."""
     import importlib
 
     for module in (
@@ -293,6 +293,7 @@ def _extend(sub: Any) -> None:
         "api.cli_bundle",
         "api.cli_log",
         "api.cli_gateway",
+        "api.cli_import",
     ):
         try:
             mod = importlib.import_module(module)

@@ -121,11 +121,16 @@ class Field:
     span: Span = _span()
 
     def __str__(self) -> str:
-        name = self.name if _BARE.match(self.name) else json.dumps(self.name)
-        return f"{name}{'?' if self.optional else ''}: {self.type}"
+        return f"{name_text(self.name)}{'?' if self.optional else ''}: {self.type}"
 
 
 _BARE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")  # a name written without quotes
+
+
+def name_text(name: str) -> str:
+    """A member's name as messages show it: bare when it is a NAME, else quoted (`"x.y"`;
+    grammar.fmt prints it for the parser, with its escapes)."""
+    return name if _BARE.match(name) else json.dumps(name, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -175,7 +180,7 @@ class Path:
     span: Span = _span()
 
     def __str__(self) -> str:
-        return ".".join((self.root, *self.parts))
+        return ".".join((self.root, *(name_text(part) for part in self.parts)))
 
 
 FUNCTIONS: tuple[str, ...] = ("has", "len", "lower", "host")
