@@ -566,3 +566,27 @@ class Checker:
                     f"use a value of type `{T.show(declared)}`",
                 )
             )
+            return
+        if declared is None or not _constant(rewrite.value):
+            return  # (a value read from the call is checked with the rewritten call)
+        for tool in tools:
+            param = tool.param(target.parts[0])
+            if param is None or param.type.plain:
+                continue
+            found = valuefit.misfit(param.type, rewrite.value)
+            if found is not None:
+                self.report(
+                    Diagnostic(
+                        "E0207",
+                        f"hook `{hook.name}` sets `{target}` of `{tool.name}` to a value "
+                        f"that does not fit its type `{param.type}`",
+                        found[0].span if found[0].span.line else rewrite.value.span,
+                        f"use a value of type `{found[1]}`",
+                    )
+                )
+                return
+
+
+def _constant(expr: ast.Expr) -> bool:
+    """Is `expr` a literal value (no path, no call): one the checker can check whole?"""
+    return all(isinstance(node, ast.Lit | ast.ListLit | ast.MapLit) for node in ast.walk_expr(expr))
