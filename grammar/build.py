@@ -150,9 +150,9 @@ class Builder:
         hook, a profile), where one is referred to, and in a pattern's toolset: those
         are lowercase (a role's name is its file's name). `at`: where the name is
         looked for (the first occurrence from there)."""
-        capital = next((c for c in name if c.isupper()), None)
-        if capital is None:
+        if name.islower():  # (a NAME starts with a letter: with no capital, it is lower)
             return
+        capital = next(c for c in name if c.isupper())
         found = self.text.find(name, at)
         where = (found if found >= 0 else at) + name.index(capital)
         self._error(
@@ -202,9 +202,18 @@ class Builder:
         return value
 
     def tool_decl(self, items: Items, start: Offset, end: Offset) -> ast.ToolDecl:
-        name, *params = items
+        written, *params = items
+        name = self._member(written)
         clean = tuple(p for p in params if p is not None)
-        return ast.ToolDecl(self._member(name), clean, span=self._sp(start, end))
+        span = self._sp(start, end)
+        if name.endswith("*"):
+            self._error(
+                "E0022",
+                f"a tool cannot be named `{name}`: a pattern naming it would read as a wildcard",
+                span,
+                "a tool's name never ends in `*`",
+            )
+        return ast.ToolDecl(name, clean, span=span)
 
     def param(self, items: Items, start: Offset, end: Offset) -> ast.Param:
         written, optional, secret, type_, default = items
@@ -314,22 +323,28 @@ class Builder:
     def name_pattern(self, items: Items, start: Offset, end: Offset) -> ast.Pattern:
         span = self._sp(start, end)
         self._lowercase(items[0], start)
-        stars = [i == "*" and not isinstance(i, StrToken) for i in items]
-        items = [self._member(i) if isinstance(i, StrToken) else i for i in items]
-        if (
-            any(stars[:-1])
-            or (stars[-1] and len(items) != 2)
-            or (items[-1] == "*" and len(items) != 2)
-        ):
+        # (a quoted part arrives with its quotes, so a quoted `"*"` is no `*` here)
+        if "*" in items[:-1] or (items[-1] == "*" and len(items) != 2):
             self._error(
                 "E0006",
                 f"`{'.'.join(items)}` is not a tool pattern",
                 span,
                 "a pattern is an exact name (`gmail.send`), a namespace (`gmail.*`) or `*`",
             )
+        text = ".".join(items)
+        if '"' in text:  # (a quoted part: its value)
+            text = ".".join(self._member(i) for i in items)
+            if text.endswith("*") and items[-1] != "*":
+                self._error(
+                    "E0006",
+                    f"`{text}` is not a tool pattern: a quoted name ending in `*` reads as a "
+                    "wildcard",
+                    span,
+                    "a tool's name never ends in `*`; write the namespace as `gmail.*`",
+                )
         # Interned: a policy names the same tools in many rules (157,000 patterns of
         # 5,000 tools at 20,000 roles: 8 MiB of copies).
-        return ast.Pattern(intern(".".join(items)), span=span)
+        return ast.Pattern(intern(text), span=span)
 
     # ---- hooks --------------------------------------------------------------------
     def hook(self, items: Items, start: Offset, end: Offset) -> ast.Hook:
@@ -570,8 +585,9 @@ class Builder:
         return ast.Call(name, tuple(a for a in args if a is not None), span=self._sp(start, end))
 
     def path(self, items: Items, start: Offset, end: Offset) -> ast.Path:
-        root, *written = items
-        parts = [self._member(p) for p in written]
+        root, *parts = items
+        if any(type(p) is StrToken for p in parts):  # (a quoted part: its value)
+            parts = [self._member(p) for p in parts]
         span = self._sp(start, end)
         if root not in ast.PATH_ROOTS:
             self._error(

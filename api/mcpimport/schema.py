@@ -46,8 +46,13 @@ class Loss:
     tool: str
     path: str
     why: str
+    left_out: bool = False  # (an argument not declared at all: no name holds it)
 
     def __str__(self) -> str:
+        if not self.path:
+            return f"tool `{self.tool}`: {self.why}"
+        if self.left_out:
+            return f"tool `{self.tool}`: argument `{self.path}` is left out: {self.why}"
         return f"tool `{self.tool}`: `{self.path}` is declared `map`: {self.why}"
 
 
@@ -163,9 +168,10 @@ class Converter:
         required = _required(schema)
         fields: list[ast.Field] = []
         for name, sub in props.items():
-            where = f"{path}.{name}" if path else str(name)
+            shown = ast.name_text(name) if isinstance(name, str) else str(name)
+            where = f"{path}.{shown}" if path else shown
             if not isinstance(name, str) or not name:
-                self.losses.append(Loss(self.tool, where, "an empty name: left out"))
+                self.losses.append(Loss(self.tool, where, "its name is empty", left_out=True))
                 continue
             fields.append(
                 ast.Field(name, self.convert(sub, where, depth + 1), name not in required)

@@ -6,8 +6,8 @@ them (quoted where they are no NAME), each argument's type from its schema
 schema's `default` when that is a value of the argument's type, else marked `?`. A tool's
 description's first line, and each part declared `map` for want of a DSL type, are
 comments above its line. The text is the formatter's (`charter fmt` leaves it as it is),
-and it checks: a tool the DSL cannot name (an empty name) or listed twice is left out,
-with a `Loss`.
+and it checks: a tool no tool line can name (an empty name, one ending in `*`) or one
+listed twice is left out, as is an argument with an empty name, each with a `Loss`.
 """
 
 from __future__ import annotations
@@ -80,17 +80,23 @@ def _default(schema: Any, ref: ast.TypeRef) -> ast.Expr | None:
 def _params(tool: str, schema: Any, converter: Converter) -> list[ast.Param]:
     if not isinstance(schema, Mapping):
         return []
-    props = schema.get("properties")
-    if not isinstance(props, Mapping):
-        return []
     listed = schema.get("required")
     required = {n for n in listed if isinstance(n, str)} if isinstance(listed, list) else set()
+    unread = [k for k in ("$ref", "allOf", "anyOf", "oneOf") if k in schema]
+    if unread:
+        why = f"its schema's `{unread[0]}` is not read: only its `properties` are declared"
+        converter.losses.append(Loss(tool, "", why))
+    if schema.get("additionalProperties", False) not in (False, None):
+        why = "it takes arguments its schema does not list: a call giving one is refused"
+        converter.losses.append(Loss(tool, "", why))
+    props = schema.get("properties")
     out: list[ast.Param] = []
-    for name, sub in props.items():
+    for name, sub in props.items() if isinstance(props, Mapping) else ():
         if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
-            converter.losses.append(Loss(tool, str(name), "a name the DSL cannot hold: left out"))
+            why = "its name is empty" if not name else "its name is too long"
+            converter.losses.append(Loss(tool, ast.name_text(str(name)), why, left_out=True))
             continue
-        ref = converter.convert(sub, name)
+        ref = converter.convert(sub, ast.name_text(name))
         if name in required:
             out.append(ast.Param(name, ref))
             continue
@@ -116,11 +122,13 @@ def declaration(name: str, tools: Sequence[Mapping[str, Any]], url: str | None =
     count = 0
     for tool in tools:
         tool_name = tool.get("name")
-        if not isinstance(tool_name, str) or not tool_name or len(tool_name) > MAX_NAME_CHARS:
-            losses.append(Loss(str(tool_name), "", "a tool name the DSL cannot hold: left out"))
+        why = _unnamable(tool_name)
+        if why is not None:
+            losses.append(Loss(str(tool_name), "", f"left out: {why}"))
             continue
+        assert isinstance(tool_name, str)
         if tool_name in seen:
-            losses.append(Loss(tool_name, "", "listed twice: the first kept"))
+            losses.append(Loss(tool_name, "", "listed twice: the first is kept"))
             continue
         seen.add(tool_name)
         schema = tool.get("inputSchema", tool.get("input_schema"))
@@ -130,7 +138,12 @@ def declaration(name: str, tools: Sequence[Mapping[str, Any]], url: str | None =
         if isinstance(description, str) and _comment(description):
             lines.append(f"  # {_comment(description)}")
         for loss in converter.losses:
-            lines.append(f"  # `{loss.path}` is `map`: {_comment(loss.why)}")
+            if not loss.path:
+                lines.append(f"  # {_comment(loss.why)}")
+            elif loss.left_out:
+                lines.append(f"  # argument `{_comment(loss.path)}` left out: {_comment(loss.why)}")
+            else:
+                lines.append(f"  # `{_comment(loss.path)}` is `map`: {_comment(loss.why)}")
         text = ", ".join(_param_text(p) for p in params)
         lines.append(f"  tool {fmt.name(tool_name)}({text})")
         losses.extend(converter.losses)
@@ -138,6 +151,17 @@ def declaration(name: str, tools: Sequence[Mapping[str, Any]], url: str | None =
     lines.append("}")
     source = parse("\n".join(lines) + "\n", f"{name}.charter")
     return Imported(fmt.format_file(source), count, tuple(losses))
+
+
+def _unnamable(name: Any) -> str | None:
+    """Why no tool line can name a tool `name`, or None."""
+    if not isinstance(name, str) or not name:
+        return "its name is empty"
+    if name.endswith("*"):
+        return "its name ends in `*`, which a pattern reads as a wildcard"
+    if len(name) > MAX_NAME_CHARS:
+        return f"its name is longer than {MAX_NAME_CHARS} characters"
+    return None
 
 
 def _param_text(param: ast.Param) -> str:
