@@ -100,7 +100,9 @@ def glued_diagnostic(glued: GluedWord, file: str) -> Diagnostic:
 
 
 # What the parser accepts inside a tool's parameter: after its name, in its type, after it.
-_IN_A_PARAMETER = frozenset({"COLON", "OPTIONAL", "LIST", "SCALAR_TYPE", "COMMA", "EQUAL", "RPAR"})
+_IN_A_PARAMETER = frozenset(
+    {"COLON", "OPTIONAL", "LIST", "ENUM", "LBRACE", "SCALAR_TYPE", "VBAR", "COMMA", "EQUAL", "RPAR"}
+)
 SECRET_HELP = "`secret` stands after the parameter's `:`, before its type: `api_key: secret str`"
 
 

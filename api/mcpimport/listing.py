@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
@@ -39,7 +39,7 @@ async def _list(command: list[str] | None, url: str | None) -> tuple[str, list[d
             params = StdioServerParameters(
                 command=command[0], args=command[1:], env=dict(os.environ), cwd=os.getcwd()
             )
-            transport = stdio_client(params, errlog=sys.stderr)
+            transport = stdio_client(params, errlog=_errlog(stack))
         read, write = await stack.enter_async_context(transport)
         session = ClientSession(read, write)
         await stack.enter_async_context(session)
@@ -47,6 +47,16 @@ async def _list(command: list[str] | None, url: str | None) -> tuple[str, list[d
         tools = await list_all(session)
         server = initialized.server_info.name if initialized.server_info else ""
         return server, [_plain(tool) for tool in tools.values()]
+
+
+def _errlog(stack: AsyncExitStack) -> TextIO:
+    """Where the server's own messages go: this process's stderr, or nowhere when that
+    is no file (`charter` run inside another program that took it)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+    return sys.stderr
 
 
 def _plain(tool: types.Tool) -> dict[str, Any]:

@@ -5,6 +5,7 @@ names and the types the server gave."""
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import socket
@@ -12,11 +13,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
+from api.cli import main
 from api.mcpimport.toolset import declaration
 from engine.check import load
 from engine.compile import compile_workspace
@@ -71,19 +74,22 @@ test "imported tools" {
 """
 
 
-def _charter(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "charter", *args],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+class Run(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _charter(*args: str) -> Run:
+    """`charter ARGS` in this process (the server it lists is a process of its own)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(args))
+    return Run(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
     """The workspace the live import over stdio wrote its toolset into, and the run."""
     workspace = tmp_path_factory.mktemp("ws")
     done = _charter("import", "mcp", "--command", COMMAND, "-o", str(workspace / "tracker.charter"))
@@ -92,7 +98,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
 
 
 def test_a_live_server_over_stdio_becomes_a_toolset(
-    live: tuple[Path, subprocess.CompletedProcess[str]],
+    live: tuple[Path, Run],
 ) -> None:
     workspace, done = live
     assert done.returncode == 0, done.stderr
@@ -109,7 +115,7 @@ def test_a_live_server_over_stdio_becomes_a_toolset(
 
 
 def test_the_imported_tools_decide_by_their_names_and_types(
-    live: tuple[Path, subprocess.CompletedProcess[str]],
+    live: tuple[Path, Run],
 ) -> None:
     workspace, done = live
     assert done.returncode == 0, done.stderr
