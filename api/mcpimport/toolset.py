@@ -122,7 +122,7 @@ def declaration(name: str, tools: Sequence[Mapping[str, Any]], url: str | None =
     count = 0
     for tool in tools:
         tool_name = tool.get("name")
-        why = _unnamable(tool_name)
+        why = _unnamable(tool_name, MAX_NAME_CHARS - len(name) - 1)
         if why is not None:
             losses.append(Loss(str(tool_name), "", f"left out: {why}"))
             continue
@@ -153,14 +153,15 @@ def declaration(name: str, tools: Sequence[Mapping[str, Any]], url: str | None =
     return Imported(fmt.format_file(source), count, tuple(losses))
 
 
-def _unnamable(name: Any) -> str | None:
-    """Why no tool line can name a tool `name`, or None."""
+def _unnamable(name: Any, longest: int) -> str | None:
+    """Why no tool line can name a tool `name` (at most `longest` characters: a tool's
+    full name, toolset and all, is at most `MAX_NAME_CHARS`), or None."""
     if not isinstance(name, str) or not name:
         return "its name is empty"
     if name.endswith("*"):
         return "its name ends in `*`, which a pattern reads as a wildcard"
-    if len(name) > MAX_NAME_CHARS:
-        return f"its name is longer than {MAX_NAME_CHARS} characters"
+    if len(name) > longest:
+        return f"its full name would be longer than {MAX_NAME_CHARS} characters"
     return None
 
 

@@ -3,6 +3,7 @@ message and a help line on stderr, nothing on stdout and no file written."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -75,3 +76,27 @@ def test_a_command_that_is_no_mcp_server_is_a_usage_error(
     assert f"cannot list the tools of `{command}`" in err
     code, _, err = _run(capsys, "--command", str(tmp_path / "no-such-program"))
     assert code == 2 and "cannot list the tools of" in err
+
+
+def test_a_declaration_larger_than_a_file_may_be_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    names = [f"{i:03}" + "a" * 250 for i in range(200)]  # (long names: few arguments)
+    wide = {"type": "object", "properties": {name: {"type": "string"} for name in names}}
+    tools = [{"name": f"t{n}", "inputSchema": wide} for n in range(22)]
+    saved = tmp_path / "tools.json"
+    saved.write_text(json.dumps({"tools": tools}), encoding="utf-8")
+    out_file = tmp_path / "out.charter"
+    code, out, err = _run(capsys, "--file", str(saved), "-o", str(out_file))
+    assert code == 1 and out == "" and "E0014" in err and not out_file.exists()
+
+
+def test_a_tool_whose_full_name_would_be_too_long_is_left_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    tools = [{"name": "x" * 250, "inputSchema": {}}, {"name": "y" * 239, "inputSchema": {}}]
+    saved = tmp_path / "tools.json"
+    saved.write_text(json.dumps(tools), encoding="utf-8")
+    code, out, err = _run(capsys, "--file", str(saved), "--name", "longname-toolset")
+    assert code == 0 and f"tool {'y' * 239}()" in out and "x" * 250 not in out
+    assert "its full name would be longer than 256 characters" in err
