@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from api.cli_args import not_utf8
 from api.cli_outcome import err, out, usage
@@ -17,6 +19,13 @@ from grammar.source import MAX_FILE_BYTES
 from policy.diagnostics import CharterError, render_all
 
 _NAME_HELP = "a toolset's name is lowercase: `[a-z][a-z0-9_-]*`, as `--name github`"
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+
+
+def _http_url(text: str) -> bool:
+    """An address a toolset's `url` may hold (E0113): http(s), a host, no white space."""
+    parts = urlsplit(text)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and not re.search(r"\s", text)
 
 
 def _read(path: str) -> tuple[str, list[dict[str, Any]]] | str:
@@ -40,7 +49,7 @@ def _read(path: str) -> tuple[str, list[dict[str, Any]]] | str:
 
 
 def cmd_import_mcp(args: argparse.Namespace) -> int:
-    from api.mcpimport.toolset import declaration, toolset_name
+    from api.mcpimport.toolset import RESERVED, declaration, toolset_name
 
     given = [o for o in ("command", "url", "file") if getattr(args, o) is not None]
     if len(given) != 1:
@@ -50,11 +59,15 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
             "address, or a saved `tools/list` answer",
         )
     if args.name is not None:
-        bad = not_utf8(args.name)
-        if bad is not None or toolset_name(args.name) != args.name:
+        if args.name in RESERVED:
+            return usage(
+                f"`--name` `{args.name}` is a built-in namespace",
+                "built-in namespaces are the API's own tools; pick another name",
+            )
+        if not_utf8(args.name) is not None or not _NAME.fullmatch(args.name):
             return usage(f"`--name` {args.name!r} is not a toolset's name", _NAME_HELP)
-    if args.url is not None and not args.url.startswith(("http://", "https://")):
-        return usage(f"`--url` `{args.url}` is not an http(s) URL", "give the server's MCP URL")
+    if args.url is not None and not _http_url(args.url):
+        return usage(f"`--url` {args.url!r} is not an http(s) URL", "give the server's MCP URL")
     if args.file is not None:
         read = _read(args.file)
         if isinstance(read, str):

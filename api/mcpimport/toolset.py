@@ -24,6 +24,7 @@ from grammar import fmt
 from grammar.parser import parse
 from grammar.source import MAX_NAME_CHARS
 from policy import ast
+from policy.catalogue import BUILTIN_NAMESPACES
 
 _DESCRIPTION = 100  # characters of a description's first line kept in its comment
 
@@ -37,11 +38,15 @@ class Imported:
     losses: tuple[Loss, ...]
 
 
+RESERVED = frozenset((*BUILTIN_NAMESPACES, "callables", "tool"))  # (E0108)
+
+
 def toolset_name(server: str) -> str:
-    """A toolset name from a server's name (`GitHub MCP` -> `github-mcp`), or `mcp`."""
+    """A toolset name from a server's name (`GitHub MCP` -> `github-mcp`), or `mcp`; a
+    built-in namespace's name gets `-mcp` after it (`Memory` -> `memory-mcp`)."""
     name = re.sub(r"[^a-z0-9_-]+", "-", server.lower()).strip("-_")
-    name = re.sub(r"^[^a-z]+", "", name)[:64].rstrip("-_")
-    return name or "mcp"
+    name = re.sub(r"^[^a-z]+", "", name)[:60].rstrip("-_")
+    return f"{name}-mcp" if name in RESERVED else name or "mcp"
 
 
 def _literal(value: Any) -> ast.Expr | None:

@@ -26,6 +26,9 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
         (("--url", "ftp://example.com/mcp"), "is not an http(s) URL"),
         (("--file", "tools.json", "--name", "GitHub"), "is not a toolset's name"),
         (("--file", "tools.json", "--name", "9lives"), "is not a toolset's name"),
+        (("--file", "tools.json", "--name", "memory"), "is a built-in namespace"),
+        (("--url", "http://"), "is not an http(s) URL"),
+        (("--url", "https://a b/mcp"), "is not an http(s) URL"),
     ],
 )
 def test_bad_options_are_usage_errors(

@@ -85,6 +85,7 @@ def test_toolset_names_from_server_names() -> None:
     assert toolset_name("GitHub MCP Server") == "github-mcp-server"
     assert toolset_name("  42 things!") == "things"
     assert toolset_name("日本") == "mcp"
+    assert toolset_name("Memory") == "memory-mcp"  # (a built-in namespace: E0108)
 
 
 def test_the_shapes_a_saved_list_comes_in() -> None:
