@@ -85,7 +85,7 @@ _EXTENDED = "x:"
 def _type_key(ref: ast.TypeRef) -> str:
     if ref.plain:
         return T.from_ref(ref)
-    valuefit.checker(ref)  # built now, for the generated code to find by its key
+    valuefit.checker(ref)  # (built here, for the generated code to find by its key)
     return _EXTENDED + valuefit.key(ref)
 
 

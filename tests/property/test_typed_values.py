@@ -118,7 +118,7 @@ def test_every_check_of_a_value_agrees(ref: ast.TypeRef, data: st.DataObject) ->
     snapshot = compile_workspace(check_sources([("gen.charter", text)]))
     tool = snapshot.workspace.tools["t.f"]
     (param,) = tool.params
-    assert param.type == ref  # (the text says the type that was drawn)
+    assert param.type == ref  # (the text says the type drawn)
     check = valuefit.checker(ref)
     for _ in range(6):
         value = data.draw(near(ref))
