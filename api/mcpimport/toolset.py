@@ -21,6 +21,7 @@ from typing import Any
 from api.mcpimport.schema import Converter, Loss
 from engine import valuefit
 from grammar import fmt
+from grammar.literals import MAX_NUMBER_DIGITS
 from grammar.parser import parse
 from grammar.source import MAX_NAME_CHARS
 from policy import ast
@@ -51,16 +52,19 @@ def toolset_name(server: str) -> str:
 
 def _literal(value: Any) -> ast.Expr | None:
     """A JSON value as a DSL literal, or None when it is none (a float that is not
-    finite, a key that is empty)."""
+    finite, a number of more than `MAX_NUMBER_DIGITS` digits written out, a key that is
+    empty)."""
     if value is None:
         return ast.Lit("null", None)
     if isinstance(value, bool):
         return ast.Lit("bool", value)
     if isinstance(value, int):
-        return ast.Lit("int", value)
+        return ast.Lit("int", value) if len(str(abs(value))) <= MAX_NUMBER_DIGITS else None
     if isinstance(value, float):
         number = Decimal(repr(value))
-        return ast.Lit("decimal", number) if number.is_finite() else None
+        if not number.is_finite() or len(fmt.decimal(abs(number))) > MAX_NUMBER_DIGITS:
+            return None  # (a number the DSL writes with more digits than it reads: E0019)
+        return ast.Lit("decimal", number)
     if isinstance(value, str):
         return ast.Lit("str", value)
     if isinstance(value, list):

@@ -38,13 +38,15 @@ def test_required_defaulted_and_optional_arguments() -> None:
                 sort={"enum": ["created", "updated"], "default": "pushed"},  # (off the enum)
                 ratio={"type": "number", "default": 0.5},
                 since={"type": "string"},
+                huge={"type": "number", "default": 1e300},  # (300 digits: no literal)
+                big={"type": "integer", "default": 10**120},
             ),
         }
     )
     assert text == (
         "toolset t {\n"
         '  tool listRepos(orgName: str, perPage: int = 30, sort?: enum["created", "updated"], '
-        "ratio: decimal = 0.5, since?: str)\n"
+        "ratio: decimal = 0.5, since?: str, huge?: decimal, big?: int)\n"
         "}\n"
     )
     assert losses == []
