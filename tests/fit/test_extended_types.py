@@ -1,6 +1,7 @@
-"""The fit check on tools with enum, record and `| null` arguments: a condition that reads
-one is outside its fragment (`unsupported`: never a "fits" it cannot prove), and a
-counterexample's arguments that no condition reads are values of their declared types."""
+"""The fit check on tools with enum, record and `| null` arguments: an enum is a string
+among its values; a condition that reads a record or a nullable value is outside the
+fragment (`unsupported`: never a "fits" it cannot prove); and a counterexample's
+arguments that no condition reads are values of their declared types."""
 
 from __future__ import annotations
 
@@ -19,17 +20,33 @@ def _caller(where: str) -> str:
     return f"role caller {{\n  allow tracker.getIssue{where}\n}}\nprofile boss {{\n  roles caller\n}}\n"
 
 
-def test_a_condition_on_an_enum_is_outside_the_fragment_never_fits() -> None:
+def test_a_condition_on_a_record_or_a_nullable_is_outside_the_fragment_never_fits() -> None:
     caller = snapshot(_caller(' where args.state == "open"'), TOOLSETS)
     for candidate in (
-        'role c {\n  allow tracker.getIssue where args.state == "open"\n}\n',
-        'role c {\n  allow tracker.getIssue where args.state != "closed"\n}\n',
         'role c {\n  allow tracker.getIssue where args.owner.login == "ann"\n}\n',
         "role c {\n  allow tracker.getIssue where args.note == null\n}\n",
+        'role c {\n  allow tracker.getIssue where args.state == "open" and args.note == null\n}\n',
     ):
         result = fit_source(caller, "boss", candidate)
         assert not result.fits
         assert [v.kind for v in result.violations] == ["unsupported"], candidate
+
+
+def test_an_enum_is_a_string_among_its_values() -> None:
+    caller = snapshot(_caller(' where args.state == "open"'), TOOLSETS)
+    # Only `open` and `closed` are calls: `!= "closed"` is `== "open"`.
+    for narrower in ('args.state == "open"', 'args.state != "closed"', 'args.state in ["open"]'):
+        assert fit_source(
+            caller, "boss", f"role c {{\n  allow tracker.getIssue where {narrower}\n}}\n"
+        ).fits
+    result = fit_source(
+        caller, "boss", 'role c {\n  allow tracker.getIssue where args.state != "open"\n}\n'
+    )
+    assert not result.fits
+    (violation,) = result.violations
+    assert violation.kind == "widens" and violation.counterexample is not None
+    assert violation.counterexample["args"]["state"] == "closed"  # (no value off the enum)
+    assert roles_effect(caller, "boss", violation.counterexample) == "deny"
 
 
 def test_a_wider_grant_is_found_with_a_call_of_the_declared_types() -> None:
