@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import valuefit
@@ -23,6 +23,7 @@ from engine.decision import Request
 from engine.reference import validate
 from grammar import fmt
 from policy import ast
+from tests.examples import examples
 from tests.property.requests import any_values
 
 NAMES = ("login", "repoName", "x.y", "_id", "id", "ID")
@@ -111,6 +112,7 @@ def _literal(value: Any) -> ast.Expr | None:
     return None
 
 
+@settings(max_examples=examples(20))  # (a workspace compiled per example; 6 values each)
 @given(types, st.data())
 def test_every_check_of_a_value_agrees(ref: ast.TypeRef, data: st.DataObject) -> None:
     text = f"toolset t {{\n  tool f(x: {fmt.type_text(ref)})\n}}\nrole r {{\n  allow t.f\n}}\n"
