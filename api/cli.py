@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extend(sub: Any) -> None:
     """Verbs that live in their own modules register here (fit, tools, diff, serve, bundle,
-    log, receipt, webhooks, gateway)."""
+    log, receipt, webhooks, gateway, import)."""
     import importlib
 
     for module in (
@@ -326,6 +326,7 @@ def _extend(sub: Any) -> None:
         "api.cli_log",
         "api.cli_webhooks",
         "api.cli_gateway",
+        "api.cli_import",
     ):
         try:
             mod = importlib.import_module(module)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from engine import types as T
+from engine import valuefit
 from engine.builtins import builtin_tools, default_hook_names, default_hooks
 from engine.expects import check_expect, check_test_settings
 from engine.workspace import Workspace, index_namespaces, match_tools
@@ -324,7 +325,9 @@ class Checker:
                         )
                     )
                 params.add(param.name)
-                if param.default is not None:
+                if param.default is not None and not param.type.plain:
+                    self.check_default(param)
+                elif param.default is not None:
                     declared = T.from_ref(param.type)
                     given = T.literal_type(param.default)
                     if given is None or not (
@@ -346,6 +349,23 @@ class Checker:
                     full, tool.params, ts.name, ts.runs_code, ts.connection_required,
                     sensitive=ToolSpec.secrets_of(tool.params), span=tool.span,
                 )  # fmt: skip
+
+    def check_default(self, param: ast.Param) -> None:
+        """E0111 for the default of an argument of an enum, a record or a `T | null`
+        type that does not fit it (checked as a call's value is: `engine.valuefit`)."""
+        assert param.default is not None
+        found = valuefit.misfit(param.type, param.default)
+        if found is None:
+            return
+        part, wanted = found
+        self.report(
+            Diagnostic(
+                "E0111",
+                f"default of `{param.name}` does not fit its type `{param.type}`",
+                part.span if part.span.line else param.default.span,
+                f"use a value of type `{wanted}`, or change the argument's type",
+            )
+        )
 
     # ---- stage: resolve ----------------------------------------------------------------
     def resolve_patterns(
@@ -547,3 +567,27 @@ class Checker:
                     f"use a value of type `{T.show(declared)}`",
                 )
             )
+            return
+        if declared is None or not _constant(rewrite.value):
+            return  # (a value read from the call is checked with the rewritten call)
+        for tool in tools:
+            param = tool.param(target.parts[0])
+            if param is None or param.type.plain:
+                continue
+            found = valuefit.misfit(param.type, rewrite.value)
+            if found is not None:
+                self.report(
+                    Diagnostic(
+                        "E0207",
+                        f"hook `{hook.name}` sets `{target}` of `{tool.name}` to a value "
+                        f"that does not fit its type `{param.type}`",
+                        found[0].span if found[0].span.line else rewrite.value.span,
+                        f"use a value of type `{found[1]}`",
+                    )
+                )
+                return
+
+
+def _constant(expr: ast.Expr) -> bool:
+    """Is `expr` a literal value (no path, no call): one the checker can check whole?"""
+    return all(isinstance(node, ast.Lit | ast.ListLit | ast.MapLit) for node in ast.walk_expr(expr))

@@ -139,7 +139,8 @@ class _Gen:
             head = f"{var}[{path.parts[0]!r}]"  # KeyError -> "missing `args.x`"
             if len(path.parts) == 1:
                 return head, self.arg_type(path.parts[0])
-            return f"_get({head}, {'args.' + path.parts[0]!r}, {path.parts[1:]!r})", "any"
+            shown = str(ast.Path("args", path.parts[:1]))  # (`args."x.y"`: quoted)
+            return f"_get({head}, {shown!r}, {path.parts[1:]!r})", "any"
         return f"_get({var}, {path.root!r}, {path.parts!r})", "any"
 
     def call(self, call: ast.Call) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine import types as T
+from engine import valuefit
 from policy import ast
 from policy.catalogue import ToolSpec
 from policy.diagnostics import Diagnostic, did_you_mean
@@ -90,8 +91,8 @@ def _check_values(tool: ToolSpec, values: ast.MapLit, what: str, report: Report)
                 )
             )
             continue
-        declared = T.from_ref(param.type)
-        found = misfit(declared, value)
+        ty = param.type
+        found = misfit(T.from_ref(ty), value) if ty.plain else valuefit.misfit(ty, value)
         if found is None:
             continue
         part, wanted = found

@@ -130,6 +130,8 @@ def _contingent(spec: ToolSpec, where: ast.Expr) -> bool:
     param = spec.param(where.left.parts[0])
     if param is None or not (param.required or param.default is not None):
         return False
+    if not param.type.plain:
+        return False
     kind, lit = param.type.kind, where.right
     if (kind, lit.kind) in (("int", "int"), ("decimal", "int"), ("decimal", "decimal")):
         return where.op in ("<", "<=", ">", ">=", "==", "!=")

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine import runtime as R
+from engine import valuefit
 from engine.decision import Request
-from engine.shape import is_decimal, is_map, literal
+from engine.shape import literal
 from engine.types import from_ref, item_of
+from engine.valuefit import is_decimal, is_map
 from engine.workspace import Workspace
 from grammar.fmt import expr_text
 from policy import ast
@@ -127,7 +129,12 @@ def validate(tool: ToolSpec, args: Any) -> dict[str, Any] | str:
     out = dict(args)
     for param in tool.params:
         if param.name in args:
-            if not _fits(from_ref(param.type), args[param.name]):
+            ty = param.type
+            if not (
+                _fits(from_ref(ty), args[param.name])
+                if ty.plain
+                else valuefit.fits(ty, args[param.name])
+            ):
                 return f"argument `{param.name}` has the wrong type"
         elif param.required:
             return f"missing required argument `{param.name}`"

@@ -21,6 +21,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from policy.ast import name_text
+
 
 class EvalError(Exception):
     """A condition could not be evaluated (missing value, wrong type)."""
@@ -53,15 +55,18 @@ def get(obj: Any, root: str, parts: Sequence[str]) -> Any:
     value = obj
     if value is None:
         raise EvalError(f"`{root}` is not available in this request")
-    walked = root
-    for part in parts:
-        walked += "." + part
+    for at, part in enumerate(parts):
         if not isinstance(value, Mapping):
-            raise EvalError(f"`{walked}` reads into a {kind(value)}")
+            raise EvalError(f"`{_walked(root, parts, at)}` reads into a {kind(value)}")
         if part not in value:
-            raise EvalError(f"missing `{walked}`")
+            raise EvalError(f"missing `{_walked(root, parts, at)}`")
         value = value[part]
     return value
+
+
+def _walked(root: str, parts: Sequence[str], at: int) -> str:
+    """The path read up to its `at`th part, as a message shows it (`args."x.y"`)."""
+    return ".".join((root, *(name_text(p) for p in parts[: at + 1])))
 
 
 def has(obj: Any, parts: Sequence[str]) -> bool:
@@ -262,7 +267,7 @@ def describe(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, KeyError):
         key = exc.args[0] if exc.args else None
-        return f"missing `args.{key}`" if isinstance(key, str) else "missing value"
+        return f"missing `args.{name_text(key)}`" if isinstance(key, str) else "missing value"
     if isinstance(exc, RecursionError):
         return "value nested too deeply"
     return f"the condition failed to evaluate ({type(exc).__name__})"

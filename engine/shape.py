@@ -8,26 +8,16 @@ reason.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from engine import types as T
+from engine import valuefit
 from engine.runtime import ShapeError, kind
+from engine.valuefit import is_decimal, is_map
 from policy import ast
 from policy.catalogue import ToolSpec
-
-
-def is_decimal(value: Any) -> bool:
-    t = type(value)
-    if t is int or t is Decimal:
-        return t is int or value.is_finite()
-    return t is float and math.isfinite(value)
-
-
-def is_map(value: Any) -> bool:
-    return type(value) is dict and all(type(k) is str for k in value)
 
 
 def _type_check(ty: str, var: str, depth: int = 0) -> str:
@@ -78,11 +68,25 @@ def unknown_argument(args: Mapping[str, Any], tool: str, known: frozenset[str]) 
 
 
 def wrong_type(tool: str, name: str, declared: str, value: Any) -> None:
-    shown = declared.replace("list:", "list[") + "]" * declared.count("list:")
+    if declared.startswith(_EXTENDED):
+        shown = declared[len(_EXTENDED) :]
+    else:
+        shown = declared.replace("list:", "list[") + "]" * declared.count("list:")
     raise ShapeError(f"argument `{name}` of `{tool}` must be `{shown}`, got a {kind(value)}")
 
 
 Signature = tuple[tuple[str, str, bool, str], ...]
+
+# The type of a signature's argument whose type is not plain (an enum, a record, `null`
+# at some depth): this, then the type's text; `engine.valuefit` checks its values.
+_EXTENDED = "x:"
+
+
+def _type_key(ref: ast.TypeRef) -> str:
+    if ref.plain:
+        return T.from_ref(ref)
+    valuefit.checker(ref)  # (built here, for the generated code to find by its key)
+    return _EXTENDED + valuefit.key(ref)
 
 
 def signature(tool: ToolSpec) -> Signature:
@@ -91,7 +95,7 @@ def signature(tool: ToolSpec) -> Signature:
     return tuple(
         (
             p.name,
-            T.from_ref(p.type),
+            _type_key(p.type),
             p.required,
             "" if p.default is None else repr(literal(p.default)),
         )
@@ -103,6 +107,8 @@ def _check_lines(ty: str, key: str) -> list[str]:
     """Statements that check `v`, the value of argument `key`, against type `ty`, and
     raise the shape error through `_wrong` when it does not match."""
     wrong = f"    _wrong(p.tool, {key}, {ty!r}, v)"
+    if ty.startswith(_EXTENDED):
+        return [f"if not _xfit({ty[len(_EXTENDED) :]!r})(v):", wrong]
     item_type = T.item_of(ty) if ty.startswith("list:") else None
     if item_type not in _EXACT:
         return [f"if not ({_type_check(ty, 'v')}):", wrong]
@@ -197,6 +203,7 @@ HELPERS: dict[str, Any] = {
     "_unknown": unknown_argument,
     "_not_object": not_an_object,
     "Decimal": Decimal,
+    "_xfit": valuefit.by_key,
 }
 """What validation code refers to (the run functions' module adds `_missing` and
 `_shape_denied`, which build decisions)."""

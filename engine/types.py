@@ -22,9 +22,17 @@ _THREAD_FIELDS = {"id": "str", "cost": "decimal", "depth": "int"}
 
 
 def from_ref(ref: ast.TypeRef) -> str:
+    """The type a condition reads: an enum is a `str`, a record a `map`, and a value that
+    may be `null` is `any` (the evaluator checks it as it reads it, and fails closed)."""
+    if ref.nullable:
+        return "any"
     if ref.kind == "list":
         assert ref.item is not None
         return "list:" + from_ref(ref.item)
+    if ref.kind == "enum":
+        return "str"
+    if ref.kind == "record":
+        return "map"
     return ref.kind
 
 
@@ -115,7 +123,7 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
     if bound is not None:
         if not path.parts:
             return bound
-        return "any" if bound in ("map", "any") else _into_scalar(path, bound, env)
+        return "any" if bound in ("map", "any") else _into_scalar(path, bound, env, path.root)
     if path.root == "context":
         return "map" if not path.parts else "any"
     if path.root in ("agent", "thread"):
@@ -154,35 +162,66 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
                 )
             )
             return None
-        ty = from_ref(param.type)
+        member = _member_type(path, param.type, tool, env)
+        if member is None:
+            return None
         if found is None:
-            found = ty
-        elif join(found, ty) is None:
+            found = member
+        elif join(found, member) is None:
             env.report(
                 Diagnostic(
                     "E0204",
-                    f"`{path}` is `{show(found)}` in one matched tool and `{show(ty)}` in `{tool.name}`",
+                    f"`{path}` is `{show(found)}` in one matched tool and `{show(member)}` in `{tool.name}`",
                     path.span,
                     "narrow the pattern so every matched tool gives the argument one type",
                 )
             )
             return None
         else:
-            found = join(found, ty)
-    if found is None:
-        return "any"
-    if len(path.parts) == 1:
-        return found
-    return "any" if found == "map" else _into_scalar(path, found, env)
+            found = join(found, member)
+    return "any" if found is None else found
 
 
-def _into_scalar(path: ast.Path, ty: str, env: TypeEnv) -> str | None:
+def _member_type(path: ast.Path, ref: ast.TypeRef, tool: ToolSpec, env: TypeEnv) -> str | None:
+    """The type of an `args` path in one tool whose argument `path.parts[0]` is of type
+    `ref`: a record's fields are read by name (E0201 for one it does not declare), a
+    `map`'s members are `any`, and anything else has no fields (E0209)."""
+    for depth, part in enumerate(path.parts[1:], start=1):
+        if ref.kind == "record":
+            field = next((f for f in ref.fields if f.name == part), None)
+            if field is None:
+                names = [f.name for f in ref.fields]
+                env.report(
+                    Diagnostic(
+                        "E0201",
+                        f"`{_prefix(path, depth)}` of tool `{tool.name}` has no field `{part}`",
+                        path.span,
+                        did_you_mean(part, names) or f"its fields: {', '.join(names) or 'none'}",
+                    )
+                )
+                return None
+            ref = field.type
+        elif ref.kind == "map":
+            return "any"
+        else:
+            shown = ast.Path(path.root, path.parts[:depth])
+            return _into_scalar(path, from_ref(ref), env, str(shown))
+    return from_ref(ref)
+
+
+def _prefix(path: ast.Path, depth: int) -> str:
+    return str(ast.Path(path.root, path.parts[:depth]))
+
+
+def _into_scalar(path: ast.Path, ty: str, env: TypeEnv, read: str = "") -> str | None:
+    """E0209: `path` reads a field of `read` (default: its first part), of type `ty`."""
+    read = read or str(ast.Path(path.root, path.parts[:1]))
     env.report(
         Diagnostic(
             "E0209",
             f"`{path}` reads into a value of type `{show(ty)}`, which has no fields",
             path.span,
-            f"only `map` values have fields; `{'.'.join((path.root, *path.parts[:1]))}` is `{show(ty)}`",
+            f"only `map` values and records have fields; `{read}` is `{show(ty)}`",
         )
     )
     return None

@@ -116,6 +116,7 @@ class Builder:
     # ---- toolsets -----------------------------------------------------------------
     def toolset(self, items: Items, start: Offset, end: Offset) -> ast.Toolset:
         name, *body = items
+        self._lowercase(name, start + len("toolset"))
         url: str | None = None
         connection = runs_code = False
         url_span = ast.NO_SPAN
@@ -155,6 +156,24 @@ class Builder:
             url_span=url_span,
         )
 
+    def _lowercase(self, name: str, at: Offset) -> None:
+        """E0024 for a capital letter in the name of a declaration (a toolset, a role, a
+        hook, a profile), where one is referred to, and in a pattern's toolset: those
+        are lowercase (a role's name is its file's name). `at`: where the name is
+        looked for (the first occurrence from there)."""
+        if name.islower():  # (a NAME starts with a letter: with no capital, it is lower)
+            return
+        capital = next(c for c in name if c.isupper())
+        found = self.text.find(name, at)
+        where = (found if found >= 0 else at) + name.index(capital)
+        self._error(
+            "E0024",
+            f"`{name}` has the capital letter `{capital}`: declarations are named in lowercase",
+            self._sp(where, where + 1),
+            "names are lowercase: `[a-z][a-z0-9_-]*`; only tools, arguments and fields keep "
+            "the spelling of their server",
+        )
+
     def _repeated_flag(self, toolset: str, line: str, where: ast.Span) -> None:
         """E0004 for a toolset's `connection required` or `runs code` written twice (as
         for a second `url`): the formatter kept one, so the text said more than it."""
@@ -178,13 +197,38 @@ class Builder:
     def runs_code_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
         return ("runs", self._sp(start, end))
 
+    def _member(self, name: str) -> str:
+        """A tool's, an argument's or a field's name: a NAME as written, or a string's
+        value (`"x.y"`), which names nothing when empty."""
+        if not isinstance(name, StrToken):
+            return name
+        value = self._string(name)
+        if not value:
+            self._error(
+                "E0022",
+                "a name cannot be empty",
+                self._sp(name.start, name.start + len(name)),
+                "write the name between the quotes",
+            )
+        return value
+
     def tool_decl(self, items: Items, start: Offset, end: Offset) -> ast.ToolDecl:
-        name, *params = items
+        written, *params = items
+        name = self._member(written)
         clean = tuple(p for p in params if p is not None)
-        return ast.ToolDecl(name, clean, span=self._sp(start, end))
+        span = self._sp(start, end)
+        if name.endswith("*"):
+            self._error(
+                "E0022",
+                f"a tool cannot be named `{name}`: a pattern naming it would read as a wildcard",
+                span,
+                "a tool's name never ends in `*`",
+            )
+        return ast.ToolDecl(name, clean, span=span)
 
     def param(self, items: Items, start: Offset, end: Offset) -> ast.Param:
-        name, optional, secret, type_, default = items
+        written, optional, secret, type_, default = items
+        name = self._member(written)
         span = self._sp(start, end)
         if optional is not None and default is not None:
             self._error(
@@ -228,9 +272,53 @@ class Builder:
     def list_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
         return ast.TypeRef("list", items[0], span=self._sp(start, end))
 
+    def enum_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
+        span = self._sp(start, end)
+        values = tuple(self._string(token) for token in items)
+        if len(set(values)) != len(values):
+            twice = next(v for i, v in enumerate(values) if v in values[:i])
+            self._error(
+                "E0023",
+                f"enum value `{twice}` is listed twice",
+                span,
+                "list each value once",
+            )
+        return ast.TypeRef("enum", span=span, values=values)
+
+    def record_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
+        span = self._sp(start, end)
+        fields = tuple(f for f in items if f is not None)
+        seen: set[str] = set()
+        for f in fields:
+            if f.name in seen:
+                self._error(
+                    "E0023",
+                    f"field `{f.name}` is declared twice in this record",
+                    f.span,
+                    "keep one of the two fields",
+                )
+            seen.add(f.name)
+        return ast.TypeRef("record", span=span, fields=fields)
+
+    def field(self, items: Items, start: Offset, end: Offset) -> ast.Field:
+        name, optional, type_ = items
+        return ast.Field(self._member(name), type_, optional is not None, span=self._sp(start, end))
+
+    def nullable_type(self, items: Items, start: Offset, end: Offset) -> ast.TypeRef:
+        inner: ast.TypeRef = items[0]
+        return ast.TypeRef(
+            inner.kind,
+            inner.item,
+            span=self._sp(start, end),
+            values=inner.values,
+            fields=inner.fields,
+            nullable=True,
+        )
+
     # ---- roles --------------------------------------------------------------------
     def role(self, items: Items, start: Offset, end: Offset) -> ast.Role:
         name, *rules = items
+        self._lowercase(name, start + len("role"))
         return ast.Role(name, tuple(rules), span=self._sp(start, end))
 
     def rule(self, items: Items, start: Offset, end: Offset) -> ast.Rule:
@@ -245,6 +333,8 @@ class Builder:
 
     def name_pattern(self, items: Items, start: Offset, end: Offset) -> ast.Pattern:
         span = self._sp(start, end)
+        self._lowercase(items[0], start)
+        # (a quoted part arrives with its quotes, so a quoted `"*"` is no `*` here)
         if "*" in items[:-1] or (items[-1] == "*" and len(items) != 2):
             self._error(
                 "E0006",
@@ -252,13 +342,25 @@ class Builder:
                 span,
                 "a pattern is an exact name (`gmail.send`), a namespace (`gmail.*`) or `*`",
             )
+        text = ".".join(items)
+        if '"' in text:  # (a quoted part: its value)
+            text = ".".join(self._member(i) for i in items)
+            if text.endswith("*") and items[-1] != "*":
+                self._error(
+                    "E0006",
+                    f"`{text}` is not a tool pattern: a quoted name ending in `*` reads as a "
+                    "wildcard",
+                    span,
+                    "a tool's name never ends in `*`; write the namespace as `gmail.*`",
+                )
         # Interned: a policy names the same tools in many rules (157,000 patterns of
         # 5,000 tools at 20,000 roles: 8 MiB of copies).
-        return ast.Pattern(intern(".".join(items)), span=span)
+        return ast.Pattern(intern(text), span=span)
 
     # ---- hooks --------------------------------------------------------------------
     def hook(self, items: Items, start: Offset, end: Offset) -> ast.Hook:
         name, patterns, where, *actions = items
+        self._lowercase(name, start + len("hook"))
         span = self._sp(start, end)
         kinds = {a[0] for a in actions}
         kind = actions[0][0]
@@ -305,6 +407,7 @@ class Builder:
     # ---- profiles -----------------------------------------------------------------
     def profile(self, items: Items, start: Offset, end: Offset) -> ast.Profile:
         name, *body = items
+        self._lowercase(name, start + len("profile"))
         roles: tuple[str, ...] = ()
         hooks: tuple[str, ...] = ("default",)
         role_spans: tuple[ast.Span, ...] = ()
@@ -345,6 +448,7 @@ class Builder:
         return ("roles", (names, tuple(s for _, s in listed)), self._sp(start, end))
 
     def role_ref(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        self._lowercase(items[0], start)
         return (items[0], self._sp(start, end))
 
     def hooks_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
@@ -360,6 +464,7 @@ class Builder:
         return ("hooks", (names, tuple(s for _, s in items)), span)
 
     def hook_ref(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
+        self._lowercase(items[0], start)
         return (items[0], self._sp(start, end))
 
     def budget_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
@@ -434,6 +539,7 @@ class Builder:
     ) -> tuple[str, ast.Span, ast.Span]:
         """(the name, the line's span, the name's: the line's last token)."""
         name: str = items[0]
+        self._lowercase(name, end - len(name))
         return (name, self._sp(start, end), self._sp(end - len(name), end))
 
     def test_expects(self, items: Items, start: Offset, end: Offset) -> list[Any]:
@@ -504,7 +610,7 @@ class Builder:
         text = self._string(items[0])
         if not text:
             self._error(
-                "E0022",
+                "E0025",
                 "`because` needs some text",
                 span,
                 "write part of the reason's message the decision must give",
@@ -512,7 +618,8 @@ class Builder:
         return ("because", text, span)
 
     def tool_name(self, items: Items, start: Offset, end: Offset) -> tuple[str, ast.Span]:
-        return ".".join(items), self._sp(start, end)
+        self._lowercase(items[0], start)
+        return ".".join(self._member(i) for i in items), self._sp(start, end)
 
     # ---- values and expressions ---------------------------------------------------
     def list_value(self, items: Items, start: Offset, end: Offset) -> ast.ListLit:
@@ -582,7 +689,7 @@ class Builder:
             and not head.left.parts
         ):
             self._error(
-                "E0023",
+                "E0026",
                 f"`{kind}` takes an item's name, a list and a condition",
                 span,
                 f'write `{kind}(x in args.cc, x endswith "@example.com")`',
@@ -592,7 +699,7 @@ class Builder:
         self._bind(head.left, var)
         if var in ast.PATH_ROOTS:
             self._error(
-                "E0023",
+                "E0026",
                 f"`{var}` names a place a condition reads, not a list's item",
                 head.left.span,
                 f"name the item another way: `{kind}(x in ..., ...)`",
@@ -609,6 +716,8 @@ class Builder:
 
     def path(self, items: Items, start: Offset, end: Offset) -> ast.Path:
         root, *parts = items
+        if any(type(p) is StrToken for p in parts):  # (a quoted part: its value)
+            parts = [self._member(p) for p in parts]
         span = self._sp(start, end)
         node = ast.Path(root, tuple(parts), span=span)
         if root not in ast.PATH_ROOTS:

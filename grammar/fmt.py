@@ -20,7 +20,7 @@ from grammar.literals import CONTROL_CHARS
 from policy import ast
 from policy.diagnostics import BIDI_CONTROLS
 
-_IDENT = re.compile(r"[a-z][a-z0-9_-]*\Z")
+_IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
 INDENT = "  "
 
 # Binding strength: a child printed inside a parent of higher strength needs parentheses.
@@ -51,6 +51,42 @@ def decimal(value: Decimal) -> str:
 def _amount(value: Decimal) -> str:
     """An amount as written (`5`, `25.50`), without an exponent."""
     return decimal(value) if "E" in str(value) else str(value)
+
+
+def name(value: str) -> str:
+    """A tool's, an argument's, a field's or a map key's name: bare when it is a NAME,
+    else a string literal (`"x.y"`)."""
+    return value if _IDENT.match(value) else string(value)
+
+
+def tool_text(value: str) -> str:
+    """A tool pattern or a tool's full name: its toolset, then the tool's name, bare when
+    each of its dotted parts is a NAME (or a pattern's `*`), else quoted whole."""
+    head, dot, rest = value.partition(".")
+    if not dot or all(_IDENT.match(part) or part == "*" for part in rest.split(".")):
+        return value
+    return f"{head}.{string(rest)}"
+
+
+def path_text(path: ast.Path) -> str:
+    return ".".join((path.root, *(name(part) for part in path.parts)))
+
+
+def type_text(ref: ast.TypeRef) -> str:
+    """A type as the parser reads it back (`list[{ "x.y": str }] | null`)."""
+    if ref.kind == "list":
+        assert ref.item is not None
+        text = f"list[{type_text(ref.item)}]"
+    elif ref.kind == "enum":
+        text = "enum[" + ", ".join(string(v) for v in ref.values) + "]"
+    elif ref.kind == "record":
+        fields = [
+            f"{name(f.name)}{'?' if f.optional else ''}: {type_text(f.type)}" for f in ref.fields
+        ]
+        text = "{ " + ", ".join(fields) + " }" if fields else "{}"
+    else:
+        text = ref.kind
+    return f"{text} | null" if ref.nullable else text
 
 
 def _strength(expr: ast.Expr) -> int:
@@ -85,7 +121,7 @@ def expr_text(expr: ast.Expr) -> str:
     if isinstance(expr, ast.MapLit):
         return map_text(expr)
     if isinstance(expr, ast.Path):
-        return str(expr)
+        return path_text(expr)
     if isinstance(expr, ast.Call):
         return f"{expr.fn}(" + ", ".join(expr_text(a) for a in expr.args) + ")"
     if isinstance(expr, ast.Not):
@@ -104,12 +140,12 @@ def expr_text(expr: ast.Expr) -> str:
 def map_text(value: ast.MapLit) -> str:
     if not value.entries:
         return "{}"
-    parts = [f"{k if _IDENT.match(k) else string(k)}: {expr_text(v)}" for k, v in value.entries]
+    parts = [f"{name(k)}: {expr_text(v)}" for k, v in value.entries]
     return "{ " + ", ".join(parts) + " }"
 
 
 def _patterns(patterns: tuple[ast.Pattern, ...]) -> str:
-    return ", ".join(p.text for p in patterns)
+    return ", ".join(tool_text(p.text) for p in patterns)
 
 
 def _where(expr: ast.Expr | None) -> str:
@@ -118,7 +154,7 @@ def _where(expr: ast.Expr | None) -> str:
 
 def _param(param: ast.Param) -> str:
     secret = "secret " if param.secret else ""
-    text = f"{param.name}{'?' if param.optional else ''}: {secret}{param.type}"
+    text = f"{name(param.name)}{'?' if param.optional else ''}: {secret}{type_text(param.type)}"
     return text + (f" = {expr_text(param.default)}" if param.default is not None else "")
 
 
@@ -144,7 +180,7 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
             body.append((item(decl, "runs"), "runs code"))
         for tool in decl.tools:
             params = ", ".join(_param(p) for p in tool.params)
-            body.append((tool.span, f"tool {tool.name}({params})"))
+            body.append((tool.span, f"tool {name(tool.name)}({params})"))
         return _block(decl.span, f"toolset {decl.name}", body, noted)
     if isinstance(decl, ast.Role):
         rules: list[Line] = [
@@ -155,7 +191,8 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
         actions: list[Line]
         if decl.kind == "rewrite":
             actions = [
-                (r.span, f"rewrite {r.target} = {expr_text(r.value)}") for r in decl.rewrites
+                (r.span, f"rewrite {path_text(r.target)} = {expr_text(r.value)}")
+                for r in decl.rewrites
             ]
         else:
             message = f" {string(decl.message)}" if decl.message is not None else ""
@@ -179,7 +216,7 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
     if decl.spent is not None:
         expects.append((item(decl, "spent"), f"spent {_amount(decl.spent)} usd"))
     for e in decl.expects:
-        text = f"expect {e.effect} {e.tool} {map_text(e.args)}"
+        text = f"expect {e.effect} {tool_text(e.tool)} {map_text(e.args)}"
         if e.context is not None:
             text += f" context {map_text(e.context)}"
         if e.rewritten is not None:

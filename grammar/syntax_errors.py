@@ -82,7 +82,7 @@ def _word_at(text: str, line: int, col: int) -> tuple[int, str]:
     return start + 1, source[start:end]
 
 
-_TYPES = ("str", "int", "decimal", "bool", "map", "list")
+_TYPES = ("str", "int", "decimal", "bool", "map", "list", "enum")
 
 
 def glued_diagnostic(glued: GluedWord, file: str) -> Diagnostic:
@@ -100,7 +100,9 @@ def glued_diagnostic(glued: GluedWord, file: str) -> Diagnostic:
 
 
 # What the parser accepts inside a tool's parameter: after its name, in its type, after it.
-_IN_A_PARAMETER = frozenset({"COLON", "OPTIONAL", "LIST", "SCALAR_TYPE", "COMMA", "EQUAL", "RPAR"})
+_IN_A_PARAMETER = frozenset(
+    {"COLON", "OPTIONAL", "LIST", "ENUM", "LBRACE", "SCALAR_TYPE", "VBAR", "COMMA", "EQUAL", "RPAR"}
+)
 SECRET_HELP = "`secret` stands after the parameter's `:`, before its type: `api_key: secret str`"
 
 
@@ -145,13 +147,14 @@ def syntax_diagnostic(
         if token.type == "NAME" and start < col and word:
             # The lexer split a word (`string` -> `str` `ing`): report the whole word.
             span = ast.Span(file, line, start, line, start + len(word))
-            if accepted <= {"COMMA", "EQUAL", "RPAR", "RSQB"}:
+            if accepted <= {"COMMA", "EQUAL", "RPAR", "RSQB", "RBRACE", "VBAR"}:
                 return Diagnostic(
                     "E0002",
                     f"unknown type `{word}`",
                     span,
                     (did_you_mean(word, _TYPES) or "")
-                    + " types are `str`, `int`, `decimal`, `bool`, `map` and `list[T]`",
+                    + " types are `str`, `int`, `decimal`, `bool`, `map`, `list[T]`, "
+                    '`enum["a", "b"]`, records `{ name: T }` and `T | null`',
                 )
             return Diagnostic("E0002", f"unexpected `{word}`, expected {expected}", span)
         width = max(1, len(str(token)))

@@ -45,7 +45,7 @@ from grammar.syntax_errors import WholeWords
 # entry around them (docs/errors.md, E0013).
 LEVELS = frozenset(
     {"not_expr", "and_expr", "or_expr", "compare", "not_in", "call", "list_expr"}
-    | {"list_value", "map_value", "list_type"}
+    | {"list_value", "map_value", "list_type", "record_type"}
 )
 
 

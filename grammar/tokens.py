@@ -140,6 +140,8 @@ def token_help(token: Token, expected: set[str]) -> str | None:
             return f"separate items with `,`; or `{text}` is a typo"
         if "RBRACE" in expected:
             return f"`{text}` does not start a line here; check the spelling or close the block with `}}`"
+    if token.type == "VBAR":  # (a type's `| null`; between conditions, `or`)
+        return "write `or` to join conditions; `|` only appears in a type's `| null`"
     if token.type == "RBRACE" and expected >= _OPERAND:
         return "the condition is incomplete: finish it, or remove the `where`"
     return None

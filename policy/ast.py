@@ -7,6 +7,8 @@ they mean the same thing, because `span` is excluded from `__eq__` and `__hash__
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import Decimal
@@ -71,18 +73,64 @@ def item_span(spans: ItemSpans, kind: str, fallback: Span) -> Span:
 # ---------------------------------------------------------------------------------------
 
 ScalarKind: TypeAlias = TypingLiteral["str", "int", "decimal", "bool", "map"]
+TypeKind: TypeAlias = TypingLiteral[
+    "str", "int", "decimal", "bool", "map", "list", "enum", "record"
+]
 
 
 @dataclass(frozen=True, slots=True)
 class TypeRef:
-    """`str`, `int`, `decimal`, `bool`, `map` or `list[T]` (then `item` is T)."""
+    """`str`, `int`, `decimal`, `bool`, `map`, `list[T]` (then `item` is T), an enum of
+    strings `enum["open", "closed"]` (its `values`) or a record `{ owner: str, tags?:
+    list[str] }` (its `fields`); `nullable` (`T | null`) when `null` is a value too."""
 
-    kind: TypingLiteral["str", "int", "decimal", "bool", "map", "list"]
+    kind: TypeKind
     item: TypeRef | None = None
+    span: Span = _span()
+    values: tuple[str, ...] = ()
+    fields: tuple[Field, ...] = ()
+    nullable: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """A type of the first forms (a scalar, or a list of them): no enum, record or
+        `null` at any depth. Validation and the fit check keep their fast paths for it."""
+        if self.nullable or self.kind in ("enum", "record"):
+            return False
+        return self.item is None or self.item.plain
+
+    def __str__(self) -> str:
+        if self.kind == "list":
+            text = f"list[{self.item}]"
+        elif self.kind == "enum":
+            text = "enum[" + ", ".join(json.dumps(v) for v in self.values) + "]"
+        elif self.kind == "record":
+            text = "{ " + ", ".join(str(f) for f in self.fields) + " }" if self.fields else "{}"
+        else:
+            text = self.kind
+        return f"{text} | null" if self.nullable else text
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A record's member: `owner: str`, or `tags?: list[str]` when it may be left out."""
+
+    name: str
+    type: TypeRef
+    optional: bool = False
     span: Span = _span()
 
     def __str__(self) -> str:
-        return f"list[{self.item}]" if self.kind == "list" else self.kind
+        return f"{name_text(self.name)}{'?' if self.optional else ''}: {self.type}"
+
+
+_BARE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")  # a name written without quotes
+
+
+def name_text(name: str) -> str:
+    """A member's name as messages show it: bare when it is a NAME, else quoted (`"x.y"`;
+    grammar.fmt prints it for the parser, with its escapes)."""
+    return name if _BARE.match(name) else json.dumps(name, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,7 +180,7 @@ class Path:
     span: Span = _span()
 
     def __str__(self) -> str:
-        return ".".join((self.root, *self.parts))
+        return ".".join((self.root, *(name_text(part) for part in self.parts)))
 
 
 FUNCTIONS: tuple[str, ...] = ("has", "len", "lower", "host")
@@ -445,8 +493,8 @@ def paths(node: object) -> Iterator[Path]:
 
 
 for _node in (
-    Span, TypeRef, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Quantifier, Pattern,
-    Param,
+    Span, TypeRef, Field, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Quantifier,
+    Pattern, Param,
     ToolDecl, Toolset, Rule, Role, Rewrite, Hook, Budget, Profile, Expect, Test, SourceFile,
 ):  # fmt: skip
     quick_init(_node)

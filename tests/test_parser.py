@@ -169,7 +169,7 @@ def test_string_escapes_are_json() -> None:
         ("role a { allow x.y where args.a = 1 }", "E0002", "compare with `==`"),
         ("role a { allow x.y where }", "E0002", "expected a condition"),
         ("role a {", "E0002", "unexpected end of file"),
-        ("role A {}", "E0001", "names are lowercase"),
+        ("role A {}", "E0024", "declarations are named in lowercase"),
         ("toolset t { tool f(a: string) }", "E0002", "unknown type `string`"),
         ('role a { allow search where args.q == "\\q" }', "E0003", "invalid escape"),
         ('toolset t { url "https://a.b" url "https://c.d" }', "E0004", "more than one `url`"),

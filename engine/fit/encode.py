@@ -80,6 +80,7 @@ class Encoder:
         self.length_only: set[str] = set()
         self.literal_chars = 0  # of the string literals encoded so far (MAX_LITERALS)
         self.facts = Facts()  # for the axioms and the preferences
+        self.enums: list[tuple[PathVar, tuple[str, ...]]] = []  # enum arguments, their values
 
     def prepare(self, conditions: list[ast.Expr | None]) -> Encoder:
         """Note the `str` arguments that every condition reads only through `len`: they
@@ -100,6 +101,7 @@ class Encoder:
             name
             for name in under_len
             if (p := self.tool.param(name)) is not None
+            and p.type.plain
             and from_ref(p.type) == "str"
             and _only_under_len(name, conditions)
         }
@@ -113,10 +115,22 @@ class Encoder:
         param = self.tool.param(name)
         if param is None:  # the checker resolves every path; stay closed if not
             raise Unsupported(f"tool `{self.tool.name}` has no argument `{name}`")
-        ty = from_ref(param.type)
+        ref = param.type
+        enum = ref.kind == "enum" and not ref.nullable
+        if not ref.plain and not enum:  # (a record, a list of them, `null`: outside)
+            raise Unsupported(
+                f"argument `{name}` of `{self.tool.name}` is `{ref}`: a condition on a "
+                "record or a value that may be `null` is outside the fit check"
+            )
+        ty = from_ref(ref)
         label = "args." + name
         present = TRUE if param.required or param.default is not None else z3.Bool("has:" + label)
-        if ty == "str" and name in self.length_only:
+        if enum:  # a `str` among the enum's values (a call with another is refused first)
+            for text in ref.values:
+                self._count(text)
+            var = PathVar(key, "str", z3.String(label), present)
+            self.enums.append((var, ref.values))
+        elif ty == "str" and name in self.length_only:
             var = PathVar(key, "strlen", z3.Int(label + "#len"), present)
         elif ty == "str":
             var = PathVar(key, "str", z3.String(label), present)
@@ -175,7 +189,8 @@ class Encoder:
         """Facts of every real call (each holds of the images `terms` describes): a root
         or `map` argument that is present is a map, a list argument a list; the lists in
         play are told apart by their items (`LIST_OF` inverts `ITEMS` on them), an empty
-        map in play is the empty map (`EMPTY_MAP`); a map has
+        map in play is the empty map (`EMPTY_MAP`); an enum argument that is present is
+        one of its values; a map has
         at least as many members as the named keys it holds; a member is not equal to a
         map it hangs from, nor a list searched to one of its items; and two maps compared
         are equal when they agree on the named keys and hold no other."""
@@ -206,6 +221,9 @@ class Encoder:
             out.append(ITEMS(LIST_OF(items)) == items)
         for s in self.hosted:
             out.append(z3.Implies(z3.Not(HOST_FAILS(s)), z3.Length(HOST(s)) > 0))
+        for var, values in self.enums:
+            among = any_or(*(var.value == z3.StringVal(v) for v in values))
+            out.append(z3.Implies(var.present, among))
         return out
 
     # ---- conditions ------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 import z3
 
+from engine import valuefit
 from engine.fit.encode import Encoder
 from engine.fit.terms import (
     HOST,
@@ -261,7 +262,9 @@ class CallBuilder:
         for param in self.enc.tool.params:
             var = self.enc.paths.get(("args", param.name))
             if var is None:
-                if param.required:
+                if param.required and not param.type.plain:
+                    out[param.name] = valuefit.sample(param.type)
+                elif param.required:
                     out[param.name] = _filler(from_ref(param.type))
                 continue
             if not self._true(var.present):

@@ -50,6 +50,27 @@ SEARCH_ATOMS = st.one_of(
     st.builds(lambda op, n: f"context.level {op} {n}", st.sampled_from(("<=", ">=")), num),
     st.just("has(context.team)"),
 )
+STATES = ("open", "closed", "ab")
+# `issues.get`: enum arguments (a string among its values) and a camelCase one.
+GET_ATOMS = st.one_of(
+    st.builds(
+        lambda op, w: f"args.state {op} {_q(w)}",
+        st.sampled_from(("==", "!=")),
+        st.sampled_from((*STATES, *WORDS)),
+    ),
+    st.builds(lambda w: f'args.state in ["open", {_q(w)}]', word),
+    st.builds(
+        lambda op, w: f"args.state {op} {_q(w)}",
+        st.sampled_from(("startswith", "endswith", "contains")),
+        word,
+    ),
+    st.builds(lambda w: f"args.tag == {_q(w)}", word),
+    st.just("has(args.tag)"),
+    st.builds(
+        lambda op, w: f"args.repoName {op} {_q(w)}", st.sampled_from(("==", "endswith")), word
+    ),
+    st.builds(lambda op, n: f"context.level {op} {n}", st.sampled_from(("<", ">=")), num),
+)
 # Paths of `data.put` conditions, by what they usually hold (the unchecked ones may
 # hold anything at run time).
 LISTY = ("context.a", "context.b", "args.a.l", "args.b.l", "agent.metadata.l", "context.m.l")
@@ -158,8 +179,9 @@ ATOMS = {
     "mail.search": SEARCH_ATOMS,
     "data.put": PUT_ATOMS,
     "agents.update": UPDATE_ATOMS,
+    "issues.get": GET_ATOMS,
 }
-TOOLS = ("mail.send", "mail.search", "data.put")
+TOOLS = ("mail.send", "mail.search", "data.put", "issues.get")
 
 
 @cache  # one strategy object per tool: hypothesis caches work per strategy
@@ -328,8 +350,23 @@ def call(draw: st.DrawFn, tool: str | None = None) -> dict[str, Any]:
             "agent": draw(_AGENT),
             "thread": draw(_THREAD),
         }
-    if tool == "mail.send":
+    if tool == "issues.get":
         args: dict[str, Any] = {
+            "state": draw(st.sampled_from(STATES)),
+            "repoName": draw(texts),
+        }
+        tag = draw(st.sampled_from((None, "a", "b")))
+        if tag is not None:
+            args["tag"] = tag
+        return {
+            "tool": tool,
+            "args": args,
+            "context": draw(_CONTEXT),
+            "agent": None,
+            "thread": None,
+        }
+    if tool == "mail.send":
+        args = {
             "to": draw(texts),
             "subject": draw(texts),
             "body": "hi",

@@ -31,6 +31,9 @@ toolset scripts {
   runs code
   tool run(source: str, env: map = {})
 }
+toolset issues {
+  tool get(state: enum["open", "closed", "ab"], repoName: str, tag?: enum["a", "b"])
+}
 """
 
 

@@ -23,6 +23,7 @@ KEYWORDS = (
     "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
     "agent", "thread", "spent", "cost", "because",
     "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
+    "enum", "secret",
 )  # fmt: skip
 
 names = st.one_of(st.from_regex(r"[a-z][a-z0-9_-]{0,7}", fullmatch=True), st.sampled_from(KEYWORDS))
@@ -30,6 +31,14 @@ names = st.one_of(st.from_regex(r"[a-z][a-z0-9_-]{0,7}", fullmatch=True), st.sam
 # cannot be the first role a profile lists, since the keyword wins there.
 PROFILE_WORDS = ("roles", "hooks", "budget")
 texts = st.one_of(st.text(max_size=12), st.text(st.sampled_from(AWKWARD), max_size=6))
+# A tool's, an argument's or a field's name: a NAME (lowercase, mixed case or a keyword),
+# or any text but an empty one (quoted then: `"x.y"`, `"_meta"`); never one ending in `*`,
+# which a tool's name cannot (E0022) and a pattern would read as its wildcard.
+member_names = st.one_of(
+    names,
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,7}", fullmatch=True),
+    texts.filter(lambda t: t != "" and not t.endswith("*")),
+)
 ints = st.one_of(st.integers(-1000, 1000), st.integers())
 decimals = st.decimals(min_value=-(10**12), max_value=10**12, allow_nan=False, allow_infinity=False)
 
@@ -66,7 +75,9 @@ values: st.SearchStrategy[ast.Expr] = st.recursive(
 )
 maps = st.lists(st.tuples(map_keys, values), max_size=3).map(_map)
 
-paths = st.builds(ast.Path, st.sampled_from(ast.PATH_ROOTS), st.lists(names, max_size=3).map(tuple))
+paths = st.builds(
+    ast.Path, st.sampled_from(ast.PATH_ROOTS), st.lists(member_names, max_size=3).map(tuple)
+)
 
 
 def _extend(inner: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
@@ -109,17 +120,37 @@ exprs: st.SearchStrategy[ast.Expr] = st.recursive(st.one_of(scalars, paths), _ex
 pattern_texts = st.one_of(
     st.just("*"),
     names.map(lambda n: n + ".*"),
-    st.lists(names, min_size=1, max_size=3).map(".".join),
+    st.builds(lambda n, ms: ".".join((n, *ms)), names, st.lists(member_names, max_size=2)),
 )
 patterns = st.lists(pattern_texts.map(ast.Pattern), min_size=1, max_size=3).map(tuple)
 
 scalar_types: st.SearchStrategy[ast.ScalarKind] = st.sampled_from(
     ("str", "int", "decimal", "bool", "map")
 )
+enum_types = st.lists(texts, min_size=1, max_size=3, unique=True).map(
+    lambda vs: ast.TypeRef("enum", values=tuple(vs))
+)
+
+
+def _record(fields: list[tuple[str, ast.TypeRef, bool]]) -> ast.TypeRef:
+    unique = {name: (ty, optional) for name, ty, optional in fields}  # (E0023 refuses twins)
+    made = tuple(ast.Field(n, ty, optional) for n, (ty, optional) in unique.items())
+    return ast.TypeRef("record", fields=made)
+
+
+def _nullable(ref: ast.TypeRef) -> ast.TypeRef:
+    return ast.TypeRef(ref.kind, ref.item, values=ref.values, fields=ref.fields, nullable=True)
+
+
+# Every type form: scalars, enums, lists, records (lists of records among them), `| null`.
 type_refs: st.SearchStrategy[ast.TypeRef] = st.recursive(
-    scalar_types.map(lambda k: ast.TypeRef(k)),
-    lambda inner: inner.map(lambda t: ast.TypeRef("list", t)),
-    max_leaves=3,
+    st.one_of(scalar_types.map(lambda k: ast.TypeRef(k)), enum_types),
+    lambda inner: st.one_of(
+        inner.map(lambda t: ast.TypeRef("list", t)),
+        st.lists(st.tuples(member_names, inner, st.booleans()), max_size=3).map(_record),
+        inner.map(_nullable),
+    ),
+    max_leaves=5,
 )
 
 
@@ -130,10 +161,10 @@ def params(draw: st.DrawFn) -> ast.Param:
     type_ = draw(type_refs)
     # (`secret` on a `str` without a default: E0020 and E0021 refuse the others)
     secret = type_.kind == "str" and mode != "default" and draw(st.booleans())
-    return ast.Param(draw(names), type_, default, optional=mode == "optional", secret=secret)
+    return ast.Param(draw(member_names), type_, default, optional=mode == "optional", secret=secret)
 
 
-tool_decls = st.builds(ast.ToolDecl, names, st.lists(params(), max_size=3).map(tuple))
+tool_decls = st.builds(ast.ToolDecl, member_names, st.lists(params(), max_size=3).map(tuple))
 toolsets = st.builds(
     ast.Toolset,
     names,
@@ -182,7 +213,7 @@ amounts = st.one_of(st.none(), st.decimals(min_value=0, max_value=10**9, allow_n
 expects = st.builds(
     ast.Expect,
     st.sampled_from(("allow", "deny", "pause", "invalid")),
-    st.lists(names, min_size=1, max_size=3).map(".".join),
+    st.builds(lambda n, ms: ".".join((n, *ms)), names, st.lists(member_names, max_size=2)),
     maps,
     st.one_of(st.none(), maps),
     st.one_of(st.none(), maps),
