@@ -102,6 +102,11 @@ QUERY: dict[str, tuple[Any, ...]] = {
     "revision": ("0", "1", "2", "999", "-1", "9" * 19, "1.0", ""),
     "status": ("pending", "approved", "rejected", "bogus", "", "PENDING"),
     "agent": (*(Ref(a) for a in AGENTS), "ghost", ""),
+    # (the filters of GET /v1/decisions)
+    "tool": ("mail.send", "mail.*", "*", "", "t" * 257, "ü"),
+    "effect": ("allow", "deny", "pause", "", "maybe", "ALLOW"),
+    "since": ("0", "1764806400000", "9" * 18, "9" * 19, "-1", "x", ""),
+    "until": ("0", "1764806400000", "9" * 19, "1.5", ""),
     "remove_in_use": ("true", "false", "", "True", "1", "yes"),
     "receipt": ("true", "false", "", "True", "1", "yes"),
     # (no wait of a second or more: a pending approval's answer would take that long)
