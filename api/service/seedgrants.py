@@ -13,6 +13,7 @@ intersection with each ancestor's, as Seed's delegated children's are.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from api.records import Agent
 from api.service.budget import ancestors
@@ -70,3 +71,16 @@ def narrowed(
     if message is None:
         return decision
     return make_decision("deny", None, (Reason(REASON, message),), decision.errors)
+
+
+def narrowed_listing(
+    grants: seed.SeedGrants, snapshot: Snapshot, tools: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A profile's tool listing (engine.listing, as JSON) as an agent with `grants` sees
+    it: each tool they refuse is `deny`, as its calls are decided."""
+    out = []
+    for item in tools:
+        if item["status"] != "deny" and refusal(grants, snapshot, item["tool"]) is not None:
+            item = {"tool": item["tool"], "status": "deny", "hooks": item["hooks"]}
+        out.append(item)
+    return out

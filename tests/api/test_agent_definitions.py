@@ -251,6 +251,16 @@ def test_calls_are_decided_with_the_definitions_grants(seeded: Any, harness: Har
     everything = put(live, harness, "s1", {"definition": definition(signingKey=key)})
     assert everything.json()["grants"] == ["execute", "navigate", "search", "web_search", "publish"]
     assert {effect for effect, _ in effects(live, harness, "s1").values()} == {"allow"}
+    # the agent's tool listing says the same
+    listed = live.get("/v1/agents/s1/tools", headers=harness.auth(harness.decide)).json()
+    status = {t["tool"]: t["status"] for t in listed["tools"]}
+    assert [status[t] for t in ("search", "execute", "publish", "scripts.run", "mail.send")] == [
+        "allow", "allow", "allow", "allow", "narrow"]  # fmt: skip
+    put(live, harness, "s1", {"definition": definition(tools=["search"], signingKey=key)})
+    listed = live.get("/v1/agents/s1/tools", headers=harness.auth(harness.decide)).json()
+    status = {t["tool"]: t["status"] for t in listed["tools"]}
+    assert [status[t] for t in ("search", "execute", "publish", "scripts.run", "mail.send")] == [
+        "allow", "deny", "deny", "deny", "narrow"]  # fmt: skip
     # the profile still decides: a definition never allows what it does not
     narrow = put(
         live, harness, "n1", {"profile": "narrow", "definition": definition(signingKey=key)}
