@@ -331,3 +331,41 @@ def test_scopes(seeded: Any, harness: Harness) -> None:
     got = seeded.get("/v1/agents/x/definition", headers=harness.auth(harness.decide))
     assert code_of(got) == (403, "insufficient-scope")
     assert code_of(seeded.put("/v1/agents/x/definition", json=body)) == (401, "unauthorized")
+
+
+REVIEWED_DEFINES = """
+hook review-defines on agents.define {
+  pause "a human reviews definitions"
+}
+profile reviewed-seed {
+  roles seeded
+  hooks review-defines
+}
+"""
+
+
+def test_a_paused_define_runs_when_approved_and_a_wider_profile_does_not_fit(
+    live: Any, harness: Harness
+) -> None:
+    admin = harness.auth()
+    policy = POLICY + SEEDED + REVIEWED_DEFINES
+    assert live.put("/v1/policy", content=policy, headers=admin).status_code == 201
+    harness.add_agent("rev", "reviewed-seed")
+    token = harness.token_for("rev")
+    body = {"profile": "reviewed-seed", "definition": definition(tools=["navigate"])}
+    paused = put(live, harness, "rkid", body, token)
+    assert paused.status_code == 202, paused.text
+    assert harness.service.store.get("agents", "rkid") is None  # (nothing made yet)
+    approval = paused.json()["approval_id"]
+    approved = live.post(f"/v1/approvals/{approval}/approve", headers=admin)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["result"]["grants"] == ["navigate"]
+    made = live.get("/v1/agents/rkid/definition", headers=admin).json()
+    assert made["definition"]["tools"] == ["navigate"] and made["profile"] == "reviewed-seed"
+    assert harness.service.store.get("agents", "rkid")["parent"] == "rev"  # type: ignore[index]
+    # a child under a profile wider than the caller's does not fit, whatever its tools
+    harness.add_agent("nar", "seeded")
+    wider = {"profile": "support", "definition": definition(tools=["search"])}
+    refused = put(live, harness, "nkid", wider, harness.token_for("nar"))
+    assert code_of(refused) == (403, "does-not-fit"), refused.text
+    assert harness.service.store.get("agents", "nkid") is None
