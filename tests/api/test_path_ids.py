@@ -27,6 +27,10 @@ def _request(live: httpx.Client, method: str, path: str, auth: dict[str, str]) -
     role = f"role {path.rpartition('/')[2]} {{\n  allow mail.send\n}}\n"
     sent = {"source": role} if method == "PATCH" and "/roles/" in path else {}
     body = sent if method in ("POST", "PATCH") else None
+    if path.endswith("/definition") and method == "PUT":
+        # (a PUT makes the agent it names: `If-Match: *` asks that it be there, found or not)
+        seed = {"name": "n", "systemPrompt": "p", "modelProvider": "x", "model": "y"}
+        body, auth = {"definition": seed}, {**auth, "If-Match": "*"}
     return live.request(method, path, headers=auth, json=body)
 
 
