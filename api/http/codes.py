@@ -181,7 +181,7 @@ CODES: dict[AnyCode, Code] = {
     "definition-widens": Code(
         403,
         "an agent's token gives its own agent a Seed definition that grants a callable or "
-        "publishing its definitions grant it now",
+        "publishing beyond what its definitions grant it",
     ),
     "budget-looser": Code(
         403,
@@ -310,7 +310,7 @@ CODES: dict[AnyCode, Code] = {
         "token makes)",
     ),
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
-    "definition-not-found": Code(404, "agent `{id}` was made without a Seed definition"),
+    "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),

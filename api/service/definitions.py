@@ -57,7 +57,7 @@ def normalized(service: Service, actor: Principal, raw: Any) -> seed.AgentDefini
         if any(account_of(service, key) != own for key in definition.signing_keys):
             raise ServiceError(
                 "identity-not-inherited",
-                "an agent's definition may name only its creator's signing key",
+                "an agent's token may name only its own identity's signing key",
                 help=f"name `{identities.secret_name(own)}`, or no signing key",
             )  # fmt: skip
     return definition

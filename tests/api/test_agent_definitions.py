@@ -80,7 +80,8 @@ def test_a_definition_makes_an_agent_reads_back_and_changes_it(
     live = seeded
     key = identities.secret_name(harness.identity)
     sent = definition(tools=["search", "memory_publish_document"], signingKey=f" {key} ",
-                      reasoningLevel="medium", metadata={"team": "ops"})  # fmt: skip
+                      reasoningLevel="medium", metadata={"team": "ops", "ratio": 0.1,
+                      "big": 12345678901234567890, "nested": [{"a": None}]})  # fmt: skip
     made = put(live, harness, "triage", {"profile": "seeded", "definition": sent})
     assert made.status_code == 201, made.text
     normalized = {**sent, "name": "Triage bot", "signingKey": key}
