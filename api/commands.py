@@ -93,6 +93,14 @@ class AgentUpdate(Strict):
     _strip_name = field_validator("name")(_stripped)
 
 
+class AgentDefinitionPut(Strict):
+    # (an object of any fields: policy.seed checks them, with Seed's own messages)
+    definition: dict[str, Any] = Field(description="a Seed `AgentDefinition`")
+    profile: str | None = Field(
+        default=None, max_length=MAX_ID, description="required to create; absent: kept"
+    )
+
+
 class IdentityCreate(Strict):
     label: str | None = Field(default=None, max_length=256)
     request_id: str | None = Field(default=None, max_length=256)
@@ -246,6 +254,14 @@ class DeleteAgent(ById):
     tool = "agents.delete"
 
 
+class DefineAgent(ById, AgentDefinitionPut):
+    tool = "agents.define"
+
+
+class GetAgentDefinition(ById):
+    tool = "agents.get_definition"
+
+
 class ListThreads(Listing):
     tool = "threads.list"
 
@@ -356,7 +372,8 @@ COMMANDS: dict[str, type[Command]] = {
     for command in (
         ListIdentities, GetIdentity, CreateIdentity, ImportIdentity, UpdateIdentity,
         DeleteIdentity,
-        ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent,
+        ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
+        GetAgentDefinition,
         ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,

@@ -136,6 +136,10 @@ class Agent(Record):
     status: AgentStatus = "idle"
     created_at: int
     updated_at: int
+    # Its Seed `AgentDefinition`, normalized (policy.seed), when it was made or changed
+    # from one (`PUT /v1/agents/{id}/definition`); its `tools` narrow what it may call
+    # (api.service.seedgrants). None: an agent of Charter's own, its profile alone.
+    definition: dict[str, Any] | None = None
 
 
 class Identity(Record):

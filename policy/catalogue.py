@@ -37,6 +37,8 @@ toolset agents {
   tool create(name: str, profile: str, identity?: str, budget?: map, metadata: map = {})
   tool update(id: str, name?: str, profile?: str, budget?: map, metadata?: map, status?: str)
   tool delete(id: str)
+  tool define(id: str, definition: map, profile?: str)
+  tool get_definition(id: str)
 }
 toolset roles {
   tool list(cursor?: str, limit: int = 50)

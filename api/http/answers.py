@@ -201,6 +201,20 @@ class Rejected(BaseModel):
     approval: Approval
 
 
+class AgentDefinitionView(BaseModel):
+    """An agent's Seed definition (api.service.definitions), normalized, with what it
+    grants: the Seed callables and `publish` its definition and its ancestors' allow,
+    and the same grants as a Charter role."""
+
+    id: str
+    profile: str
+    identity: str
+    definition: dict[str, Any]
+    grants: list[str]
+    role: str
+    updated_at: int
+
+
 class TokenIssued(Token):
     token: str  # shown once: only its SHA-256 is kept
 

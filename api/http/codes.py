@@ -189,6 +189,11 @@ CODES: dict[AnyCode, Code] = {
         "access, or a role it changes or deletes would widen a profile that names it; `fit` "
         "has the violations",
     ),
+    "definition-widens": Code(
+        403,
+        "an agent's token gives its own agent a Seed definition that grants a callable or "
+        "publishing beyond what its definitions grant it",
+    ),
     "budget-looser": Code(
         403,
         "an agent's token sets a budget looser than a cap above it; `violation` says which",
@@ -267,6 +272,14 @@ CODES: dict[AnyCode, Code] = {
         400,
         "a role written through the API does not declare exactly one role, the one named",
     ),
+    "invalid-definition": Code(
+        400,
+        "a Seed `AgentDefinition` that Seed refuses; the message is Seed's, verbatim (\"Name is "
+        'required", "Too many tools", ...: [the Seed agent definition](http.md#the-seed-agent-definition))',
+    ),
+    "profile-required": Code(
+        400, "a `PUT /v1/agents/{id}/definition` makes the agent and names no `profile`"
+    ),
     # ---- not there -----------------------------------------------------------------------
     "route-not-found": Code(404, "no endpoint has this path"),
     "method-not-allowed": Code(
@@ -308,6 +321,7 @@ CODES: dict[AnyCode, Code] = {
         "token makes)",
     ),
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
+    "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),
@@ -498,7 +512,7 @@ GROUPS: dict[str, str] = {
 # `/openapi.json`, both ways.
 _DECIDING = ("decide", "decideBatch")
 _ACCESS = ("decideAccess", "decideAccesses")  # (AuthZEN's: no thread, turn or connection)
-_AGENT_WRITES = ("createAgent", "updateAgent", "approve")
+_AGENT_WRITES = ("createAgent", "updateAgent", "defineAgent", "approve")
 _ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
@@ -519,10 +533,12 @@ WHERE: dict[str, tuple[str, ...]] = {
     "fit-needs-candidate": ("checkFit",),
     "does-not-fit": (*_AGENT_WRITES, *_ROLE_WRITES),
     "budget-looser": _AGENT_WRITES,
+    "definition-widens": ("defineAgent", "approve"),
     "agent-attribute-differs": _AGENT_WRITES,
-    "identity-not-inherited": ("createAgent", "approve"),
+    "identity-not-inherited": ("createAgent", "defineAgent", "approve"),
     "not-managed-agent": (
         "updateAgent",
+        "defineAgent",
         "deleteAgent",
         "listThreads",
         "getThread",
@@ -542,10 +558,10 @@ WHERE: dict[str, tuple[str, ...]] = {
     ),
     "self-approval": ("approve", "reject"),
     "invalid-name": ("createAgent", "updateAgent"),
-    "identity-required": ("createAgent",),
+    "identity-required": ("createAgent", "defineAgent"),
     "invalid-seed": ("importIdentity",),
     "unknown-profile": _AGENT_WRITES,
-    "unknown-identity": ("createAgent", "createConnection"),
+    "unknown-identity": ("createAgent", "defineAgent", "createConnection"),
     "invalid-budget": ("createAgent", "updateAgent"),
     "invalid-max-cost": ("createThread",),
     "invalid-status": ("listApprovals",),
@@ -555,6 +571,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "credential-required": ("createConnection",),
     "metadata-too-large": ("createAgent", "updateAgent", "updateIdentity"),
     "role-source-mismatch": ("createRole", "updateRole"),
+    "invalid-definition": ("defineAgent", "approve"),
+    "profile-required": ("defineAgent", "approve"),
     "agent-not-found": (
         *_DECIDING,
         *_ACCESS,
@@ -564,6 +582,8 @@ WHERE: dict[str, tuple[str, ...]] = {
         "admitTurn",
         "getAgent",
         "updateAgent",
+        "defineAgent",
+        "getAgentDefinition",
         "deleteAgent",
         "createThread",
         "issueToken",
@@ -585,6 +605,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_ROLE_WRITES,
     ),
     "hook-not-found": ("getHook",),
+    "definition-not-found": ("getAgentDefinition",),
     "toolset-not-found": ("getToolset",),
     "no-policy": (
         *_DECIDING,
@@ -598,8 +619,8 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_AGENT_WRITES,
         "createConnection",
     ),
-    "agent-exists": ("createAgent",),
-    "agent-too-deep": ("createAgent",),
+    "agent-exists": ("createAgent", "defineAgent"),
+    "agent-too-deep": ("createAgent", "defineAgent"),
     "agent-has-children": ("deleteAgent",),
     "identity-exists": ("importIdentity",),
     "identity-has-connections": ("deleteIdentity",),
@@ -644,7 +665,14 @@ WHERE: dict[str, tuple[str, ...]] = {
     # (the one that opens a sealed call; and the server's signing key, for a receipt)
     "secret-key-mismatch": ("approve", *_DECIDING),
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
-    "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
+    "solver-busy": (
+        "checkFit",
+        "createAgent",
+        "updateAgent",
+        "defineAgent",
+        "createRole",
+        "updateRole",
+    ),
     "unavailable": ("listAgentTools", "listAccessActions", "checkFit"),
     "store-unavailable": ("readMetrics",),
     "store-damaged": ("readMetrics",),

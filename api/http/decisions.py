@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from api.service.errors import ServiceError
 from api.service.fitcheck import TIMEOUT_MS
 from api.service.logrows import log_view, reasons_resolver
 from api.service.resources import admit_turn
+from api.service.seedgrants import grants_of, narrowed_listing
 from api.service.snapshots import NotCompiled
 from api.service.solver import check_async, key_of
 from engine.compile import Snapshot
@@ -197,6 +199,9 @@ async def tools_of(service: Service, agent_id: str) -> tuple[Snapshot, str, byte
     tools = _listed(snapshot, profile)
     if tools is None:
         tools = await _on_solver_thread(tool_listing, snapshot, profile)
+    grants = grants_of(agent, service.find_agent)
+    if grants is not None:  # (an agent with a Seed definition in its chain)
+        tools = dumps(narrowed_listing(grants, snapshot, json.loads(tools)))
     return snapshot, profile, tools
 
 

@@ -133,6 +133,24 @@ AGENT: dict[str, Any] = {
     "created_at": AT,
     "updated_at": AT,
 }
+SEED_DEFINITION: dict[str, Any] = {
+    "name": "Triage bot",
+    "systemPrompt": "Sort today's tickets by urgency.",
+    "modelProvider": "anthropic",
+    "model": "claude-sonnet-4-5",
+    "reasoningLevel": "medium",
+    "tools": ["search", "memory_publish_document"],
+    "signingKey": "hm-account-z6MkhaXgBZDvotDk",
+}
+DEFINITION_VIEW: dict[str, Any] = {
+    "id": "triage-bot",
+    "profile": "support",
+    "identity": IDENTITY,
+    "definition": SEED_DEFINITION,
+    "grants": ["search", "publish"],
+    "role": "role seed-triage-bot {\n  allow search, publish\n}\n",
+    "updated_at": AT,
+}
 IDENTITY_VIEW: dict[str, Any] = {
     "id": IDENTITY,
     "account_id": IDENTITY,
@@ -412,6 +430,12 @@ EXAMPLES: dict[str, Example] = {
         },
         {"status": "running"},
     ),
+    "defineAgent": Example(
+        body={"profile": "support", "definition": SEED_DEFINITION},
+        answer=DEFINITION_VIEW,
+        path=ID,
+    ),
+    "getAgentDefinition": Example(answer=DEFINITION_VIEW, path=ID),
     **_crud(
         "Thread",
         "Threads",

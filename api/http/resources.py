@@ -154,6 +154,15 @@ ROUTES: Table = [
     # (an agent's token whose own profile the latest revision lacks: 404 on a create)
     *_crud("agents", "Agent", "id", a.AgentPage, r.Agent, c.AgentCreate, c.AgentUpdate,
            errors={"create": (404, 409), "update": (409,), "delete": (409,)}, tagged=True),
+    # (a Seed `AgentDefinition`: makes the agent when it is not there, else changes it)
+    managed(Spec("PUT", "/v1/agents/{id}/definition",
+                 "Make or change an agent from a Seed agent definition", "manage",
+                 c.AgentDefinitionPut, a.AgentDefinitionView, 200, tool="agents.define",
+                 errors=(404, 409, 412), also=(201,), etag=True, headers=("If-Match",),
+                 operation="defineAgent", tag="agents")),
+    managed(Spec("GET", "/v1/agents/{id}/definition", "Get an agent's Seed definition",
+                 "manage", None, a.AgentDefinitionView, tool="agents.get_definition",
+                 etag=True, operation="getAgentDefinition", tag="agents")),
     *_crud("threads", "Thread", "id", a.ThreadPage, r.Thread, c.ThreadCreate, c.ThreadUpdate, ("agent",),
            errors={"create": (404,)}, tagged=True),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,

@@ -40,6 +40,7 @@ from api.service.encoding import dumps
 from api.service.entropy import random_hex
 from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
+from api.service.seedgrants import narrowed
 from engine.decision import Decision, Reason, make_decision
 from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
 
@@ -316,6 +317,9 @@ def draft(
                 decision = _on_running_cost(batch, p)
             except _NeedsLedger:
                 return None
+        agent = p.agent
+        if agent.definition is not None or agent.parent is not None:  # (Seed's grants)
+            decision = narrowed(agent, batch.service.find_agent, p.snapshot, p.call.tool, decision)
         if (
             approval is not None
             and decision.effect == "pause"

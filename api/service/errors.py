@@ -22,15 +22,18 @@ ErrorCode = Literal[
     "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",
     "not-managed-agent", "not-own-agent", "not-own-identity", "self-approval",
+    "definition-widens",
     # a resource's fields
     "invalid-name", "identity-required", "invalid-seed",
     "unknown-profile", "unknown-identity", "invalid-budget", "invalid-max-cost",
     "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
     "credential-required", "metadata-too-large", "role-source-mismatch",
+    "invalid-definition", "profile-required",
     # not there
     "agent-not-found", "turn-not-found", "thread-not-found", "approval-not-found",
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
     "role-not-found", "profile-not-found", "hook-not-found", "toolset-not-found",
+    "definition-not-found",
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",

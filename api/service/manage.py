@@ -25,6 +25,7 @@ from api.service import (
     accounts,
     approvals,
     connections,
+    definitions,
     fitcheck,
     resources,
     threads,
@@ -90,6 +91,7 @@ MANAGED = ManagedCalls(lambda tool: PRECHECKS.get(tool), unchanged, guarded)
 OPERATIONS: dict[str, Operation] = {
     **accounts.OPERATIONS,
     **resources.OPERATIONS,
+    **definitions.OPERATIONS,
     **threads.OPERATIONS,
     **views.OPERATIONS,
     **approvals.operations(MANAGED),
@@ -123,6 +125,16 @@ def _update_fits(service: Service, actor: Principal, command: c.UpdateAgent) -> 
         _profile_fits(
             service, actor, service.agent(command.id).profile if profile is None else profile
         )
+
+
+def _define_fits(service: Service, actor: Principal, command: c.DefineAgent) -> None:
+    # What defining an agent is, `agents.create` or `agents.update`, with their checks
+    # (a definition's `tools` only narrow: api.service.seedgrants)
+    change, _ = definitions.equivalent(service, actor, command)
+    if isinstance(change, c.CreateAgent):
+        _create_fits(service, actor, change)
+    else:
+        _update_fits(service, actor, change)
 
 
 # The management tools that write policy files (api/service/rolefiles.py): refused on a
@@ -175,6 +187,7 @@ PRECHECKS: dict[str, Precheck] = {
     "roles.delete": _role_delete_ahead,
     "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
+    "agents.define": _define_fits,
     "connections.create": connections.check_create,
     "connections.update": connections.check_own,
     "connections.delete": connections.check_own,

@@ -55,10 +55,15 @@ def _check_metadata(metadata: Mapping[str, Any]) -> None:
 
 
 def create_agent(
-    service: Service, actor: Principal, command: c.CreateAgent, agent_id: str | None = None
+    service: Service,
+    actor: Principal,
+    command: c.CreateAgent,
+    agent_id: str | None = None,
+    definition: Mapping[str, Any] | None = None,
 ) -> Agent:
     """The agent `command` makes, under the id `agent_id` (None: a new one; the command
-    line's demo agent has its own)."""
+    line's demo agent has its own), with its Seed `definition` when it is made from one
+    (api.service.definitions)."""
     name = command.name
     if not name.strip():
         raise ServiceError("invalid-name", "Name is required")
@@ -74,7 +79,8 @@ def create_agent(
         return Agent.model_validate(
             {"id": agent_id, "name": name.strip(), "identity": identity, "profile": profile,
              "budget": budget, "metadata": metadata, "parent": parent, "status": "idle",
-             "created_at": now, "updated_at": now}
+             "created_at": now, "updated_at": now,
+             **({} if definition is None else {"definition": dict(definition)})}
         )  # fmt: skip
 
     if actor.agent is not None:
@@ -210,6 +216,19 @@ ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
 
 
 def agents_update(service: Service, actor: Principal, command: c.UpdateAgent) -> Result:
+    agent = update_agent(service, actor, command)
+    return Result(Outcome.DONE, agent, etag(agent.stored()))
+
+
+def update_agent(
+    service: Service,
+    actor: Principal,
+    command: c.UpdateAgent,
+    definition: Mapping[str, Any] | None = None,
+) -> Agent:
+    """The agent `command` changes, as committed; with `definition`, its Seed definition
+    too (api.service.definitions). A rename renames its definition as well: the two names
+    are one."""
     with service.store.atomic():
         # The agent as committed: another process may have changed or deleted it since
         # this request's look at the store, and the cached one written back undid that.
@@ -231,6 +250,10 @@ def agents_update(service: Service, actor: Principal, command: c.UpdateAgent) ->
             _check_metadata(changes["metadata"])  # (the merge: each PATCH may be small)
         if command.status is not None:  # (an AgentStatus: the command's type)
             changes["status"] = command.status
+        if definition is not None:
+            changes["definition"] = dict(definition)
+        elif old.definition is not None and "name" in changes:
+            changes["definition"] = {**old.definition, "name": changes["name"]}
         agent = old.changed(**changes)
         if caller is not None and command.given(*ACCESS_FIELDS, "budget"):
             # it may end up doing nothing its caller cannot (itself: nothing it could not
@@ -246,7 +269,7 @@ def agents_update(service: Service, actor: Principal, command: c.UpdateAgent) ->
         # store between the two and keep its cached agent (for good, had the note's
         # write failed after the change was committed).
         service.read.forget_agent(agent.id)
-    return Result(Outcome.DONE, agent, etag(agent.stored()))
+    return agent
 
 
 def agents_delete(service: Service, actor: Principal, command: c.DeleteAgent) -> Result:

@@ -99,7 +99,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
-         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify")  # fmt: skip
+         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -229,6 +229,17 @@ def test_live_answers_read_as_their_schemas(
     check("DELETE", "/v1/agents/{id}", child, headers=stale, status=412)
     check("PATCH", "/v1/agents/{id}", child, json={"status": "running"}, headers=admin,
           status=200)  # fmt: skip
+    seed_def = {"name": "s", "systemPrompt": "p", "modelProvider": "openai", "model": "gpt-5",
+                "tools": ["search"], "signingKey": ident["secret_name"]}  # fmt: skip
+    defined = "/v1/agents/{id}/definition"
+    check("PUT", defined, "/v1/agents/s1/definition", json={"profile": "narrow",
+          "definition": seed_def}, headers=admin, status=201)  # fmt: skip
+    check("PUT", defined, "/v1/agents/s1/definition", json={"definition": {**seed_def,
+          "tools": ["x" * 129]}}, headers=admin, status=400)  # fmt: skip
+    check("PUT", defined, "/v1/agents/s1/definition", json={"definition": seed_def},
+          headers=admin, status=200)  # fmt: skip
+    check("GET", defined, "/v1/agents/s1/definition", headers=admin, status=200)
+    check("GET", defined, child + "/definition", headers=admin, status=404)
     thread = check("POST", "/v1/threads", json={"agent": "a1", "max_cost": "2.5"}, headers=admin,
                    status=201)  # fmt: skip
     in_thread = f"/v1/threads/{thread['id']}"

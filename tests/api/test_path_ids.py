@@ -26,7 +26,11 @@ def _long(size: int) -> str:
 def _request(live: httpx.Client, method: str, path: str, auth: dict[str, str]) -> Any:
     role = f"role {path.rpartition('/')[2]} {{\n  allow mail.send\n}}\n"
     sent = {"source": role} if method == "PATCH" and "/roles/" in path else {}
-    body = sent if method in ("POST", "PATCH") else None
+    body: dict[str, Any] | None = sent if method in ("POST", "PATCH") else None
+    if path.endswith("/definition") and method == "PUT":
+        # (a PUT makes the agent it names: `If-Match: *` asks that it be there, found or not)
+        seed = {"name": "n", "systemPrompt": "p", "modelProvider": "x", "model": "y"}
+        body, auth = {"definition": seed}, {**auth, "If-Match": "*"}
     return live.request(method, path, headers=auth, json=body)
 
 
