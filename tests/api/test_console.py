@@ -181,7 +181,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.screenshot(path=str(shots / "agents.png"))
     assert csp_errors == []
 
-    # Signing out ends the session: the cookie no longer acts on the API.
+    # Signing out ends the session: the cookie then acts on nothing of the API.
     page.click("#sign-out")
     page.wait_for_selector("#sign-in:not([hidden])")
     jar = {COOKIE: cookie["value"]}
