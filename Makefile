@@ -47,7 +47,10 @@ system-packages:
 			|| { apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; }; } \
 		&& { $(PG_FOUND); } && $(CHROMIUM_FOUND); fi
 
-install: $(STAMP) system-packages
+# The virtualenv and the Debian packages are installed side by side (pip and apt-get
+# each wait on downloads most of the time).
+install:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) system-packages
 
 lint: install
 	$(call timed,lint,$(VENV)/bin/ruff check $(PACKAGES) tests bench \
