@@ -2,6 +2,7 @@
 // by the server by agent, tool, effect and time (a new search reads from the start);
 // a decision opens to its reasons, near misses and arguments.
 import { Problem, call } from "./api.js";
+import { effectChart } from "./chart.js";
 import { el, fill, effect, facts, pretty, reasonList, when } from "./dom.js";
 
 const PAGE = 500; // decisions a request reads
@@ -33,7 +34,8 @@ export function logPage(root, who, session) {
     el("thead", {}, el("tr", {}, ["Seq", "Time", "Agent", "Tool", "Effect", ""].map((h) => el("th", {}, h)))),
     body);
   const detail = el("section", { id: "log-detail", "aria-live": "polite" });
-  root.append(el("h1", {}, "Decision log"), form, summary, el("div", { class: "split" },
+  const chart = el("figure", { class: "chart-box" });
+  root.append(el("h1", {}, "Decision log"), form, summary, chart, el("div", { class: "split" },
     el("div", {}, table), detail));
 
   // The filters as the server reads them (`until` is exclusive there, so a minute is
@@ -94,6 +96,9 @@ export function logPage(root, who, session) {
       el("td", {}, d.tool), el("td", {}, effect(d.effect)),
       el("td", {}, el("button", { type: "button", class: "secondary open",
         "aria-label": `Open decision ${d.seq}`, onclick: () => open(d) }, "Open")))));
+    chart.replaceChildren(effectChart(found),
+      el("figcaption", {}, "Decisions per effect over the time they span: ",
+        ...["allow", "pause", "deny"].map((e) => el("span", { class: `key ${e}` }, e))));
     const matched = found.length === 1 ? "1 decision matches" : `${found.length} decisions match`;
     summary.textContent = matched
       + (found.length > SHOWN ? ` (the newest ${SHOWN} shown)` : "") + ".";

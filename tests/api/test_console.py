@@ -160,6 +160,11 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.select_option("#f-effect", "pause")
     page.click("#f-search")
     page.wait_for_selector("#log-summary:has-text('1 decision matches')")  # (the paused call alone)
+    # The chart counts what the search found: one pause, in one bar.
+    chart = page.locator("#log-chart")
+    assert "1 pause" in (chart.get_attribute("aria-label") or "")
+    assert page.locator("#log-chart rect.bar.pause").count() == 1
+    assert page.locator("#log-chart rect.bar.allow").count() == 0
     row = page.locator(f"#log-rows tr[data-seq='{decision['seq']}']")
     assert row.count() == 1 and page.locator("#log-rows tr").count() == 1
     row.locator("button.open").click()
