@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -49,8 +49,8 @@ MAX_COOKIE = 4096  # characters of a cookie value read at most (browsers keep no
 @dataclass(frozen=True, slots=True)
 class Session:
     id: str  # random: what signing out forgets
-    token: str  # never answered, logged or readable by the page's scripts
-    csrf: str  # what a state-changing request sends in `X-Charter-CSRF`
+    token: str = field(repr=False)  # never answered, logged or readable by the page's scripts
+    csrf: str = field(repr=False)  # what a state-changing request sends in `X-Charter-CSRF`
     expires: int  # seconds since the epoch
 
 
