@@ -35,10 +35,11 @@ class CheckOptions:
 DEFAULT_CHECK = CheckOptions()
 
 
-# Names a profile body could not refer to: after `roles` the words `roles`, `hooks` and
-# `budget` start the next line, and `default` and `none` are the hooks list's keywords.
+# Names a profile body could not refer to: after `roles` the words `roles`, `hooks`,
+# `budget` and `rate` start the next line, and `default` and `none` are the hooks list's
+# keywords.
 _RESERVED_NAMES: dict[str, tuple[str, ...]] = {
-    "role": ("roles", "hooks", "budget"),
+    "role": ("roles", "hooks", "budget", "rate"),
     "hook": ("default", "none"),
 }
 

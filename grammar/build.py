@@ -414,6 +414,7 @@ class Builder:
         hook_spans: tuple[ast.Span, ...] = ()
         written = False
         budget: ast.Budget | None = None
+        rate: ast.Rate | None = None
         seen: set[str] = set()
         for kind, value, where in body:
             if kind in seen:
@@ -428,6 +429,8 @@ class Builder:
                 roles, role_spans = value
             elif kind == "hooks":
                 (hooks, hook_spans), written = value, True
+            elif kind == "rate":
+                rate = value
             else:
                 budget = value
         return ast.Profile(
@@ -436,11 +439,28 @@ class Builder:
             hooks,
             budget,
             written,
+            rate,
             span=self._sp(start, end),
             item_spans=tuple((kind, where) for kind, _, where in body),
             role_spans=role_spans,
             hook_spans=hook_spans,
         )
+
+    def rate_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
+        calls, period = items
+        span = self._sp(start, end)
+        problem = literals.number_problem(calls)
+        if problem is not None:
+            self._problem(problem, start + len("rate "))
+        count = int(calls) if problem is None else 0
+        if count < 0:
+            self._error(
+                "E0009",
+                "a rate cannot be negative",
+                span,
+                "write a number of calls of 0 or more, or leave out `rate` for no limit",
+            )
+        return ("rate", ast.Rate(count, period, span=span), span)
 
     def roles_item(self, items: Items, start: Offset, end: Offset) -> tuple[str, Any, ast.Span]:
         listed: list[tuple[str, ast.Span]] = [t for t in items if t is not None]

@@ -207,6 +207,9 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
         if decl.budget is not None:
             text = _amount(decl.budget.amount)
             items.append((item(decl, "budget"), f"budget {text} usd per {decl.budget.period}"))
+        if decl.rate is not None:
+            line = f"rate {decl.rate.calls} calls per {decl.rate.period}"
+            items.append((item(decl, "rate"), line))
         return _block(decl.span, f"profile {decl.name}", items, noted)
     expects: list[Line] = [(item(decl, "profile"), f"profile {decl.profile}")]
     for kind in ("agent", "thread", "context"):

@@ -366,12 +366,22 @@ class Hook:
     item_spans: ItemSpans = _item_spans()  # its `pause` or `deny` line
 
 
-Period: TypeAlias = TypingLiteral["24h", "7d", "total"]
+Period: TypeAlias = TypingLiteral["1m", "1h", "24h", "7d", "total"]
 
 
 @dataclass(frozen=True, slots=True)
 class Budget:
     amount: Decimal
+    period: Period
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """`rate 100 calls per 1h`: each agent on the profile makes at most `calls` allowed
+    calls in any window of `period` (the service counts them in its ledger)."""
+
+    calls: int
     period: Period
     span: Span = _span()
 
@@ -392,6 +402,7 @@ class Profile:
     hooks: tuple[str, ...] = ("default",)
     budget: Budget | None = None
     hooks_written: bool = False
+    rate: Rate | None = None
     span: Span = _span()
     item_spans: ItemSpans = _item_spans()
     role_spans: tuple[Span, ...] = _name_spans()
@@ -495,6 +506,6 @@ def paths(node: object) -> Iterator[Path]:
 for _node in (
     Span, TypeRef, Field, Lit, ListLit, MapLit, Path, Call, Not, BoolOp, Compare, Quantifier,
     Pattern, Param,
-    ToolDecl, Toolset, Rule, Role, Rewrite, Hook, Budget, Profile, Expect, Test, SourceFile,
+    ToolDecl, Toolset, Rule, Role, Rewrite, Hook, Budget, Rate, Profile, Expect, Test, SourceFile,
 ):  # fmt: skip
     quick_init(_node)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Protocol
 
-WINDOWS_MS = {"24h": 86_400_000, "7d": 7 * 86_400_000, "total": None}
+WINDOWS_MS = {
+    "1m": 60_000, "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000, "total": None,
+}  # fmt: skip
 MICROS = Decimal(1_000_000)
 _ONE_MICRO = Decimal("0.000001")
 # The largest amount a request may give (an `expected_cost`, a budget's amount, a
@@ -53,6 +55,12 @@ def thread_cap(thread: str, max_cost: Decimal | str) -> Cap:
         "total",
         f"thread `{thread}` max_cost {max_cost} USD",
     )
+
+
+def rate_cap(agent: str, profile: str, calls: int, period: str) -> Cap:
+    """A profile's `rate`: allowed calls counted for the agent, one unit each."""
+    label = f"profile `{profile}` rate {calls} calls per {period}"
+    return Cap(f"calls:{agent}", calls, period, label)
 
 
 def over_cap(

@@ -103,7 +103,7 @@ class ToolListing(BaseModel):
 
 class Violation(BaseModel):
     tool: str | None
-    kind: Literal["widens", "drops-deny", "drops-hook", "budget", "identity", "unsupported",
+    kind: Literal["widens", "drops-deny", "drops-hook", "budget", "rate", "identity", "unsupported",
                   "timeout"]  # fmt: skip
     message: str
     grant: str | None

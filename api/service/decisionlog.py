@@ -42,6 +42,7 @@ from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
 from api.service.seedgrants import narrowed
 from engine.decision import Decision, Reason, make_decision
+from policy.money import rate_cap
 from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
@@ -135,10 +136,18 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
         )
     caps, subjects = batch.caps(p)
     hidden = secret_names(p.snapshot, p.call.tool)
-    static = (problem, caps, subjects, hidden)
+    static = (problem, caps, subjects, hidden, _rate(p))
     if shared:
         batch.service.read.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
     return static
+
+
+def _rate(p: Prepared) -> Cap | None:
+    """The agent's profile's `rate`, as a cap on its count of allowed calls."""
+    profile = p.snapshot.served.profiles.get(p.agent.profile)
+    if profile is None or profile.rate is None:
+        return None
+    return rate_cap(p.agent.id, profile.name, profile.rate.calls, profile.rate.period)
 
 
 def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
@@ -156,10 +165,24 @@ def _on_running_cost(batch: _Batch, p: Prepared) -> Decision:
 
 
 def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ...]) -> Decision:
-    """Connections, then budgets; runs inside the logging transaction (atomic ledger)."""
-    problem, caps, subjects, _ = static
+    """Connections, then the rate, then budgets; runs inside the logging transaction
+    (atomic ledger). An allowed call is counted against the rate once the budgets let it
+    through, so a call the budgets refuse is not counted."""
+    problem, caps, subjects, _, rate = static
     if problem is not None:
         return make_decision("deny", None, (*decision.reasons, Reason("connection", problem)))
+    if rate is not None and over_cap(batch.ledger, [rate], 1, batch.now) is not None:
+        message = f"the call is over the {rate.label}"
+        return make_decision("deny", None, (*decision.reasons, Reason("rate", message)))
+    decision = _budgets(batch, p, decision, caps, subjects)
+    if rate is not None and decision.effect == "allow":
+        batch.ledger.charge([rate.subject], 1, batch.now)
+    return decision
+
+
+def _budgets(
+    batch: _Batch, p: Prepared, decision: Decision, caps: list[Cap], subjects: list[str]
+) -> Decision:
     cost = to_micros(p.call.expected_cost) if p.call.expected_cost is not None else 0
     if decision.effect == "allow" and cost > 0:
         cap = charge_within(batch.ledger, caps, subjects, cost, batch.now)
@@ -333,8 +356,11 @@ def draft(
             )
         static = _static(batch, p)
         if decision.effect != "deny" and (
-            static[0] is not None or static[1] or p.call.expected_cost is not None
-        ):  # (no connection problem, no cap and no cost: step 6 has nothing to say)
+            static[0] is not None
+            or static[1]
+            or p.call.expected_cost is not None
+            or static[4] is not None
+        ):  # (no connection problem, no cap, no cost and no rate: step 6 has nothing to say)
             try:
                 decision = _step6(batch, p, decision, static)
             except _NeedsLedger:

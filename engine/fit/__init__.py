@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.compile import Snapshot
 from engine.fit.access import Side
-from engine.fit.budget import fit_budget, fit_budgets
+from engine.fit.budget import fit_budget, fit_budgets, fit_rate
 from engine.fit.check import Deadline, dropped_denies, dropped_hooks, widenings
 from engine.fit.result import FitResult, Violation
 from engine.fit.sources import candidate_workspace
@@ -99,6 +99,9 @@ def fit_workspace_profile(
     )
     if budget is not None:
         violations.append(budget)
+    rate = fit_rate(caller_p.rate, cand_p.rate)
+    if rate is not None:
+        violations.append(rate)
     return FitResult.of(violations)
 
 

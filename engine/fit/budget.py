@@ -1,6 +1,7 @@
 """Budgets: a candidate's cap may be no looser than the caller's.
 
-Periods are ordered `24h` < `7d` < `total`. A cap of `b` over a longer period also caps
+Periods are ordered `1m` < `1h` < `24h` < `7d` < `total`. A `rate` (calls per period)
+is held to the caller's the same way, by its number of calls. A cap of `b` over a longer period also caps
 every shorter window at `b`, so it is no looser than a cap of `a >= b` over a shorter
 period. A cap over a *shorter* period is refused even when its multiple would fit (a
 `1 usd per 24h` cap does not bound a calendar week by any one number of days we could
@@ -12,7 +13,7 @@ from __future__ import annotations
 from engine.fit.result import Violation
 from policy import ast
 
-_ORDER = {"24h": 0, "7d": 1, "total": 2}
+_ORDER = {"1m": 0, "1h": 1, "24h": 2, "7d": 3, "total": 4}
 
 
 def _show(budget: ast.Budget) -> str:
@@ -55,4 +56,34 @@ def fit_budgets(
         found = [fit_budget(cap, mine) for mine in candidate if mine is not None]
         if not any(v is None for v in found):
             return found[0] if found else fit_budget(cap, None)
+    return None
+
+
+def _show_rate(rate: ast.Rate) -> str:
+    return f"`{rate.calls} calls per {rate.period}`"
+
+
+def fit_rate(caller: ast.Rate | None, candidate: ast.Rate | None) -> Violation | None:
+    """None when the candidate's rate is no looser than the caller's (absent: no limit)."""
+    if caller is None:
+        return None
+    if candidate is None:
+        return Violation(
+            "rate",
+            f"the caller's rate is {_show_rate(caller)}, and the candidate has no rate (unlimited)",
+        )
+    if candidate.calls > caller.calls:
+        return Violation(
+            "rate",
+            f"rate {_show_rate(candidate)} is more than the caller's {_show_rate(caller)}",
+            None,
+            str(candidate.span),
+        )
+    if _ORDER[candidate.period] < _ORDER[caller.period]:
+        return Violation(
+            "rate",
+            f"rate {_show_rate(candidate)} resets more often than the caller's {_show_rate(caller)}",
+            None,
+            str(candidate.span),
+        )
     return None

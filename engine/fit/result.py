@@ -7,7 +7,16 @@ from typing import Any
 
 from engine.redaction import redact_call
 
-KINDS = ("widens", "drops-deny", "drops-hook", "budget", "identity", "unsupported", "timeout")
+KINDS = (
+    "widens",
+    "drops-deny",
+    "drops-hook",
+    "budget",
+    "rate",
+    "identity",
+    "unsupported",
+    "timeout",
+)
 
 
 @dataclass(frozen=True)

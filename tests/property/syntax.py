@@ -21,7 +21,7 @@ KEYWORDS = (
     "allow", "deny", "where", "pause", "invalid", "rewrite", "roles", "hooks", "budget", "usd",
     "per", "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
     "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
-    "agent", "thread", "spent", "cost", "because",
+    "agent", "thread", "spent", "cost", "because", "rate", "calls",
     "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
     "enum", "secret",
 )  # fmt: skip
@@ -29,7 +29,7 @@ KEYWORDS = (
 names = st.one_of(st.from_regex(r"[a-z][a-z0-9_-]{0,7}", fullmatch=True), st.sampled_from(KEYWORDS))
 # Known limitation (docs/properties.md): a role named `roles`, `hooks` or `budget`
 # cannot be the first role a profile lists, since the keyword wins there.
-PROFILE_WORDS = ("roles", "hooks", "budget")
+PROFILE_WORDS = ("roles", "hooks", "budget", "rate")
 texts = st.one_of(st.text(max_size=12), st.text(st.sampled_from(AWKWARD), max_size=6))
 # A tool's, an argument's or a field's name: a NAME (lowercase, mixed case or a keyword),
 # or any text but an empty one (quoted then: `"x.y"`, `"_meta"`); never one ending in `*`,
@@ -198,15 +198,21 @@ def profiles(draw: st.DrawFn) -> ast.Profile:
     budget = None
     if draw(st.booleans()):
         amount = draw(st.decimals(min_value=0, max_value=10**9, allow_nan=False, places=3))
-        budget = ast.Budget(amount, draw(st.sampled_from(("24h", "7d", "total"))))
+        budget = ast.Budget(amount, draw(periods))
+    rate = None
+    if draw(st.booleans()):
+        rate = ast.Rate(draw(st.integers(0, 10**9)), draw(periods))
     mode = draw(st.sampled_from(("unwritten", "none", "list")))
     if mode == "unwritten":
-        return ast.Profile(name, role_names, budget=budget)
+        return ast.Profile(name, role_names, budget=budget, rate=rate)
     hook_refs: tuple[str, ...] = ("none",)
     if mode == "list":
         hook_refs = tuple(draw(st.lists(st.one_of(names, st.just("default")), min_size=1)))
         hook_refs = tuple(h for h in hook_refs if h != "none") or ("default",)
-    return ast.Profile(name, role_names, hook_refs, budget, hooks_written=True)
+    return ast.Profile(name, role_names, hook_refs, budget, hooks_written=True, rate=rate)
+
+
+periods: st.SearchStrategy[ast.Period] = st.sampled_from(("1m", "1h", "24h", "7d", "total"))
 
 
 amounts = st.one_of(st.none(), st.decimals(min_value=0, max_value=10**9, allow_nan=False, places=3))
