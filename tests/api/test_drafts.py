@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.api.conftest import Harness, expect
 
@@ -25,8 +27,11 @@ role keeper {
 role wide {
   allow mail.send
 }
+role never {
+  allow mail.send where args.to == "a" and args.to == "b"
+}
 profile support {
-  roles mailer, keeper
+  roles mailer, keeper, never
 }
 test "mail stays inside" {
   profile support
@@ -58,12 +63,15 @@ def test_a_draft_is_checked_decided_tested_and_fitted_without_being_stored(
     assert found["checks"] is True
     unused = [d for d in found["diagnostics"] if d["code"] == "W0303"]
     assert [(d["line"], d["severity"]) for d in unused] == [(13, "warning")]
+    # and the solver's, in a process of its own: a `where` that never holds (W0301)
+    never = [d for d in found["diagnostics"] if d["code"] == "W0301"]
+    assert [d["line"] for d in never] == [17]
 
-    typo = DRAFT.replace("roles mailer, keeper", "roles mailer, keeperr")
+    typo = DRAFT.replace("roles mailer, keeper,", "roles mailer, keeperr,")
     bad = _post(live, harness, "check", {"files": _files(typo)}).json()
     assert bad["checks"] is False
     errors = [d for d in bad["diagnostics"] if d["severity"] == "error"]
-    assert errors and errors[0]["line"] == 17 and "keeperr" in errors[0]["message"]
+    assert errors and errors[0]["line"] == 20 and "keeperr" in errors[0]["message"]
 
     call = {"files": _files(), "profile": "support", "tool": "vault.put",
             "args": {"key": "k", "value": "hunter2-secret"}}  # fmt: skip
@@ -83,7 +91,7 @@ def test_a_draft_is_checked_decided_tested_and_fitted_without_being_stored(
     assert tested.status_code == 200, tested.text
     results = tested.json()
     assert (results["passed"], results["failed"]) == (2, 0)
-    assert results["coverage"]["rules"] == {"reached": 1, "total": 3}
+    assert results["coverage"]["rules"] == {"reached": 1, "total": 4}
     failing = DRAFT.replace('expect deny mail.send { to: "eve', 'expect allow mail.send { to: "eve')
     failed = _post(live, harness, "test", {"files": _files(failing)}).json()
     assert failed["failed"] == 1 and "coverage" not in failed
@@ -133,4 +141,40 @@ def test_drafts_are_refused_as_problems_and_change_nothing(
     expect(_post(live, harness, "fit", fit), 404, "profile-not-found")
     expect(_post(live, harness, "fit", {**fit, "caller_profile": "support", "role": "nope"}),
            404, "role-not-found")  # fmt: skip
+    assert live.get("/v1/policy", headers=harness.auth()).json()["revision"] == before
+
+
+# What an author may type anywhere in a draft: the DSL's own tokens, and what breaks it.
+PIECES = st.sampled_from(
+    ["{", "}", "(", ")", '"', "\\", "\n", " ", "where", "args.", "==", "*", "role", "allow",
+     "profile", "expect", "secret", "é", "\U0001f600", "\x00", "#", "0.1", "-"]
+)  # fmt: skip
+
+
+@given(
+    start=st.integers(0, len(DRAFT)),
+    length=st.integers(0, 40),
+    typed=st.lists(PIECES, max_size=6).map("".join),
+)
+def test_any_edit_of_a_draft_is_answered_and_stores_nothing(
+    served: tuple[Harness, httpx.Client], start: int, length: int, typed: str
+) -> None:
+    """A draft cut and typed into anywhere is checked (200, its diagnostics inside its
+    text) and decided or refused as `policy-invalid`, never a 500; the revision stays."""
+    harness, live = served
+    before = live.get("/v1/policy", headers=harness.auth()).json()["revision"]
+    text = DRAFT[:start] + typed + DRAFT[start + length :]
+    checked = _post(live, harness, "check", {"files": _files(text)})
+    assert checked.status_code == 200, checked.text
+    lines = text.count("\n") + 2
+    for found in checked.json()["diagnostics"]:
+        assert found["file"] == "draft.charter" and 1 <= found["line"] <= lines, found
+    call = {"files": _files(text), "profile": "support", "tool": "mail.send",
+            "args": {"to": "bob@example.com", "subject": "s", "body": "b"}}  # fmt: skip
+    decided = _post(live, harness, "decide", call)
+    if checked.json()["checks"]:
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["decision"]["effect"] in ("allow", "deny", "pause")
+    else:
+        expect(decided, 422, "policy-invalid")
     assert live.get("/v1/policy", headers=harness.auth()).json()["revision"] == before
