@@ -110,7 +110,8 @@ export function policyPage(root, who, session) {
   function failed(error, where) {
     if (error instanceof Problem && error.status === 401) return session.expired();
     const shown = `${error.message}${error.code ? ` (${error.code})` : ""}`;
-    where.replaceChildren(el("p", { class: "outcome refused", role: "alert" }, shown));
+    const tag = where.tagName === "UL" ? "li" : "p";
+    where.replaceChildren(el(tag, { class: "outcome refused", role: "alert" }, shown));
     if (error instanceof Problem && Array.isArray(error.body.diagnostics)) {
       showDiagnostics(error.body.diagnostics);
     }
@@ -189,7 +190,9 @@ export function policyPage(root, who, session) {
       if (stopped || mine !== asked) return;
       showDiagnostics(body.diagnostics);
     } catch (error) {
-      if (!stopped && mine === asked) failed(error, diagnostics);
+      if (stopped || mine !== asked) return;
+      status.textContent = "The draft could not be checked.";
+      failed(error, diagnostics);
     }
   }
 
