@@ -3,8 +3,9 @@ import { Problem, call, setCsrf } from "./api.js";
 import { approvalsPage } from "./approvals.js";
 import { logPage } from "./log.js";
 import { agentsPage } from "./agents.js";
+import { policyPage } from "./policy.js";
 
-const PAGES = { approvals: approvalsPage, log: logPage, agents: agentsPage };
+const PAGES = { approvals: approvalsPage, log: logPage, agents: agentsPage, policy: policyPage };
 const $ = (id) => document.getElementById(id);
 let who = null;
 let shown = null; // the page on screen: { stop() }
@@ -31,6 +32,8 @@ function signedIn(session) {
   $("nav").hidden = false;
   $("sign-out").hidden = false;
   $("who").textContent = session.agent ? `agent ${session.agent}` : `${session.scope} token`;
+  // (the playground reads and checks policy text: an admin's, as uploading it is)
+  document.querySelector("#nav a[data-page=policy]").hidden = session.scope !== "admin";
   route();
 }
 

@@ -156,6 +156,68 @@ class Policy(BaseModel):
     files: list[PolicyFile]
 
 
+# ---- drafts: the policy playground --------------------------------------------------------
+class DraftChecked(BaseModel):
+    checks: bool  # no error: the draft could be uploaded as it is
+    # Its errors, or (when it checks) the checker's warnings and the lints'
+    diagnostics: list[Diagnostic]
+
+
+class DecidedCall(BaseModel):
+    effect: Effect
+    args: dict[str, Any] | None  # (its secret arguments `[redacted]`)
+    reasons: list[Reason]
+    errors: list[ConditionError]
+    near_misses: list[Reason]
+
+
+class DraftDecided(BaseModel):
+    decision: DecidedCall
+    trace: str  # `charter explain`'s account, line by line
+
+
+class ExpectResult(BaseModel):
+    test: str
+    location: str
+    expected: str
+    tool: str
+    actual: Effect
+    passed: bool
+    failure: str | None
+    decision: DecidedCall
+
+
+class Reached(BaseModel):
+    reached: int
+    total: int
+
+
+class Unreached(BaseModel):
+    kind: Literal["rule", "hook"]
+    name: str
+    location: str
+    text: str
+
+
+class Coverage(BaseModel):
+    rules: Reached
+    hooks: Reached
+    unreached: list[Unreached]
+
+
+class DraftTested(BaseModel):
+    passed: int
+    failed: int
+    results: list[ExpectResult]
+    coverage: Coverage | None = None  # (asked with `coverage: true`)
+    warnings: list[Diagnostic]
+
+
+class DraftFitted(BaseModel):
+    fits: bool
+    violations: list[Violation]
+
+
 class Declaration(BaseModel):
     """A role, hook, profile or toolset of the latest revision (or, listed, of the
     revision the listing's first page pinned), with its source."""

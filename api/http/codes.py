@@ -141,11 +141,11 @@ CODES: dict[AnyCode, Code] = {
     ),
     "duplicate-path": Code(
         400,
-        "a `PUT /v1/policy` JSON upload lists two files with one `path`",
+        "a `PUT /v1/policy` JSON upload (or a draft) lists two files with one `path`",
     ),
     "bad-path": Code(
         400,
-        "a `PUT /v1/policy` JSON upload names a file by a path that a directory cannot hold on "
+        "a `PUT /v1/policy` JSON upload (or a draft) names a file by a path that a directory cannot hold on "
         "every file system (a relative `<name>.charter` path, unique but for case, no Windows "
         "device name or character: [policy paths](http.md#policy-paths)); the message names "
         "the part or both paths",
@@ -312,13 +312,14 @@ CODES: dict[AnyCode, Code] = {
     ),
     "role-not-found": Code(
         404,
-        "no role `{name}` in the latest revision",
+        "no role `{name}` in the latest revision, or a `POST /v1/drafts/fit` `role` not in the "
+        "draft",
     ),
     "profile-not-found": Code(
         404,
         "no profile `{name}` in the latest revision, or a `POST /v1/fit` `profile` that is not in"
         " it, or the agent's own profile is not in it (its listing, fit checks and what its "
-        "token makes)",
+        "token makes), or a `POST /v1/drafts/fit` `caller_profile` not in the draft",
     ),
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
     "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
@@ -375,8 +376,8 @@ CODES: dict[AnyCode, Code] = {
     # ---- the policy ----------------------------------------------------------------------
     "policy-invalid": Code(
         422,
-        "the policy (`PUT /v1/policy`), a role (`/v1/roles`) or a source (`POST /v1/fit`) does "
-        "not parse or check; `diagnostics` lists why",
+        "the policy (`PUT /v1/policy`), a role (`/v1/roles`), a source (`POST /v1/fit`) or a "
+        "draft (`/v1/drafts/*` but `check`) does not parse or check; `diagnostics` lists why",
     ),
     "revision-moved": Code(
         412,
@@ -391,7 +392,7 @@ CODES: dict[AnyCode, Code] = {
     ),
     "policy-too-large": Code(
         413,
-        "a new revision (an upload, a role's `POST` or `PATCH`, an approved one) would hold "
+        "a new revision (an upload, a role's `POST` or `PATCH`, an approved one) or a draft would hold "
         "more text than `charter serve --max-policy-mib` and more than the latest revision; "
         "`bytes` and `max_bytes` say how much",
     ),
@@ -481,7 +482,7 @@ CODES: dict[AnyCode, Code] = {
     ),
     "unavailable": Code(
         503,
-        "`GET /v1/agents/{id}/tools` or `POST /v1/fit`: the module it needs (`engine.listing`, "
+        "`GET /v1/agents/{id}/tools`, `POST /v1/fit` or `/v1/drafts/fit`: the module it needs (`engine.listing`, "
         "`engine.fit`) cannot be imported",
     ),
     "http-error": Code(
@@ -514,6 +515,7 @@ _DECIDING = ("decide", "decideBatch")
 _ACCESS = ("decideAccess", "decideAccesses")  # (AuthZEN's: no thread, turn or connection)
 _AGENT_WRITES = ("createAgent", "updateAgent", "defineAgent", "approve")
 _ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
+_DRAFTS = ("checkDraft", "decideDraft", "runDraftTests", "checkDraftFit")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
 ANYWHERE = frozenset({
@@ -528,8 +530,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "empty-policy": ("uploadPolicy",),
     "not-utf8": ("uploadPolicy",),
     "unsupported-charset": ("uploadPolicy",),
-    "duplicate-path": ("uploadPolicy", "uploadBundle"),
-    "bad-path": ("uploadPolicy", "uploadBundle"),
+    "duplicate-path": ("uploadPolicy", "uploadBundle", *_DRAFTS),
+    "bad-path": ("uploadPolicy", "uploadBundle", *_DRAFTS),
     "fit-needs-candidate": ("checkFit",),
     "does-not-fit": (*_AGENT_WRITES, *_ROLE_WRITES),
     "budget-looser": _AGENT_WRITES,
@@ -595,9 +597,10 @@ WHERE: dict[str, tuple[str, ...]] = {
     "identity-not-found": ("getIdentity", "updateIdentity", "deleteIdentity", "createIdentity"),
     "token-not-found": ("revokeToken",),
     "revision-not-found": ("getPolicy",),
-    "role-not-found": ("getRole", "updateRole", "deleteRole"),
+    "role-not-found": ("getRole", "updateRole", "deleteRole", "checkDraftFit"),
     "profile-not-found": (
         "getProfile",
+        "checkDraftFit",
         "checkFit",
         "listAgentTools",
         "listAccessActions",
@@ -633,10 +636,26 @@ WHERE: dict[str, tuple[str, ...]] = {
     "turn-thread-mismatch": _DECIDING,
     "thread-agent-mismatch": (*_DECIDING, "admitTurn"),
     "resource-moved": ("approve",),
-    "policy-invalid": ("uploadPolicy", "uploadBundle", "checkFit", *_ROLE_WRITES, "approve"),
+    "policy-invalid": (
+        "uploadPolicy",
+        "uploadBundle",
+        "checkFit",
+        *_ROLE_WRITES,
+        "approve",
+        "decideDraft",
+        "runDraftTests",
+        "checkDraftFit",
+    ),
     "revision-moved": ("uploadPolicy", "uploadBundle"),
     "policy-in-use": ("uploadPolicy", "uploadBundle"),
-    "policy-too-large": ("uploadPolicy", "uploadBundle", "createRole", "updateRole", "approve"),
+    "policy-too-large": (
+        "uploadPolicy",
+        "uploadBundle",
+        "createRole",
+        "updateRole",
+        "approve",
+        *_DRAFTS,
+    ),
     "revision-does-not-check": (
         *_DECIDING,
         *_ACCESS,
@@ -667,13 +686,14 @@ WHERE: dict[str, tuple[str, ...]] = {
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": (
         "checkFit",
+        "checkDraftFit",
         "createAgent",
         "updateAgent",
         "defineAgent",
         "createRole",
         "updateRole",
     ),
-    "unavailable": ("listAgentTools", "listAccessActions", "checkFit"),
+    "unavailable": ("listAgentTools", "listAccessActions", "checkFit", "checkDraftFit"),
     "store-unavailable": ("readMetrics",),
     "store-damaged": ("readMetrics",),
     "store-too-new": ("readMetrics",),

@@ -234,6 +234,43 @@ POLICY_SIGNATURE = (
     "5acXoh9eleWYAhvWbrjomLzTMt7uoVtUjEKYlcEU+r70buN1hsPOrjAaP1G/lD0rX2eEKkPxGQn4uKxJiQCUBQ=="
 )
 ID: dict[str, Any] = {"id": "triage-bot"}
+# The policy playground's draft (`/v1/drafts/*`): one file, a role no profile selects.
+DRAFT_FILES = [
+    {
+        "path": "draft.charter",
+        "text": "toolset mail {\n  tool send(to: str, subject: str, body: str)\n}\n"
+        'role mail-support {\n  allow mail.send where args.to endswith "@example.com"\n}\n'
+        "role mail-any {\n  allow mail.send\n}\n"
+        "profile support {\n  roles mail-support\n  hooks none\n}\n"
+        'test "mail" {\n  profile support\n'
+        '  expect allow mail.send { to: "bob@example.com", subject: "hi", body: "x" }\n}\n',
+    }
+]
+UNUSED_ROLE: dict[str, Any] = {
+    "code": "W0303", "severity": "warning", "message": "role `mail-any` is selected by no profile",
+    "file": "draft.charter", "line": 7, "column": 6, "end_line": 7, "end_column": 14,
+    "help": "list it in a profile's `roles` line, or remove it",
+}  # fmt: skip
+DRAFT_REASON: dict[str, Any] = {
+    "kind": "allow",
+    "message": "allowed by role `mail-support`",
+    "role": "mail-support",
+    "location": "draft.charter:5:3",
+}
+DRAFT_TRACE = "\n".join([
+    "decide `mail.send` for profile `support`",
+    '  1. shape: ok, arguments {"to":"eve@elsewhere.net","subject":"hi","body":"x"}',
+    "  2. denies win:",
+    "     (no deny rule matches `mail.send`)",
+    "  3. allows add up:",
+    '     - role `mail-support` draft.charter:5:3: allow where args.to endswith "@example.com"'
+    " -> false",
+    "  4. hooks:",
+    "     (no hook of this profile matches)",
+    "result: DENY",
+    "  because no rule grants `mail.send`",
+    "  near miss: allowed by role `mail-support` at draft.charter:5:3 (its condition did not hold)",
+])  # fmt: skip
 
 
 def _page(item: dict[str, Any]) -> dict[str, Any]:
@@ -401,6 +438,89 @@ EXAMPLES: dict[str, Example] = {
     ),
     "getPolicy": Example(query="revision=4", answer={"revision": 4, "files": POLICY_FILES}),
     "listRevisions": Example(query="limit=50", answer=_page(REVISION)),
+    "checkDraft": Example(
+        body={"files": DRAFT_FILES},
+        answer={"checks": True, "diagnostics": [UNUSED_ROLE]},
+    ),
+    "decideDraft": Example(
+        body={
+            "files": DRAFT_FILES,
+            "profile": "support",
+            "tool": "mail.send",
+            "args": {"to": "eve@elsewhere.net", "subject": "hi", "body": "x"},
+        },
+        answer={
+            "decision": {
+                "effect": "deny",
+                "args": None,
+                "reasons": [{"kind": "not-granted", "message": "no rule grants `mail.send`"}],
+                "errors": [],
+                "near_misses": [DRAFT_REASON],
+            },
+            "trace": DRAFT_TRACE,
+        },
+    ),
+    "runDraftTests": Example(
+        body={"files": DRAFT_FILES, "coverage": True},
+        answer={
+            "passed": 1,
+            "failed": 0,
+            "results": [
+                {
+                    "test": "mail",
+                    "location": "draft.charter:16:3",
+                    "expected": "allow",
+                    "tool": "mail.send",
+                    "actual": "allow",
+                    "passed": True,
+                    "failure": None,
+                    "decision": {
+                        "effect": "allow",
+                        "args": {"to": "bob@example.com", "subject": "hi", "body": "x"},
+                        "reasons": [DRAFT_REASON],
+                        "errors": [],
+                        "near_misses": [],
+                    },
+                }
+            ],
+            "coverage": {
+                "rules": {"reached": 1, "total": 2},
+                "hooks": {"reached": 0, "total": 0},
+                "unreached": [
+                    {
+                        "kind": "rule",
+                        "name": "mail-any",
+                        "location": "draft.charter:8:3",
+                        "text": "allow mail.send",
+                    }
+                ],
+            },
+            "warnings": [],
+        },
+    ),
+    "checkDraftFit": Example(
+        body={"files": DRAFT_FILES, "caller_profile": "support", "role": "mail-any"},
+        answer={
+            "fits": False,
+            "violations": [
+                {
+                    "tool": "mail.send",
+                    "kind": "widens",
+                    "message": "role `mail-any` allows `mail.send` calls that `support` may not "
+                    "make",
+                    "grant": "mail-any",
+                    "location": "draft.charter:8:3",
+                    "counterexample": {
+                        "tool": "mail.send",
+                        "args": {"to": " ", "subject": "x", "body": "x"},
+                        "context": None,
+                        "agent": None,
+                        "thread": None,
+                    },
+                }
+            ],
+        },
+    ),
     **_crud(
         "Identity",
         "Identities",

@@ -87,3 +87,25 @@ class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
     agent: str | None = Field(default=None, max_length=MAX_ID)
     name: str = Field(default="", max_length=MAX_TOKEN_NAME)
+
+
+class Draft(Strict):
+    """A workspace the policy playground sends whole (`/v1/drafts/*`): never stored."""
+
+    files: list[PolicyFile] = Field(min_length=1, max_length=10_000)
+
+
+class DraftDecision(Draft):
+    profile: str = Field(min_length=1, max_length=MAX_ID)
+    tool: str = Field(min_length=1, max_length=MAX_ID)
+    args: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
+
+
+class DraftTests(Draft):
+    coverage: bool = False
+
+
+class DraftFit(Draft):
+    caller_profile: str = Field(min_length=1, max_length=MAX_ID)
+    role: str = Field(min_length=1, max_length=MAX_ID)

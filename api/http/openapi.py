@@ -58,6 +58,8 @@ TAGS = {
     "approvals": "The pending approvals that `pause` decisions open, and their approval or "
     "rejection",
     "policy": "Upload and read the policy, and its revisions",
+    "drafts": "The policy playground: check, decide against, test and fit-check a workspace "
+    "that is never stored",
     "agents": "The agents that decisions are made for",
     "identities": "Signing identities (Ed25519): created, imported, renamed, deleted",
     "threads": "Threads of an agent's work, with their spending caps",

@@ -182,6 +182,27 @@ async def check_async(
     key: str, fn: Callable[..., FitResult], *args: Any, timeout_ms: int, **kwargs: Any
 ) -> FitResult:
     """As `check`, awaited: waiting for its turn holds no thread."""
+    isolated = _isolated()
+    result: FitResult = await _in_turn(
+        key, lambda: isolated.run(fn, *args, timeout_ms=timeout_ms, **kwargs)
+    )
+    return result
+
+
+async def call_async(
+    key: str, fn: Callable[..., Any], *args: Any, timeout_ms: int, **kwargs: Any
+) -> tuple[str, Any]:
+    """As `check_async`, for any `fn` (a draft's lints): what engine.fit.isolated.call
+    answers, `("ok", what fn returned)` or why not (`timeout`, `memory`, `died`)."""
+    isolated = _isolated()
+    answer: tuple[str, Any] = await _in_turn(
+        key, lambda: isolated.call(fn, *args, timeout_ms=timeout_ms, **kwargs)
+    )
+    return answer
+
+
+async def _in_turn(key: str, run: Callable[[], Any]) -> Any:
+    """`run()` on a waiter's thread once `key` has its turn (waiting holds no thread)."""
     loop = asyncio.get_running_loop()
     turn: asyncio.Future[None] = loop.create_future()
 
@@ -204,12 +225,10 @@ async def check_async(
             if not GATE.withdraw(ticket):
                 GATE.leave(key)
             raise
-    isolated = _isolated()
 
-    def work() -> FitResult:
+    def work() -> Any:
         try:
-            result: FitResult = isolated.run(fn, *args, timeout_ms=timeout_ms, **kwargs)
-            return result
+            return run()
         finally:  # (here, not in the request: a request cancelled meanwhile still ends)
             GATE.leave(key)
 

@@ -1,7 +1,9 @@
 """The console in a real Chromium (Debian's `chromium`, driven by Playwright) against a
 real server on loopback: sign in, an agent's call that pauses appears on the approvals
 page without a reload, a person approves it and the agent's waiting long poll gets the
-final decision, the log's filter finds it, and another origin's requests are refused.
+final decision, the log's filter finds it, the policy playground shows a typo's
+diagnostic at its line and decides a call of its draft, and another origin's requests
+are refused.
 
 One browser for the module. The screenshots of each page go to a temporary folder, or
 to docs/console/ (what the README shows) under `CHARTER_SCREENSHOTS=1`
@@ -194,6 +196,66 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     context.close()
 
 
+TESTED = """
+test "refunds" {
+  profile support
+  expect allow billing.refund { amount: 10 }
+  expect pause billing.refund { amount: 60 }
+}
+"""
+
+
+def test_the_policy_playground_checks_decides_and_tests_a_draft(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """A typo's diagnostic at its line moves the caret there; a call is decided with its
+    trace, the tests run, a fit is checked; the live policy stays the revision it was."""
+    harness, url = world
+    revision = httpx.get(f"{url}/v1/policy", headers=harness.auth()).json()["revision"]
+    page = _signed_in(browser, url, harness.admin)
+    csp_errors: list[str] = []
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+    page.click("#nav a[data-page=policy]")
+    page.wait_for_selector("#pg-status:has-text('The draft checks')")
+    text = page.input_value("#pg-editor")
+    line = text.split("\n").index("  roles mailer, refunder, manager, vault-reader") + 1
+
+    # A typo, typed: its error appears at its line, and choosing it (with the keyboard)
+    # puts the caret there.
+    page.focus("#pg-editor")
+    page.keyboard.press("Control+Home")
+    page.fill("#pg-editor", text.replace("roles mailer, refunder", "roles mailer, refundr"))
+    found = page.locator("#pg-diagnostics li.error button.diagnostic").first
+    found.wait_for()
+    assert f"policy.charter:{line}:" in found.inner_text() and "refundr" in found.inner_text()
+    found.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "pg-editor"
+    assert page.inner_text("#pg-caret").startswith(f"Line {line}, column ")
+
+    # Mended, with a test block: a call decided with its trace, and the tests run.
+    page.fill("#pg-editor", text + TESTED)
+    page.wait_for_selector("#pg-status:has-text('The draft checks')")
+    page.fill("#pg-profile", "support")
+    page.fill("#pg-tool", "billing.refund")
+    page.fill("#pg-args", '{"amount": 60}')
+    page.click("#pg-decide button[type=submit]")
+    page.wait_for_selector("#pg-trace")
+    assert "pause" in page.inner_text("#pg-decision .effect")
+    assert "hook `approve-big`" in page.inner_text("#pg-trace")
+    page.click("#pg-run-tests")
+    page.wait_for_selector("#pg-tests-summary:has-text('2 passed, 0 failed')")
+    assert "Coverage: " in page.inner_text("#pg-coverage-summary")
+    page.fill("#pg-caller", "narrow")
+    page.fill("#pg-role", "refunder")
+    page.click("#pg-fit button[type=submit]")
+    page.wait_for_selector("#pg-fit-result:has-text('does not fit')")
+    page.screenshot(path=str(shots / "playground.png"), full_page=True)
+    assert csp_errors == []
+    assert httpx.get(f"{url}/v1/policy", headers=harness.auth()).json()["revision"] == revision
+    page.context.close()
+
+
 def test_an_agent_cannot_approve_its_own_call(world: tuple[Harness, str], browser: Any) -> None:
     harness, url = world
     page = _signed_in(browser, url, harness.agent_token)
@@ -316,3 +378,15 @@ def test_the_console_answers_carry_a_strict_policy(world: tuple[Harness, str]) -
         f"{url}/console/session", json={"token": "x"}, headers={"Origin": "http://evil.test"}
     )
     expect(sent, 403, "csrf-refused")
+
+
+def test_the_scripts_build_no_markup_from_text() -> None:
+    """What a server or an agent sent (a draft's text, a diagnostic, a call's arguments)
+    reaches the page as text nodes: no script parses HTML, none sets an inline style,
+    which the Content-Security-Policy would refuse anyway."""
+    folder = ROOT / "api" / "console"
+    for script in sorted(folder.glob("*.js")):
+        source = script.read_text(encoding="utf-8")
+        for parsed in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", ".style"):
+            assert parsed not in source, f"{script.name} uses `{parsed}`"
+    assert "style=" not in (folder / "index.html").read_text(encoding="utf-8")

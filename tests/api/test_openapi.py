@@ -99,7 +99,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
-         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define")  # fmt: skip
+         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -287,6 +287,16 @@ def test_live_answers_read_as_their_schemas(
     fit = check("POST", "/v1/fit", json=wider, headers=decide, status=200)
     assert not fit["fits"] and fit["violations"][0]["counterexample"]
     check("POST", "/v1/turns", json={"agent": "a1"}, headers=decide, status=201)
+    # ---- drafts: the policy playground
+    draft = {"files": [{"path": "d.charter", "text": POLICY}]}
+    check("POST", "/v1/drafts/check", json=draft, headers=admin, status=200)
+    check("POST", "/v1/drafts/decide", json={**draft, "profile": "support", **{
+        k: mail[k] for k in ("tool", "args")}}, headers=admin, status=200)  # fmt: skip
+    check("POST", "/v1/drafts/test", json={**draft, "coverage": True}, headers=admin, status=200)
+    check("POST", "/v1/drafts/fit", json={**draft, "caller_profile": "support",
+          "role": "mailer"}, headers=admin, status=200)  # fmt: skip
+    check("POST", "/v1/drafts/fit", json={**draft, "caller_profile": "support",
+          "role": "nope"}, headers=admin, status=404)  # fmt: skip
     # ---- approvals: a refund over 50 pauses; an agent's own update (REVIEWED) is a 202
     refund = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 60}}
     paused = [check("POST", "/v1/decisions", json=refund, headers=decide, status=200)
