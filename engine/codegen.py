@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from engine import runtime
+from engine import clock, runtime
 from engine import types as T
 from grammar.fmt import expr_text
 from policy import ast
@@ -28,7 +28,7 @@ _HELPERS: dict[str, Any] = {
     "_ge": runtime.ge, "_sw": runtime.startswith, "_ew": runtime.endswith,
     "_ct": runtime.substring, "_like": runtime.like, "_glob": runtime.glob,
     "_len": runtime.length, "_lower": runtime.lower, "_host": runtime.host,
-    "_items": runtime.items,
+    "_items": runtime.items, "_clock": clock.fields,
 }  # fmt: skip
 
 
@@ -55,6 +55,7 @@ class _Gen:
         self.consts: list[Any] = []
         # An `all`/`any` item in scope -> (its Python name, its proven type).
         self.bound: dict[str, tuple[str, str]] = {}
+        self.reads_time = False  # (then the condition reads the clock once, as `tm`)
 
     def const(self, value: Any) -> str:
         """Literals become parameters of the condition's factory, so `args.n < 10` and
@@ -134,6 +135,11 @@ class _Gen:
             if not path.parts:
                 return name, ty
             return f"_get({name}, {path.root!r}, {path.parts!r})", "any"
+        if path.root == "time":
+            self.reads_time = True
+            if not path.parts:
+                return "tm", "map"
+            return f"tm[{path.parts[0]!r}]", clock.FIELDS[path.parts[0]]
         var = _ROOT_VARS[path.root]
         if path.root == "args" and path.parts:
             head = f"{var}[{path.parts[0]!r}]"  # KeyError -> "missing `args.x`"
@@ -150,6 +156,9 @@ class _Gen:
             bound = self.bound.get(arg.root)
             if bound is not None:
                 return f"_has({bound[0]}, {arg.parts!r})", "bool"
+            if arg.root == "time":
+                self.reads_time = True
+                return f"_has(tm, {arg.parts!r})", "bool"
             var = _ROOT_VARS[arg.root]
             if arg.root == "args" and len(arg.parts) == 1:
                 return f"({arg.parts[0]!r} in {var})", "bool"
@@ -245,9 +254,10 @@ class ConditionCompiler:
         if factory is None:
             factory = len(self._sources)
             params = ", ".join(f"k{i}" for i in range(len(gen.consts)))
+            clock_line = "        tm = _clock()\n" if gen.reads_time else ""
             self._sources.append(
                 f"def f{factory}({params}):\n"
-                f"    def c(a, x, g, t):\n        return {src}\n"
+                f"    def c(a, x, g, t):\n{clock_line}        return {src}\n"
                 f"    return c\n"
             )
             self._bodies[src] = factory

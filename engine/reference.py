@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine import clock, valuefit
 from engine import runtime as R
-from engine import valuefit
 from engine.decision import Request
 from engine.shape import literal
 from engine.types import from_ref, item_of
@@ -29,6 +29,7 @@ class _Env:
             "context": request.context,
             "agent": request.agent,
             "thread": request.thread,
+            "time": clock.fields(),
         }
 
 

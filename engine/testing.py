@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine import runtime
+from engine import clock, runtime
 from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.shape import literal
@@ -115,7 +115,11 @@ def run_expect(snapshot: Snapshot, test: ast.Test, expect: ast.Expect) -> Expect
     request = Request(
         test.profile, expect.tool, literal(expect.args), context, agent, _thread(test)
     )
-    decision = snapshot.decide(request)
+    if test.time is None:
+        decision = snapshot.decide(request)
+    else:
+        with clock.fixed(test.time):
+            decision = snapshot.decide(request)
     over = _over_budget(snapshot, test, expect, agent)
     if over is not None:
         decision = make_decision("deny", None, (*decision.reasons, over))

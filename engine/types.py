@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from engine import clock
 from grammar.fmt import expr_text
 from policy import ast
 from policy.catalogue import ToolSpec
@@ -126,6 +127,8 @@ def path_type(path: ast.Path, env: TypeEnv) -> str | None:
         return "any" if bound in ("map", "any") else _into_scalar(path, bound, env, path.root)
     if path.root == "context":
         return "map" if not path.parts else "any"
+    if path.root == "time":
+        return _time_type(path, env)
     if path.root in ("agent", "thread"):
         fields = _AGENT_FIELDS if path.root == "agent" else _THREAD_FIELDS
         if not path.parts:
@@ -211,6 +214,26 @@ def _member_type(path: ast.Path, ref: ast.TypeRef, tool: ToolSpec, env: TypeEnv)
 
 def _prefix(path: ast.Path, depth: int) -> str:
     return str(ast.Path(path.root, path.parts[:depth]))
+
+
+def _time_type(path: ast.Path, env: TypeEnv) -> str | None:
+    """`time.hour` and the other fields of engine/clock.py; `time` alone is a map."""
+    if not path.parts:
+        return "map"
+    head = path.parts[0]
+    ty = clock.FIELDS.get(head)
+    if ty is None:
+        env.report(
+            Diagnostic(
+                "E0201",
+                f"`time` has no field `{head}`",
+                path.span,
+                did_you_mean(head, clock.FIELDS)
+                or f"`time` has {', '.join(f'`{f}`' for f in clock.FIELDS)}",
+            )
+        )
+        return None
+    return ty if len(path.parts) == 1 else _into_scalar(path, ty, env)
 
 
 def _into_scalar(path: ast.Path, ty: str, env: TypeEnv, read: str = "") -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from sys import intern
 from typing import Any
@@ -549,6 +550,7 @@ class Builder:
             value("thread"),
             value("context"),
             value("spent"),
+            value("time"),
             span=span,
             item_spans=spans,
             profile_span=where,
@@ -577,6 +579,27 @@ class Builder:
     def test_spent(self, items: Items, start: Offset, end: Offset) -> _Setting:
         span = self._sp(start, end)
         return _Setting("spent", self._amount(items[0], span, "`spent`"), span)
+
+    def test_time(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        span = self._sp(start, end)
+        text = self._string(items[0])
+        return _Setting("time", self._moment(text, span), span)
+
+    def _moment(self, text: str, span: ast.Span) -> int:
+        """An ISO 8601 time with its offset (`2026-12-04T09:30:00Z`) in ms since the epoch."""
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            self._error(
+                "E0027",
+                f"`{text[:40]}` is not a time with its offset",
+                span,
+                'write an ISO 8601 time with `Z` or an offset: `time "2026-12-04T09:30:00Z"`',
+            )
+            return 0
+        return int(moment.timestamp() * 1000)
 
     def _amount(self, number: Any, span: ast.Span, what: str) -> Decimal:
         value = Decimal(number.value)
@@ -745,8 +768,8 @@ class Builder:
                 "E0012",
                 f"`{root}` is not a place a condition can read",
                 span,
-                "paths start at `args`, `agent`, `thread` or `context`, or at the item "
-                "an `all` or `any` names",
+                "paths start at `args`, `agent`, `thread`, `context` or `time`, or at the "
+                "item an `all` or `any` names",
             )
             self.errors.append(diag)
             self._unbound[id(node)] = diag  # (until a quantifier around it binds it)

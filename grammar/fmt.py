@@ -14,6 +14,7 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Collection
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from grammar.literals import CONTROL_CHARS
@@ -46,6 +47,13 @@ def string(value: str) -> str:
 def decimal(value: Decimal) -> str:
     text = format(value, "f")
     return text if "." in text else text + ".0"
+
+
+def moment_text(ms: int) -> str:
+    """A test's `time` as written back: ISO 8601 in UTC, with ms only when it has some."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def _amount(value: Decimal) -> str:
@@ -218,6 +226,8 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
             expects.append((item(decl, kind), f"{kind} {map_text(setting)}"))
     if decl.spent is not None:
         expects.append((item(decl, "spent"), f"spent {_amount(decl.spent)} usd"))
+    if decl.time is not None:
+        expects.append((item(decl, "time"), f"time {string(moment_text(decl.time))}"))
     for e in decl.expects:
         text = f"expect {e.effect} {tool_text(e.tool)} {map_text(e.args)}"
         if e.context is not None:

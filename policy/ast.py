@@ -167,8 +167,8 @@ class MapLit:
     key_spans: tuple[Span, ...] = _name_spans()
 
 
-PathRoot: TypeAlias = TypingLiteral["args", "agent", "thread", "context"]
-PATH_ROOTS: tuple[str, ...] = ("args", "agent", "thread", "context")
+PathRoot: TypeAlias = TypingLiteral["args", "agent", "thread", "context", "time"]
+PATH_ROOTS: tuple[str, ...] = ("args", "agent", "thread", "context", "time")
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,6 +448,7 @@ class Test:
     thread: MapLit | None = None
     context: MapLit | None = None
     spent: Decimal | None = None
+    time: int | None = None  # `time "2026-12-04T09:30:00Z"`: ms since the epoch
     span: Span = _span()
     item_spans: ItemSpans = _item_spans()  # its `profile`, `agent`, ... lines
     profile_span: Span = _span()  # the profile's name on that line

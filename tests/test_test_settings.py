@@ -123,3 +123,46 @@ def test_charter_test_coverage_prints_and_writes_json(tmp_path: Path) -> None:
     shown = json.loads(done.stdout)["coverage"]
     assert shown["rules"] == {"reached": 1, "total": 2}
     assert shown["unreached"][0]["text"] == "allow t.b where args.n < 3"
+
+
+WORKING_HOURS = """
+toolset ops {
+  tool deploy(env: str)
+}
+role deployer {
+  allow ops.deploy where time.weekday in ["mon", "tue", "wed", "thu", "fri"] and time.hour >= 9 and time.hour < 17 and time.date < 20270101
+}
+profile ops {
+  roles deployer
+}
+test "deploys in working hours, not at night, on saturdays or from 2027" {
+  profile ops
+  time "2026-12-04T10:30:00+01:00"
+  expect allow ops.deploy { env: "prod" }
+}
+test "at night" {
+  profile ops
+  time "2026-12-04T22:30:00Z"
+  expect deny ops.deploy { env: "prod" } because "no rule grants"
+}
+test "on a saturday" {
+  profile ops
+  time "2026-12-05T10:30:00.250Z"
+  expect deny ops.deploy { env: "prod" }
+}
+test "from 2027" {
+  profile ops
+  time "2027-01-04T10:30:00Z"
+  expect deny ops.deploy { env: "prod" }
+}
+"""
+
+
+def test_a_tests_time_is_the_moment_its_calls_read() -> None:
+    snapshot = compile_workspace(check_sources([("ops.charter", WORKING_HOURS)]))
+    results = run_tests(snapshot)
+    assert [r.failure for r in results] == [None] * 4
+    moved = WORKING_HOURS.replace("2026-12-04T10:30:00+01:00", "2026-12-04T16:30:00+00:00")
+    assert run_tests(compile_workspace(check_sources([("o", moved)])))[0].passed
+    late = WORKING_HOURS.replace("2026-12-04T10:30:00+01:00", "2026-12-04T17:00:00Z")
+    assert not run_tests(compile_workspace(check_sources([("o", late)])))[0].passed

@@ -250,7 +250,7 @@ def num_operands(slots: Sequence[Slot]) -> st.SearchStrategy[ast.Expr]:
     return st.one_of(options)
 
 
-FAMILIES = ("str", "str", "str", "num", "num", "in", "in", "bool", "has", "null", "list")
+FAMILIES = ("str", "str", "str", "num", "num", "in", "in", "bool", "has", "null", "list", "time")
 
 
 @st.composite
@@ -296,6 +296,19 @@ def atoms(draw: st.DrawFn, slots: Sequence[Slot]) -> ast.Expr:
         paths += [ast.Path("context", (k,)) for k in CONTEXT_KEYS]
         paths += [ast.Path("agent", ("metadata", "team")), ast.Path("thread", ("cost",))]
         return ast.Call("has", (draw(st.sampled_from(paths)),))
+    if family == "time":  # (the clock: fixed for each example by the properties)
+        field = draw(st.sampled_from(("hour", "minute", "date", "weekday", "month")))
+        if field == "weekday":
+            days = draw(st.lists(st.sampled_from(("mon", "tue", "sat", "sun")), max_size=3))
+            return ast.Compare(
+                "in", ast.Path("time", ("weekday",)), ast.ListLit(tuple(map(_lit_str, days)))
+            )
+        bound = {"hour": 24, "minute": 60, "month": 13}.get(field)
+        value = (
+            draw(st.integers(0, bound)) if bound else draw(st.sampled_from((20261204, 20270101)))
+        )
+        op = draw(st.sampled_from(("<", ">=", "==", "!=")))
+        return ast.Compare(op, ast.Path("time", (field,)), ast.Lit("int", value))
     if family == "null":
         subjects = [_arg(s.name) for s in slots] + [ast.Path("context", ("team",))]
         op = draw(st.sampled_from(("==", "!=")))

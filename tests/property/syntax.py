@@ -235,6 +235,7 @@ tests = st.builds(
     st.one_of(st.none(), maps),
     st.one_of(st.none(), maps),
     amounts,
+    st.one_of(st.none(), st.integers(0, 4_102_444_800_000)),
 )
 
 declarations = st.one_of(toolsets, roles, hooks(), profiles(), tests)
