@@ -16,7 +16,12 @@ listing changed, the client is sent `notifications/tools/list_changed`.
   in, rewrites applied), and the upstream's answer is the answer. Denied: a tool error (`isError`) with the reasons; nothing is
   forwarded. Paused: the call waits for its approval, up to `pause_wait` seconds: approved
   (and allowed by the re-check), it is forwarded; rejected, a tool error; still pending, a
-  tool error saying that the call awaits approval and did not run.
+  tool error saying that the call awaits approval and did not run. A client that takes
+  form elicitation (its capabilities at `initialize`) is first asked, up to `ask_rounds`
+  times, whether its user wants to wait another `pause_wait` (`elicitation/create`,
+  `KEEP_WAITING`): only an accepted `keep_waiting: true` waits on. The question names the
+  tool, the approval and the pause's reasons, never the arguments; the answer approves
+  nothing (a person approves, through the approvals API or the console).
 - shadow mode: every call is decided and logged, then forwarded whatever the decision;
   a call that would have been denied or paused is reported (`ShadowReport`).
 """
@@ -27,7 +32,7 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -38,6 +43,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider, Refused, Turn, Verdict
@@ -45,10 +51,25 @@ from api.gateway.describe import described
 from charter import __version__
 
 POLL = 0.1  # seconds between looks at a pending approval
+# What a paused call asks the client's user (form elicitation) when its wait ran out.
+KEEP_WAITING: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "keep_waiting": {
+            "type": "boolean",
+            "title": "Keep waiting",
+            "description": "Wait longer for a person to approve or reject the call",
+            "default": True,
+        }
+    },
+    "required": ["keep_waiting"],
+}
+Ask = Callable[[str, Verdict], Awaitable[bool]]  # (tool, the pause) -> wait on?
 STDIO = "stdio"  # the one session of a gateway serving stdio
 # Sessions kept over HTTP (whose ends the gateway is not told of): past it, the oldest is
 # forgotten, and a request of it starts it again on a new turn.
 MAX_SESSIONS = 1024
+ASK_TIMEOUT = 600.0  # seconds the client's user has to answer whether to wait on
 ADMISSIONS = 3  # turns admitted at most for one listing (see `Gateway._admit`)
 
 
@@ -308,7 +329,7 @@ class Gateway:
                     self.report.add(session.agent, tool, verdict)
                 return await up.session.call_tool(params.name, args)
             if verdict.effect == "pause":
-                verdict = await self.await_approval(verdict, args)
+                verdict = await self.await_approval(verdict, args, tool, asker(ctx))
         except Refused as exc:
             return _error(f"charter cannot decide `{tool}`: {exc.message}")
         if verdict.effect == "allow":
@@ -326,8 +347,23 @@ class Gateway:
             await session.peer.send_tool_list_changed()
         return await self.decider.decide(session.turn, tool, args)
 
-    async def await_approval(self, paused: Verdict, args: dict[str, Any]) -> Verdict:
-        """The call once its approval is decided, or the pause itself at `pause_wait`."""
+    async def await_approval(
+        self, paused: Verdict, args: dict[str, Any], tool: str = "", ask: Ask | None = None
+    ) -> Verdict:
+        """The call once its approval is decided, or the pause itself: at `pause_wait`,
+        when `ask` is None or says not to wait on (or after `ask_rounds` more waits)."""
+        rounds = 0
+        while True:
+            found, ran_out = await self._wait(paused, args)
+            if not ran_out or ask is None or rounds >= self.config.ask_rounds:
+                return found
+            if not await ask(tool, paused):
+                return found
+            rounds += 1
+
+    async def _wait(self, paused: Verdict, args: dict[str, Any]) -> tuple[Verdict, bool]:
+        """The call once its approval is decided within `pause_wait`, or the pause; and
+        whether the wait ran out (the approval still pending)."""
         assert paused.approval is not None
         deadline = time.monotonic() + self.config.pause_wait
         while time.monotonic() < deadline:
@@ -336,12 +372,43 @@ class Gateway:
             if state.status == "pending":
                 continue
             if state.status == "unfollowed":  # (a server token that may not read it)
-                return paused
+                return paused, False
             if state.status == "approved" and state.final is not None:
-                return state.final
+                return state.final, False
             reasons = (f"rejected: {state.reason}",) if state.reason else (state.status,)
-            return Verdict("deny", None, reasons, paused.approval, paused.decision)
-        return paused
+            return Verdict("deny", None, reasons, paused.approval, paused.decision), False
+        return paused, True
+
+
+def asker(ctx: ServerRequestContext[Any, Any]) -> Ask | None:
+    """How a paused call asks the client's user whether to wait on (form elicitation,
+    related to the call's request), or None for a client that declared no form
+    elicitation. An answer that is not an accepted `keep_waiting: true`, an error, or no
+    answer within `ASK_TIMEOUT` seconds, is no."""
+    caps = ctx.session.client_capabilities
+    elicitation = None if caps is None else caps.elicitation
+    # (`elicitation: {}`, as clients of 2025-06-18 declare it, is form mode)
+    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        return None
+
+    async def ask(tool: str, paused: Verdict) -> bool:
+        why = "; ".join(paused.reasons) or "a hook pauses it"
+        message = (
+            f"`{tool}` awaits a person's approval (approval `{paused.approval}`): {why}. "
+            "Keep waiting for it? (This does not approve the call.)"
+        )
+        try:
+            with anyio.fail_after(ASK_TIMEOUT):
+                answer = await ctx.session.elicit_form(
+                    message, KEEP_WAITING, related_request_id=ctx.request_id
+                )
+        except (MCPError, ValidationError, TimeoutError, anyio.ClosedResourceError,
+                anyio.BrokenResourceError):  # fmt: skip
+            return False
+        content = answer.content or {}
+        return answer.action == "accept" and content.get("keep_waiting") is True
+
+    return ask
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:
