@@ -22,6 +22,12 @@ listing changed, the client is sent `notifications/tools/list_changed`.
   `KEEP_WAITING`): only an accepted `keep_waiting: true` waits on. The question names the
   tool, the approval and the pause's reasons, never the arguments; the answer approves
   nothing (a person approves, through the approvals API or the console).
+- cost: an allowed call whose upstream result reports what it cost, in its `_meta` under
+  `COST_KEY` (`"charter/cost_usd": "0.12"`, USD, a string written as a JSON number or a
+  number, 0 to 10^9), is charged that amount (api.service.costs): to the agent, its
+  ancestors and its thread, once, even past a cap (the call ran); the next call over the
+  cap is denied. A cost that is not an amount, or a charge refused, is said on stderr;
+  the result is answered either way.
 - shadow mode: every call is decided and logged, then forwarded whatever the decision;
   a call that would have been denied or paused is reported (`ShadowReport`).
 """
@@ -34,6 +40,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TextIO
 
 import anyio
@@ -48,9 +55,14 @@ from pydantic import ValidationError
 from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider, Refused, Turn, Verdict
 from api.gateway.describe import described
+from api.service.budget import amount_text
 from charter import __version__
+from policy.money import MAX_USD, decimal_amount
 
 POLL = 0.1  # seconds between looks at a pending approval
+# The key of an upstream result's `_meta` that says what the call cost, in USD (a `_meta`
+# key's prefix, `charter/`, names who defines it, as the MCP specification asks).
+COST_KEY = "charter/cost_usd"
 # What a paused call asks the client's user (form elicitation) when its wait ran out.
 KEEP_WAITING: dict[str, Any] = {
     "type": "object",
@@ -327,14 +339,35 @@ class Gateway:
             if self.config.shadow:
                 if verdict.effect != "allow":
                     self.report.add(session.agent, tool, verdict)
-                return await up.session.call_tool(params.name, args)
+                shadowed = await up.session.call_tool(params.name, args)
+                return await self._charged(tool, verdict, shadowed)
             if verdict.effect == "pause":
                 verdict = await self.await_approval(verdict, args, tool, asker(ctx))
         except Refused as exc:
             return _error(f"charter cannot decide `{tool}`: {exc.message}")
         if verdict.effect == "allow":
-            return await up.session.call_tool(params.name, verdict.args or {})
+            result = await up.session.call_tool(params.name, verdict.args or {})
+            return await self._charged(tool, verdict, result)
         return _error(refusal(tool, verdict))
+
+    async def _charged(
+        self, tool: str, verdict: Verdict, result: types.CallToolResult
+    ) -> types.CallToolResult:
+        """`result`, once the cost it reports (if any) is charged for the allowed call
+        `verdict` (in shadow mode, a call not allowed is charged nothing)."""
+        if verdict.effect != "allow":
+            return result
+        try:
+            amount = reported_cost(result)
+            if amount is not None:
+                await self.decider.report_cost(verdict, amount)
+        except ValueError as exc:
+            sys.stderr.write(f"charter gateway: `{tool}` ran; its cost was not charged: {exc}\n")
+        except Refused as exc:
+            sys.stderr.write(
+                f"charter gateway: `{tool}` ran; its cost was not charged: {exc.message}\n"
+            )
+        return result
 
     async def _decide(self, session: Session, tool: str, args: dict[str, Any]) -> Verdict:
         try:
@@ -409,6 +442,26 @@ def asker(ctx: ServerRequestContext[Any, Any]) -> Ask | None:
         return answer.action == "accept" and content.get("keep_waiting") is True
 
     return ask
+
+
+def reported_cost(result: types.CallToolResult) -> Decimal | None:
+    """The cost `result` reports (`_meta` `COST_KEY`), in USD; None when it reports none;
+    ValueError saying why when what it reports is not an amount from 0 to MAX_USD."""
+    value = (result.meta or {}).get(COST_KEY)
+    if value is None:
+        return None
+    wrong = f"`{COST_KEY}` must be a number or its text, from 0 to {MAX_USD} USD"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(wrong)
+    try:
+        if isinstance(value, str):
+            amount_text(value)
+        amount = decimal_amount(value)
+    except ValueError:
+        raise ValueError(wrong) from None
+    if not 0 <= amount <= MAX_USD:
+        raise ValueError(wrong)
+    return amount
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:

@@ -12,7 +12,6 @@ import httpx
 from api import commands as c
 from api.service.resources import create_agent
 from api.service.tokens import Principal
-
 from tests.api.conftest import BOTH, Harness, expect
 
 STORES = BOTH
