@@ -4,6 +4,7 @@ server, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -109,3 +110,23 @@ def test_what_is_refused(harness: Harness, live: httpx.Client) -> None:
     assert report(live, harness, allowed, 0, harness.admin).json()["micros"] == 0
     expect(report(live, harness, allowed, 1), 409, "cost-already-reported")
     assert harness.service.store.spent("agent:a1", 0) == 0
+
+
+def test_reports_sent_together_charge_once(harness: Harness, live: httpx.Client) -> None:
+    """Eight reports of one decision at once, each on a connection of its own: one is
+    charged, seven refused."""
+    allowed = decide(live, harness, "billing.refund", amount=10)
+    url = str(live.base_url)
+    statuses: list[int] = []
+
+    def send() -> None:
+        with httpx.Client(base_url=url, timeout=30) as own:
+            statuses.append(report(own, harness, allowed, "0.3").status_code)
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [201] + [409] * 7
+    assert harness.service.store.spent("agent:a1", 0) == 300_000
