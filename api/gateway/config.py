@@ -4,6 +4,7 @@
     # token = "..."              # an agent token: the session acts for its agent
     # (neither: over HTTP only, each session acts for its bearer token's agent)
     pause_wait = 30              # seconds a paused call waits for its approval
+    ask_rounds = 3               # times the client's user may say to wait another pause_wait
     watch = 1.0                  # seconds between looks for a new revision
     shadow = false               # decide and log, but forward every call
     report = "shadow.jsonl"      # shadow mode's report (default: stderr)
@@ -31,6 +32,8 @@ from typing import Any
 
 DEFAULT_PAUSE_WAIT = 30.0
 DEFAULT_WATCH = 1.0
+DEFAULT_ASK_ROUNDS = 3
+MAX_ASK_ROUNDS = 100
 MAX_WAIT = 86_400.0  # a day: a paused call waits at most this long
 _TOOLSET = re.compile(r"[a-z][a-z0-9_-]*\Z")
 _TOP = frozenset(
@@ -38,6 +41,7 @@ _TOP = frozenset(
         "agent",
         "token",
         "pause_wait",
+        "ask_rounds",
         "watch",
         "shadow",
         "report",
@@ -78,6 +82,7 @@ class GatewayConfig:
     server: str | None = None
     server_token: str | None = None
     report: str | None = None
+    ask_rounds: int = DEFAULT_ASK_ROUNDS
 
     @property
     def names_agent(self) -> bool:
@@ -91,7 +96,7 @@ class GatewayConfig:
             f"GatewayConfig(upstreams={self.upstreams!r}, agent={self.agent!r}, "
             f"token={token}, pause_wait={self.pause_wait}, watch={self.watch}, "
             f"shadow={self.shadow}, server={self.server!r}, server_token={server_token}, "
-            f"report={self.report!r})"
+            f"report={self.report!r}, ask_rounds={self.ask_rounds})"
         )
 
 
@@ -127,6 +132,15 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
         )
     pause_wait = _seconds(doc, "pause_wait", DEFAULT_PAUSE_WAIT, where, minimum=0.0)
     watch = _seconds(doc, "watch", DEFAULT_WATCH, where, minimum=0.05)
+    ask_rounds = doc.get("ask_rounds", DEFAULT_ASK_ROUNDS)
+    if (
+        isinstance(ask_rounds, bool)
+        or not isinstance(ask_rounds, int)
+        or not 0 <= ask_rounds <= MAX_ASK_ROUNDS
+    ):
+        raise ConfigError(
+            f"{where}: `ask_rounds` must be a whole number from 0 to {MAX_ASK_ROUNDS}"
+        )
     shadow = doc.get("shadow", False)
     if not isinstance(shadow, bool):
         raise ConfigError(f"{where}: `shadow` must be true or false")
@@ -157,8 +171,9 @@ def parse(doc: Any, where: str = "the configuration") -> GatewayConfig:
             raise ConfigError(f"{where}: toolset `{up.toolset}` has two upstreams")
         seen.add(up.toolset)
     return GatewayConfig(
-        upstreams, agent, token, pause_wait, watch, shadow, server, server_token, report
-    )
+        upstreams, agent, token, pause_wait, watch, shadow, server, server_token, report,
+        ask_rounds,
+    )  # fmt: skip
 
 
 def _upstream(item: Any, where: str) -> Upstream:

@@ -7,6 +7,7 @@ listing and its calls are decided on, so what the client was shown is what is de
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 
@@ -38,6 +39,7 @@ class Verdict:
     reasons: tuple[str, ...] = ()
     approval: str | None = None
     decision: str = ""  # the decision's id in the log
+    seq: int = 0  # and its place there
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class Decider(Protocol):
     async def decide(self, turn: Turn, tool: str, args: dict[str, Any]) -> Verdict: ...
 
     async def approval(self, approval_id: str, asked: dict[str, Any]) -> Waited: ...
+
+    async def report_cost(self, verdict: Verdict, amount: Decimal) -> None:
+        """Charge `amount` USD, what the allowed call `verdict` cost once it ran, to its
+        budgets (api.service.costs), once."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -10,6 +10,7 @@ loop serving the MCP sessions never waits on a commit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import anyio
@@ -21,6 +22,7 @@ from api.http.decisions import tool_listing
 from api.records import Approval
 from api.service.calls import Call
 from api.service.core import Service
+from api.service.costs import report_cost
 from api.service.decide import decide_detailed
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
@@ -29,6 +31,7 @@ from api.service.tokens import TokenCache
 from engine.redaction import REDACTED
 
 T = TypeVar("T")
+REPORTER = "charter gateway"  # who reported a cost, in its record (no token: in-process)
 
 
 class LocalDecider:
@@ -91,6 +94,7 @@ class LocalDecider:
                 reasons_of(found),
                 found.get("approval_id"),
                 found["id"],
+                found["seq"],
             )
 
         return await self._run(decide)
@@ -103,6 +107,13 @@ class LocalDecider:
             return waited(view, asked)
 
         return await self._run(look)
+
+    async def report_cost(self, verdict: Verdict, amount: Decimal) -> None:
+        def charge() -> None:
+            self.service.sync()
+            report_cost(self.service, verdict.decision, verdict.seq, amount, REPORTER)
+
+        await self._run(charge)
 
     async def close(self) -> None:
         self.service.store.close()
@@ -118,7 +129,7 @@ def waited(approval: dict[str, Any], asked: dict[str, Any]) -> Waited:
         verdict = Verdict(
             str(final.get("effect")), unredacted(final.get("args"), asked), reasons_of(final),
             final.get("approval_id"),
-            str(final.get("id", "")),
+            str(final.get("id", "")), int(final.get("seq") or 0),
         )  # fmt: skip
     return Waited(status, verdict, approval.get("reason"))
 

@@ -16,7 +16,18 @@ listing changed, the client is sent `notifications/tools/list_changed`.
   in, rewrites applied), and the upstream's answer is the answer. Denied: a tool error (`isError`) with the reasons; nothing is
   forwarded. Paused: the call waits for its approval, up to `pause_wait` seconds: approved
   (and allowed by the re-check), it is forwarded; rejected, a tool error; still pending, a
-  tool error saying that the call awaits approval and did not run.
+  tool error saying that the call awaits approval and did not run. A client that takes
+  form elicitation (its capabilities at `initialize`) is first asked, up to `ask_rounds`
+  times, whether its user wants to wait another `pause_wait` (`elicitation/create`,
+  `KEEP_WAITING`): only an accepted `keep_waiting: true` waits on. The question names the
+  tool, the approval and the pause's reasons, never the arguments; the answer approves
+  nothing (a person approves, through the approvals API or the console).
+- cost: an allowed call whose upstream result reports what it cost, in its `_meta` under
+  `COST_KEY` (`"charter/cost_usd": "0.12"`, USD, a string written as a JSON number or a
+  number, 0 to 10^9), is charged that amount (api.service.costs): to the agent, its
+  ancestors and its thread, once, even past a cap (the call ran); the next call over the
+  cap is denied. A cost that is not an amount, or a charge refused, is said on stderr;
+  the result is answered either way.
 - shadow mode: every call is decided and logged, then forwarded whatever the decision;
   a call that would have been denied or paused is reported (`ShadowReport`).
 """
@@ -27,8 +38,9 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TextIO
 
 import anyio
@@ -38,17 +50,38 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from api.gateway.config import ConfigError, GatewayConfig, Upstream
 from api.gateway.decider import Decider, Refused, Turn, Verdict
 from api.gateway.describe import described
+from api.service.budget import amount_text
 from charter import __version__
+from policy.money import MAX_USD, decimal_amount
 
 POLL = 0.1  # seconds between looks at a pending approval
+# The key of an upstream result's `_meta` that says what the call cost, in USD (a `_meta`
+# key's prefix, `charter/`, names who defines it, as the MCP specification asks).
+COST_KEY = "charter/cost_usd"
+# What a paused call asks the client's user (form elicitation) when its wait ran out.
+KEEP_WAITING: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "keep_waiting": {
+            "type": "boolean",
+            "title": "Keep waiting",
+            "description": "Wait longer for a person to approve or reject the call",
+            "default": True,
+        }
+    },
+    "required": ["keep_waiting"],
+}
+Ask = Callable[[str, Verdict], Awaitable[bool]]  # (tool, the pause) -> wait on?
 STDIO = "stdio"  # the one session of a gateway serving stdio
 # Sessions kept over HTTP (whose ends the gateway is not told of): past it, the oldest is
 # forgotten, and a request of it starts it again on a new turn.
 MAX_SESSIONS = 1024
+ASK_TIMEOUT = 600.0  # seconds the client's user has to answer whether to wait on
 ADMISSIONS = 3  # turns admitted at most for one listing (see `Gateway._admit`)
 
 
@@ -306,14 +339,35 @@ class Gateway:
             if self.config.shadow:
                 if verdict.effect != "allow":
                     self.report.add(session.agent, tool, verdict)
-                return await up.session.call_tool(params.name, args)
+                shadowed = await up.session.call_tool(params.name, args)
+                return await self._charged(tool, verdict, shadowed)
             if verdict.effect == "pause":
-                verdict = await self.await_approval(verdict, args)
+                verdict = await self.await_approval(verdict, args, tool, asker(ctx))
         except Refused as exc:
             return _error(f"charter cannot decide `{tool}`: {exc.message}")
         if verdict.effect == "allow":
-            return await up.session.call_tool(params.name, verdict.args or {})
+            result = await up.session.call_tool(params.name, verdict.args or {})
+            return await self._charged(tool, verdict, result)
         return _error(refusal(tool, verdict))
+
+    async def _charged(
+        self, tool: str, verdict: Verdict, result: types.CallToolResult
+    ) -> types.CallToolResult:
+        """`result`, once the cost it reports (if any) is charged for the allowed call
+        `verdict` (in shadow mode, a call not allowed is charged nothing)."""
+        if verdict.effect != "allow":
+            return result
+        try:
+            amount = reported_cost(result)
+            if amount is not None:
+                await self.decider.report_cost(verdict, amount)
+        except ValueError as exc:
+            sys.stderr.write(f"charter gateway: `{tool}` ran; its cost was not charged: {exc}\n")
+        except Refused as exc:
+            sys.stderr.write(
+                f"charter gateway: `{tool}` ran; its cost was not charged: {exc.message}\n"
+            )
+        return result
 
     async def _decide(self, session: Session, tool: str, args: dict[str, Any]) -> Verdict:
         try:
@@ -326,8 +380,23 @@ class Gateway:
             await session.peer.send_tool_list_changed()
         return await self.decider.decide(session.turn, tool, args)
 
-    async def await_approval(self, paused: Verdict, args: dict[str, Any]) -> Verdict:
-        """The call once its approval is decided, or the pause itself at `pause_wait`."""
+    async def await_approval(
+        self, paused: Verdict, args: dict[str, Any], tool: str = "", ask: Ask | None = None
+    ) -> Verdict:
+        """The call once its approval is decided, or the pause itself: at `pause_wait`,
+        when `ask` is None or says not to wait on (or after `ask_rounds` more waits)."""
+        rounds = 0
+        while True:
+            found, ran_out = await self._wait(paused, args)
+            if not ran_out or ask is None or rounds >= self.config.ask_rounds:
+                return found
+            if not await ask(tool, paused):
+                return found
+            rounds += 1
+
+    async def _wait(self, paused: Verdict, args: dict[str, Any]) -> tuple[Verdict, bool]:
+        """The call once its approval is decided within `pause_wait`, or the pause; and
+        whether the wait ran out (the approval still pending)."""
         assert paused.approval is not None
         deadline = time.monotonic() + self.config.pause_wait
         while time.monotonic() < deadline:
@@ -336,12 +405,63 @@ class Gateway:
             if state.status == "pending":
                 continue
             if state.status == "unfollowed":  # (a server token that may not read it)
-                return paused
+                return paused, False
             if state.status == "approved" and state.final is not None:
-                return state.final
+                return state.final, False
             reasons = (f"rejected: {state.reason}",) if state.reason else (state.status,)
-            return Verdict("deny", None, reasons, paused.approval, paused.decision)
-        return paused
+            return Verdict("deny", None, reasons, paused.approval, paused.decision), False
+        return paused, True
+
+
+def asker(ctx: ServerRequestContext[Any, Any]) -> Ask | None:
+    """How a paused call asks the client's user whether to wait on (form elicitation,
+    related to the call's request), or None for a client that declared no form
+    elicitation. An answer that is not an accepted `keep_waiting: true`, an error, or no
+    answer within `ASK_TIMEOUT` seconds, is no."""
+    caps = ctx.session.client_capabilities
+    elicitation = None if caps is None else caps.elicitation
+    # (`elicitation: {}`, as clients of 2025-06-18 declare it, is form mode)
+    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+        return None
+
+    async def ask(tool: str, paused: Verdict) -> bool:
+        why = "; ".join(paused.reasons) or "a hook pauses it"
+        message = (
+            f"`{tool}` awaits a person's approval (approval `{paused.approval}`): {why}. "
+            "Keep waiting for it? (This does not approve the call.)"
+        )
+        try:
+            with anyio.fail_after(ASK_TIMEOUT):
+                answer = await ctx.session.elicit_form(
+                    message, KEEP_WAITING, related_request_id=ctx.request_id
+                )
+        except (MCPError, ValidationError, TimeoutError, anyio.ClosedResourceError,
+                anyio.BrokenResourceError):  # fmt: skip
+            return False
+        content = answer.content or {}
+        return answer.action == "accept" and content.get("keep_waiting") is True
+
+    return ask
+
+
+def reported_cost(result: types.CallToolResult) -> Decimal | None:
+    """The cost `result` reports (`_meta` `COST_KEY`), in USD; None when it reports none;
+    ValueError saying why when what it reports is not an amount from 0 to MAX_USD."""
+    value = (result.meta or {}).get(COST_KEY)
+    if value is None:
+        return None
+    wrong = f"`{COST_KEY}` must be a number or its text, from 0 to {MAX_USD} USD"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(wrong)
+    try:
+        if isinstance(value, str):
+            amount_text(value)
+        amount = decimal_amount(value)
+    except ValueError:
+        raise ValueError(wrong) from None
+    if not 0 <= amount <= MAX_USD:
+        raise ValueError(wrong)
+    return amount
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:

@@ -4,8 +4,9 @@ with charter.client's AsyncClient.
 The same operations as in-process (api.gateway.local), each one request: a turn
 (`POST /v1/turns`), the listing (`GET /v1/agents/{id}/tools`, of the latest revision: a
 turn on an older one is admitted again until they agree), a decision (`POST
-/v1/decisions` with the turn), an approval (`GET /v1/approvals/{id}`) and the latest
-revision (`GET /readyz`). The server logs each decision as it logs any. Its token
+/v1/decisions` with the turn), an approval (`GET /v1/approvals/{id}`), the latest
+revision (`GET /readyz`) and a cost reported (`POST /v1/decisions/{id}/cost`). The
+server logs each decision as it logs any. Its token
 (`server_token`) must be able to decide for the agents (`decide` or `admin`); following an
 approval takes an `admin` token: with another, a paused call answers at once that it
 awaits approval. The server redacts a secret argument in the decisions it answers; the
@@ -16,6 +17,7 @@ the server's code and detail; no answer (or one that is not the API's) is `unava
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from api.gateway.decider import Refused, Turn, Verdict, Waited, reasons_of
@@ -66,7 +68,7 @@ class RemoteDecider:
         found = await _asked(self.client.decide(turn.agent, tool, args, turn=turn.id))
         return Verdict(
             found.effect, unredacted(found.args, args), reasons_of(found.model_dump()),
-            found.approval_id, found.id,
+            found.approval_id, found.id, found.seq,
         )  # fmt: skip
 
     async def approval(self, approval_id: str, asked: dict[str, Any]) -> Waited:
@@ -77,6 +79,9 @@ class RemoteDecider:
                 raise
             return Waited("unfollowed")
         return waited(found.shown(), asked)
+
+    async def report_cost(self, verdict: Verdict, amount: Decimal) -> None:
+        await _asked(self.client.report_cost(verdict.decision, verdict.seq, amount))
 
     async def close(self) -> None:
         await self.client.close()

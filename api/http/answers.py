@@ -37,6 +37,21 @@ class BatchResponse(BaseModel):
     decisions: list[DecisionResponse]
 
 
+class CostCharged(BaseModel):
+    """A decision's cost, reported once its call ran, and what it was charged to."""
+
+    decision: str
+    seq: int
+    agent: str
+    amount: str  # USD, as reported
+    micros: int  # what the ledger was charged, rounded up to whole micro-USD
+    charged: list[
+        str
+    ]  # the ledger subjects: `agent:<id>` (the agent, its ancestors), `thread:<id>`
+    at: int  # when it was charged, ms since the epoch
+    by: str  # the id of the token that reported it
+
+
 class LoggedDecision(BaseModel):
     """A row of the log, every field filled in (api.service.logrows.expand)."""
 

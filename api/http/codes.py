@@ -298,6 +298,7 @@ CODES: dict[AnyCode, Code] = {
         "no thread `{id}`: in the path, or a decision's or turn's `thread`",
     ),
     "approval-not-found": Code(404, "no approval `{id}`"),
+    "decision-not-found": Code(404, "the decision log has no decision `{id}` at the body's `seq`"),
     "connection-not-found": Code(404, "no connection `{id}`"),
     "identity-not-found": Code(
         404, 'no signing identity `{id}` (`/v1/identities/{id}`, "Signing identity not found")'
@@ -354,6 +355,10 @@ CODES: dict[AnyCode, Code] = {
         "the policy to change it)",
     ),
     "approval-not-pending": Code(409, "the approval was already approved or rejected"),
+    "decision-not-allowed": Code(
+        409, "a cost reported for a decision that did not allow its call (it did not run)"
+    ),
+    "cost-already-reported": Code(409, "the decision's cost was reported and charged already"),
     "turn-ended": Code(
         409,
         "a decision's `turn` has ended (an hour after it was admitted, by default): admit a "
@@ -593,6 +598,9 @@ WHERE: dict[str, tuple[str, ...]] = {
     "turn-not-found": _DECIDING,
     "thread-not-found": (*_DECIDING, "admitTurn", "getThread", "updateThread", "deleteThread"),
     "approval-not-found": ("getApproval", "approve", "reject"),
+    "decision-not-found": ("reportCost",),
+    "decision-not-allowed": ("reportCost",),
+    "cost-already-reported": ("reportCost",),
     "connection-not-found": ("getConnection", "updateConnection", "deleteConnection"),
     "identity-not-found": ("getIdentity", "updateIdentity", "deleteIdentity", "createIdentity"),
     "token-not-found": ("revokeToken",),

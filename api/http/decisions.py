@@ -26,6 +26,7 @@ from api.http.logfilter import NAMES as LOG_FILTERS
 from api.http.pagination import int_query
 from api.http.parts import service_of
 from api.http.routing import JSONResponse, Spec, Table, json_response, path_ids
+from api.service import costs
 from api.service.core import Service
 from api.service.encoding import dumps
 from api.service.errors import ServiceError
@@ -268,6 +269,22 @@ async def turns(request: Request) -> Response:
     return json_response(admit_turn(service, item.agent, item.thread, service.current()), 201)
 
 
+async def report_cost(request: Request) -> Response:
+    """`POST /v1/decisions/{id}/cost`: as deciding for the decision's agent may (api.service.costs)."""
+    actor = require_decide(request)
+    decision_id = path_ids(request)["id"]
+    item = await body(request, m.CostReport)
+    service = service_of(request)
+
+    def may_report(agent: str) -> None:
+        may_decide(actor, (agent,))
+
+    record = await run_in_threadpool(
+        costs.report_cost, service, decision_id, item.seq, item.amount, actor.token_id, may_report
+    )
+    return json_response(record, 201)
+
+
 ROUTES: Table = [
     (Spec("POST", "/v1/decisions", "Decide one call", "decide",
           m.DecisionRequest, r.DecisionResponse, errors=(404, 409, 503), operation="decide",
@@ -279,6 +296,9 @@ ROUTES: Table = [
           "admin", None, a.LogPage, query=("after_seq", "limit", *LOG_FILTERS),
           operation="readDecisionLog",
           tag="decisions"), read_log),
+    (Spec("POST", "/v1/decisions/{id}/cost", "Charge an allowed call's cost, once it ran",
+          "decide", m.CostReport, a.CostCharged, 201, errors=(404, 409),
+          operation="reportCost", tag="decisions"), report_cost),
     (Spec("GET", "/v1/agents/{id}/tools", "List the tools an agent may call", "decide",
           None, a.ToolListing, errors=(409, 503), operation="listAgentTools",
           tag="decisions"), list_tools),

@@ -380,6 +380,20 @@ EXAMPLES: dict[str, Example] = {
             ],
         },
     ),
+    "reportCost": Example(
+        body={"seq": 1042, "amount": "0.12"},
+        path={"id": DECISION_ID},
+        answer={
+            "decision": DECISION_ID,
+            "seq": 1042,
+            "agent": "demo-support",
+            "amount": "0.12",
+            "micros": 120000,
+            "charged": ["agent:demo-support", "thread:0193d9a6-3333-7000-8000-000000000003"],
+            "at": AT,
+            "by": "0193d9a6-5555-7000-8000-000000000005",
+        },
+    ),
     "admitTurn": Example(
         body={"agent": "demo-support"},
         answer={

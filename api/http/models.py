@@ -33,6 +33,15 @@ class DecisionRequest(Strict):
     _exact_cost = field_validator("expected_cost", mode="before")(exact)
 
 
+class CostReport(Strict):
+    """What an allowed call cost once it ran (`POST /v1/decisions/{id}/cost`)."""
+
+    seq: int = Field(ge=1, le=(1 << 63) - 1, description="the decision's `seq` in the log")
+    amount: Decimal = Field(ge=0, le=MAX_USD, allow_inf_nan=False, description="USD, 0 to 10^9")
+
+    _exact_amount = field_validator("amount", mode="before")(exact)
+
+
 class BatchRequest(Strict):
     calls: list[DecisionRequest] = Field(min_length=1, max_length=MAX_BATCH)
 

@@ -34,11 +34,13 @@ ErrorCode = Literal[
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
     "role-not-found", "profile-not-found", "hook-not-found", "toolset-not-found",
     "definition-not-found",
+    "decision-not-found",
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",
     "approval-not-pending", "turn-ended", "turn-agent-mismatch", "turn-thread-mismatch",
-    "thread-agent-mismatch", "resource-moved", "policy-in-use",
+    "thread-agent-mismatch", "resource-moved", "policy-in-use", "decision-not-allowed",
+    "cost-already-reported",
     # the policy
     "policy-invalid", "revision-moved", "policy-too-large", "revision-does-not-check",
     "signature-required", "bundle-unsigned", "bundle-malformed", "bundle-unknown-key",

@@ -14,7 +14,15 @@ a refusal raises ProblemError with its stable `code` (docs/http.md, "The Python 
 
 from __future__ import annotations
 
-from api.http.answers import Approved, ListedTool, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import (
+    Approved,
+    CostCharged,
+    ListedTool,
+    NotReady,
+    Ready,
+    Rejected,
+    ToolListing,
+)
 from api.http.authzenmodel import (
     Action,
     Decision,
@@ -41,6 +49,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ClientError",
+    "CostCharged",
     "Decision",
     "DecisionRequest",
     "DecisionResponse",

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 import charter.client.operations as op
-from api.http.answers import Approved, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import Approved, CostCharged, NotReady, Ready, Rejected, ToolListing
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import DecisionRequest
 from api.records import Approval, DecisionResponse, Turn
@@ -122,6 +122,13 @@ class AsyncClient:
     async def admit_turn(self, agent: str, thread: str | None = None) -> Turn:
         """`POST /v1/turns`: a turn, pinned to the latest revision and the agent's profile."""
         return await self._send(op.admit_turn(agent, thread))
+
+    async def report_cost(
+        self, decision: str, seq: int, amount: Decimal | int | str
+    ) -> CostCharged:
+        """`POST /v1/decisions/{id}/cost`: an allowed call's cost once it ran (decision
+        `decision` at `seq`), charged once to its agent's, ancestors' and thread's budgets."""
+        return await self._send(op.report_cost(decision, seq, amount))
 
     async def readiness(self) -> Ready | NotReady:
         """`GET /readyz`: ready to decide (the latest revision), or why not."""

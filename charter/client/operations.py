@@ -16,9 +16,17 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from api.http.answers import Approved, BatchResponse, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import (
+    Approved,
+    BatchResponse,
+    CostCharged,
+    NotReady,
+    Ready,
+    Rejected,
+    ToolListing,
+)
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
-from api.http.models import BatchRequest, DecisionRequest, TurnRequest
+from api.http.models import BatchRequest, CostReport, DecisionRequest, TurnRequest
 from api.records import Approval, DecisionResponse, Turn
 from api.service.encoding import dumps, loads
 from charter.client.ask import Ask, Plan, reader
@@ -73,6 +81,12 @@ def decide_batch(
     batch = BatchRequest(calls=list(calls))
     return Ask("POST", "/v1/decisions/batch", lambda content: reader(BatchResponse)(content).decisions,
                _json(batch), _receipt(receipt))  # fmt: skip
+
+
+def report_cost(decision: str, seq: int, amount: Decimal | int | str) -> Ask[CostCharged]:
+    """An allowed call's cost, once it ran: charged once to its budgets."""
+    body = _json(CostReport.model_validate({"seq": seq, "amount": amount}))
+    return Ask("POST", f"/v1/decisions/{_id(decision)}/cost", reader(CostCharged), body)
 
 
 def list_tools(agent: str) -> Ask[ToolListing]:

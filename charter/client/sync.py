@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import httpx
 
 import charter.client.operations as op
-from api.http.answers import Approved, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import Approved, CostCharged, NotReady, Ready, Rejected, ToolListing
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import DecisionRequest
 from api.records import Approval, DecisionResponse, Turn
@@ -121,6 +121,11 @@ class Client:
     def admit_turn(self, agent: str, thread: str | None = None) -> Turn:
         """`POST /v1/turns`: a turn, pinned to the latest revision and the agent's profile."""
         return self._send(op.admit_turn(agent, thread))
+
+    def report_cost(self, decision: str, seq: int, amount: Decimal | int | str) -> CostCharged:
+        """`POST /v1/decisions/{id}/cost`: an allowed call's cost once it ran (decision
+        `decision` at `seq`), charged once to its agent's, ancestors' and thread's budgets."""
+        return self._send(op.report_cost(decision, seq, amount))
 
     def readiness(self) -> Ready | NotReady:
         """`GET /readyz`: ready to decide (the latest revision), or why not."""

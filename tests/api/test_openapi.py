@@ -99,7 +99,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
-         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run")  # fmt: skip
+         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run", "report")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -268,8 +268,12 @@ def test_live_answers_read_as_their_schemas(
     # ---- decisions, the log, listing, fit, turns
     mail = {"agent": "a1", "tool": "mail.send",
             "args": {"to": "b@example.com", "subject": "s", "body": "b"}}  # fmt: skip
-    check("POST", "/v1/decisions", json=mail, headers=decide, status=200)
+    sent = check("POST", "/v1/decisions", json=mail, headers=decide, status=200)
     check("POST", "/v1/decisions", json={**mail, "agent": "nope"}, headers=decide, status=404)
+    cost = {"seq": sent["seq"], "amount": "0.12"}
+    charge = f"/v1/decisions/{sent['id']}/cost"
+    check("POST", "/v1/decisions/{id}/cost", charge, json=cost, headers=decide, status=201)
+    check("POST", "/v1/decisions/{id}/cost", charge, json=cost, headers=decide, status=409)
     check("POST", "/v1/decisions/batch", json={"calls": [mail, mail]}, headers=decide, status=200)
     check("GET", "/v1/decisions", "/v1/decisions?after_seq=0&limit=10", headers=admin, status=200)
     check("POST", "/v1/decisions", "/v1/decisions?receipt=true", json=mail, headers=decide,

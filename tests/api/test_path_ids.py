@@ -25,7 +25,9 @@ def _long(size: int) -> str:
 
 def _request(live: httpx.Client, method: str, path: str, auth: dict[str, str]) -> Any:
     role = f"role {path.rpartition('/')[2]} {{\n  allow mail.send\n}}\n"
-    sent = {"source": role} if method == "PATCH" and "/roles/" in path else {}
+    sent: dict[str, Any] = {"source": role} if method == "PATCH" and "/roles/" in path else {}
+    if path.endswith("/cost"):
+        sent = {"seq": 1, "amount": 0}
     body: dict[str, Any] | None = sent if method in ("POST", "PATCH") else None
     if path.endswith("/definition") and method == "PUT":
         # (a PUT makes the agent it names: `If-Match: *` asks that it be there, found or not)

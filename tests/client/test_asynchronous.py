@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -24,6 +25,7 @@ def test_decisions_tools_and_authzen(served: Served) -> None:
             batch = await client.decide_batch([call("a1", *ALLOWED), call("a1", *DENIED)])
             listing = await client.list_tools("a1")
             turn = await client.admit_turn("a1")
+            charged = await client.report_cost(allowed.id, allowed.seq, Decimal("0.02"))
             evaluated = await client.evaluate(
                 {"subject": {"type": "agent", "id": "a1"}, "action": {"name": "send"},
                  "resource": {"type": "mail"}, "context": {"args": ALLOWED[1]}}
@@ -36,6 +38,7 @@ def test_decisions_tools_and_authzen(served: Served) -> None:
             )  # fmt: skip
             ready = await client.readiness()
         assert (allowed.effect, denied.effect, paused.effect) == ("allow", "deny", "pause")
+        assert (charged.decision, charged.amount, charged.micros) == (allowed.id, "0.02", 20_000)
         assert [r.hook for r in paused.reasons if r.kind == "hook-pause"] == ["approve-big"]
         assert [d.effect for d in batch] == ["allow", "deny"]
         assert {t.tool: t.status for t in listing.tools}["billing.refund"] == "allow"

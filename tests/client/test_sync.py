@@ -76,6 +76,11 @@ def test_an_agent_lists_its_tools_and_decides_on_its_turn(served: Served) -> Non
         listing = client.list_tools("a1")
         turn = client.admit_turn("a1")
         decided = client.decide("a1", *ALLOWED, turn=turn.id)
+        charged = client.report_cost(decided.id, decided.seq, "0.01")
+        with pytest.raises(ProblemError) as again:
+            client.report_cost(decided.id, decided.seq, 1)
+    assert (charged.decision, charged.micros, charged.charged) == (decided.id, 10_000, ["agent:a1"])
+    assert again.value.code == "cost-already-reported"
     status = {tool.tool: tool.status for tool in listing.tools}
     assert status["billing.refund"] == "allow" and status["mail.send"] == "narrow"
     refund = next(tool for tool in listing.tools if tool.tool == "billing.refund")

@@ -1,6 +1,7 @@
 """An MCP server for the gateway's tests, written with the SDK's low-level server: each
 tool answers with the arguments it was called with (JSON), so a test reads what the
-gateway forwarded. Run as a program: over stdio, or `--http PORT` over Streamable HTTP."""
+gateway forwarded; `priced` also reports its argument `cost` as what the call cost
+(`_meta`, `charter/cost_usd`). Run as a program: over stdio, or `--http PORT` over Streamable HTTP."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ TOOLS = [
     ),
     types.Tool(name="refund", description="Refund.", input_schema=_schema(amount="integer")),
     types.Tool(name="wipe", description="Wipe a disk.", input_schema=_schema(path="string")),
+    types.Tool(
+        name="priced", description="Costs what it is told.", input_schema=_schema(cost="string")
+    ),
     types.Tool(name="undeclared", description="Not in the policy.", input_schema=_schema()),
 ]
 
@@ -47,8 +51,10 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    said = json.dumps({"tool": params.name, "args": params.arguments or {}}, sort_keys=True)
-    return types.CallToolResult(content=[types.TextContent(text=said)])
+    args = params.arguments or {}
+    said = json.dumps({"tool": params.name, "args": args}, sort_keys=True)
+    meta = {"charter/cost_usd": args.get("cost")} if params.name == "priced" else None
+    return types.CallToolResult(content=[types.TextContent(text=said)], _meta=meta)
 
 
 SERVER: Server[Any] = Server("upstream", on_list_tools=list_tools, on_call_tool=call_tool)
