@@ -73,7 +73,7 @@ from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
-from api.service.rolefiles import ROLES_DIR
+from api.service.rolefiles import is_own
 from api.service.tokens import Principal
 from policy import identities
 from policy.bundles import BundleError, KeyFileError, TrustedKey, Verified
@@ -214,12 +214,12 @@ def load_workspace(
         say(f"policy: revision {latest} kept ({workspace} has not changed since it was loaded)")
         return
     _, current = service.files(store.latest_revision() or None)
-    if signed is None and not any(path.startswith(ROLES_DIR) for path, _ in files):
-        # The roles made through the API (`api/roles/`) are the server's, as its agents
-        # are, not the directory's: every restart of `make serve` deleted them (or
-        # failed, when a profile named one). A directory with an `api/roles/` of its
-        # own gives them all.
-        files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
+    if signed is None and not any(is_own(path) for path, _ in files):
+        # The roles, profiles, hooks and toolsets made through the API (`api/roles/`,
+        # ...: api.service.rolefiles) are the server's, as its agents are, not the
+        # directory's: every restart of `make serve` deleted them (or failed, when a
+        # profile named one). A directory with files of its own there gives them all.
+        files += [(path, text) for path, text in current if is_own(path)]
     if files != current or not latest_ok:
         prepared = service.compile(files)  # (outside the transaction: the slow part)
         note = f"loaded {workspace}" + (f": {signed.note()}" if signed is not None else "")

@@ -209,7 +209,11 @@ CODES: dict[AnyCode, Code] = {
         "`approvals.approve` or `approvals.reject` of it)",
     ),
     # ---- a resource's fields -------------------------------------------------------------
-    "invalid-name": Code(400, 'an agent\'s `name` is missing or blank ("Name is required")'),
+    "invalid-name": Code(
+        400,
+        "an agent's `name` is missing or blank (\"Name is required\"), or a profile's name, "
+        "one of its `roles` or one of its `hooks` is not a name",
+    ),
     "identity-required": Code(400, "an admin's `POST /v1/agents` names no `identity`"),
     "invalid-seed": Code(
         400,
@@ -255,6 +259,14 @@ CODES: dict[AnyCode, Code] = {
     "role-source-mismatch": Code(
         400,
         "a role written through the API does not declare exactly one role, the one named",
+    ),
+    "hook-source-mismatch": Code(
+        400,
+        "a hook written through the API does not declare exactly one hook, the one named",
+    ),
+    "toolset-source-mismatch": Code(
+        400,
+        "a toolset written through the API does not declare exactly one toolset, the one named",
     ),
     # ---- not there -----------------------------------------------------------------------
     "route-not-found": Code(404, "no endpoint has this path"),
@@ -327,6 +339,24 @@ CODES: dict[AnyCode, Code] = {
         "a `PATCH` or `DELETE /v1/roles/{name}` of a role declared in an uploaded file (upload "
         "the policy to change it)",
     ),
+    "profile-exists": Code(409, "a `POST /v1/profiles` for a profile the latest revision declares"),
+    "hook-exists": Code(409, "a `POST /v1/hooks` for a hook the latest revision declares"),
+    "toolset-exists": Code(409, "a `POST /v1/toolsets` for a toolset the latest revision declares"),
+    "profile-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/profiles/{name}` of a profile declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
+    "hook-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/hooks/{name}` of a hook declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
+    "toolset-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/toolsets/{name}` of a toolset declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
     "approval-not-pending": Code(409, "the approval was already approved or rejected"),
     "turn-ended": Code(
         409,
@@ -361,8 +391,9 @@ CODES: dict[AnyCode, Code] = {
     "policy-in-use": Code(
         409,
         "a `PUT /v1/policy` would remove a profile, toolset, tool or API-made role that agents, "
-        "pending approvals, connections or profiles still use; `in_use` names them (nothing "
-        "changed: send `?remove_in_use=true` to remove them anyway)",
+        "pending approvals, connections or profiles still use, or a `DELETE /v1/profiles/{name}`"
+        " or a toolset's `PATCH` or `DELETE` would remove one; `in_use` names them (nothing "
+        "changed: an upload with `?remove_in_use=true` removes them anyway)",
     ),
     "policy-too-large": Code(
         413,
@@ -488,7 +519,12 @@ GROUPS: dict[str, str] = {
 _DECIDING = ("decide", "decideBatch")
 _ACCESS = ("decideAccess", "decideAccesses")  # (AuthZEN's: no thread, turn or connection)
 _AGENT_WRITES = ("createAgent", "updateAgent", "approve")
-_ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
+_ROLE_WRITES = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
+                     for op in (f"create{kind}", f"update{kind}", f"delete{kind}"))  # fmt: skip
+# (the writes that change what a profile grants: a hook made, or a role, profile or hook
+# deleted, cannot: api.service.declwrites)
+_FITTED = ("createRole", "updateRole", "createProfile", "updateProfile", "updateHook",
+           "createToolset", "updateToolset", "deleteToolset")  # fmt: skip
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
 ANYWHERE = frozenset({
@@ -529,7 +565,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "approve",
     ),
     "self-approval": ("approve", "reject"),
-    "invalid-name": ("createAgent", "updateAgent"),
+    "invalid-name": ("createAgent", "updateAgent", "createProfile", "updateProfile"),
     "identity-required": ("createAgent",),
     "invalid-seed": ("importIdentity",),
     "unknown-profile": _AGENT_WRITES,
@@ -543,6 +579,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "credential-required": ("createConnection",),
     "metadata-too-large": ("createAgent", "updateAgent", "updateIdentity"),
     "role-source-mismatch": ("createRole", "updateRole"),
+    "hook-source-mismatch": ("createHook", "updateHook"),
+    "toolset-source-mismatch": ("createToolset", "updateToolset"),
     "agent-not-found": (
         *_DECIDING,
         *_ACCESS,
@@ -572,8 +610,8 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_AGENT_WRITES,
         *_ROLE_WRITES,
     ),
-    "hook-not-found": ("getHook",),
-    "toolset-not-found": ("getToolset",),
+    "hook-not-found": ("getHook", "updateHook", "deleteHook"),
+    "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (
         *_DECIDING,
         *_ACCESS,
@@ -594,6 +632,11 @@ WHERE: dict[str, tuple[str, ...]] = {
     "request-id-reused": ("createIdentity",),
     "role-exists": ("createRole",),
     "role-not-api-managed": ("updateRole", "deleteRole"),
+    **{f"{one.lower()}-exists": (f"create{one}",) for one in ("Profile", "Hook", "Toolset")},
+    **{
+        f"{one.lower()}-not-api-managed": (f"update{one}", f"delete{one}")
+        for one in ("Profile", "Hook", "Toolset")
+    },
     "approval-not-pending": ("approve", "reject"),
     "turn-ended": _DECIDING,
     "turn-agent-mismatch": _DECIDING,
@@ -602,8 +645,20 @@ WHERE: dict[str, tuple[str, ...]] = {
     "resource-moved": ("approve",),
     "policy-invalid": ("uploadPolicy", "uploadBundle", "checkFit", *_ROLE_WRITES, "approve"),
     "revision-moved": ("uploadPolicy", "uploadBundle"),
-    "policy-in-use": ("uploadPolicy", "uploadBundle"),
-    "policy-too-large": ("uploadPolicy", "uploadBundle", "createRole", "updateRole", "approve"),
+    "policy-in-use": (
+        "uploadPolicy",
+        "uploadBundle",
+        "deleteProfile",
+        "updateToolset",
+        "deleteToolset",
+        "approve",
+    ),
+    "policy-too-large": (
+        "uploadPolicy",
+        "uploadBundle",
+        *(op for op in _ROLE_WRITES if "delete" not in op),
+        "approve",
+    ),
     "revision-does-not-check": (
         *_DECIDING,
         *_ACCESS,
@@ -632,7 +687,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     # (the one that opens a sealed call; and the server's signing key, for a receipt)
     "secret-key-mismatch": ("approve", *_DECIDING),
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
-    "solver-busy": ("checkFit", "createAgent", "updateAgent", "createRole", "updateRole"),
+    "solver-busy": ("checkFit", "createAgent", "updateAgent", *_FITTED),
     "unavailable": ("listAgentTools", "listAccessActions", "checkFit"),
     "store-unavailable": ("readMetrics",),
     "store-damaged": ("readMetrics",),

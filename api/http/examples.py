@@ -201,6 +201,38 @@ TOOLSET: dict[str, Any] = {
     "connection_required": True,
     "runs_code": False,
 }
+# A profile, hook and toolset made through the API (`POST /v1/profiles`, ...).
+API_PROFILE: dict[str, Any] = {
+    "name": "triage",
+    "file": "api/profiles/triage.charter",
+    "line": 1,
+    "source": "profile triage {\n  roles mail-triage\n  budget 5 usd per 24h\n}",
+    "revision": 5,
+    "roles": ["mail-triage"],
+    "hooks": ["default"],
+    "budget": {"amount": "5", "period": "24h"},
+}
+HOOK_SOURCE = "hook hold-refunds on billing.refund where args.amount > 100 {\n  pause\n}\n"
+API_HOOK: dict[str, Any] = {
+    "name": "hold-refunds",
+    "file": "api/hooks/hold-refunds.charter",
+    "line": 1,
+    "source": HOOK_SOURCE.rstrip("\n"),
+    "revision": 5,
+}
+TOOLSET_SOURCE = "toolset tickets {\n  tool open(title: str)\n  tool close(id: str)\n}\n"
+API_TOOLSET: dict[str, Any] = {
+    "name": "tickets",
+    "file": "api/toolsets/tickets.charter",
+    "line": 1,
+    "source": "toolset tickets {\n  tool open(title: str)\n  tool close(id: str)\n\n  url "
+    '"https://tools.example.com/t"\n}',
+    "revision": 5,
+    "tools": ["tickets.open", "tickets.close"],
+    "url": "https://tools.example.com/t",
+    "connection_required": False,
+    "runs_code": False,
+}
 REVISION: dict[str, Any] = {
     "revision": 3,
     "author": "token:3f9a1c0d5e7b2a46",
@@ -443,8 +475,51 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deleteRole": Example(path={"name": "mail-triage"}),
     **_crud("Profile", "Profiles", PROFILE, {"name": "support"}),
+    "createProfile": Example(
+        body={
+            "name": "triage",
+            "roles": ["mail-triage"],
+            "budget": {"amount": "5", "period": "24h"},
+        },
+        answer=API_PROFILE,
+    ),
+    "updateProfile": Example(
+        body={"hooks": ["default", "approve-big-refund"]},
+        answer={
+            **API_PROFILE,
+            "source": API_PROFILE["source"].replace(
+                "\n  budget", "\n  hooks default, approve-big-refund\n  budget"
+            ),
+            "hooks": ["default", "approve-big-refund"],
+            "revision": 6,
+        },
+        path={"name": "triage"},
+    ),
+    "deleteProfile": Example(path={"name": "triage"}),
     **_crud("Hook", "Hooks", HOOK, {"name": "approve-big-refund"}),
+    "createHook": Example(body={"name": "hold-refunds", "source": HOOK_SOURCE}, answer=API_HOOK),
+    "updateHook": Example(
+        body={"source": HOOK_SOURCE.replace("100", "50")},
+        answer={**API_HOOK, "source": API_HOOK["source"].replace("100", "50"), "revision": 6},
+        path={"name": "hold-refunds"},
+    ),
+    "deleteHook": Example(path={"name": "hold-refunds"}),
     **_crud("Toolset", "Toolsets", TOOLSET, {"name": "mail"}),
+    "createToolset": Example(
+        body={"name": "tickets", "source": TOOLSET_SOURCE, "url": "https://tools.example.com/t"},
+        answer=API_TOOLSET,
+    ),
+    "updateToolset": Example(
+        body={"url": "https://tools.example.com/tickets"},
+        answer={
+            **API_TOOLSET,
+            "source": API_TOOLSET["source"].replace('/t"', '/tickets"'),
+            "url": "https://tools.example.com/tickets",
+            "revision": 6,
+        },
+        path={"name": "tickets"},
+    ),
+    "deleteToolset": Example(path={"name": "tickets"}),
     "listApprovals": Example(query="status=pending", answer=_page(APPROVAL)),
     "readApprovalEvents": Example(
         text=(

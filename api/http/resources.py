@@ -143,6 +143,8 @@ async def delete_token(request: Request) -> Response:
 # Problem statuses beyond each route's shape: 409 for a conflict, and for `no-policy`
 # where the operation reads the latest revision (a profile, a toolset, a declaration).
 _POLICY_VIEW = {"list": (409,), "get": (409,)}
+# (a declaration's writes through the API: api.service.declwrites)
+_POLICY_WRITES = {**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)}
 ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
@@ -159,11 +161,13 @@ ROUTES: Table = [
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
            c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
-           errors={**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)},
-           tagged=True),
-    *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
-    *_crud("hooks", "Hook", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
-    *_crud("toolsets", "Toolset", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, c.ProfileWrite, c.ProfileUpdate,
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("hooks", "Hook", "name", a.HookPage, a.Hook, c.HookWrite, c.HookUpdate,
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("toolsets", "Toolset", "name", a.ToolsetPage, a.Toolset, c.ToolsetWrite,
+           c.ToolsetUpdate, errors=_POLICY_WRITES, tagged=True),
     managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
                  query=(*PAGE, "status"), tool="approvals.list", operation="listApprovals",
                  tag="approvals")),

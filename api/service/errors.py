@@ -27,6 +27,7 @@ ErrorCode = Literal[
     "unknown-profile", "unknown-identity", "invalid-budget", "invalid-max-cost",
     "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
     "credential-required", "metadata-too-large", "role-source-mismatch",
+    "hook-source-mismatch", "toolset-source-mismatch",
     # not there
     "agent-not-found", "turn-not-found", "thread-not-found", "approval-not-found",
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
@@ -34,6 +35,8 @@ ErrorCode = Literal[
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",
+    "profile-exists", "profile-not-api-managed", "hook-exists", "hook-not-api-managed",
+    "toolset-exists", "toolset-not-api-managed",
     "approval-not-pending", "turn-ended", "turn-agent-mismatch", "turn-thread-mismatch",
     "thread-agent-mismatch", "resource-moved", "policy-in-use",
     # the policy
