@@ -255,6 +255,10 @@ class ToolsetPage(Page[Toolset]):
     pass
 
 
+class TokenPage(Page[Token]):
+    pass
+
+
 class ApprovalPage(Page[Approval]):
     pass
 

@@ -156,6 +156,11 @@ CODES: dict[AnyCode, Code] = {
         "revoked; the token is all that follows `Bearer `, but for spaces and tabs around it: "
         "a no-break space is part of it)",
     ),
+    "token-expired": Code(
+        401,
+        "the token's `expires_at` (set when it was issued: `expires_in` or `expires_at`) has "
+        "passed; issue a new one",
+    ),
     "insufficient-scope": Code(
         403,
         "the token's scope does not reach the endpoint (an admin-only one, or a `decide` token on"
@@ -249,6 +254,11 @@ CODES: dict[AnyCode, Code] = {
         "a `POST /v1/tokens` names an `agent` for a scope other than `agent`",
     ),
     "unknown-toolset": Code(400, "a connection's `toolset` is not in the latest revision"),
+    "invalid-expiry": Code(
+        400,
+        "a `POST /v1/tokens` gives both `expires_in` and `expires_at`, or an expiry that is not "
+        "after now and within ten years",
+    ),
     "credential-required": Code(400, "a connection without a `credential` (missing or empty)"),
     "metadata-too-large": Code(
         422,
@@ -575,6 +585,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "invalid-status": ("listApprovals",),
     "agent-required": ("issueToken", "createThread"),
     "agent-not-allowed": ("issueToken",),
+    "invalid-expiry": ("issueToken",),
     "unknown-toolset": ("createConnection",),
     "credential-required": ("createConnection",),
     "metadata-too-large": ("createAgent", "updateAgent", "updateIdentity"),

@@ -201,6 +201,14 @@ TOOLSET: dict[str, Any] = {
     "connection_required": True,
     "runs_code": False,
 }
+TOKEN: dict[str, Any] = {
+    "id": "8c1e4f2a9b3d7e60",
+    "scope": "agent",
+    "agent": "triage-bot",
+    "name": "triage",
+    "created_at": AT,
+    "expires_at": AT + 86_400_000,
+}
 # A profile, hook and toolset made through the API (`POST /v1/profiles`, ...).
 API_PROFILE: dict[str, Any] = {
     "name": "triage",
@@ -547,15 +555,12 @@ EXAMPLES: dict[str, Example] = {
         path={"id": APPROVAL["id"]},
     ),
     "issueToken": Example(
-        body={"scope": "agent", "agent": "triage-bot", "name": "triage"},
-        answer={
-            "id": "8c1e4f2a9b3d7e60",
-            "scope": "agent",
-            "agent": "triage-bot",
-            "name": "triage",
-            "created_at": AT,
-            "token": "chr_…",
-        },
+        body={"scope": "agent", "agent": "triage-bot", "name": "triage", "expires_in": 86400},
+        answer={**TOKEN, "last_used_at": None, "token": "chr_…"},
+    ),
+    "listTokens": Example(
+        query="limit=50",
+        answer=_page({**TOKEN, "last_used_at": AT + 3_600_000}),
     ),
     "revokeToken": Example(path={"id": "8c1e4f2a9b3d7e60"}),
     "decideAccess": Example(

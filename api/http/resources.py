@@ -19,10 +19,10 @@ from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
 from api.http.pagination import list_args
-from api.http.parts import service_of
+from api.http.parts import parts_of, service_of
 from api.http.preconditions import ENTITY_TAG, if_match
 from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, path_ids
-from api.service import tokens
+from api.service import tokenlist, tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
 from api.service.ops import Outcome
@@ -128,9 +128,22 @@ def _crud(
 async def create_token(request: Request) -> Response:
     require_admin(request)
     item = await body(request, m.TokenCreate)
+    expires_at = tokens.expiry(item.expires_in, item.expires_at)
     # tokens.issue checks the agent, as for `charter token`; its ServiceError is the answer
-    token, issued = tokens.issue(service_of(request).store, item.scope, item.agent, item.name)
+    token, issued = tokens.issue(
+        service_of(request).store, item.scope, item.agent, item.name, expires_at
+    )
     return json_response({**issued.shown(), "token": token}, 201)
+
+
+async def list_tokens(request: Request) -> Response:
+    require_admin(request)
+    args = list_args(request)
+    page = await run_in_threadpool(
+        tokenlist.listed, service_of(request), parts_of(request).tokens.uses,
+        args.get("cursor"), args.get("limit"),
+    )  # fmt: skip
+    return json_response(page, 200)
 
 
 async def delete_token(request: Request) -> Response:
@@ -192,6 +205,8 @@ ROUTES: Table = [
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),
      create_token),
+    (Spec("GET", "/v1/tokens", "List tokens, with their last use (never a token)", "admin",
+          None, a.TokenPage, query=PAGE, operation="listTokens", tag="tokens"), list_tokens),
     (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204,
           operation="revokeToken", tag="tokens"), delete_token),
 ]  # fmt: skip

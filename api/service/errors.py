@@ -19,7 +19,7 @@ ErrorCode = Literal[
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
     "bad-last-event-id", "authzen-bad-request", "bad-receipt",
     # who may
-    "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
+    "unauthorized", "token-expired", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",
     "not-managed-agent", "not-own-agent", "not-own-identity", "self-approval",
     # a resource's fields
@@ -27,7 +27,7 @@ ErrorCode = Literal[
     "unknown-profile", "unknown-identity", "invalid-budget", "invalid-max-cost",
     "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
     "credential-required", "metadata-too-large", "role-source-mismatch",
-    "hook-source-mismatch", "toolset-source-mismatch",
+    "hook-source-mismatch", "toolset-source-mismatch", "invalid-expiry",
     # not there
     "agent-not-found", "turn-not-found", "thread-not-found", "approval-not-found",
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
