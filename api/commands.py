@@ -285,6 +285,10 @@ class DeleteAgent(ById):
     tool = "agents.delete"
 
 
+class AgentSpending(ById):
+    tool = "agents.spending"
+
+
 class ListThreads(Listing):
     tool = "threads.list"
 
@@ -305,6 +309,10 @@ class UpdateThread(ById, ThreadUpdate):
 
 class DeleteThread(ById):
     tool = "threads.delete"
+
+
+class ThreadSpending(ById):
+    tool = "threads.spending"
 
 
 class ListConnections(Listing):
@@ -431,8 +439,8 @@ COMMANDS: dict[str, type[Command]] = {
     for command in (
         ListIdentities, GetIdentity, CreateIdentity, ImportIdentity, UpdateIdentity,
         DeleteIdentity,
-        ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent,
-        ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread,
+        ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, AgentSpending,
+        ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
         ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,

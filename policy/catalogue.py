@@ -37,6 +37,7 @@ toolset agents {
   tool create(name: str, profile: str, identity?: str, budget?: map, metadata: map = {})
   tool update(id: str, name?: str, profile?: str, budget?: map, metadata?: map, status?: str)
   tool delete(id: str)
+  tool spending(id: str)
 }
 toolset roles {
   tool list(cursor?: str, limit: int = 50)
@@ -88,6 +89,7 @@ toolset threads {
   tool wait(id: str, timeout: int = 60)
   tool update(id: str, status?: str)
   tool delete(id: str)
+  tool spending(id: str)
 }
 toolset feeds {
   tool list(cursor?: str, limit: int = 50)

@@ -558,6 +558,29 @@ EXAMPLES: dict[str, Example] = {
         body={"scope": "agent", "agent": "triage-bot", "name": "triage", "expires_in": 86400},
         answer={**TOKEN, "last_used_at": None, "token": "chr_…"},
     ),
+    "getAgentSpending": Example(
+        answer={
+            "agent": "triage-bot",
+            "windows": {
+                "24h": {"spent": "1.25", "cap": "10", "remaining": "8.75"},
+                "7d": {"spent": "4.5", "cap": None, "remaining": None},
+                "total": {"spent": "12.75", "cap": None, "remaining": None},
+            },
+        },
+        path={"id": "triage-bot"},
+    ),
+    "getThreadSpending": Example(
+        answer={
+            "thread": THREAD["id"],
+            "agent": "triage-bot",
+            "windows": {
+                "24h": {"spent": "0.6", "cap": None, "remaining": None},
+                "7d": {"spent": "0.6", "cap": None, "remaining": None},
+                "total": {"spent": "0.6", "cap": "5", "remaining": "4.4"},
+            },
+        },
+        path={"id": THREAD["id"]},
+    ),
     "listTokens": Example(
         query="limit=50",
         answer=_page({**TOKEN, "last_used_at": AT + 3_600_000}),

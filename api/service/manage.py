@@ -29,6 +29,7 @@ from api.service import (
     fitcheck,
     resources,
     rolefiles,
+    spending,
     threads,
     views,
 )
@@ -95,6 +96,7 @@ OPERATIONS: dict[str, Operation] = {
     **threads.OPERATIONS,
     **views.OPERATIONS,
     **declwrites.OPERATIONS,
+    **spending.OPERATIONS,
     **approvals.operations(MANAGED),
     **connections.OPERATIONS,
 }
@@ -162,6 +164,7 @@ PRECHECKS: dict[str, Precheck] = {
     "identities.delete": accounts.check_identity_delete,
     "threads.list": threads.check_list,
     "threads.get": threads.check_thread,
+    "threads.spending": threads.check_thread,
     "threads.create": threads.check_create,
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,

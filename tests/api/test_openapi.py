@@ -331,6 +331,10 @@ def test_live_answers_read_as_their_schemas(
     check("POST", "/v1/tokens", json={"scope": "agent", "agent": "nope"}, headers=admin,
           status=404)  # fmt: skip
     check("GET", "/v1/tokens", "/v1/tokens?limit=2", headers=admin, status=200)
+    check("GET", "/v1/agents/{id}/spending", "/v1/agents/a1/spending", headers=admin,
+          status=200)  # fmt: skip
+    check("GET", "/v1/threads/{id}/spending", f"{in_thread}/spending", headers=admin,
+          status=200)  # fmt: skip
     check("DELETE", "/v1/tokens/{id}", f"/v1/tokens/{token['id']}", headers=admin, status=204)
     check("DELETE", "/v1/roles/{name}", "/v1/roles/extra", headers=admin, status=204)
     for kind, (body, _) in MADE.items():
