@@ -67,8 +67,7 @@ def create_app(service: Service) -> CharterApp:
     # built from the request's Host header.
     app.router.redirect_slashes = False
     tokens = TokenCache(service.store)
-    # (each write reads its request's token again, and carries the token uses due)
-    check_writes(service.store, tokens.uses)
+    check_writes(service.store)  # (each write reads its request's token again)
     service.read.on_tokens.append(tokens.forget)
     app.lanes = {
         spec.path: endpoint

@@ -26,6 +26,7 @@ from api.service import tokenlist, tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
 from api.service.ops import Outcome
+from api.service.tokens import act_for
 
 # What an operation did, as the HTTP status its answer carries.
 STATUS: dict[Outcome, int] = {
@@ -67,12 +68,25 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
+        if request.method != "GET" and result.outcome is not Outcome.PENDING:
+            await flush_uses(request)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:
             response.headers["ETag"] = result.etag
         return response
 
     return spec, endpoint
+
+
+async def flush_uses(request: Request) -> None:
+    """Once a request has written what it writes: the token uses due, written in a
+    transaction of their own (api.service.tokenuse), before the answer."""
+
+    def flush() -> None:
+        act_for(None)  # (this thread's copy of the context: no token to read again)
+        parts_of(request).tokens.uses.flush(service_of(request).store)
+
+    await run_in_threadpool(flush)
 
 
 def _a(one: str) -> str:
@@ -133,6 +147,7 @@ async def create_token(request: Request) -> Response:
     token, issued = tokens.issue(
         service_of(request).store, item.scope, item.agent, item.name, expires_at
     )
+    await flush_uses(request)
     return json_response({**issued.shown(), "token": token}, 201)
 
 

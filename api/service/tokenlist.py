@@ -18,9 +18,18 @@ class ListTokens(Listing):
 
 
 def listed(service: Service, uses: TokenUses, cursor: str | None, limit: int | None) -> Any:
-    """A page of the tokens (`{items, next_cursor}`). The uses this process noted are
-    written first, so its own requests are in `last_used_at`."""
-    if uses.pending():
-        with service.store.atomic():
-            uses.write(service.store)
-    return pages.page(service, Token.KIND, ListTokens(cursor=cursor, limit=limit)).body
+    """A page of the tokens (`{items, next_cursor}`), each `last_used_at` the later of the
+    one stored and the one this process noted and has yet to write: its own requests are
+    in it, and the listing, a read, writes nothing."""
+    body: dict[str, Any] = pages.page(
+        service, Token.KIND, ListTokens(cursor=cursor, limit=limit)
+    ).body
+    items: list[Token] = body["items"]
+    body["items"] = [_with_use(item, uses.noted(item.id)) for item in items]
+    return body
+
+
+def _with_use(token: Token, noted: int | None) -> Token:
+    if noted is None or (token.last_used_at or 0) >= noted:
+        return token
+    return token.changed(last_used_at=noted)

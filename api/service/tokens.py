@@ -163,7 +163,7 @@ def act_for(actor: Principal | None) -> None:
     _ACTING.set(actor)
 
 
-def check_writes(store: Store, uses: TokenUses | None = None) -> None:
+def check_writes(store: Store) -> None:
     """Every outermost write transaction on `store` begun for a request (`act_for`) reads
     the request's token first (`require_current`), whatever the token and whatever it
     writes: a management request, an upload, a token's issue or revocation, a turn. A
@@ -217,7 +217,7 @@ class TokenCache:
         kept = None if doc is None else Token.read(doc)
         if kept is not None and secrets.compare_digest(kept.hash, hashed):
             principal = Principal(kept.id, kept.scope, kept.agent, kept.expires_at)
-            self.uses.note(kept.id)
+            self.uses.note(kept.id, kept)
         with self._lock:
             if self._forgets != forgets:
                 # Dropped while the token was read (by a revocation, maybe of this one,

@@ -49,6 +49,16 @@ def test_tokens_are_listed_with_their_last_use_and_no_secret(
     assert by_id[made["id"]]["last_used_at"] is not None
     assert by_id[unused["id"]]["last_used_at"] is None
     assert by_id[made["id"]]["expires_at"] == made["expires_at"]
+
+    # a read wrote nothing of it; the next request that writes anyway does
+    def stored() -> object:
+        doc = harness.service.store.get(Token.KIND, made["id"])
+        assert doc is not None
+        return doc["last_used_at"]
+
+    assert stored() is None
+    assert live.post("/v1/identities", json={}, headers=admin).status_code == 201
+    assert stored() == by_id[made["id"]]["last_used_at"]
     # nothing of any token, nor of its hash, in the listing
     text = live.get("/v1/tokens", headers=admin).text
     for token in (made["token"], unused["token"], harness.admin, harness.agent_token):
