@@ -605,6 +605,14 @@ def cmd_token(args: argparse.Namespace) -> int:
             f"--name is {len(args.name)} characters long, more than {tokens.MAX_NAME}; "
             "no token was issued"
         )
+    try:  # (as `POST /v1/tokens` takes its `expires_in`: 1 s to ten years)
+        expires_at = None
+        if args.expires_in is not None:
+            if args.expires_in < 1:
+                raise ServiceError("invalid-expiry", "a token expires after now")
+            expires_at = tokens.expiry(args.expires_in, None)
+    except ServiceError as exc:
+        return refuse(f"--expires-in: {exc.message}; no token was issued")
     try:
         target = parse(args.db)
     except StoreUrlError as exc:
@@ -630,7 +638,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
     try:
-        token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+        token, _ = tokens.issue(store, args.scope, args.agent, args.name, expires_at)
     except ServiceError as exc:  # the agent's check, the same as POST /v1/tokens makes
         sys.stderr.write(f"charter: {exc.message}; no token was issued\n")
         return 2
@@ -701,4 +709,6 @@ def register(sub: Any) -> None:
     p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
     p.add_argument("--agent", default=None, help="the agent, for --scope agent")
     p.add_argument("--name", default="", help=f"at most {tokens.MAX_NAME} characters")
+    p.add_argument("--expires-in", type=int, default=None, metavar="SECONDS",
+                   help="the token expires this many seconds from now (default: never)")  # fmt: skip
     p.set_defaults(func=cmd_token)
