@@ -184,8 +184,9 @@ def test_an_agents_writes_are_decided_and_fit_checked(live: httpx.Client, harnes
     _ok(live.post("/v1/profiles", json={"name": "tix", "roles": ["ticketer"]}, headers=admin), 201)
     before = _revision(harness)
     more = TOOLSET.replace("}\n", "  tool purge(all: bool)\n}\n")
-    expect(live.patch("/v1/toolsets/tickets", json={"source": more}, headers=writer), 403,
-           "does-not-fit")  # fmt: skip
+    widened = live.patch("/v1/toolsets/tickets", json={"source": more}, headers=writer)
+    expect(widened, 403, "does-not-fit")
+    assert "profile `tix`, whose rules reach its tools" in widened.json()["detail"]
     assert _revision(harness) == before
     # what narrows is allowed, and logged as the tool call it is
     assert live.delete("/v1/profiles/p", headers=writer).status_code == 204
