@@ -203,15 +203,19 @@ def _commit(service: Service, files: Files, actor: Principal, note: str) -> Snap
         ) from None  # fmt: skip
 
 
-def _require_unused(service: Service, files: Files) -> None:
+def _require_unused(service: Service, files: Files, kind: str, name: str) -> None:
     """409 `policy-in-use` when the change removes what is still in use (api.service.inuse):
     a profile an agent is on, a toolset a connection holds a credential for, a tool a
-    pending approval paused a call of. Inside the write transaction."""
+    pending approval paused a call of. The declaration a `DELETE` removes is not in use
+    for being made through the API, only for its users. Inside the write transaction."""
     try:
         workspace = service.prepare(files).workspace
     except CharterError:
         return  # (`_commit` refuses it with the checker's diagnostics)
-    inuse.require_unused(service, workspace, False, UPLOAD_ANYWAY)
+    own = (ONE[kind], name)
+    found = [e for e in inuse.in_use(service, workspace) if e.count or (e.kind, e.name) != own]
+    if found:
+        raise inuse.refusal(found, UPLOAD_ANYWAY)
 
 
 # How a removal of what is in use is made anyway: by the policy's upload.
@@ -338,8 +342,8 @@ def _write(
             _one_declaration(kind, name, source)
         _require_narrows(service, actor, command, files, source)  # (a look-up, unless moved)
         after = _files_after(files, kind, name, source)
-        if kind != "roles":  # (a role made through the API goes with its `DELETE`)
-            _require_unused(service, after)
+        if kind != "roles":  # (a role a profile names cannot go: the policy would not check)
+            _require_unused(service, after, kind, name)
         verb = "create" if create else "delete" if delete else "update"
         # (the new revision's own snapshot: an agent's request commits it later, with its
         # decision, and only then is it the service's latest)

@@ -194,3 +194,25 @@ def test_an_agents_writes_are_decided_and_fit_checked(live: httpx.Client, harnes
                           headers=admin))["decisions"]  # fmt: skip
     tools = {(d["tool"], d["effect"]) for d in logged}
     assert ("profiles.delete", "allow") in tools and ("hooks.create", "deny") in tools
+
+
+def test_an_upload_that_drops_one_made_through_the_api_is_refused(
+    live: httpx.Client, harness: Harness
+) -> None:
+    """Made through the API, it is the server's, as an API-made role is: an upload made
+    from an older copy of the files is refused (409 `policy-in-use`) until it says so."""
+    admin = harness.auth()
+    _ok(live.post("/v1/hooks", json={"name": "hold", "source": HOOK}, headers=admin), 201)
+    _ok(live.post("/v1/toolsets", json={"name": "tickets", "source": TOOLSET}, headers=admin),
+        201)  # fmt: skip
+    before = _revision(harness)
+    files = {"files": [{"path": "policy.charter", "text": POLICY}]}
+    refused = live.put("/v1/policy", json=files, headers=admin)
+    expect(refused, 409, "policy-in-use")
+    kinds = {(e["kind"], e["name"]) for e in refused.json()["in_use"]}
+    assert kinds == {("hook", "hold"), ("toolset", "tickets")}
+    assert "hook `hold` made through the API" in refused.json()["detail"]
+    assert _revision(harness) == before
+    forced = live.put("/v1/policy?remove_in_use=true", json=files, headers=admin)
+    assert forced.status_code == 201, forced.text
+    expect(live.get("/v1/hooks/hold", headers=admin), 404, "hook-not-found")
