@@ -297,6 +297,8 @@ def precheck(
     service.require_signed()
     kind, name = kind_of(command), getattr(command, "name")  # noqa: B009
     files = service.working_files()[1]
+    if not command.tool.endswith(".create"):  # (one of an uploaded file: refused first)
+        _own_text(service, files, kind, name)
     source = _source(service, command, files)
     if source is not None:
         _one_declaration(kind, name, source)

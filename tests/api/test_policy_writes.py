@@ -150,6 +150,9 @@ def _writer(live: httpx.Client, harness: Harness) -> dict[str, str]:
 def test_an_agents_writes_are_decided_and_fit_checked(live: httpx.Client, harness: Harness) -> None:
     admin = harness.auth()
     writer = _writer(live, harness)
+    # an uploaded hook is changed by an upload, whatever the agent's access
+    expect(live.patch("/v1/hooks/approve-big", json={"source": HOOK}, headers=writer), 409,
+           "hook-not-api-managed")  # fmt: skip
     # decided by the engine: `support` grants none of these tools
     support = harness.auth(harness.agent_token)
     hook = {"name": "h", "source": HOOK.replace("hold", "h")}
