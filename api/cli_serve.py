@@ -75,7 +75,7 @@ from api.service.connections import create_connection
 from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
-from api.service.rolefiles import ROLES_DIR
+from api.service.rolefiles import is_own
 from api.service.tokens import Principal
 from api.service.webhookoutbox import FIRST_RETRY_MS, Backoff, WebhookConfig, config_text
 from policy import identities
@@ -217,12 +217,12 @@ def load_workspace(
         say(f"policy: revision {latest} kept ({workspace} has not changed since it was loaded)")
         return
     _, current = service.files(store.latest_revision() or None)
-    if signed is None and not any(path.startswith(ROLES_DIR) for path, _ in files):
-        # The roles made through the API (`api/roles/`) are the server's, as its agents
-        # are, not the directory's: every restart of `make serve` deleted them (or
-        # failed, when a profile named one). A directory with an `api/roles/` of its
-        # own gives them all.
-        files += [(path, text) for path, text in current if path.startswith(ROLES_DIR)]
+    if signed is None and not any(is_own(path) for path, _ in files):
+        # The roles, profiles, hooks and toolsets made through the API (`api/roles/`,
+        # ...: api.service.rolefiles) are the server's, as its agents are, not the
+        # directory's: every restart of `make serve` deleted them (or failed, when a
+        # profile named one). A directory with files of its own there gives them all.
+        files += [(path, text) for path, text in current if is_own(path)]
     if files != current or not latest_ok:
         prepared = service.compile(files)  # (outside the transaction: the slow part)
         note = f"loaded {workspace}" + (f": {signed.note()}" if signed is not None else "")
@@ -614,6 +614,14 @@ def cmd_token(args: argparse.Namespace) -> int:
             f"--name is {len(args.name)} characters long, more than {tokens.MAX_NAME}; "
             "no token was issued"
         )
+    try:  # (as `POST /v1/tokens` takes its `expires_in`: 1 s to ten years)
+        expires_at = None
+        if args.expires_in is not None:
+            if args.expires_in < 1:
+                raise ServiceError("invalid-expiry", "a token expires after now")
+            expires_at = tokens.expiry(args.expires_in, None)
+    except ServiceError as exc:
+        return refuse(f"--expires-in: {exc.message}; no token was issued")
     try:
         target = parse(args.db)
     except StoreUrlError as exc:
@@ -639,7 +647,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         why = os_reason(exc) if isinstance(exc, OSError) else str(exc).lower()
         return refuse(f"cannot open database `{db}`: {why}")
     try:
-        token, _ = tokens.issue(store, args.scope, args.agent, args.name)
+        token, _ = tokens.issue(store, args.scope, args.agent, args.name, expires_at)
     except ServiceError as exc:  # the agent's check, the same as POST /v1/tokens makes
         sys.stderr.write(f"charter: {exc.message}; no token was issued\n")
         return 2
@@ -718,4 +726,6 @@ def register(sub: Any) -> None:
     p.add_argument("--scope", choices=["admin", "decide", "agent"], required=True)
     p.add_argument("--agent", default=None, help="the agent, for --scope agent")
     p.add_argument("--name", default="", help=f"at most {tokens.MAX_NAME} characters")
+    p.add_argument("--expires-in", type=int, default=None, metavar="SECONDS",
+                   help="the token expires this many seconds from now (default: never)")  # fmt: skip
     p.set_defaults(func=cmd_token)

@@ -19,7 +19,7 @@ This module is the core's: it imports nothing of the HTTP layer.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -154,6 +154,45 @@ class RoleUpdate(Strict):
     source: str = Field(min_length=1, max_length=256_000)
 
 
+# A profile's `roles` and `hooks`: names, at most 1,024 of them (each checked as a name by
+# the operation: api.service.declsources).
+Names = list[Annotated[str, Field(min_length=1, max_length=MAX_ID)]]
+MAX_NAMES = 1024
+
+
+class ProfileWrite(Strict):
+    name: str = Field(min_length=1, max_length=128)
+    roles: Names = Field(default_factory=list, max_length=MAX_NAMES)
+    hooks: Names = Field(default_factory=lambda: ["default"], max_length=MAX_NAMES)
+    budget: Budget | None = None
+
+
+class ProfileUpdate(Strict):
+    roles: Names | None = Field(default=None, max_length=MAX_NAMES)
+    hooks: Names | None = Field(default=None, max_length=MAX_NAMES)
+    budget: Budget | None = Field(default=None, description="null drops the profile's budget")
+
+
+class HookWrite(Strict):
+    name: str = Field(min_length=1, max_length=128)
+    source: str = Field(min_length=1, max_length=256_000)
+
+
+class HookUpdate(Strict):
+    source: str = Field(min_length=1, max_length=256_000)
+
+
+class ToolsetWrite(Strict):
+    name: str = Field(min_length=1, max_length=128)
+    source: str = Field(min_length=1, max_length=256_000)
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+
+
+class ToolsetUpdate(Strict):
+    source: str | None = Field(default=None, min_length=1, max_length=256_000)
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+
+
 class Reject(Strict):
     reason: str | None = Field(default=None, max_length=4096)
 
@@ -262,6 +301,10 @@ class GetAgentDefinition(ById):
     tool = "agents.get_definition"
 
 
+class AgentSpending(ById):
+    tool = "agents.spending"
+
+
 class ListThreads(Listing):
     tool = "threads.list"
 
@@ -282,6 +325,10 @@ class UpdateThread(ById, ThreadUpdate):
 
 class DeleteThread(ById):
     tool = "threads.delete"
+
+
+class ThreadSpending(ById):
+    tool = "threads.spending"
 
 
 class ListConnections(Listing):
@@ -332,6 +379,18 @@ class GetProfile(ByName):
     tool = "profiles.get"
 
 
+class CreateProfile(Command, ProfileWrite):
+    tool = "profiles.create"
+
+
+class UpdateProfile(ByName, ProfileUpdate):
+    tool = "profiles.update"
+
+
+class DeleteProfile(ByName):
+    tool = "profiles.delete"
+
+
 class ListHooks(Listing):
     tool = "hooks.list"
 
@@ -340,12 +399,36 @@ class GetHook(ByName):
     tool = "hooks.get"
 
 
+class CreateHook(Command, HookWrite):
+    tool = "hooks.create"
+
+
+class UpdateHook(ByName, HookUpdate):
+    tool = "hooks.update"
+
+
+class DeleteHook(ByName):
+    tool = "hooks.delete"
+
+
 class ListToolsets(Listing):
     tool = "toolsets.list"
 
 
 class GetToolset(ByName):
     tool = "toolsets.get"
+
+
+class CreateToolset(Command, ToolsetWrite):
+    tool = "toolsets.create"
+
+
+class UpdateToolset(ByName, ToolsetUpdate):
+    tool = "toolsets.update"
+
+
+class DeleteToolset(ByName):
+    tool = "toolsets.delete"
 
 
 class ListApprovals(Listing):
@@ -373,11 +456,13 @@ COMMANDS: dict[str, type[Command]] = {
         ListIdentities, GetIdentity, CreateIdentity, ImportIdentity, UpdateIdentity,
         DeleteIdentity,
         ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
-        GetAgentDefinition,
-        ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread,
+        GetAgentDefinition, AgentSpending,
+        ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
-        ListProfiles, GetProfile, ListHooks, GetHook, ListToolsets, GetToolset,
+        ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,
+        ListHooks, GetHook, CreateHook, UpdateHook, DeleteHook,
+        ListToolsets, GetToolset, CreateToolset, UpdateToolset, DeleteToolset,
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
     )
 }  # fmt: skip

@@ -264,6 +264,10 @@ class Token(Record):
     agent: str | None = None  # the agent an agent token acts as
     name: str = ""
     created_at: int
+    # ms since the epoch: from then on it is refused (`token-expired`); None: never
+    expires_at: int | None = None
+    # ms since the epoch, to the minute (api.service.tokenuse); None: never used
+    last_used_at: int | None = None
 
 
 class RevisionSummary(BaseModel):

@@ -39,6 +39,7 @@ toolset agents {
   tool delete(id: str)
   tool define(id: str, definition: map, profile?: str)
   tool get_definition(id: str)
+  tool spending(id: str)
 }
 toolset roles {
   tool list(cursor?: str, limit: int = 50)
@@ -90,6 +91,7 @@ toolset threads {
   tool wait(id: str, timeout: int = 60)
   tool update(id: str, status?: str)
   tool delete(id: str)
+  tool spending(id: str)
 }
 toolset feeds {
   tool list(cursor?: str, limit: int = 50)

@@ -72,7 +72,8 @@ tokens = st.fixed_dictionaries(
         "id": ids, "hash": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
         "scope": st.sampled_from(["admin", "decide", "agent"]), "created_at": times,
     },
-    optional={"agent": st.none() | ids, "name": texts},
+    optional={"agent": st.none() | ids, "name": texts, "expires_at": st.none() | times,
+              "last_used_at": st.none() | times},
 )  # fmt: skip
 KINDS: list[tuple[type[Record], st.SearchStrategy[dict[str, Any]]]] = [
     (Agent, agents), (Thread, threads), (Connection, connections), (Token, tokens),

@@ -50,7 +50,7 @@ class LocalDecider:
         def look() -> str:
             self.service.sync()
             actor = self._tokens.lookup(token)
-            if actor is None or actor.agent is None:
+            if actor is None or actor.agent is None or actor.expired():
                 # (never the token itself: a secret)
                 raise Refused("unauthorized", "the token is not an agent's token")
             return actor.agent

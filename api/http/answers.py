@@ -24,6 +24,7 @@ from api.records import (
     DecisionResponse,
     Effect,
     Identity,
+    Period,
     Reason,
     Revision,
     StoredBudget,
@@ -343,6 +344,30 @@ class HookPage(Page[Hook]):
 
 
 class ToolsetPage(Page[Toolset]):
+    pass
+
+
+class Window(BaseModel):
+    """A budget window's spending: USD amounts as decimal strings; `cap` and `remaining`
+    null when no cap of that window applies (`spent` null: past 64 bits of micro-USD)."""
+
+    spent: str | None
+    cap: str | None
+    remaining: str | None
+
+
+class AgentSpending(BaseModel):
+    agent: str
+    windows: dict[Period, Window]  # (each of `24h`, `7d` and `total`)
+
+
+class ThreadSpending(BaseModel):
+    thread: str
+    agent: str
+    windows: dict[Period, Window]  # (each of `24h`, `7d` and `total`)
+
+
+class TokenPage(Page[Token]):
     pass
 
 

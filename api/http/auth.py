@@ -12,7 +12,7 @@ from starlette.types import Scope
 from api.http.body import single_header
 from api.http.parts import parts_of
 from api.service.errors import ServiceError, invalid_token
-from api.service.tokens import Principal, TokenCache, act_for
+from api.service.tokens import Principal, TokenCache, act_for, token_expired
 
 
 def bearer(scope: Scope) -> str:
@@ -45,6 +45,8 @@ def known(tokens: TokenCache, token: str) -> Principal:
     found = tokens.lookup(token)
     if found is None:
         raise invalid_token()
+    if found.expired():
+        raise token_expired()
     return found
 
 

@@ -161,6 +161,11 @@ CODES: dict[AnyCode, Code] = {
         "revoked; the token is all that follows `Bearer `, but for spaces and tabs around it: "
         "a no-break space is part of it)",
     ),
+    "token-expired": Code(
+        401,
+        "the token's `expires_at` (set when it was issued: `expires_in` or `expires_at`) has "
+        "passed; issue a new one",
+    ),
     "insufficient-scope": Code(
         403,
         "the token's scope does not reach the endpoint (an admin-only one, or a `decide` token on"
@@ -225,7 +230,11 @@ CODES: dict[AnyCode, Code] = {
         "`approvals.approve` or `approvals.reject` of it)",
     ),
     # ---- a resource's fields -------------------------------------------------------------
-    "invalid-name": Code(400, 'an agent\'s `name` is missing or blank ("Name is required")'),
+    "invalid-name": Code(
+        400,
+        "an agent's `name` is missing or blank (\"Name is required\"), or a profile's name, "
+        "one of its `roles` or one of its `hooks` is not a name",
+    ),
     "identity-required": Code(400, "an admin's `POST /v1/agents` names no `identity`"),
     "invalid-seed": Code(
         400,
@@ -261,6 +270,11 @@ CODES: dict[AnyCode, Code] = {
         "a `POST /v1/tokens` names an `agent` for a scope other than `agent`",
     ),
     "unknown-toolset": Code(400, "a connection's `toolset` is not in the latest revision"),
+    "invalid-expiry": Code(
+        400,
+        "a `POST /v1/tokens` gives both `expires_in` and `expires_at`, or an expiry that is not "
+        "after now and within ten years",
+    ),
     "credential-required": Code(400, "a connection without a `credential` (missing or empty)"),
     "metadata-too-large": Code(
         422,
@@ -279,6 +293,14 @@ CODES: dict[AnyCode, Code] = {
     ),
     "profile-required": Code(
         400, "a `PUT /v1/agents/{id}/definition` makes the agent and names no `profile`"
+    ),
+    "hook-source-mismatch": Code(
+        400,
+        "a hook written through the API does not declare exactly one hook, the one named",
+    ),
+    "toolset-source-mismatch": Code(
+        400,
+        "a toolset written through the API does not declare exactly one toolset, the one named",
     ),
     # ---- not there -----------------------------------------------------------------------
     "route-not-found": Code(404, "no endpoint has this path"),
@@ -354,6 +376,24 @@ CODES: dict[AnyCode, Code] = {
         "a `PATCH` or `DELETE /v1/roles/{name}` of a role declared in an uploaded file (upload "
         "the policy to change it)",
     ),
+    "profile-exists": Code(409, "a `POST /v1/profiles` for a profile the latest revision declares"),
+    "hook-exists": Code(409, "a `POST /v1/hooks` for a hook the latest revision declares"),
+    "toolset-exists": Code(409, "a `POST /v1/toolsets` for a toolset the latest revision declares"),
+    "profile-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/profiles/{name}` of a profile declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
+    "hook-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/hooks/{name}` of a hook declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
+    "toolset-not-api-managed": Code(
+        409,
+        "a `PATCH` or `DELETE /v1/toolsets/{name}` of a toolset declared in an uploaded file "
+        "(upload the policy to change it)",
+    ),
     "approval-not-pending": Code(409, "the approval was already approved or rejected"),
     "decision-not-allowed": Code(
         409, "a cost reported for a decision that did not allow its call (it did not run)"
@@ -392,8 +432,9 @@ CODES: dict[AnyCode, Code] = {
     "policy-in-use": Code(
         409,
         "a `PUT /v1/policy` would remove a profile, toolset, tool or API-made role that agents, "
-        "pending approvals, connections or profiles still use; `in_use` names them (nothing "
-        "changed: send `?remove_in_use=true` to remove them anyway)",
+        "pending approvals, connections or profiles still use, or a `DELETE /v1/profiles/{name}`"
+        " or a toolset's `PATCH` or `DELETE` would remove one; `in_use` names them (nothing "
+        "changed: an upload with `?remove_in_use=true` removes them anyway)",
     ),
     "policy-too-large": Code(
         413,
@@ -519,7 +560,12 @@ GROUPS: dict[str, str] = {
 _DECIDING = ("decide", "decideBatch")
 _ACCESS = ("decideAccess", "decideAccesses")  # (AuthZEN's: no thread, turn or connection)
 _AGENT_WRITES = ("createAgent", "updateAgent", "defineAgent", "approve")
-_ROLE_WRITES = ("createRole", "updateRole", "deleteRole")
+_ROLE_WRITES = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
+                     for op in (f"create{kind}", f"update{kind}", f"delete{kind}"))  # fmt: skip
+# (the writes that change what a profile grants: a hook made, or a role, profile or hook
+# deleted, cannot: api.service.declwrites)
+_FITTED = ("createRole", "updateRole", "createProfile", "updateProfile", "updateHook",
+           "createToolset", "updateToolset", "deleteToolset")  # fmt: skip
 _DRAFTS = ("checkDraft", "decideDraft", "runDraftTests", "checkDraftFit")
 _VIEWS = tuple(op for kind in ("Role", "Profile", "Hook", "Toolset")
                for op in (f"get{kind}", f"list{kind}s"))  # fmt: skip
@@ -549,6 +595,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "deleteAgent",
         "listThreads",
         "getThread",
+        "getThreadSpending",
         "updateThread",
         "deleteThread",
         "approve",
@@ -564,7 +611,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "approve",
     ),
     "self-approval": ("approve", "reject"),
-    "invalid-name": ("createAgent", "updateAgent"),
+    "invalid-name": ("createAgent", "updateAgent", "createProfile", "updateProfile"),
     "identity-required": ("createAgent", "defineAgent"),
     "invalid-seed": ("importIdentity",),
     "unknown-profile": _AGENT_WRITES,
@@ -574,12 +621,15 @@ WHERE: dict[str, tuple[str, ...]] = {
     "invalid-status": ("listApprovals",),
     "agent-required": ("issueToken", "createThread"),
     "agent-not-allowed": ("issueToken",),
+    "invalid-expiry": ("issueToken",),
     "unknown-toolset": ("createConnection",),
     "credential-required": ("createConnection",),
     "metadata-too-large": ("createAgent", "updateAgent", "updateIdentity"),
     "role-source-mismatch": ("createRole", "updateRole"),
     "invalid-definition": ("defineAgent", "approve"),
     "profile-required": ("defineAgent", "approve"),
+    "hook-source-mismatch": ("createHook", "updateHook"),
+    "toolset-source-mismatch": ("createToolset", "updateToolset"),
     "agent-not-found": (
         *_DECIDING,
         *_ACCESS,
@@ -592,11 +642,19 @@ WHERE: dict[str, tuple[str, ...]] = {
         "defineAgent",
         "getAgentDefinition",
         "deleteAgent",
+        "getAgentSpending",
         "createThread",
         "issueToken",
     ),
     "turn-not-found": _DECIDING,
-    "thread-not-found": (*_DECIDING, "admitTurn", "getThread", "updateThread", "deleteThread"),
+    "thread-not-found": (
+        *_DECIDING,
+        "admitTurn",
+        "getThread",
+        "updateThread",
+        "deleteThread",
+        "getThreadSpending",
+    ),
     "approval-not-found": ("getApproval", "approve", "reject"),
     "decision-not-found": ("reportCost",),
     "decision-not-allowed": ("reportCost",),
@@ -615,9 +673,9 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_AGENT_WRITES,
         *_ROLE_WRITES,
     ),
-    "hook-not-found": ("getHook",),
+    "hook-not-found": ("getHook", "updateHook", "deleteHook"),
     "definition-not-found": ("getAgentDefinition",),
-    "toolset-not-found": ("getToolset",),
+    "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (
         *_DECIDING,
         *_ACCESS,
@@ -638,6 +696,11 @@ WHERE: dict[str, tuple[str, ...]] = {
     "request-id-reused": ("createIdentity",),
     "role-exists": ("createRole",),
     "role-not-api-managed": ("updateRole", "deleteRole"),
+    **{f"{one.lower()}-exists": (f"create{one}",) for one in ("Profile", "Hook", "Toolset")},
+    **{
+        f"{one.lower()}-not-api-managed": (f"update{one}", f"delete{one}")
+        for one in ("Profile", "Hook", "Toolset")
+    },
     "approval-not-pending": ("approve", "reject"),
     "turn-ended": _DECIDING,
     "turn-agent-mismatch": _DECIDING,
@@ -655,12 +718,18 @@ WHERE: dict[str, tuple[str, ...]] = {
         "checkDraftFit",
     ),
     "revision-moved": ("uploadPolicy", "uploadBundle"),
-    "policy-in-use": ("uploadPolicy", "uploadBundle"),
+    "policy-in-use": (
+        "uploadPolicy",
+        "uploadBundle",
+        "deleteProfile",
+        "updateToolset",
+        "deleteToolset",
+        "approve",
+    ),
     "policy-too-large": (
         "uploadPolicy",
         "uploadBundle",
-        "createRole",
-        "updateRole",
+        *(op for op in _ROLE_WRITES if "delete" not in op),
         "approve",
         *_DRAFTS,
     ),
@@ -698,8 +767,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "createAgent",
         "updateAgent",
         "defineAgent",
-        "createRole",
-        "updateRole",
+        *_FITTED,
     ),
     "unavailable": ("listAgentTools", "listAccessActions", "checkFit", "checkDraftFit"),
     "store-unavailable": ("readMetrics",),

@@ -30,8 +30,8 @@ AUTH = {
 }
 BODY_CODES = ("bad-content-length", "body-too-large", "malformed-json", "duplicate-key",
               "too-deep", "invalid-body", "number-out-of-range")  # fmt: skip
-TOKEN_CODES = ("repeated-header", "unauthorized", "insufficient-scope", "store-unavailable",
-               "store-damaged", "store-too-new")  # fmt: skip
+TOKEN_CODES = ("repeated-header", "unauthorized", "token-expired", "insufficient-scope",
+               "store-unavailable", "store-damaged", "store-too-new")  # fmt: skip
 QUERY_CODES = {
     "limit": "bad-limit",
     "cursor": "bad-cursor",

@@ -219,6 +219,46 @@ TOOLSET: dict[str, Any] = {
     "connection_required": True,
     "runs_code": False,
 }
+TOKEN: dict[str, Any] = {
+    "id": "8c1e4f2a9b3d7e60",
+    "scope": "agent",
+    "agent": "triage-bot",
+    "name": "triage",
+    "created_at": AT,
+    "expires_at": AT + 86_400_000,
+}
+# A profile, hook and toolset made through the API (`POST /v1/profiles`, ...).
+API_PROFILE: dict[str, Any] = {
+    "name": "triage",
+    "file": "api/profiles/triage.charter",
+    "line": 1,
+    "source": "profile triage {\n  roles mail-triage\n  budget 5 usd per 24h\n}",
+    "revision": 5,
+    "roles": ["mail-triage"],
+    "hooks": ["default"],
+    "budget": {"amount": "5", "period": "24h"},
+}
+HOOK_SOURCE = "hook hold-refunds on billing.refund where args.amount > 100 {\n  pause\n}\n"
+API_HOOK: dict[str, Any] = {
+    "name": "hold-refunds",
+    "file": "api/hooks/hold-refunds.charter",
+    "line": 1,
+    "source": HOOK_SOURCE.rstrip("\n"),
+    "revision": 5,
+}
+TOOLSET_SOURCE = "toolset tickets {\n  tool open(title: str)\n  tool close(id: str)\n}\n"
+API_TOOLSET: dict[str, Any] = {
+    "name": "tickets",
+    "file": "api/toolsets/tickets.charter",
+    "line": 1,
+    "source": "toolset tickets {\n  tool open(title: str)\n  tool close(id: str)\n\n  url "
+    '"https://tools.example.com/t"\n}',
+    "revision": 5,
+    "tools": ["tickets.open", "tickets.close"],
+    "url": "https://tools.example.com/t",
+    "connection_required": False,
+    "runs_code": False,
+}
 REVISION: dict[str, Any] = {
     "revision": 3,
     "author": "token:3f9a1c0d5e7b2a46",
@@ -601,8 +641,51 @@ EXAMPLES: dict[str, Example] = {
     ),
     "deleteRole": Example(path={"name": "mail-triage"}),
     **_crud("Profile", "Profiles", PROFILE, {"name": "support"}),
+    "createProfile": Example(
+        body={
+            "name": "triage",
+            "roles": ["mail-triage"],
+            "budget": {"amount": "5", "period": "24h"},
+        },
+        answer=API_PROFILE,
+    ),
+    "updateProfile": Example(
+        body={"hooks": ["default", "approve-big-refund"]},
+        answer={
+            **API_PROFILE,
+            "source": API_PROFILE["source"].replace(
+                "\n  budget", "\n  hooks default, approve-big-refund\n  budget"
+            ),
+            "hooks": ["default", "approve-big-refund"],
+            "revision": 6,
+        },
+        path={"name": "triage"},
+    ),
+    "deleteProfile": Example(path={"name": "triage"}),
     **_crud("Hook", "Hooks", HOOK, {"name": "approve-big-refund"}),
+    "createHook": Example(body={"name": "hold-refunds", "source": HOOK_SOURCE}, answer=API_HOOK),
+    "updateHook": Example(
+        body={"source": HOOK_SOURCE.replace("100", "50")},
+        answer={**API_HOOK, "source": API_HOOK["source"].replace("100", "50"), "revision": 6},
+        path={"name": "hold-refunds"},
+    ),
+    "deleteHook": Example(path={"name": "hold-refunds"}),
     **_crud("Toolset", "Toolsets", TOOLSET, {"name": "mail"}),
+    "createToolset": Example(
+        body={"name": "tickets", "source": TOOLSET_SOURCE, "url": "https://tools.example.com/t"},
+        answer=API_TOOLSET,
+    ),
+    "updateToolset": Example(
+        body={"url": "https://tools.example.com/tickets"},
+        answer={
+            **API_TOOLSET,
+            "source": API_TOOLSET["source"].replace('/t"', '/tickets"'),
+            "url": "https://tools.example.com/tickets",
+            "revision": 6,
+        },
+        path={"name": "tickets"},
+    ),
+    "deleteToolset": Example(path={"name": "tickets"}),
     "listApprovals": Example(query="status=pending", answer=_page(APPROVAL)),
     "readApprovalEvents": Example(
         text=(
@@ -630,15 +713,35 @@ EXAMPLES: dict[str, Example] = {
         path={"id": APPROVAL["id"]},
     ),
     "issueToken": Example(
-        body={"scope": "agent", "agent": "triage-bot", "name": "triage"},
+        body={"scope": "agent", "agent": "triage-bot", "name": "triage", "expires_in": 86400},
+        answer={**TOKEN, "last_used_at": None, "token": "chr_…"},
+    ),
+    "getAgentSpending": Example(
         answer={
-            "id": "8c1e4f2a9b3d7e60",
-            "scope": "agent",
             "agent": "triage-bot",
-            "name": "triage",
-            "created_at": AT,
-            "token": "chr_…",
+            "windows": {
+                "24h": {"spent": "1.25", "cap": "10", "remaining": "8.75"},
+                "7d": {"spent": "4.5", "cap": None, "remaining": None},
+                "total": {"spent": "12.75", "cap": None, "remaining": None},
+            },
         },
+        path={"id": "triage-bot"},
+    ),
+    "getThreadSpending": Example(
+        answer={
+            "thread": THREAD["id"],
+            "agent": "triage-bot",
+            "windows": {
+                "24h": {"spent": "0.6", "cap": None, "remaining": None},
+                "7d": {"spent": "0.6", "cap": None, "remaining": None},
+                "total": {"spent": "0.6", "cap": "5", "remaining": "4.4"},
+            },
+        },
+        path={"id": THREAD["id"]},
+    ),
+    "listTokens": Example(
+        query="limit=50",
+        answer=_page({**TOKEN, "last_used_at": AT + 3_600_000}),
     ),
     "revokeToken": Example(path={"id": "8c1e4f2a9b3d7e60"}),
     "decideAccess": Example(

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from api.commands import MAX_ID, Id, OptionalId, Strict, exact
 from api.service.budget import MAX_USD
+from api.service.tokens import MAX_LIFETIME_MS
 from api.service.tokens import MAX_NAME as MAX_TOKEN_NAME
 
 MAX_BATCH = 1000  # calls in one batch
@@ -96,6 +97,10 @@ class TokenCreate(Strict):
     scope: Literal["admin", "decide", "agent"]
     agent: str | None = Field(default=None, max_length=MAX_ID)
     name: str = Field(default="", max_length=MAX_TOKEN_NAME)
+    expires_in: int | None = Field(
+        default=None, ge=1, le=MAX_LIFETIME_MS // 1000, description="seconds from now"
+    )
+    expires_at: int | None = Field(default=None, ge=1, description="ms since the epoch")
 
 
 class Draft(Strict):

@@ -19,13 +19,14 @@ from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
 from api.http.pagination import list_args
-from api.http.parts import service_of
+from api.http.parts import parts_of, service_of
 from api.http.preconditions import ENTITY_TAG, if_match
 from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, path_ids
-from api.service import tokens
+from api.service import tokenlist, tokens
 from api.service.errors import ServiceError
 from api.service.manage import manage
 from api.service.ops import Outcome
+from api.service.tokens import act_for
 
 # What an operation did, as the HTTP status its answer carries.
 STATUS: dict[Outcome, int] = {
@@ -67,12 +68,25 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
+        if request.method != "GET" and result.outcome is not Outcome.PENDING:
+            await flush_uses(request)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:
             response.headers["ETag"] = result.etag
         return response
 
     return spec, endpoint
+
+
+async def flush_uses(request: Request) -> None:
+    """Once a request has written what it writes: the token uses due, written in a
+    transaction of their own (api.service.tokenuse), before the answer."""
+
+    def flush() -> None:
+        act_for(None)  # (this thread's copy of the context: no token to read again)
+        parts_of(request).tokens.uses.flush(service_of(request).store)
+
+    await run_in_threadpool(flush)
 
 
 def _a(one: str) -> str:
@@ -128,9 +142,23 @@ def _crud(
 async def create_token(request: Request) -> Response:
     require_admin(request)
     item = await body(request, m.TokenCreate)
+    expires_at = tokens.expiry(item.expires_in, item.expires_at)
     # tokens.issue checks the agent, as for `charter token`; its ServiceError is the answer
-    token, issued = tokens.issue(service_of(request).store, item.scope, item.agent, item.name)
+    token, issued = tokens.issue(
+        service_of(request).store, item.scope, item.agent, item.name, expires_at
+    )
+    await flush_uses(request)
     return json_response({**issued.shown(), "token": token}, 201)
+
+
+async def list_tokens(request: Request) -> Response:
+    require_admin(request)
+    args = list_args(request)
+    page = await run_in_threadpool(
+        tokenlist.listed, service_of(request), parts_of(request).tokens.uses,
+        args.get("cursor"), args.get("limit"),
+    )  # fmt: skip
+    return json_response(page, 200)
 
 
 async def delete_token(request: Request) -> Response:
@@ -143,6 +171,8 @@ async def delete_token(request: Request) -> Response:
 # Problem statuses beyond each route's shape: 409 for a conflict, and for `no-policy`
 # where the operation reads the latest revision (a profile, a toolset, a declaration).
 _POLICY_VIEW = {"list": (409,), "get": (409,)}
+# (a declaration's writes through the API: api.service.declwrites)
+_POLICY_WRITES = {**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)}
 ROUTES: Table = [
     # (a create with a `request_id` already used answers 200 with the identity it made, or
     # 404 once that one was deleted, or 409 when its body differs)
@@ -165,14 +195,22 @@ ROUTES: Table = [
                  etag=True, operation="getAgentDefinition", tag="agents")),
     *_crud("threads", "Thread", "id", a.ThreadPage, r.Thread, c.ThreadCreate, c.ThreadUpdate, ("agent",),
            errors={"create": (404,)}, tagged=True),
+    managed(Spec("GET", "/v1/agents/{id}/spending", "Read an agent's spending per budget window",
+                 "manage", None, a.AgentSpending, tool="agents.spending",
+                 operation="getAgentSpending", tag="agents")),
+    managed(Spec("GET", "/v1/threads/{id}/spending", "Read a thread's spending per window",
+                 "manage", None, a.ThreadSpending, tool="threads.spending",
+                 operation="getThreadSpending", tag="threads")),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
            c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
-           errors={**_POLICY_VIEW, "create": (404, 409), "update": (409,), "delete": (409, 422)},
-           tagged=True),
-    *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, errors=_POLICY_VIEW),
-    *_crud("hooks", "Hook", "name", a.HookPage, a.Hook, errors=_POLICY_VIEW),
-    *_crud("toolsets", "Toolset", "name", a.ToolsetPage, a.Toolset, errors=_POLICY_VIEW),
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("profiles", "Profile", "name", a.ProfilePage, a.Profile, c.ProfileWrite, c.ProfileUpdate,
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("hooks", "Hook", "name", a.HookPage, a.Hook, c.HookWrite, c.HookUpdate,
+           errors=_POLICY_WRITES, tagged=True),
+    *_crud("toolsets", "Toolset", "name", a.ToolsetPage, a.Toolset, c.ToolsetWrite,
+           c.ToolsetUpdate, errors=_POLICY_WRITES, tagged=True),
     managed(Spec("GET", "/v1/approvals", "List approvals", "manage", None, a.ApprovalPage,
                  query=(*PAGE, "status"), tool="approvals.list", operation="listApprovals",
                  tag="approvals")),
@@ -197,6 +235,8 @@ ROUTES: Table = [
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),
      create_token),
+    (Spec("GET", "/v1/tokens", "List tokens, with their last use (never a token)", "admin",
+          None, a.TokenPage, query=PAGE, operation="listTokens", tag="tokens"), list_tokens),
     (Spec("DELETE", "/v1/tokens/{id}", "Revoke a token", "admin", status=204,
           operation="revokeToken", tag="tokens"), delete_token),
 ]  # fmt: skip

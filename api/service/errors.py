@@ -19,7 +19,7 @@ ErrorCode = Literal[
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
     "bad-last-event-id", "authzen-bad-request", "bad-receipt",
     # who may
-    "unauthorized", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
+    "unauthorized", "token-expired", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",
     "not-managed-agent", "not-own-agent", "not-own-identity", "self-approval",
     "definition-widens",
@@ -29,6 +29,7 @@ ErrorCode = Literal[
     "invalid-status", "agent-required", "agent-not-allowed", "unknown-toolset",
     "credential-required", "metadata-too-large", "role-source-mismatch",
     "invalid-definition", "profile-required",
+    "hook-source-mismatch", "toolset-source-mismatch", "invalid-expiry",
     # not there
     "agent-not-found", "turn-not-found", "thread-not-found", "approval-not-found",
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
@@ -38,6 +39,8 @@ ErrorCode = Literal[
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",
+    "profile-exists", "profile-not-api-managed", "hook-exists", "hook-not-api-managed",
+    "toolset-exists", "toolset-not-api-managed",
     "approval-not-pending", "turn-ended", "turn-agent-mismatch", "turn-thread-mismatch",
     "thread-agent-mismatch", "resource-moved", "policy-in-use", "decision-not-allowed",
     "cost-already-reported",

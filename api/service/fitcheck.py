@@ -109,7 +109,23 @@ def require_role_change_narrows(
     check takes its turn as the writer's."""
     snapshot = service.current()
     users = sorted(p.name for p in snapshot.served.profiles.values() if role in p.roles)
-    key = ("role-change", role, _digest(source))
+    require_profiles_narrow(
+        service, f"role `{role}`", ", which names it", users, files, _digest(source), whose
+    )
+
+
+def require_profiles_narrow(
+    service: Service, what: str, why: str, users: list[str], files: list[tuple[str, str]],
+    change: str, whose: str,
+) -> None:  # fmt: skip
+    """An agent's change of `what` (a role, a profile, a hook, a toolset), `files` the
+    policy after it: each profile of `users` (those it reaches; `why` says how) grants
+    nothing it did not and keeps every deny and hook it held. `change` identifies the
+    change (a digest of what it writes), for the fits remembered; `whose` is the
+    writer's turn. Policy text that does not check passes here: the operation refuses it
+    with the checker's diagnostics."""
+    snapshot = service.current()
+    key = ("narrows", what, change)
     if not users or _known_fit(snapshot, key):
         return
     try:
@@ -118,17 +134,45 @@ def require_role_change_narrows(
         return
     fit = _engine()
     for name in users:
+        if name not in changed.profiles:  # (gone with the change: it grants nothing)
+            continue
         result = solver.check(
             whose, fit.fit_workspace_profile,
             snapshot.served, name, changed, name, timeout_ms=TIMEOUT_MS,
         )  # fmt: skip
         if not result.fits:
+            whom = "it" if what == f"profile `{name}`" else f"profile `{name}`{why}"
             raise ServiceError(
                 "does-not-fit",
-                f"the change to role `{role}` would widen profile `{name}`, which names it: "
+                f"the change to {what} would widen {whom}: "
                 "it would grant more, or lose a deny or a hook",
                 fit=result.to_json(),
             )  # fmt: skip
+    _remember_fit(snapshot, key)
+
+
+def require_written_profile_fits(
+    service: Service, caller: Agent, name: str, files: list[tuple[str, str]], source: str
+) -> None:
+    """Profile `name` as an agent writes it (`source`, its file; `files` the policy
+    after the write) keeps every deny and hook of the caller's and grants nothing more,
+    its budget no looser. Policy text that does not check passes here: the operation
+    refuses it with the checker's diagnostics."""
+    snapshot = service.current()
+    callers = service.agent_profile(caller, snapshot)
+    key = ("written-profile", callers, name, _digest(source))
+    if _known_fit(snapshot, key):
+        return
+    try:
+        changed = service.prepare(files).workspace
+    except CharterError:
+        return
+    result = solver.check(
+        solver.agent_key(caller.id), _engine().fit_workspace_profile,
+        snapshot.served, callers, changed, name, timeout_ms=TIMEOUT_MS,
+    )  # fmt: skip
+    if not result.fits:
+        raise _refuse(result, f"profile `{name}`")
     _remember_fit(snapshot, key)
 
 

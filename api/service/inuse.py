@@ -10,10 +10,11 @@ names:
 - a toolset, or one tool of a toolset the new policy keeps, that a pending approval
   paused a call of (approving it could only deny it), or a toolset a connection holds a
   credential for (no call could use it);
-- a role made through the API (its file `api/roles/<name>.charter`), which the new
-  policy declares nowhere: it is the server's, as its agents are, and an upload made
-  from an older copy of the files dropped it without a word. Its users are the profiles
-  of the latest revision that name it.
+- a role, profile, hook or toolset made through the API (its file
+  `api/<kind>/<name>.charter`), which the new policy declares nowhere: it is the
+  server's, as its agents are, and an upload made from an older copy of the files
+  dropped it without a word. A role's or hook's users are the profiles of the latest
+  revision that name it; a profile's and a toolset's, those above.
 
 A running turn is not a use: it decides on the revision and profile it pinned, which the
 upload does not change, until it ends (`charter serve --turn-lifetime`). Its agent is,
@@ -33,13 +34,13 @@ from typing import Any
 from api.records import Approval
 from api.service.core import Service
 from api.service.errors import ServiceError
-from api.service.rolefiles import ROLES_DIR, role_path
+from api.service.rolefiles import ONE, OWN_DIRS, kind_of, own_path
 from engine.workspace import Workspace
 
 SHOWN_USERS = 10  # the users listed for each removed name (`more` counts the rest)
 SHOWN_NAMES = 100  # the removed names listed (`in_use_more` counts the rest)
 NAMED = 5  # the removed names the message names
-KINDS = ("profile", "toolset", "tool", "role")  # in the order they are listed
+KINDS = ("profile", "toolset", "tool", "role", "hook")  # in the order they are listed
 
 
 @dataclass
@@ -51,6 +52,7 @@ class InUse:
     name: str
     users: list[tuple[str, str]] = field(default_factory=list)
     count: int = 0
+    api: bool = False  # made through the API (its own file under `api/`)
 
     def add(self, kind: str, id: str) -> None:
         if len(self.users) < SHOWN_USERS:
@@ -72,21 +74,22 @@ class InUse:
         if rest:
             shown += f" and {rest} more"
         what = f"{self.kind} `{self.name}`"
-        if self.kind == "role":
+        if self.api:
             what += " made through the API"
         return f"{what} ({shown})" if shown else what
 
 
-def api_roles(workspace: Workspace) -> list[str]:
-    """The roles made through the API in `workspace`: each file `api/roles/<name>.charter`
-    that declares its role `name`."""
+def api_made(workspace: Workspace) -> list[tuple[str, str]]:
+    """The roles, profiles, hooks and toolsets made through the API in `workspace`, as
+    (kind, name): each file `api/<kind>/<name>.charter` that declares its own `name`."""
     found = []
     for source in workspace.files:
-        if not source.path.startswith(ROLES_DIR):
+        kind = kind_of(source.path)
+        if kind is None:
             continue
-        name = source.path[len(ROLES_DIR) :].removesuffix(".charter")
-        if role_path(name) == source.path and name in workspace.roles:
-            found.append(name)
+        name = source.path[len(OWN_DIRS[kind]) :].removesuffix(".charter")
+        if own_path(kind, name) == source.path and name in getattr(workspace, kind):
+            found.append((ONE[kind], name))
     return sorted(found)
 
 
@@ -124,12 +127,15 @@ def find(service: Service, old: Workspace, new: Workspace) -> list[InUse]:
     for toolset in sorted(toolsets):
         for row in store.scan("connections", tag=toolset):
             use("toolset", toolset, "connection", row.id)
-    for name in api_roles(old):
-        if name in new.roles:
+    for kind, name in api_made(old):
+        if name in getattr(new, f"{kind}s"):
             continue
-        entry = found.setdefault(("role", name), InUse("role", name))
+        entry = found.setdefault((kind, name), InUse(kind, name))
+        entry.api = True
+        if kind not in ("role", "hook"):  # (a profile's, a toolset's users: found above)
+            continue
         for profile in sorted(old.profiles.values(), key=lambda p: p.name):
-            if name in profile.roles:
+            if name in (profile.roles if kind == "role" else profile.hooks):
                 entry.add("profile", profile.name)
     return sorted(found.values(), key=lambda e: (KINDS.index(e.kind), e.name))
 

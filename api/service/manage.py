@@ -25,9 +25,12 @@ from api.service import (
     accounts,
     approvals,
     connections,
+    declwrites,
     definitions,
     fitcheck,
     resources,
+    rolefiles,
+    spending,
     threads,
     views,
 )
@@ -49,7 +52,7 @@ STORED: dict[str, tuple[str, Callable[[Service, Principal, Any], Doc]]] = {
     "agents": ("agent", resources.agent_stored),
     "threads": ("thread", threads.stored),
     "connections": ("connection", connections.stored),
-    "roles": ("role", views.role_stored),
+    **{kind: (rolefiles.ONE[kind], declwrites.stored(kind)) for kind in declwrites.KINDS},
 }
 
 
@@ -66,12 +69,12 @@ def guarded(tool: str, if_match: str | None) -> Operation:
     """`tool`'s operation, run only while its document is the one `if_match` names (None:
     unconditionally): compared inside the transaction that writes, so of two writes made
     from the same state one wins and the other is `resource-moved`, in this process or in another.
-    A role's change compares in its own transaction (views.CONDITIONAL); any other's
+    A policy file's change compares in its own transaction (declwrites.CONDITIONAL); any other's
     joins one around the comparison."""
     op = OPERATIONS[tool]
     if if_match is None:
         return op
-    own = views.CONDITIONAL.get(tool)
+    own = declwrites.CONDITIONAL.get(tool)
     if own is not None:
         return lambda service, actor, command: own(service, actor, command, if_match)
 
@@ -94,6 +97,8 @@ OPERATIONS: dict[str, Operation] = {
     **definitions.OPERATIONS,
     **threads.OPERATIONS,
     **views.OPERATIONS,
+    **declwrites.OPERATIONS,
+    **spending.OPERATIONS,
     **approvals.operations(MANAGED),
     **connections.OPERATIONS,
 }
@@ -137,24 +142,15 @@ def _define_fits(service: Service, actor: Principal, command: c.DefineAgent) -> 
         _update_fits(service, actor, change)
 
 
-# The management tools that write policy files (api/service/rolefiles.py): refused on a
-# server that takes only signed bundles (`Service.require_signed`), before anything is
-# decided, and again as an approved one runs (its precheck).
-POLICY_WRITES = frozenset({"roles.create", "roles.update", "roles.delete"})
-
-
-def _role_fits(service: Service, actor: Principal, command: c.CreateRole | c.UpdateRole) -> None:
-    service.require_signed()
-    if actor.agent is not None:
-        fitcheck.require_source_fits(service, service.agent(actor.agent), command.source, "role")
+POLICY_WRITES = declwrites.POLICY_WRITES
 
 
 def _runs_now(service: Service, actor: Principal, command: Command) -> bool:
     """Whether the policy lets the agent's request run at once, as it will be decided (not
-    logged here). Compiling a role's change ahead serves only such a request: for one the
-    policy denies it is work for nothing (up to 0.6-1.2 s on the benchmark's 1,000 roles,
-    a change compiled whole, for a 40-byte request). (A request that runs after all is
-    compiled inside its transaction.)"""
+    logged here). Compiling a policy file's change ahead serves only such a request: for
+    one the policy denies it is work for nothing (up to 0.6-1.2 s on the benchmark's 1,000
+    roles, a change compiled whole, for a 40-byte request). (A request that runs after
+    all is compiled inside its transaction.)"""
     assert actor.agent is not None
     try:
         found = prepare(service, [Call(actor.agent, command.tool, command.args())], {})[0].decision
@@ -163,28 +159,13 @@ def _runs_now(service: Service, actor: Principal, command: Command) -> bool:
     return found is None or found.effect == "allow"
 
 
-def _role_create_fits(service: Service, actor: Principal, command: c.CreateRole) -> None:
-    _role_fits(service, actor, command)
-    if _runs_now(service, actor, command):
-        views.prepare_role_change(service, actor, command)
-
-
-def _role_delete_ahead(service: Service, actor: Principal, command: c.DeleteRole) -> None:
-    service.require_signed()
-    if _runs_now(service, actor, command):
-        views.prepare_role_change(service, actor, command)
-
-
-def _role_update_fits(service: Service, actor: Principal, command: c.UpdateRole) -> None:
-    _role_fits(service, actor, command)
-    views.check_role_change(service, actor, command)
+def _policy_write_ahead(service: Service, actor: Principal, command: Command) -> None:
+    declwrites.precheck(service, actor, command, lambda: _runs_now(service, actor, command))
 
 
 PRECHECKS: dict[str, Precheck] = {
     "agents.create": _create_fits,
-    "roles.create": _role_create_fits,
-    "roles.update": _role_update_fits,
-    "roles.delete": _role_delete_ahead,
+    **{tool: _policy_write_ahead for tool in POLICY_WRITES},
     "agents.update": _update_fits,
     "agents.delete": resources.check_managed,
     "agents.define": _define_fits,
@@ -196,6 +177,7 @@ PRECHECKS: dict[str, Precheck] = {
     "identities.delete": accounts.check_identity_delete,
     "threads.list": threads.check_list,
     "threads.get": threads.check_thread,
+    "threads.spending": threads.check_thread,
     "threads.create": threads.check_create,
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,

@@ -38,7 +38,7 @@ def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None
     )  # fmt: skip
 
 
-def _thread(service: Service, actor: Principal, thread_id: str) -> Thread:
+def reach_thread(service: Service, actor: Principal, thread_id: str) -> Thread:
     """The thread (`thread-not-found` unknown), if the caller reaches it (see `_reach`)."""
     thread = service.record(Thread, "thread", thread_id)
     _reach(service, actor, thread.agent, thread_id)
@@ -47,13 +47,13 @@ def _thread(service: Service, actor: Principal, thread_id: str) -> Thread:
 
 def check_thread(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `threads.get`/`.update`/`.delete` is decided."""
-    _thread(service, actor, command.id)
+    reach_thread(service, actor, command.id)
 
 
 def stored(service: Service, actor: Principal, command: c.ById) -> Doc:
     """The thread `command.id` as stored, if the caller reaches it: what a `PATCH` or
     `DELETE` acts on, and its `If-Match` names (api.service.manage)."""
-    return _thread(service, actor, command.id).stored()
+    return reach_thread(service, actor, command.id).stored()
 
 
 def _listed_agent(actor: Principal, command: c.ListThreads) -> str | None:
@@ -97,7 +97,7 @@ def threads_list(service: Service, actor: Principal, command: c.ListThreads) -> 
 
 
 def threads_get(service: Service, actor: Principal, command: c.GetThread) -> Result:
-    thread = _thread(service, actor, command.id)
+    thread = reach_thread(service, actor, command.id)
     return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
@@ -119,7 +119,7 @@ def threads_create(service: Service, actor: Principal, command: c.CreateThread) 
 
 def threads_update(service: Service, actor: Principal, command: c.UpdateThread) -> Result:
     with service.store.atomic():  # the check and the write see the same thread
-        thread = _thread(service, actor, command.id)
+        thread = reach_thread(service, actor, command.id)
         changes: dict[str, Any] = {"updated_at": now_ms()}
         if command.status is not None:  # (a ThreadStatus: the command's type)
             changes["status"] = command.status
@@ -130,7 +130,7 @@ def threads_update(service: Service, actor: Principal, command: c.UpdateThread) 
 
 def threads_delete(service: Service, actor: Principal, command: c.DeleteThread) -> Result:
     with service.store.atomic():
-        _thread(service, actor, command.id)
+        reach_thread(service, actor, command.id)
         service.store.delete("threads", command.id)
         reject_orphans(service, "thread", command.id, f"thread `{command.id}` was deleted")
     return Result(Outcome.REMOVED, None)

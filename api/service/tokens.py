@@ -16,6 +16,7 @@ from typing import Any
 from api.records import Token
 from api.service.core import Service, now_ms, token_tag
 from api.service.errors import ServiceError, invalid_token, not_found
+from api.service.tokenuse import TokenUses
 from policy.store import Store
 
 SCOPES = ("admin", "decide")
@@ -29,10 +30,42 @@ class Principal:
     token_id: str
     scope: str  # "admin", "decide" or "agent"
     agent: str | None = None
+    expires_at: int | None = None  # ms since the epoch; None: never
 
     @property
     def admin(self) -> bool:
         return self.scope == "admin"
+
+    def expired(self, at: int | None = None) -> bool:
+        """Whether the token has expired by `at` (ms since the epoch; default: now)."""
+        return self.expires_at is not None and (now_ms() if at is None else at) >= self.expires_at
+
+
+# The longest a token may be issued for: ten years.
+MAX_LIFETIME_MS = 10 * 366 * 24 * 3600 * 1000
+
+
+def token_expired() -> ServiceError:
+    return ServiceError("token-expired", "the token has expired; issue a new one")
+
+
+def expiry(expires_in: int | None, expires_at: int | None, now: int | None = None) -> int | None:
+    """When a token being issued expires (ms since the epoch), from the request's
+    `expires_in` (seconds from now) or `expires_at` (ms since the epoch), at most one of
+    them; None: never. In the past, or over MAX_LIFETIME_MS ahead: `invalid-expiry`."""
+    if expires_in is not None and expires_at is not None:
+        raise ServiceError("invalid-expiry", "give `expires_in` or `expires_at`, not both")
+    at = now_ms() if now is None else now
+    if expires_in is not None:
+        expires_at = at + expires_in * 1000
+    if expires_at is None:
+        return None
+    if not at < expires_at <= at + MAX_LIFETIME_MS:
+        raise ServiceError(
+            "invalid-expiry", "a token expires after now and within ten years",
+            expires_at=expires_at,
+        )  # fmt: skip
+    return expires_at
 
 
 def _builtin_sha256() -> Callable[[bytes], Any]:
@@ -57,7 +90,10 @@ def digest(token: str) -> str:
     return str(_sha256(token.encode()).hexdigest())
 
 
-def issue(store: Store, scope: str, agent: str | None = None, name: str = "") -> tuple[str, Token]:
+def issue(
+    store: Store, scope: str, agent: str | None = None, name: str = "",
+    expires_at: int | None = None,
+) -> tuple[str, Token]:  # fmt: skip
     """A new token: the plain text is returned once and never stored.
 
     The one check of a token's agent, for `POST /v1/tokens`, `charter token` and anything
@@ -84,7 +120,7 @@ def issue(store: Store, scope: str, agent: str | None = None, name: str = "") ->
         hashed = digest(token)
         record = Token.model_validate(
             {"id": hashed[:16], "hash": hashed, "scope": scope, "agent": agent, "name": name,
-             "created_at": now_ms()}
+             "created_at": now_ms(), "expires_at": expires_at, "last_used_at": None}
         )  # fmt: skip
         doc = record.stored()
         store.insert(Token.KIND, record.id, doc, tag=token_tag(doc))
@@ -111,6 +147,8 @@ def require_current(store: Store, actor: Principal) -> None:
     nobody can revoke it before the COMMIT. One read of the store, by its key."""
     if store.get("tokens", actor.token_id) is None:
         raise invalid_token()
+    if actor.expired():
+        raise token_expired()
 
 
 # Who the request this context runs for was authorized as (api.http.auth), None outside
@@ -158,6 +196,7 @@ class TokenCache:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.uses = TokenUses()  # (each token found: its use noted)
         self._found: dict[str, Principal] = {}
         self._unknown: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -167,6 +206,7 @@ class TokenCache:
         hashed = digest(token)
         found = self._found.get(hashed)
         if found is not None:
+            self.uses.note(found.token_id)
             return found
         now = time.monotonic()
         if self._unknown.get(hashed, 0.0) > now:
@@ -176,7 +216,8 @@ class TokenCache:
         principal = None
         kept = None if doc is None else Token.read(doc)
         if kept is not None and secrets.compare_digest(kept.hash, hashed):
-            principal = Principal(kept.id, kept.scope, kept.agent)
+            principal = Principal(kept.id, kept.scope, kept.agent, kept.expires_at)
+            self.uses.note(kept.id, kept)
         with self._lock:
             if self._forgets != forgets:
                 # Dropped while the token was read (by a revocation, maybe of this one,

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from api import commands as c
-from api.service import views
+from api.service import declwrites
 from api.service.manage import OPERATIONS, PRECHECKS
 from tests.api.conftest import POLICY, Harness, expect
 
@@ -27,7 +27,7 @@ def _taken(run: Callable[..., Any]) -> Any:
     return list(inspect.signature(run, eval_str=True).parameters.values())[2].annotation
 
 
-@pytest.mark.parametrize("table", [OPERATIONS, PRECHECKS, views.CONDITIONAL])
+@pytest.mark.parametrize("table", [OPERATIONS, PRECHECKS, declwrites.CONDITIONAL])
 def test_each_function_takes_its_tools_command(table: Mapping[str, Callable[..., Any]]) -> None:
     """The tables hold functions of any command (api.service.ops): each takes its own
     tool's, or a class that one extends."""

@@ -37,6 +37,19 @@ ONCE_MISSING = [
     ("post", "/v1/tokens"), ("get", "/healthz"), ("get", "/readyz"), ("put", "/v1/policy"),
 ]  # fmt: skip
 
+# A profile, hook and toolset made through the API, and a change of each.
+MADE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "profiles": ({"name": "extra-p", "roles": ["mailer"]}, {"hooks": ["none"]}),
+    "hooks": (
+        {"name": "extra-h", "source": "hook extra-h on mail.send {\n  pause\n}\n"},
+        {"source": "hook extra-h on mail.send {\n  deny\n}\n"},
+    ),
+    "toolsets": (
+        {"name": "extra-t", "source": "toolset extra-t {\n  tool ping(x: str)\n}\n"},
+        {"url": "https://tools.example.com/t"},
+    ),
+}
+
 
 @pytest.fixture(scope="module")
 def spec() -> dict[str, Any]:
@@ -261,10 +274,16 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/roles/{name}", "/v1/roles/extra", headers=admin, status=200)
     check("PATCH", "/v1/roles/{name}", "/v1/roles/extra", json={"source": role["source"]},
           headers=admin, status=200)  # fmt: skip
-    for kind, name in (("profiles", "support"), ("hooks", "approve-big"), ("toolsets", "vault")):
+    for kind in ("profiles", "hooks", "toolsets"):
         check("GET", f"/v1/{kind}", "/v1/" + kind + "?limit=1", headers=admin, status=200)
-        check("GET", f"/v1/{kind}/{{name}}", f"/v1/{kind}/{name}", headers=admin, status=200)
         check("GET", f"/v1/{kind}/{{name}}", f"/v1/{kind}/nope", headers=admin, status=404)
+    # (those made through the API answer with their `ETag`)
+    for kind, (body, change) in MADE.items():
+        item = f"/v1/{kind}/{{name}}"
+        check("POST", f"/v1/{kind}", json=body, headers=admin, status=201)
+        check("POST", f"/v1/{kind}", json=body, headers=admin, status=409)
+        check("GET", item, f"/v1/{kind}/{body['name']}", headers=admin, status=200)
+        check("PATCH", item, f"/v1/{kind}/{body['name']}", json=change, headers=admin, status=200)
     # ---- decisions, the log, listing, fit, turns
     mail = {"agent": "a1", "tool": "mail.send",
             "args": {"to": "b@example.com", "subject": "s", "body": "b"}}  # fmt: skip
@@ -342,8 +361,16 @@ def test_live_answers_read_as_their_schemas(
                   status=201)  # fmt: skip
     check("POST", "/v1/tokens", json={"scope": "agent", "agent": "nope"}, headers=admin,
           status=404)  # fmt: skip
+    check("GET", "/v1/tokens", "/v1/tokens?limit=2", headers=admin, status=200)
+    check("GET", "/v1/agents/{id}/spending", "/v1/agents/a1/spending", headers=admin,
+          status=200)  # fmt: skip
+    check("GET", "/v1/threads/{id}/spending", f"{in_thread}/spending", headers=admin,
+          status=200)  # fmt: skip
     check("DELETE", "/v1/tokens/{id}", f"/v1/tokens/{token['id']}", headers=admin, status=204)
     check("DELETE", "/v1/roles/{name}", "/v1/roles/extra", headers=admin, status=204)
+    for kind, (body, _) in MADE.items():
+        check("DELETE", f"/v1/{kind}/{{name}}", f"/v1/{kind}/{body['name']}", headers=admin,
+              status=204)  # fmt: skip
     check("DELETE", "/v1/connections/{id}", connection, headers=admin, status=204)
     check("DELETE", "/v1/threads/{id}", in_thread, headers=admin, status=204)
     check("DELETE", "/v1/agents/{id}", child, headers=admin, status=204)

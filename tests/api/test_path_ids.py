@@ -24,8 +24,13 @@ def _long(size: int) -> str:
 
 
 def _request(live: httpx.Client, method: str, path: str, auth: dict[str, str]) -> Any:
-    role = f"role {path.rpartition('/')[2]} {{\n  allow mail.send\n}}\n"
-    sent: dict[str, Any] = {"source": role} if method == "PATCH" and "/roles/" in path else {}
+    name = path.rpartition("/")[2]
+    sources = {  # (a PATCH whose body needs one)
+        "/roles/": f"role {name} {{\n  allow mail.send\n}}\n",
+        "/hooks/": f"hook {name} on mail.send {{\n  pause\n}}\n",
+    }
+    source = next((text for part, text in sources.items() if part in path), None)
+    sent: dict[str, Any] = {"source": source} if method == "PATCH" and source is not None else {}
     if path.endswith("/cost"):
         sent = {"seq": 1, "amount": 0}
     body: dict[str, Any] | None = sent if method in ("POST", "PATCH") else None

@@ -13,10 +13,10 @@ import pytest
 
 from api import commands as c
 from api.service.core import Service
+from api.service.declwrites import OPERATIONS
 from api.service.errors import ServiceError
 from api.service.snapshots import CACHE_SIZE
 from api.service.tokens import Principal
-from api.service.views import roles_create
 from policy.diagnostics import CharterError
 from tests.api.conftest import (
     POLICY,
@@ -228,7 +228,7 @@ def test_serving_a_workspace_again_keeps_the_roles_made_through_the_api(
     (folder / "policy.charter").write_text(POLICY, encoding="utf-8")
     service = harness.service
     made = c.CreateRole(name="x", source="role x {\n}\n")
-    roles_create(service, Principal("t", "admin"), made)
+    OPERATIONS["roles.create"](service, Principal("t", "admin"), made)
     prepare(service, str(harness.db), str(folder))
     assert service.files()[1] == [
         ("policy.charter", POLICY),
@@ -326,7 +326,7 @@ def test_an_upload_made_from_an_older_revision_is_refused_with_if_match(
     read = client.get("/v1/policy", headers=admin)
     assert read.headers["etag"] == '"1"'
     edited = POLICY + "\nrole extra {\n  allow mail.send\n}\n"
-    roles_create(harness.service, Principal("t", "admin"),
+    OPERATIONS["roles.create"](harness.service, Principal("t", "admin"),
                  c.CreateRole(name="r9", source="role r9 {\n  allow mail.send\n}\n"))  # fmt: skip
     stale = client.put("/v1/policy", content=edited, headers={**admin, "if-match": '"1"'})
     expect(stale, 412, "revision-moved")

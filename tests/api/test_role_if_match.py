@@ -14,7 +14,7 @@ import pytest
 
 from api import commands as c
 from api.http.app import create_app
-from api.service import views
+from api.service import declwrites
 from api.service.core import Service
 from api.service.tokens import Principal
 from tests.api.conftest import POLICY, Harness, depth_spy, expect
@@ -279,7 +279,7 @@ def test_an_approval_compares_inside_its_transaction(
 
     def meanwhile() -> None:  # another worker, between the look and the write
         changed = c.UpdateRole(name="g", source=_source("g", "allow agents.list", "# by another"))
-        views.roles_update(other, Principal("t", "admin"), changed)
+        declwrites.CONDITIONAL["roles.update"](other, Principal("t", "admin"), changed, None)
 
     with TestClient(create_app(harness.service), raise_server_exceptions=False) as client:
         ops = _ops(client, harness, POLICY + OPS.replace("hooks none", "hooks ask") + ASK)

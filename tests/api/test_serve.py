@@ -87,6 +87,12 @@ def _issue_tokens_beside_the_server(
     assert httpx.post(f"{url}/v1/decisions", headers=auth, json=call).status_code == 200
     assert httpx.get(f"{url}/v1/decisions", headers=auth).status_code == 403  # admin only
     assert main(["token", "--db", str(db), "--scope", "agent", "--agent", "nobody"]) == 2
+    assert main(["token", "--db", str(db), "--scope", "decide", "--expires-in", "0"]) == 2
+    assert main(["token", "--db", str(db), "--scope", "decide", "--expires-in", "60"]) == 0
+    expiring = {"Authorization": f"Bearer {capsys.readouterr().out.strip()}"}
+    listed = httpx.get(f"{url}/v1/tokens", headers=auth)  # (a decide token may not list)
+    assert listed.status_code == 403
+    assert httpx.post(f"{url}/v1/decisions", headers=expiring, json=call).status_code == 200
     missing = tmp_path / "typo.db"
     assert main(["token", "--db", str(missing), "--scope", "admin"]) == 2
     assert "no database at" in capsys.readouterr().err and not missing.exists()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 from decimal import Decimal
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pytest
 from pydantic import BaseModel
@@ -34,6 +34,10 @@ def _sample(annotation: Any) -> Any:
         return _sample(next(a for a in get_args(annotation) if a is not type(None)))
     if get_origin(annotation) is Literal:
         return get_args(annotation)[0]
+    if get_origin(annotation) is Annotated:
+        return _sample(get_args(annotation)[0])
+    if get_origin(annotation) is list:
+        return [_sample(get_args(annotation)[0])]
     if annotation is str:
         return "x"
     if annotation is int:
