@@ -297,13 +297,16 @@ def precheck(
     service.require_signed()
     kind, name = kind_of(command), getattr(command, "name")  # noqa: B009
     files = service.working_files()[1]
-    if not command.tool.endswith(".create"):  # (one of an uploaded file: refused first)
+    runs = runs_now()
+    if runs and not command.tool.endswith(".create"):
+        # (one of an uploaded file, which only an upload changes: refused before its fit
+        # checks; a request the policy denies is answered so, revealing nothing of it)
         _own_text(service, files, kind, name)
     source = _source(service, command, files)
     if source is not None:
         _one_declaration(kind, name, source)
     _require_narrows(service, actor, command, files, source)
-    if runs_now():
+    if runs:
         _compile_ahead(service, _files_after(files, kind, name, source))
 
 
