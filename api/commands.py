@@ -65,6 +65,13 @@ class Budget(Strict):
     _exact_amount = field_validator("amount", mode="before")(exact)
 
 
+class Rate(Strict):
+    """A profile's `rate N calls per P` (docs/dsl.md, "Profiles")."""
+
+    calls: int = Field(ge=0, le=10**12)
+    period: Period
+
+
 def _stripped(name: str | None) -> str | None:
     # An agent's name is stored stripped (api.service.resources), so it is stripped here,
     # before an agent's request is decided: `deny agents.create where args.name == "root"`
@@ -165,12 +172,14 @@ class ProfileWrite(Strict):
     roles: Names = Field(default_factory=list, max_length=MAX_NAMES)
     hooks: Names = Field(default_factory=lambda: ["default"], max_length=MAX_NAMES)
     budget: Budget | None = None
+    rate: Rate | None = None
 
 
 class ProfileUpdate(Strict):
     roles: Names | None = Field(default=None, max_length=MAX_NAMES)
     hooks: Names | None = Field(default=None, max_length=MAX_NAMES)
     budget: Budget | None = Field(default=None, description="null drops the profile's budget")
+    rate: Rate | None = Field(default=None, description="null drops the profile's rate")
 
 
 class HookWrite(Strict):

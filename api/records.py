@@ -31,7 +31,7 @@ from policy import identities
 from policy.store import Doc, StoreDamaged
 
 Effect = Literal["allow", "deny", "pause"]
-Period = Literal["24h", "7d", "total"]
+Period = Literal["1m", "1h", "24h", "7d", "total"]
 AgentStatus = Literal["idle", "running", "stopped", "error"]
 ThreadStatus = Literal["open", "running", "waiting", "done", "failed", "cancelled"]
 ApprovalStatus = Literal["pending", "approved", "rejected"]

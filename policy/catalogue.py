@@ -51,8 +51,8 @@ toolset roles {
 toolset profiles {
   tool list(cursor?: str, limit: int = 50)
   tool get(name: str)
-  tool create(name: str, roles: list[str] = [], hooks: list[str] = ["default"], budget?: map)
-  tool update(name: str, roles?: list[str], hooks?: list[str], budget?: map)
+  tool create(name: str, roles: list[str] = [], hooks: list[str] = ["default"], budget?: map, rate?: map)
+  tool update(name: str, roles?: list[str], hooks?: list[str], budget?: map, rate?: map)
   tool delete(name: str)
 }
 toolset toolsets {

@@ -253,10 +253,16 @@ class Hook(Declaration):
     pass
 
 
+class ProfileRate(BaseModel):
+    calls: int
+    period: Period
+
+
 class Profile(Declaration):
     roles: list[str]
     hooks: list[str]
     budget: StoredBudget | None
+    rate: ProfileRate | None
 
 
 class Toolset(Declaration):

@@ -248,7 +248,7 @@ CODES: dict[AnyCode, Code] = {
     ),
     "invalid-budget": Code(
         400,
-        "an agent's `budget` is not `{amount, period}` with a period of `24h`, `7d` or `total` "
+        "an agent's `budget` is not `{amount, period}` with a period of `1m`, `1h`, `24h`, `7d` or `total` "
         "and an amount from 0 to 1,000,000,000 USD",
     ),
     "invalid-max-cost": Code(

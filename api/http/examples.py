@@ -191,11 +191,12 @@ PROFILE: dict[str, Any] = {
     "name": "support",
     "file": "profiles.charter",
     "line": 3,
-    "source": "profile support {\n  roles mail-support\n  budget 10 usd per 24h\n}",
+    "source": "profile support {\n  roles mail-support\n  budget 10 usd per 24h\n  rate 600 calls per 1h\n}",
     "revision": 3,
     "roles": ["mail-support"],
     "hooks": ["approve-big-refund"],
     "budget": {"amount": "10", "period": "24h"},
+    "rate": {"calls": 600, "period": "1h"},
 }
 HOOK: dict[str, Any] = {
     "name": "approve-big-refund",
@@ -237,6 +238,7 @@ API_PROFILE: dict[str, Any] = {
     "roles": ["mail-triage"],
     "hooks": ["default"],
     "budget": {"amount": "5", "period": "24h"},
+    "rate": None,
 }
 HOOK_SOURCE = "hook hold-refunds on billing.refund where args.amount > 100 {\n  pause\n}\n"
 API_HOOK: dict[str, Any] = {

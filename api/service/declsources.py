@@ -37,10 +37,14 @@ def require_name(name: str, what: str) -> None:
 
 
 def profile_text(
-    name: str, roles: Sequence[str], hooks: Sequence[str], budget: tuple[Decimal, str] | None
+    name: str,
+    roles: Sequence[str],
+    hooks: Sequence[str],
+    budget: tuple[Decimal, str] | None,
+    rate: tuple[int, str] | None = None,
 ) -> str:
     """Profile `name`'s file: its `roles` line, its `hooks` line (none for the default
-    hooks alone, as an author writes it) and its `budget` line."""
+    hooks alone, as an author writes it), its `budget` line and its `rate` line."""
     require_name(name, "the profile's name")
     for role in roles:
         require_name(role, "a role")
@@ -52,18 +56,22 @@ def profile_text(
     if budget is not None:
         amount, period = budget
         lines.append(f"  budget {format(amount, 'f')} usd per {period}")
+    if rate is not None:
+        calls, every = rate
+        lines.append(f"  rate {calls} calls per {every}")
     return "\n".join([*lines, "}", ""])
 
 
 def profile_fields(
     profile: ast.Profile,
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Decimal, str] | None]:
-    """A profile's `roles`, `hooks` and budget, as `profile_text` takes them."""
-    budget = profile.budget
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Decimal, str] | None, tuple[int, str] | None]:
+    """A profile's `roles`, `hooks`, budget and rate, as `profile_text` takes them."""
+    budget, rate = profile.budget, profile.rate
     return (
         profile.roles,
         profile.hooks,
         None if budget is None else (Decimal(budget.amount), budget.period),
+        None if rate is None else (rate.calls, rate.period),
     )
 
 

@@ -126,21 +126,29 @@ def _source(service: Service, command: c.Command, files: Files) -> str | None:
         return None
     name: str = getattr(command, "name")  # noqa: B009 (every write names its declaration)
     if isinstance(command, c.CreateProfile):
-        cap = command.budget
+        cap, rate = command.budget, command.rate
         return declsources.profile_text(
-            name, command.roles, command.hooks, None if cap is None else (cap.amount, cap.period)
+            name,
+            command.roles,
+            command.hooks,
+            None if cap is None else (cap.amount, cap.period),
+            None if rate is None else (rate.calls, rate.period),
         )
     if isinstance(command, c.UpdateProfile):
         text = _own_text(service, files, kind, name)
-        roles, hooks, budget = declsources.profile_fields(_parsed_profile(text, name))
+        roles, hooks, budget, calls = declsources.profile_fields(_parsed_profile(text, name))
         if "budget" in command.model_fields_set:
             given = command.budget
             budget = None if given is None else (given.amount, given.period)
+        if "rate" in command.model_fields_set:
+            limit = command.rate
+            calls = None if limit is None else (limit.calls, limit.period)
         return declsources.profile_text(
             name,
             roles if command.roles is None else command.roles,
             hooks if command.hooks is None else command.hooks,
             budget,
+            calls,
         )
     if isinstance(command, c.CreateToolset | c.UpdateToolset):
         source = command.source

@@ -89,6 +89,9 @@ def view(snapshot: Snapshot, kind: str, decl: Any) -> dict[str, Any]:
             if decl.budget is None
             else {"amount": str(decl.budget.amount), "period": decl.budget.period}
         )
+        out["rate"] = (
+            None if decl.rate is None else {"calls": decl.rate.calls, "period": decl.rate.period}
+        )
     elif kind == "toolsets":
         out["tools"] = [f"{decl.name}.{t.name}" for t in decl.tools]
         out["url"] = decl.url

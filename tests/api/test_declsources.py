@@ -25,16 +25,23 @@ NAMES = st.one_of(
 )
 BUDGETS = st.none() | st.tuples(
     st.decimals(min_value=0, max_value=10**9, places=6, allow_nan=False, allow_infinity=False),
-    st.sampled_from(["24h", "7d", "total"]),
+    st.sampled_from(["1m", "1h", "24h", "7d", "total"]),
+)
+RATES = st.none() | st.tuples(
+    st.integers(0, 10**12), st.sampled_from(["1m", "1h", "24h", "7d", "total"])
 )
 
 
-@given(NAMES, st.lists(NAMES, max_size=4), st.lists(NAMES, max_size=4), BUDGETS)
+@given(NAMES, st.lists(NAMES, max_size=4), st.lists(NAMES, max_size=4), BUDGETS, RATES)
 def test_a_profile_is_its_fields_or_refused(
-    name: str, roles: list[str], hooks: list[str], budget: tuple[Decimal, str] | None
+    name: str,
+    roles: list[str],
+    hooks: list[str],
+    budget: tuple[Decimal, str] | None,
+    rate: tuple[int, str] | None,
 ) -> None:
     try:
-        text = profile_text(name, roles, hooks, budget)
+        text = profile_text(name, roles, hooks, budget, rate)
     except ServiceError as exc:
         assert exc.code == "invalid-name"
         return
@@ -55,6 +62,7 @@ def test_a_profile_is_its_fields_or_refused(
     else:
         assert decl.budget is not None
         assert (Decimal(decl.budget.amount), decl.budget.period) == budget
+    assert (None if decl.rate is None else (decl.rate.calls, decl.rate.period)) == rate
 
 
 TOOLSETS = st.sampled_from(

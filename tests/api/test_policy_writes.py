@@ -41,11 +41,15 @@ def test_each_kind_is_made_read_paged_changed_and_deleted(
 ) -> None:
     admin = harness.auth()
     made = _ok(live.post("/v1/profiles", json={"name": "triage", "roles": ["mailer"],
-               "budget": {"amount": "2.50", "period": "7d"}}, headers=admin), 201)  # fmt: skip
+               "budget": {"amount": "2.50", "period": "7d"},
+               "rate": {"calls": 30, "period": "1h"}}, headers=admin), 201)  # fmt: skip
     assert made["file"] == "api/profiles/triage.charter"
     assert (made["roles"], made["hooks"]) == (["mailer"], ["default"])
     assert made["budget"] == {"amount": "2.50", "period": "7d"}
-    assert made["source"] == "profile triage {\n  roles mailer\n  budget 2.50 usd per 7d\n}"
+    assert made["rate"] == {"calls": 30, "period": "1h"}
+    assert made["source"] == (
+        "profile triage {\n  roles mailer\n  budget 2.50 usd per 7d\n  rate 30 calls per 1h\n}"
+    )
     hook = _ok(live.post("/v1/hooks", json={"name": "hold", "source": HOOK}, headers=admin), 201)
     assert hook["file"] == "api/hooks/hold.charter" and hook["source"] == HOOK.rstrip("\n")
     tools = _ok(live.post("/v1/toolsets", json={"name": "tickets", "source": TOOLSET,
@@ -61,7 +65,11 @@ def test_each_kind_is_made_read_paged_changed_and_deleted(
                          headers={**admin, "If-Match": tag})  # fmt: skip
     body = _ok(changed)
     assert (body["roles"], body["hooks"], body["budget"]) == (["mailer"], ["hold"], None)
+    assert body["rate"] == {"calls": 30, "period": "1h"}  # (not given: kept)
     assert changed.headers["ETag"] != tag
+    dropped = live.patch("/v1/profiles/triage", json={"rate": None},
+                         headers={**admin, "If-Match": changed.headers["ETag"]})  # fmt: skip
+    assert _ok(dropped)["rate"] is None
     # a stale If-Match: 412, nothing written
     before = _revision(harness)
     expect(live.patch("/v1/profiles/triage", json={"roles": []},
