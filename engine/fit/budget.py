@@ -10,40 +10,62 @@ rely on): conservative, never wrong. Absent (`None`) means unlimited.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from engine.fit.result import Violation
 from policy import ast
 
 _ORDER = {"1m": 0, "1h": 1, "24h": 2, "7d": 3, "total": 4}
 
 
-def _show(budget: ast.Budget) -> str:
-    return f"`{budget.amount} usd per {budget.period}`"
+Cap = ast.Budget | ast.Rate
 
 
-def fit_budget(caller: ast.Budget | None, candidate: ast.Budget | None) -> Violation | None:
-    """None when the candidate's budget is no looser than the caller's."""
+def _size(cap: Cap) -> Decimal:
+    return Decimal(cap.amount) if isinstance(cap, ast.Budget) else Decimal(cap.calls)
+
+
+def _show(cap: Cap) -> str:
+    if isinstance(cap, ast.Budget):
+        return f"`{cap.amount} usd per {cap.period}`"
+    return f"`{cap.calls} calls per {cap.period}`"
+
+
+def _fit_cap(kind: str, caller: Cap | None, candidate: Cap | None) -> Violation | None:
+    """None when the candidate's cap (a budget, or a rate) is no looser than the caller's:
+    no larger, over a window no shorter. Absent means unlimited."""
     if caller is None:
         return None
     if candidate is None:
         return Violation(
-            "budget",
-            f"the caller's budget is {_show(caller)}, and the candidate has no budget (unlimited)",
+            kind,
+            f"the caller's {kind} is {_show(caller)}, and the candidate has no {kind} (unlimited)",
         )
-    if candidate.amount > caller.amount:
+    if _size(candidate) > _size(caller):
         return Violation(
-            "budget",
-            f"budget {_show(candidate)} is more than the caller's {_show(caller)}",
+            kind,
+            f"{kind} {_show(candidate)} is more than the caller's {_show(caller)}",
             None,
             str(candidate.span),
         )
     if _ORDER[candidate.period] < _ORDER[caller.period]:
         return Violation(
-            "budget",
-            f"budget {_show(candidate)} resets more often than the caller's {_show(caller)}",
+            kind,
+            f"{kind} {_show(candidate)} resets more often than the caller's {_show(caller)}",
             None,
             str(candidate.span),
         )
     return None
+
+
+def fit_budget(caller: ast.Budget | None, candidate: ast.Budget | None) -> Violation | None:
+    """None when the candidate's budget is no looser than the caller's."""
+    return _fit_cap("budget", caller, candidate)
+
+
+def fit_rate(caller: ast.Rate | None, candidate: ast.Rate | None) -> Violation | None:
+    """None when the candidate's rate is no looser than the caller's (absent: no limit)."""
+    return _fit_cap("rate", caller, candidate)
 
 
 def fit_budgets(
@@ -56,34 +78,4 @@ def fit_budgets(
         found = [fit_budget(cap, mine) for mine in candidate if mine is not None]
         if not any(v is None for v in found):
             return found[0] if found else fit_budget(cap, None)
-    return None
-
-
-def _show_rate(rate: ast.Rate) -> str:
-    return f"`{rate.calls} calls per {rate.period}`"
-
-
-def fit_rate(caller: ast.Rate | None, candidate: ast.Rate | None) -> Violation | None:
-    """None when the candidate's rate is no looser than the caller's (absent: no limit)."""
-    if caller is None:
-        return None
-    if candidate is None:
-        return Violation(
-            "rate",
-            f"the caller's rate is {_show_rate(caller)}, and the candidate has no rate (unlimited)",
-        )
-    if candidate.calls > caller.calls:
-        return Violation(
-            "rate",
-            f"rate {_show_rate(candidate)} is more than the caller's {_show_rate(caller)}",
-            None,
-            str(candidate.span),
-        )
-    if _ORDER[candidate.period] < _ORDER[caller.period]:
-        return Violation(
-            "rate",
-            f"rate {_show_rate(candidate)} resets more often than the caller's {_show_rate(caller)}",
-            None,
-            str(candidate.span),
-        )
     return None

@@ -20,6 +20,7 @@ import pytest
 
 from api.http.app import create_app
 from api.service.snapshots import CACHE_SIZE
+from engine.collector import collector_paused
 from tests.api.conftest import POLICY, Harness, LiveServer
 
 UPLOADS = CACHE_SIZE * 3
@@ -27,14 +28,9 @@ UPLOADS = CACHE_SIZE * 3
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    enabled = gc.isenabled()
     gc.collect()
-    gc.disable()
-    try:
+    with collector_paused():
         yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _use(client: httpx.Client, harness: Harness, revision: int) -> None:

@@ -10,32 +10,19 @@ a bounded cache, engine.runfns; tests/test_runfns.py frees them on eviction.)
 
 from __future__ import annotations
 
-import gc
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.check import check_sources
+from engine.collector import collector_paused
 from engine.compile import Snapshot, compile_workspace
 from engine.decision import Request
 from policy.diagnostics import CharterError
 from tests.property.requests import requests
 from tests.property.strategies import GenWorkspace, workspaces
-
-
-@contextmanager
-def _collector_off() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _watched(snapshot: Snapshot) -> list[weakref.ref[Any]]:
@@ -51,7 +38,7 @@ def _watched(snapshot: Snapshot) -> list[weakref.ref[Any]]:
 def test_a_dropped_snapshot_is_freed_without_the_collector(
     gw: GenWorkspace, data: st.DataObject
 ) -> None:
-    with _collector_off():
+    with collector_paused():
         try:
             snapshot = compile_workspace(check_sources([("gen.charter", gw.text)]), 7)
         except CharterError:  # (the generator's rare workspace the checker rejects)
@@ -74,7 +61,7 @@ def test_the_example_workspace_is_freed_without_the_collector() -> None:
 
     root = Path(__file__).resolve().parents[2] / "fixtures" / "workspace"
     files = [(path.name, path.read_text()) for path in sorted(root.glob("*.charter"))]
-    with _collector_off():
+    with collector_paused():
         snapshot = compile_workspace(check_sources(files), 1)
         for profile in snapshot.profiles:
             for tool in snapshot.tools:
