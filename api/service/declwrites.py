@@ -295,20 +295,24 @@ def _reaching(service: Service, toolset: str, after: Files) -> list[str]:
 
 
 def precheck(
-    service: Service, actor: Principal, command: c.Command, runs_now: Callable[[], bool]
+    service: Service, actor: Principal, command: c.Command, effect: Callable[[], str | None]
 ) -> None:
     """Before an agent's write is decided, outside the write lock (compiling and the solver
-    may take a while): what it widens refused, and its policy compiled ahead when
-    `runs_now()` (the policy lets it run at once: for a denied request compiling is work
-    for nothing). The operation checks again on the policy it changes, a look-up unless it
-    moved."""
+    may take a while): what it widens refused, and its policy compiled ahead when it runs
+    at once (`effect()` is `allow`, or None: decided in the transaction; for a denied
+    request compiling is work for nothing). A request the policy denies is left to be
+    answered so (`denied-by-policy`), revealing nothing of the declaration it names. The
+    operation checks again on the policy it changes, a look-up unless it moved."""
     service.require_signed()
+    found = effect()
+    if found == "deny":
+        return
+    runs = found in (None, "allow")
     kind, name = kind_of(command), getattr(command, "name")  # noqa: B009
     files = service.working_files()[1]
-    runs = runs_now()
-    if runs and not command.tool.endswith(".create"):
+    if not command.tool.endswith(".create"):
         # (one of an uploaded file, which only an upload changes: refused before its fit
-        # checks; a request the policy denies is answered so, revealing nothing of it)
+        # checks)
         _own_text(service, files, kind, name)
     source = _source(service, command, files)
     if source is not None:

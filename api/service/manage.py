@@ -145,22 +145,23 @@ def _define_fits(service: Service, actor: Principal, command: c.DefineAgent) -> 
 POLICY_WRITES = declwrites.POLICY_WRITES
 
 
-def _runs_now(service: Service, actor: Principal, command: Command) -> bool:
-    """Whether the policy lets the agent's request run at once, as it will be decided (not
-    logged here). Compiling a policy file's change ahead serves only such a request: for
-    one the policy denies it is work for nothing (up to 0.6-1.2 s on the benchmark's 1,000
-    roles, a change compiled whole, for a 40-byte request). (A request that runs after
-    all is compiled inside its transaction.)"""
+def _effect_now(service: Service, actor: Principal, command: Command) -> str | None:
+    """The effect the policy gives the agent's request, as it will be decided (not logged
+    here), or None when it is decided only inside the transaction. Compiling a policy
+    file's change ahead serves only a request that runs at once: for one the policy denies
+    it is work for nothing (up to 0.6-1.2 s on the benchmark's 1,000 roles, a change
+    compiled whole, for a 40-byte request). (A request that runs after all is compiled
+    inside its transaction.)"""
     assert actor.agent is not None
     try:
         found = prepare(service, [Call(actor.agent, command.tool, command.args())], {})[0].decision
     except ServiceError:  # (the request's own path says why)
-        return False
-    return found is None or found.effect == "allow"
+        return "deny"
+    return None if found is None else found.effect
 
 
 def _policy_write_ahead(service: Service, actor: Principal, command: Command) -> None:
-    declwrites.precheck(service, actor, command, lambda: _runs_now(service, actor, command))
+    declwrites.precheck(service, actor, command, lambda: _effect_now(service, actor, command))
 
 
 PRECHECKS: dict[str, Precheck] = {

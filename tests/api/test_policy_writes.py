@@ -165,6 +165,11 @@ def test_an_agents_writes_are_decided_and_fit_checked(live: httpx.Client, harnes
     support = harness.auth(harness.agent_token)
     hook = {"name": "h", "source": HOOK.replace("hold", "h")}
     expect(live.post("/v1/hooks", json=hook, headers=support), 403, "denied-by-policy")
+    # an agent the policy denies learns nothing of what an upload declared
+    expect(live.patch("/v1/profiles/support", json={"roles": []}, headers=support), 403,
+           "denied-by-policy")  # fmt: skip
+    expect(live.patch("/v1/toolsets/mail", json={"url": "https://x.example.com"},
+                      headers=support), 403, "denied-by-policy")  # fmt: skip
     # a profile inside its own access fits; one granting more does not
     made = live.post("/v1/profiles", json={"name": "p", "roles": ["mailer"]}, headers=writer)
     assert made.status_code == 201, made.text
