@@ -7,11 +7,13 @@ passes when the call is denied for its shape (a `shape` reason), and only then. 
 Each call carries the test's `agent`, `thread` and `context` (an expectation's own
 `context` replaces the test's), as the service builds them: an agent's missing `id`,
 `name`, `identity` and `metadata` are `test-agent`, `test-agent`, `""` and `{}`; a
-thread's missing `id`, `depth` and `cost` are `test-thread`, 0 and 0. Then the budget
-step runs as the service's does (policy/money.py): a call whose `cost` would pass the
-profile's budget, given what the test says the agent has `spent` in its window, or the
-thread's `max_cost`, given the thread's `cost`, is denied with a `budget` reason. Every
-expectation is decided from the test's settings alone (one does not spend for the next)."""
+thread's missing `id`, `depth` and `cost` are `test-thread`, 0 and 0. Then, for a call
+the roles and hooks let through, step 6 runs as the service's does (policy/money.py): a
+call past the profile's `rate`, given the calls the test says were `called` in its
+window, is denied with a `rate` reason; one whose `cost` would pass the profile's
+budget, given what the test says the agent has `spent`, or the thread's `max_cost`,
+given the thread's `cost`, with a `budget` reason. Every expectation is decided from
+the test's settings alone (one does not spend or count for the next)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from engine.compile import Snapshot
 from engine.decision import Decision, Reason, Request, make_decision
 from engine.shape import literal
 from policy import ast
-from policy.money import Cap, over_cap, profile_cap, thread_cap, to_micros
+from policy.money import Cap, over_cap, over_rate, profile_cap, rate_cap, thread_cap, to_micros
 
 
 @dataclass(frozen=True)
@@ -84,10 +86,11 @@ def _thread(test: ast.Test) -> dict[str, Any] | None:
     return {"id": _THREAD, "depth": 0, "cost": 0, **given}
 
 
-def _over_budget(
+def _over_caps(
     snapshot: Snapshot, test: ast.Test, expect: ast.Expect, agent: dict[str, Any] | None
 ) -> Reason | None:
-    """The service's step 6 for the test's call: the first cap its cost would pass."""
+    """The service's step 6 for the test's call: the rate, given the calls the test says
+    were made (`called`), then the first budget cap its cost would pass."""
     caps: list[Cap] = []
     spent: dict[str, int] = {}
     profile = snapshot.served.profiles.get(test.profile)
@@ -101,6 +104,10 @@ def _over_budget(
         most = thread_cap(str(thread.get("id", _THREAD)), str(thread["max_cost"]))
         caps.append(most)
         spent[most.subject] = to_micros(thread.get("cost", 0))
+    if profile is not None and profile.rate is not None:
+        rate = rate_cap(subject, profile.name, profile.rate.calls, profile.rate.period)
+        if over_cap(_Spent({rate.subject: test.called or 0}), [rate], 1, 0) is not None:
+            return Reason("rate", over_rate(rate))
     cost = expect.cost or 0
     passed = over_cap(_Spent(spent), caps, to_micros(cost), 0) if caps else None
     if passed is None:
@@ -120,7 +127,8 @@ def run_expect(snapshot: Snapshot, test: ast.Test, expect: ast.Expect) -> Expect
     else:
         with clock.fixed(test.time):
             decision = snapshot.decide(request)
-    over = _over_budget(snapshot, test, expect, agent)
+    # (the service's step 6 runs for a call the roles and hooks let through)
+    over = _over_caps(snapshot, test, expect, agent) if decision.effect != "deny" else None
     if over is not None:
         decision = make_decision("deny", None, (*decision.reasons, over))
     failure = None

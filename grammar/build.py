@@ -551,6 +551,7 @@ class Builder:
             value("context"),
             value("spent"),
             value("time"),
+            value("called"),
             span=span,
             item_spans=spans,
             profile_span=where,
@@ -579,6 +580,17 @@ class Builder:
     def test_spent(self, items: Items, start: Offset, end: Offset) -> _Setting:
         span = self._sp(start, end)
         return _Setting("spent", self._amount(items[0], span, "`spent`"), span)
+
+    def test_called(self, items: Items, start: Offset, end: Offset) -> _Setting:
+        span = self._sp(start, end)
+        problem = literals.number_problem(items[0])
+        if problem is not None:
+            self._problem(problem, start + len("called "))
+            return _Setting("called", 0, span)
+        count = int(items[0])
+        if count < 0:
+            self._error("E0009", "`called` cannot be negative", span, "write 0 or more")
+        return _Setting("called", count, span)
 
     def test_time(self, items: Items, start: Offset, end: Offset) -> _Setting:
         span = self._sp(start, end)

@@ -228,6 +228,8 @@ def _declaration_lines(decl: ast.Declaration, noted: Collection[int] = ()) -> li
         expects.append((item(decl, "spent"), f"spent {_amount(decl.spent)} usd"))
     if decl.time is not None:
         expects.append((item(decl, "time"), f"time {string(moment_text(decl.time))}"))
+    if decl.called is not None:
+        expects.append((item(decl, "called"), f"called {decl.called} times"))
     for e in decl.expects:
         text = f"expect {e.effect} {tool_text(e.tool)} {map_text(e.args)}"
         if e.context is not None:

@@ -449,6 +449,7 @@ class Test:
     context: MapLit | None = None
     spent: Decimal | None = None
     time: int | None = None  # `time "2026-12-04T09:30:00Z"`: ms since the epoch
+    called: int | None = None  # `called 3 times`: allowed calls in the rate's window
     span: Span = _span()
     item_spans: ItemSpans = _item_spans()  # its `profile`, `agent`, ... lines
     profile_span: Span = _span()  # the profile's name on that line

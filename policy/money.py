@@ -63,6 +63,11 @@ def rate_cap(agent: str, profile: str, calls: int, period: str) -> Cap:
     return Cap(f"calls:{agent}", calls, period, label)
 
 
+def over_rate(cap: Cap) -> str:
+    """What a call past a `rate` is denied with."""
+    return f"the call is over the {cap.label}"
+
+
 def over_cap(
     ledger: Spending, caps: list[Cap], cost_micros: int, now_ms: int | None = None
 ) -> Cap | None:

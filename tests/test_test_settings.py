@@ -166,3 +166,37 @@ def test_a_tests_time_is_the_moment_its_calls_read() -> None:
     assert run_tests(compile_workspace(check_sources([("o", moved)])))[0].passed
     late = WORKING_HOURS.replace("2026-12-04T10:30:00+01:00", "2026-12-04T17:00:00Z")
     assert not run_tests(compile_workspace(check_sources([("o", late)])))[0].passed
+
+
+RATED = """
+toolset ops {
+  tool ping(host: str)
+}
+role pinger {
+  allow ops.ping
+}
+profile ops {
+  roles pinger
+  rate 3 calls per 1m
+}
+test "the third call of the minute passes" {
+  profile ops
+  called 2 times
+  expect allow ops.ping { host: "a" }
+}
+test "the fourth does not" {
+  profile ops
+  called 3 times
+  expect deny ops.ping { host: "a" } because "over the profile `ops` rate 3 calls per 1m"
+}
+test "without a count, the first" {
+  profile ops
+  expect allow ops.ping { host: "a" }
+}
+"""
+
+
+def test_called_counts_against_the_profiles_rate() -> None:
+    results = run_tests(compile_workspace(check_sources([("ops.charter", RATED)])))
+    assert [r.failure for r in results] == [None] * 3
+    assert [reason.kind for reason in results[1].decision.reasons][-1] == "rate"

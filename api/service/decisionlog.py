@@ -42,7 +42,7 @@ from api.service.metrics import Metrics
 from api.service.redaction import every_secret, redact, secret_names, shape_denied
 from api.service.seedgrants import narrowed
 from engine.decision import Decision, Reason, make_decision
-from policy.money import rate_cap
+from policy.money import over_rate, rate_cap
 from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
@@ -172,8 +172,7 @@ def _step6(batch: _Batch, p: Prepared, decision: Decision, static: tuple[Any, ..
     if problem is not None:
         return make_decision("deny", None, (*decision.reasons, Reason("connection", problem)))
     if rate is not None and over_cap(batch.ledger, [rate], 1, batch.now) is not None:
-        message = f"the call is over the {rate.label}"
-        return make_decision("deny", None, (*decision.reasons, Reason("rate", message)))
+        return make_decision("deny", None, (*decision.reasons, Reason("rate", over_rate(rate))))
     decision = _budgets(batch, p, decision, caps, subjects)
     if rate is not None and decision.effect == "allow":
         batch.ledger.charge([rate.subject], 1, batch.now)

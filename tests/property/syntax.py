@@ -21,7 +21,7 @@ KEYWORDS = (
     "allow", "deny", "where", "pause", "invalid", "rewrite", "roles", "hooks", "budget", "usd",
     "per", "url", "connection", "required", "runs", "code", "tool", "toolset", "role", "hook",
     "profile", "test", "expect", "context", "rewritten", "default", "none", "on", "list",
-    "agent", "thread", "spent", "cost", "because", "rate", "calls",
+    "agent", "thread", "spent", "cost", "because", "rate", "calls", "called", "times",
     "str", "int", "decimal", "bool", "map", "true", "false", "null", "not", "and", "or", "in",
     "enum", "secret",
 )  # fmt: skip
@@ -236,6 +236,7 @@ tests = st.builds(
     st.one_of(st.none(), maps),
     amounts,
     st.one_of(st.none(), st.integers(0, 4_102_444_800_000)),
+    st.one_of(st.none(), st.integers(0, 10**9)),
 )
 
 declarations = st.one_of(toolsets, roles, hooks(), profiles(), tests)
