@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-lint",
         dest="lint",
         action="store_false",
-        help="skip the lints (W03xx; the solver's take up to 20 s on a large policy)",
+        help="skip the lints (W03xx; the solver's take up to 5 s on a large policy)",
     )
     p.set_defaults(func=cmd_check)
 

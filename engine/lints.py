@@ -47,7 +47,7 @@ class LintOptions:
 
     solver: bool = True
     check_ms: int = 300
-    total_ms: int = 20_000
+    total_ms: int = 5_000
     max_tools: int = 16
 
 
