@@ -181,10 +181,30 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.click("#f-search")
     page.wait_for_selector("#log-summary:has-text('0 decisions match')")
 
-    # The agents page lists the agent's tools.
+    # The agents page lists the agent's tools, its budget with what it spent per window,
+    # and its threads with theirs: a refund charged to a thread of its own.
+    thread = httpx.post(
+        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 7", "max_cost": "5"},
+        headers=harness.auth(),
+    ).json()  # fmt: skip
+    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 10, "reason": "x"},
+               "thread": thread["id"], "expected_cost": "1.25"}  # fmt: skip
+    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
+    assert answer.json()["effect"] == "allow", answer.text
     page.click("#nav a[data-page=agents]")
     page.click("#agent-list button:has-text('a1')")
     page.wait_for_selector("#agent-tools:has-text('billing.refund')")
+    day = page.locator("#agent-spending tr[data-window='24h']")
+    assert [c.strip() for c in day.locator("td").all_inner_texts()] == [
+        "24h",
+        "1.25 USD",
+        "10 USD",
+        "8.75 USD",
+    ]
+    row = page.locator(f"#agent-threads tr[data-thread='{thread['id']}']")
+    row.wait_for()
+    assert "open" in row.inner_text() and "refund order 7" in row.inner_text()
+    assert row.locator("td.spent").inner_text() == "1.25 USD of 5 USD"
     page.screenshot(path=str(shots / "agents.png"))
     assert csp_errors == []
 
