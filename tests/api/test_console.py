@@ -410,3 +410,45 @@ def test_the_scripts_build_no_markup_from_text() -> None:
         for parsed in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", ".style"):
             assert parsed not in source, f"{script.name} uses `{parsed}`"
     assert "style=" not in (folder / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_revisions_page_shows_a_revisions_diff(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """After an upload, the newest revision's diff against the one before names what
+    widened (a role added to a profile) and what narrowed (a budget set), per profile."""
+    harness, url = world
+    admin = harness.auth()
+    files = httpx.get(f"{url}/v1/policy", headers=admin).json()["files"]
+    text = files[0]["text"]
+    changed = text.replace(
+        "profile narrow {\n  roles mailer\n", "profile narrow {\n  roles mailer, refunder\n"
+    ).replace(
+        "profile wide {\n  roles mailer, refunder\n",
+        "profile wide {\n  roles mailer, refunder\n  budget 3 usd per 24h\n",
+    )
+    assert changed.count("refunder") == text.count("refunder") + 1 and "3 usd" in changed
+    files[0]["text"] = changed
+    body = {"files": files, "note": "narrow refunds; a budget for wide"}
+    uploaded = httpx.put(f"{url}/v1/policy", json=body, headers=admin)
+    assert uploaded.status_code == 201, uploaded.text
+    newest = uploaded.json()["revision"]
+
+    page = _signed_in(browser, url, harness.admin)
+    csp_errors: list[str] = []
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+    page.click("#nav a[data-page=revisions]")
+    row = page.locator(f"#rev-list tr[data-revision='{newest}']")
+    row.wait_for()
+    assert "narrow refunds" in row.inner_text()
+    row.locator("button.open").click()
+    page.wait_for_selector("#rev-diff-summary")
+    assert page.inner_text("#rev-diff h2") == f"Revision {newest} against revision {newest - 1}"
+    assert page.inner_text("#rev-diff-summary") == "1 wider, 1 narrower, 0 undecided"
+    wider = page.locator("section.profile-diff[data-profile='narrow'] li.change.wider")
+    assert "billing.refund" in wider.inner_text() and "refunder" in wider.inner_text()
+    narrower = page.locator("section.profile-diff[data-profile='wide'] li.change.narrower")
+    assert narrower.get_attribute("data-kind") == "budget" and "3 usd" in narrower.inner_text()
+    page.screenshot(path=str(shots / "revisions.png"), full_page=True)
+    assert csp_errors == []
+    page.context.close()
