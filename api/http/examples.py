@@ -95,6 +95,7 @@ APPROVAL: dict[str, Any] = {
     "revision": 3,
     "reasons": PAUSED["reasons"],
     "management": False,
+    "expected_cost": "0.4",
     "created_at": AT,
     "decided_at": None,
     "decided_by": None,

@@ -83,8 +83,12 @@ def _signed_in(browser: Any, url: str, token: str) -> Any:
     return page
 
 
-def _pause(url: str, token: str, amount: int) -> dict[str, Any]:
-    call = {"agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}}
+def _pause(url: str, token: str, amount: int, cost: str | None = None) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}
+    }  # fmt: skip
+    if cost is not None:
+        call["expected_cost"] = cost
     answer = httpx.post(
         f"{url}/v1/decisions", json=call, headers={"Authorization": f"Bearer {token}"}
     )
@@ -125,7 +129,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
 
     # The agent's call pauses, and its card appears without a reload while the agent
     # waits on its approval.
-    decision = _pause(url, harness.agent_token, 80)
+    decision = _pause(url, harness.agent_token, 80, cost="0.4")
     approval_id = decision["approval_id"]
     waited: dict[str, Any] = {}
 
@@ -142,6 +146,10 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     card.wait_for()
     assert "billing.refund" in card.inner_text() and "approve-big" in card.inner_text()
     assert '"amount": 80' in card.locator("pre.args").inner_text()
+    # beside what the call would spend, what the agent has left (its profile's 10 USD a day)
+    assert card.locator("dd.cost").inner_text() == "0.4 USD"
+    card.locator("dd.remaining").wait_for()
+    assert card.locator("dd.remaining").inner_text() == "10 USD of 10 USD (24h)"
     page.screenshot(path=str(shots / "approvals.png"), full_page=True)
 
     # A person approves it with the keyboard: the re-check's decision shows on the card,
@@ -182,7 +190,8 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.wait_for_selector("#log-summary:has-text('0 decisions match')")
 
     # The agents page lists the agent's tools, its budget with what it spent per window,
-    # and its threads with theirs: a refund charged to a thread of its own.
+    # and its threads with theirs: a refund charged to a thread of its own (the day's
+    # 1.65 USD is it and the approved refund's 0.4).
     thread = httpx.post(
         f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 7", "max_cost": "5"},
         headers=harness.auth(),
@@ -197,9 +206,9 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     day = page.locator("#agent-spending tr[data-window='24h']")
     assert [c.strip() for c in day.locator("td").all_inner_texts()] == [
         "24h",
-        "1.25 USD",
+        "1.65 USD",
         "10 USD",
-        "8.75 USD",
+        "8.35 USD",
     ]
     row = page.locator(f"#agent-threads tr[data-thread='{thread['id']}']")
     row.wait_for()
