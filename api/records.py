@@ -237,6 +237,9 @@ class Approval(Record):
     revision: int
     reasons: list[Reason]
     management: bool  # the call is an agent's management request, run once approved
+    # What the call would be charged (USD, a decimal's text): its `expected_cost`, or None
+    # when it gave none. A person weighs it against the agent's remaining budget.
+    expected_cost: str | None = None
     # The call as it was made, sealed (its arguments unredacted), decided again when
     # approved; and {hook name: digest} of the hooks that paused it (api.service.approved).
     sealed_call: SkipJsonSchema[bytes | None] = None

@@ -1,22 +1,114 @@
-// Agents: each agent's profile and identity, and the tools it may call.
+// Agents: each agent's profile and identity, its budget with what it has spent per
+// window, its threads with their status and spending, and the tools it may call.
 import { Problem, call } from "./api.js";
-import { el, fill, facts } from "./dom.js";
+import { el, fill, facts, when } from "./dom.js";
+
+const WINDOWS = ["24h", "7d", "total"];
+const THREADS_PAGE = 20;
+
+function money(value) {
+  return value === null || value === undefined ? "—" : `${value} USD`;
+}
+
+// What `error` says, for a part of the page that could not be read.
+function refusal(error) {
+  return el("p", { class: "note refused" },
+    `Not shown: ${error.message}${error.code ? ` (${error.code})` : ""}`);
+}
+
+function spendingTable(id, windows) {
+  return el("table", { id },
+    el("thead", {}, el("tr", {}, ["Window", "Spent", "Cap", "Remaining"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, WINDOWS.map((w) => {
+      const row = (windows || {})[w] || {};
+      return el("tr", { "data-window": w }, el("td", {}, w), el("td", {}, money(row.spent)),
+        el("td", {}, row.cap === null || row.cap === undefined ? "no cap" : money(row.cap)),
+        el("td", {}, money(row.remaining)));
+    })));
+}
 
 export function agentsPage(root, who, session) {
   const list = el("ul", { id: "agent-list" });
   const detail = el("section", { id: "agent-detail", "aria-live": "polite" });
   const note = el("p", { class: "status", role: "status" }, "");
   root.append(el("h1", {}, "Agents"), note, el("div", { class: "split" }, list, detail));
+  let shown = 0; // the latest agent opened; an older one's answers are dropped
 
   function failed(error) {
     if (error instanceof Problem && error.status === 401) return session.expired();
     note.textContent = `${error.message}${error.code ? ` (${error.code})` : ""}`;
   }
 
+  async function spending(id) {
+    try {
+      const { body } = await call("GET", `/v1/agents/${encodeURIComponent(id)}/spending`);
+      return spendingTable("agent-spending", body.windows);
+    } catch (error) {
+      if (error instanceof Problem && error.status === 401) throw error;
+      return refusal(error);
+    }
+  }
+
+  async function threadRow(thread) {
+    let spent = "—";
+    try {
+      const path = `/v1/threads/${encodeURIComponent(thread.id)}/spending`;
+      const { body } = await call("GET", path);
+      const total = body.windows.total;
+      spent = total.cap === null ? money(total.spent) : `${money(total.spent)} of ${money(total.cap)}`;
+    } catch (error) {
+      if (error instanceof Problem && error.status === 401) throw error;
+      spent = `not shown (${error.code || error.message})`;
+    }
+    return el("tr", { "data-thread": thread.id },
+      el("td", {}, el("code", {}, thread.id)), el("td", {}, thread.status),
+      el("td", {}, thread.prompt), el("td", { class: "spent" }, spent),
+      el("td", {}, when(thread.updated_at)));
+  }
+
+  // The agent's threads, a page at a time (newest listing order as the API gives it).
+  function threads(id, ticket) {
+    const body = el("tbody", {});
+    const more = el("button", { type: "button", class: "secondary", id: "agent-threads-more", hidden: true }, "More threads");
+    const box = el("div", { id: "agent-threads-box" },
+      el("table", { id: "agent-threads" },
+        el("thead", {}, el("tr", {}, ["Thread", "Status", "Prompt", "Spent (total)", "Updated"].map((h) => el("th", {}, h)))),
+        body),
+      more);
+    const empty = el("p", { class: "note", id: "agent-no-threads", hidden: true }, "No threads.");
+    box.append(empty);
+    let cursor = null;
+    async function page() {
+      more.disabled = true;
+      try {
+        const query = new URLSearchParams({ agent: id, limit: String(THREADS_PAGE) });
+        if (cursor) query.set("cursor", cursor);
+        const { body: found } = await call("GET", `/v1/threads?${query}`);
+        const rows = await Promise.all((found.items || []).map(threadRow));
+        if (ticket !== shown) return;
+        body.append(...rows);
+        cursor = found.next_cursor || null;
+        more.hidden = !cursor;
+        empty.hidden = body.children.length > 0;
+      } catch (error) {
+        if (error instanceof Problem && error.status === 401) return session.expired();
+        box.replaceChildren(refusal(error));
+      } finally {
+        more.disabled = false;
+      }
+    }
+    more.addEventListener("click", page);
+    page();
+    return box;
+  }
+
   async function open(id) {
+    const ticket = ++shown;
     try {
       const { body: agent } = await call("GET", `/v1/agents/${encodeURIComponent(id)}`);
       const { body: listing } = await call("GET", `/v1/agents/${encodeURIComponent(id)}/tools`);
+      const budget = await spending(id);
+      if (ticket !== shown) return;
       const rows = (listing.tools || []).map((t) => el("tr", {},
         el("td", {}, t.tool), el("td", {}, t.status),
         el("td", {}, t.condition || ""),
@@ -25,7 +117,9 @@ export function agentsPage(root, who, session) {
         el("h2", { tabindex: "-1" }, agent.name || agent.id),
         facts([["Id", agent.id], ["Profile", agent.profile], ["Identity", agent.identity],
           ["Parent", agent.parent], ["Status", agent.status]]),
-        el("label", {}, "Tools"),
+        el("h3", {}, "Budget"), budget,
+        el("h3", {}, "Threads"), threads(id, ticket),
+        el("h3", {}, "Tools"),
         el("table", { id: "agent-tools" },
           el("thead", {}, el("tr", {}, ["Tool", "Access", "When", "Hooks"].map((h) => el("th", {}, h)))),
           el("tbody", {}, rows)),
@@ -47,5 +141,5 @@ export function agentsPage(root, who, session) {
       failed(error);
     }
   })();
-  return { stop: () => {} };
+  return { stop: () => { shown = -1; } };
 }

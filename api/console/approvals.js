@@ -1,6 +1,7 @@
 // Approvals: the pending ones, live from the event stream, each with its agent, tool,
-// arguments (secrets redacted by the server), hook and reasons; approve, or reject with
-// a reason; the outcome shown on the card, refusals as they are.
+// arguments (secrets redacted by the server), hook and reasons, and what it would spend
+// beside the agent's remaining budget; approve, or reject with a reason; the outcome
+// shown on the card, refusals as they are.
 import { Problem, call } from "./api.js";
 import { el, effect, facts, pretty, reasonList, when } from "./dom.js";
 
@@ -56,6 +57,32 @@ export function approvalsPage(root, who, session) {
     return [`Status: ${approval.status}.`];
   }
 
+  // What the paused call would spend, beside what the agent has left in each window
+  // with a cap (its spending read when the card is made; a token that may not read it
+  // sees the cost alone).
+  function budgetBox(approval) {
+    const cost = approval.expected_cost;
+    const box = el("dl", { class: "facts budget" },
+      el("dt", {}, "Would spend"),
+      el("dd", { class: "cost" }, cost === null || cost === undefined ? "no expected cost given" : `${cost} USD`));
+    (async () => {
+      try {
+        const path = `/v1/agents/${encodeURIComponent(approval.agent)}/spending`;
+        const { body } = await call("GET", path);
+        const capped = ["24h", "7d", "total"].filter((w) => body.windows[w] && body.windows[w].cap !== null);
+        box.append(el("dt", {}, "Agent's remaining"), el("dd", { class: "remaining" },
+          capped.length
+            ? capped.map((w) => `${body.windows[w].remaining} USD of ${body.windows[w].cap} USD (${w})`).join("; ")
+            : "no cap"));
+      } catch (error) {
+        if (error instanceof Problem && error.status === 401) return;
+        box.append(el("dt", {}, "Agent's remaining"),
+          el("dd", { class: "remaining" }, `not shown (${error.code || error.message})`));
+      }
+    })();
+    return box;
+  }
+
   function card(approval) {
     const reason = el("input", { type: "text", "aria-label": "Reason", placeholder: "reason",
       name: "reason", maxlength: 1000 });
@@ -71,6 +98,7 @@ export function approvalsPage(root, who, session) {
         ["Opened", when(approval.created_at)], ["Thread", approval.thread],
         ["Revision", String(approval.revision)], ["Approval", approval.id],
       ]),
+      el("label", {}, "Budget"), budgetBox(approval),
       el("label", {}, "Arguments"), el("pre", { class: "args" }, pretty(approval.args)),
       el("label", {}, "Reasons"), reasonList(approval.reasons),
       actions);

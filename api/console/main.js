@@ -4,8 +4,12 @@ import { approvalsPage } from "./approvals.js";
 import { logPage } from "./log.js";
 import { agentsPage } from "./agents.js";
 import { policyPage } from "./policy.js";
+import { revisionsPage } from "./revisions.js";
 
-const PAGES = { approvals: approvalsPage, log: logPage, agents: agentsPage, policy: policyPage };
+const PAGES = {
+  approvals: approvalsPage, log: logPage, agents: agentsPage, policy: policyPage,
+  revisions: revisionsPage,
+};
 const $ = (id) => document.getElementById(id);
 let who = null;
 let shown = null; // the page on screen: { stop() }
@@ -32,8 +36,10 @@ function signedIn(session) {
   $("nav").hidden = false;
   $("sign-out").hidden = false;
   $("who").textContent = session.agent ? `agent ${session.agent}` : `${session.scope} token`;
-  // (the playground reads and checks policy text: an admin's, as uploading it is)
-  document.querySelector("#nav a[data-page=policy]").hidden = session.scope !== "admin";
+  // (the playground and the revisions read policy text: an admin's, as uploading it is)
+  for (const name of ["policy", "revisions"]) {
+    document.querySelector(`#nav a[data-page=${name}]`).hidden = session.scope !== "admin";
+  }
   route();
 }
 

@@ -385,6 +385,41 @@ class RevisionPage(Page[Revision]):
     pass
 
 
+class DiffBudget(BaseModel):
+    amount: float  # a JSON number, the policy's digits exactly (a decimal, not rounded)
+    period: str
+
+
+class BudgetChange(BaseModel):
+    old: DiffBudget | None  # (None: no budget, unlimited)
+    new: DiffBudget | None
+
+
+class Change(BaseModel):
+    """One thing of a profile's access that got wider or narrower, or may have
+    (`unknown`: the solver did not decide, counted as wider)."""
+
+    profile: str
+    tool: str | None
+    direction: Literal["wider", "narrower", "unknown"]
+    message: str
+    role: str | None  # the role whose rule makes the difference
+    location: str | None  # file:line:col of the rule, profile or budget
+    counterexample: dict[str, Any] | None  # a call one side allows, secrets redacted
+    kind: Literal["allow", "deny", "hook", "budget"]
+    widens: bool  # counts as widening: wider, or undecided
+    hook: str | None
+    budget: BudgetChange | None
+
+
+class RevisionDiff(BaseModel):
+    revision: int
+    against: int  # (0: the empty policy, before the first upload)
+    widened: bool
+    narrowed: bool
+    changes: list[Change]
+
+
 # ---- operations ---------------------------------------------------------------------------
 class Health(BaseModel):
     status: Literal["ok"]

@@ -13,7 +13,17 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 
-from api.http import authzen, console, decisions, drafts, keys, ops, policy, resources
+from api.http import (
+    authzen,
+    console,
+    decisions,
+    drafts,
+    keys,
+    ops,
+    policy,
+    resources,
+    revisiondiff,
+)
 from api.http.approvalwatch import ApprovalWatch
 from api.http.errors import HANDLERS, CatchAll
 from api.http.lane import DecisionLane
@@ -39,6 +49,7 @@ TABLE: Table = [
     *decisions.ROUTES,
     *ops.ROUTES,
     *policy.ROUTES,
+    *revisiondiff.ROUTES,
     *drafts.ROUTES,
     *resources.ROUTES,
     *keys.ROUTES,

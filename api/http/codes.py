@@ -115,8 +115,9 @@ CODES: dict[AnyCode, Code] = {
     ),
     "bad-revision": Code(
         400,
-        "`revision` (`GET /v1/policy`) is not 1 to 18 ASCII digits, or is 0 (revisions count"
-        " from 1; without `revision`, the latest)",
+        "`revision` (`GET /v1/policy`) or the path's `{n}` (`GET /v1/revisions/{n}/diff`) is "
+        "not 1 to 18 ASCII digits, or is 0 (revisions count from 1; without `revision`, the "
+        "latest); or that diff's `against` is not 1 to 18 ASCII digits",
     ),
     "id-too-long": Code(
         400,
@@ -331,7 +332,8 @@ CODES: dict[AnyCode, Code] = {
     ),
     "revision-not-found": Code(
         404,
-        "`GET /v1/policy?revision=` names a revision that does not exist",
+        "`GET /v1/policy?revision=` or `GET /v1/revisions/{n}/diff` (its `{n}` or `against`) names"
+        " a revision that does not exist",
     ),
     "role-not-found": Code(
         404,
@@ -529,7 +531,7 @@ CODES: dict[AnyCode, Code] = {
     "unavailable": Code(
         503,
         "`GET /v1/agents/{id}/tools`, `POST /v1/fit` or `/v1/drafts/fit`: the module it needs (`engine.listing`, "
-        "`engine.fit`) cannot be imported",
+        "`engine.fit`) cannot be imported; or `GET /v1/revisions/{n}/diff` did not finish within 30 s",
     ),
     "http-error": Code(
         None,
@@ -662,7 +664,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "connection-not-found": ("getConnection", "updateConnection", "deleteConnection"),
     "identity-not-found": ("getIdentity", "updateIdentity", "deleteIdentity", "createIdentity"),
     "token-not-found": ("revokeToken",),
-    "revision-not-found": ("getPolicy",),
+    "revision-not-found": ("getPolicy", "getRevisionDiff"),
     "role-not-found": ("getRole", "updateRole", "deleteRole", "checkDraftFit"),
     "profile-not-found": (
         "getProfile",
@@ -743,6 +745,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         *_VIEWS,
         *_AGENT_WRITES,
         "createConnection",
+        "getRevisionDiff",
     ),
     "signature-required": ("uploadPolicy", *_ROLE_WRITES, "approve"),
     **{
@@ -763,13 +766,20 @@ WHERE: dict[str, tuple[str, ...]] = {
     "fit-unavailable": (*_AGENT_WRITES, *_ROLE_WRITES),
     "solver-busy": (
         "checkFit",
+        "getRevisionDiff",
         "checkDraftFit",
         "createAgent",
         "updateAgent",
         "defineAgent",
         *_FITTED,
     ),
-    "unavailable": ("listAgentTools", "listAccessActions", "checkFit", "checkDraftFit"),
+    "unavailable": (
+        "listAgentTools",
+        "listAccessActions",
+        "checkFit",
+        "checkDraftFit",
+        "getRevisionDiff",
+    ),
     "store-unavailable": ("readMetrics",),
     "store-damaged": ("readMetrics",),
     "store-too-new": ("readMetrics",),

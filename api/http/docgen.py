@@ -37,6 +37,7 @@ QUERY_CODES = {
     "cursor": "bad-cursor",
     "after_seq": "bad-after-seq",
     "revision": "bad-revision",
+    "against": "bad-revision",
     "tool": "bad-log-filter",
     "effect": "bad-log-filter",
     "since": "bad-log-filter",

@@ -75,7 +75,7 @@ TAGS = {
     "actions of a toolset an agent may take, the PDP's metadata",
     "operations": "Health, readiness, metrics and this document: no token",
 }
-_INTEGERS = frozenset({"limit", "after_seq", "revision", "wait", "since", "until"})
+_INTEGERS = frozenset({"limit", "after_seq", "revision", "against", "wait", "since", "until"})
 _BOOLEANS = frozenset({"remove_in_use", "receipt"})  # `true` or `false`, as written
 _ETAG = {
     "ETag": {

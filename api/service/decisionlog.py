@@ -467,6 +467,7 @@ def _approval(
          "reasons": [r.to_json() for r in decision.reasons],
          # (what is approved: api.service.approved)
          "hook_digests": hook_digests(p.snapshot, decision), "management": management,
+         "expected_cost": None if call.expected_cost is None else str(call.expected_cost),
          "sealed_call": sealed, "created_at": now, "decided_at": None, "decided_by": None,
          "final": None}
     )  # fmt: skip

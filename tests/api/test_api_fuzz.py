@@ -76,6 +76,7 @@ PATHS: dict[str, tuple[Any, ...]] = {
     "/v1/hooks/": ("approve-big", "approve-role-create"),
     "/v1/toolsets/": ("mail", "vault"),
     "/v1/tokens/": (Ref("spare-token"),),
+    "/v1/revisions/": ("1", "2", "999", "0", "-1", "9" * 19),
 }
 LISTED = ("agents", "secrets", "threads", "connections", "approvals", "revisions", "roles")
 
@@ -100,6 +101,7 @@ QUERY: dict[str, tuple[Any, ...]] = {
               " 1", ""),
     "after_seq": ("0", "1", "3", "-1", "9" * 18, "9" * 19, "x", "٣", ""),
     "revision": ("0", "1", "2", "999", "-1", "9" * 19, "1.0", ""),
+    "against": ("0", "1", "2", "999", "-1", "9" * 19, "1.0", ""),
     "status": ("pending", "approved", "rejected", "bogus", "", "PENDING"),
     "agent": (*(Ref(a) for a in AGENTS), "ghost", ""),
     # (the filters of GET /v1/decisions)

@@ -83,8 +83,12 @@ def _signed_in(browser: Any, url: str, token: str) -> Any:
     return page
 
 
-def _pause(url: str, token: str, amount: int) -> dict[str, Any]:
-    call = {"agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}}
+def _pause(url: str, token: str, amount: int, cost: str | None = None) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}
+    }  # fmt: skip
+    if cost is not None:
+        call["expected_cost"] = cost
     answer = httpx.post(
         f"{url}/v1/decisions", json=call, headers={"Authorization": f"Bearer {token}"}
     )
@@ -125,7 +129,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
 
     # The agent's call pauses, and its card appears without a reload while the agent
     # waits on its approval.
-    decision = _pause(url, harness.agent_token, 80)
+    decision = _pause(url, harness.agent_token, 80, cost="0.4")
     approval_id = decision["approval_id"]
     waited: dict[str, Any] = {}
 
@@ -142,6 +146,10 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     card.wait_for()
     assert "billing.refund" in card.inner_text() and "approve-big" in card.inner_text()
     assert '"amount": 80' in card.locator("pre.args").inner_text()
+    # beside what the call would spend, what the agent has left (its profile's 10 USD a day)
+    assert card.locator("dd.cost").inner_text() == "0.4 USD"
+    card.locator("dd.remaining").wait_for()
+    assert card.locator("dd.remaining").inner_text() == "10 USD of 10 USD (24h)"
     page.screenshot(path=str(shots / "approvals.png"), full_page=True)
 
     # A person approves it with the keyboard: the re-check's decision shows on the card,
@@ -181,10 +189,31 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     page.click("#f-search")
     page.wait_for_selector("#log-summary:has-text('0 decisions match')")
 
-    # The agents page lists the agent's tools.
+    # The agents page lists the agent's tools, its budget with what it spent per window,
+    # and its threads with theirs: a refund charged to a thread of its own (the day's
+    # 1.65 USD is it and the approved refund's 0.4).
+    thread = httpx.post(
+        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 7", "max_cost": "5"},
+        headers=harness.auth(),
+    ).json()  # fmt: skip
+    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 10, "reason": "x"},
+               "thread": thread["id"], "expected_cost": "1.25"}  # fmt: skip
+    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
+    assert answer.json()["effect"] == "allow", answer.text
     page.click("#nav a[data-page=agents]")
     page.click("#agent-list button:has-text('a1')")
     page.wait_for_selector("#agent-tools:has-text('billing.refund')")
+    day = page.locator("#agent-spending tr[data-window='24h']")
+    assert [c.strip() for c in day.locator("td").all_inner_texts()] == [
+        "24h",
+        "1.65 USD",
+        "10 USD",
+        "8.35 USD",
+    ]
+    row = page.locator(f"#agent-threads tr[data-thread='{thread['id']}']")
+    row.wait_for()
+    assert "open" in row.inner_text() and "refund order 7" in row.inner_text()
+    assert row.locator("td.spent").inner_text() == "1.25 USD of 5 USD"
     page.screenshot(path=str(shots / "agents.png"))
     assert csp_errors == []
 
@@ -390,3 +419,45 @@ def test_the_scripts_build_no_markup_from_text() -> None:
         for parsed in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", ".style"):
             assert parsed not in source, f"{script.name} uses `{parsed}`"
     assert "style=" not in (folder / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_revisions_page_shows_a_revisions_diff(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """After an upload, the newest revision's diff against the one before names what
+    widened (a role added to a profile) and what narrowed (a budget set), per profile."""
+    harness, url = world
+    admin = harness.auth()
+    files = httpx.get(f"{url}/v1/policy", headers=admin).json()["files"]
+    text = files[0]["text"]
+    changed = text.replace(
+        "profile narrow {\n  roles mailer\n", "profile narrow {\n  roles mailer, refunder\n"
+    ).replace(
+        "profile wide {\n  roles mailer, refunder\n",
+        "profile wide {\n  roles mailer, refunder\n  budget 3 usd per 24h\n",
+    )
+    assert changed.count("refunder") == text.count("refunder") + 1 and "3 usd" in changed
+    files[0]["text"] = changed
+    body = {"files": files, "note": "narrow refunds; a budget for wide"}
+    uploaded = httpx.put(f"{url}/v1/policy", json=body, headers=admin)
+    assert uploaded.status_code == 201, uploaded.text
+    newest = uploaded.json()["revision"]
+
+    page = _signed_in(browser, url, harness.admin)
+    csp_errors: list[str] = []
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+    page.click("#nav a[data-page=revisions]")
+    row = page.locator(f"#rev-list tr[data-revision='{newest}']")
+    row.wait_for()
+    assert "narrow refunds" in row.inner_text()
+    row.locator("button.open").click()
+    page.wait_for_selector("#rev-diff-summary")
+    assert page.inner_text("#rev-diff h2") == f"Revision {newest} against revision {newest - 1}"
+    assert page.inner_text("#rev-diff-summary") == "1 wider, 1 narrower, 0 undecided"
+    wider = page.locator("section.profile-diff[data-profile='narrow'] li.change.wider")
+    assert "billing.refund" in wider.inner_text() and "refunder" in wider.inner_text()
+    narrower = page.locator("section.profile-diff[data-profile='wide'] li.change.narrower")
+    assert narrower.get_attribute("data-kind") == "budget" and "3 usd" in narrower.inner_text()
+    page.screenshot(path=str(shots / "revisions.png"), full_page=True)
+    assert csp_errors == []
+    page.context.close()

@@ -221,6 +221,8 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/policy", "/v1/policy?revision=2", headers=admin, status=200)
     check("GET", "/v1/policy", "/v1/policy?revision=99", headers=admin, status=404)
     check("GET", "/v1/revisions", headers=admin, status=200)
+    check("GET", "/v1/revisions/{n}/diff", "/v1/revisions/2/diff", headers=admin, status=200)
+    check("GET", "/v1/revisions/{n}/diff", "/v1/revisions/99/diff", headers=admin, status=404)
     # ---- resources
     ident = check("POST", "/v1/identities", json={"label": "l"}, headers=admin, status=201)
     identity = f"/v1/identities/{ident['id']}"
