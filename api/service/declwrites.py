@@ -304,6 +304,8 @@ def precheck(
     answered so (`denied-by-policy`), revealing nothing of the declaration it names. The
     operation checks again on the policy it changes, a look-up unless it moved."""
     service.require_signed()
+    if actor.agent is not None:  # (its profile gone: nothing to check against, 404)
+        service.agent_profile(service.agent(actor.agent))
     found = effect()
     if found == "deny":
         return
