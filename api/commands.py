@@ -206,6 +206,17 @@ class Reject(Strict):
     reason: str | None = Field(default=None, max_length=4096)
 
 
+# A memory entry's content: at most 65,536 characters (api.service.memoryentries).
+MAX_MEMORY_CONTENT = 65_536
+
+
+class MemoryWrite(Strict):
+    # (`agent`: whose entry; an agent's token leaves it out, or names itself)
+    agent: str | None = OptionalId
+    path: str = Field(description="`/`-separated, as `/notes/today`")
+    content: str = Field(max_length=MAX_MEMORY_CONTENT)
+
+
 # ---- the commands -----------------------------------------------------------------------
 class Command(BaseModel):
     """A management tool's arguments, all of them, checked: built by a front end (an HTTP
@@ -459,6 +470,36 @@ class RejectApproval(ById, Reject):
     tool = "approvals.reject"
 
 
+class MemoryCommand(Command):
+    """A memory tool's command: `agent`, whose entries (an admin names it; an agent's
+    token leaves it out, or names itself)."""
+
+    agent: str | None = OptionalId
+    path: str | None = None  # (a list's prefix, where None is `/`; an entry's path: given)
+
+
+class ListMemory(MemoryCommand, Listing):
+    tool = "memory.list"
+
+
+class ReadMemory(MemoryCommand):
+    tool = "memory.read"
+
+    path: str
+
+
+class WriteMemory(MemoryCommand, MemoryWrite):
+    tool = "memory.write"
+
+    path: str  # (the body's, required: MemoryCommand's optional one comes first)
+
+
+class DeleteMemory(MemoryCommand):
+    tool = "memory.delete"
+
+    path: str
+
+
 COMMANDS: dict[str, type[Command]] = {
     command.tool: command
     for command in (
@@ -473,5 +514,6 @@ COMMANDS: dict[str, type[Command]] = {
         ListHooks, GetHook, CreateHook, UpdateHook, DeleteHook,
         ListToolsets, GetToolset, CreateToolset, UpdateToolset, DeleteToolset,
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
+        ListMemory, ReadMemory, WriteMemory, DeleteMemory,
     )
 }  # fmt: skip
