@@ -134,6 +134,15 @@ class ThreadCreate(Strict):
     _exact_max_cost = field_validator("max_cost", mode="before")(exact)
 
 
+# How long a `POST /v1/threads/{id}/wait` may wait, in seconds.
+MAX_THREAD_WAIT = 60
+
+
+class ThreadWait(Strict):
+    timeout: int = Field(default=MAX_THREAD_WAIT, ge=0, le=MAX_THREAD_WAIT, strict=True,
+                         description="seconds, 0 to 60")  # fmt: skip
+
+
 class ThreadUpdate(Strict):
     status: ThreadStatus | None = None
 
@@ -351,6 +360,10 @@ class ThreadSpending(ById):
     tool = "threads.spending"
 
 
+class WaitThread(ById, ThreadWait):
+    tool = "threads.wait"
+
+
 class ListConnections(Listing):
     tool = "connections.list"
 
@@ -508,6 +521,7 @@ COMMANDS: dict[str, type[Command]] = {
         ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
         GetAgentDefinition, AgentSpending,
         ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
+        WaitThread,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
         ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,

@@ -607,6 +607,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getThreadSpending",
         "updateThread",
         "deleteThread",
+        "waitThread",
         "approve",
     ),
     "not-own-agent": (
@@ -681,6 +682,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "updateThread",
         "deleteThread",
         "getThreadSpending",
+        "waitThread",
     ),
     "approval-not-found": ("getApproval", "approve", "reject"),
     "decision-not-found": ("reportCost",),

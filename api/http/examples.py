@@ -736,6 +736,11 @@ EXAMPLES: dict[str, Example] = {
         },
         path={"id": "triage-bot"},
     ),
+    "waitThread": Example(
+        body={"timeout": 30},
+        answer={**THREAD, "status": "done"},
+        path={"id": THREAD["id"]},
+    ),
     "getThreadSpending": Example(
         answer={
             "thread": THREAD["id"],

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from api import commands as c
 from api import records as r
 from api.http import answers as a
-from api.http import approvals
+from api.http import approvals, threadwait
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
@@ -214,6 +214,10 @@ ROUTES: Table = [
     managed(Spec("GET", "/v1/threads/{id}/spending", "Read a thread's spending per window",
                  "manage", None, a.ThreadSpending, tool="threads.spending",
                  operation="getThreadSpending", tag="threads")),
+    # (a long poll: the wait is the endpoint's, after the decision: api.http.threadwait)
+    (Spec("POST", "/v1/threads/{id}/wait", "Wait until a thread is no longer running",
+          "manage", c.ThreadWait, r.Thread, also=(202,), tool="threads.wait",
+          operation="waitThread", tag="threads"), threadwait.wait_thread),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
            c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
