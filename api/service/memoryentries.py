@@ -162,6 +162,14 @@ def memory_delete(service: Service, actor: Principal, command: c.DeleteMemory) -
     return Result(Outcome.REMOVED, None)
 
 
+def delete_all(service: Service, agent_id: str) -> None:
+    """Inside the transaction that deletes agent `agent_id`: its entries (through the tag
+    index). An agent made later under the same id is another agent, which must not read
+    them."""
+    for key in [row.id for row in service.store.scan(KIND, tag=agent_id)]:
+        service.store.delete(KIND, key)
+
+
 OPERATIONS: dict[str, Operation] = {
     "memory.list": memory_list,
     "memory.read": memory_read,

@@ -129,3 +129,17 @@ def test_refusals(live: httpx.Client, harness: Harness) -> None:
     # nothing was written or logged
     assert live.get("/v1/memory", params={"agent": "a1"}, headers=admin).json()["items"] == []
     assert live.get("/v1/decisions", headers=admin).json()["decisions"] == []
+
+
+def test_an_agents_entries_go_with_it(live: httpx.Client, harness: Harness) -> None:
+    """An agent made later under a deleted agent's id is another agent: it finds none of
+    the deleted one's entries."""
+    admin = harness.auth()
+    harness.add_agent("gone", "narrow")
+    put = live.put(ENTRY, json={"agent": "gone", "path": "/a", "content": "x"}, headers=admin)
+    assert put.status_code == 201, put.text
+    assert live.delete("/v1/agents/gone", headers=admin).status_code == 204
+    harness.add_agent("gone", "narrow")
+    expect(live.get(ENTRY, params={"agent": "gone", "path": "/a"}, headers=admin), 404,
+           "memory-entry-not-found")  # fmt: skip
+    assert live.get("/v1/memory", params={"agent": "gone"}, headers=admin).json()["items"] == []
