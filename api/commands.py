@@ -134,6 +134,15 @@ class ThreadCreate(Strict):
     _exact_max_cost = field_validator("max_cost", mode="before")(exact)
 
 
+# How long a `POST /v1/threads/{id}/wait` may wait, in seconds.
+MAX_THREAD_WAIT = 60
+
+
+class ThreadWait(Strict):
+    timeout: int = Field(default=MAX_THREAD_WAIT, ge=0, le=MAX_THREAD_WAIT, strict=True,
+                         description="seconds, 0 to 60")  # fmt: skip
+
+
 class ThreadUpdate(Strict):
     status: ThreadStatus | None = None
 
@@ -204,6 +213,17 @@ class ToolsetUpdate(Strict):
 
 class Reject(Strict):
     reason: str | None = Field(default=None, max_length=4096)
+
+
+# A memory entry's content: at most 65,536 characters (api.service.memoryentries).
+MAX_MEMORY_CONTENT = 65_536
+
+
+class MemoryWrite(Strict):
+    # (`agent`: whose entry; an agent's token leaves it out, or names itself)
+    agent: str | None = OptionalId
+    path: str = Field(description="`/`-separated, as `/notes/today`")
+    content: str = Field(max_length=MAX_MEMORY_CONTENT)
 
 
 # ---- the commands -----------------------------------------------------------------------
@@ -340,6 +360,10 @@ class ThreadSpending(ById):
     tool = "threads.spending"
 
 
+class WaitThread(ById, ThreadWait):
+    tool = "threads.wait"
+
+
 class ListConnections(Listing):
     tool = "connections.list"
 
@@ -459,6 +483,36 @@ class RejectApproval(ById, Reject):
     tool = "approvals.reject"
 
 
+class MemoryCommand(Command):
+    """A memory tool's command: `agent`, whose entries (an admin names it; an agent's
+    token leaves it out, or names itself)."""
+
+    agent: str | None = OptionalId
+    path: str | None = None  # (a list's prefix, where None is `/`; an entry's path: given)
+
+
+class ListMemory(MemoryCommand, Listing):
+    tool = "memory.list"
+
+
+class ReadMemory(MemoryCommand):
+    tool = "memory.read"
+
+    path: str
+
+
+class WriteMemory(MemoryCommand, MemoryWrite):
+    tool = "memory.write"
+
+    path: str  # (the body's, required: MemoryCommand's optional one comes first)
+
+
+class DeleteMemory(MemoryCommand):
+    tool = "memory.delete"
+
+    path: str
+
+
 COMMANDS: dict[str, type[Command]] = {
     command.tool: command
     for command in (
@@ -467,11 +521,13 @@ COMMANDS: dict[str, type[Command]] = {
         ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
         GetAgentDefinition, AgentSpending,
         ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
+        WaitThread,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
         ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,
         ListHooks, GetHook, CreateHook, UpdateHook, DeleteHook,
         ListToolsets, GetToolset, CreateToolset, UpdateToolset, DeleteToolset,
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
+        ListMemory, ReadMemory, WriteMemory, DeleteMemory,
     )
 }  # fmt: skip

@@ -115,10 +115,10 @@ toolset approvals {
   tool reject(id: str, reason?: str)
 }
 toolset memory {
-  tool list(path: str = "/", cursor?: str, limit: int = 50)
-  tool read(path: str)
-  tool write(path: str, content: str)
-  tool delete(path: str)
+  tool list(path?: str, cursor?: str, limit: int = 50, agent?: str)
+  tool read(path: str, agent?: str)
+  tool write(path: str, content: str, agent?: str)
+  tool delete(path: str, agent?: str)
 }
 toolset callables {
   tool search(query: str, limit: int = 10)

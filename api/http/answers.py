@@ -373,6 +373,28 @@ class ThreadSpending(BaseModel):
     windows: dict[Period, Window]  # (each of `24h`, `7d` and `total`)
 
 
+class MemoryEntry(BaseModel):
+    """An agent's memory entry (api.service.memoryentries), as written."""
+
+    agent: str
+    path: str
+    content: str
+    created_at: int  # ms since the epoch
+    updated_at: int
+
+
+class MemoryItem(BaseModel):
+    """An entry in a memory list: its path and size, not its content."""
+
+    path: str
+    chars: int  # the content's length in characters
+    updated_at: int
+
+
+class MemoryPage(Page[MemoryItem]):
+    pass
+
+
 class TokenPage(Page[Token]):
     pass
 

@@ -97,6 +97,11 @@ CODES: dict[AnyCode, Code] = {
         400,
         "`receipt` (`POST /v1/decisions`, `/v1/decisions/batch`) is not `true` or `false`; nothing was decided",
     ),
+    "bad-memory-path": Code(
+        400,
+        "a memory `path` (`/v1/memory`) is not `/` then 1 to 32 non-empty segments joined by "
+        "`/`, each at most 256 characters with no control character, 1,024 in all",
+    ),
     "bad-wait": Code(
         400, "`wait` (`GET /v1/approvals/{id}`) is not 0 to 60 seconds in ASCII digits"
     ),
@@ -218,7 +223,10 @@ CODES: dict[AnyCode, Code] = {
         "an agent's token updates or deletes an agent, or reads, lists, changes or deletes the "
         "threads of an agent, that is neither itself nor one of its descendants",
     ),
-    "not-own-agent": Code(403, "an agent's token opens a thread for another agent"),
+    "not-own-agent": Code(
+        403,
+        "an agent's token opens a thread for another agent, or names another agent's memory",
+    ),
     "not-own-identity": Code(
         403,
         "an agent's token reads, changes or deletes an identity other than its own, creates a "
@@ -263,8 +271,8 @@ CODES: dict[AnyCode, Code] = {
     ),
     "agent-required": Code(
         400,
-        "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads` (admin "
-        "token) without `agent`",
+        "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads` or a "
+        "`/v1/memory` request (admin token) without `agent`",
     ),
     "agent-not-allowed": Code(
         400,
@@ -348,6 +356,7 @@ CODES: dict[AnyCode, Code] = {
     ),
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
     "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
+    "memory-entry-not-found": Code(404, "the agent has no memory entry at the `path` named"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),
@@ -600,9 +609,17 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getThreadSpending",
         "updateThread",
         "deleteThread",
+        "waitThread",
         "approve",
     ),
-    "not-own-agent": ("createThread", "approve"),
+    "not-own-agent": (
+        "createThread",
+        "approve",
+        "listMemory",
+        "readMemory",
+        "writeMemory",
+        "deleteMemory",
+    ),
     "not-own-identity": (
         "getIdentity",
         "updateIdentity",
@@ -621,7 +638,14 @@ WHERE: dict[str, tuple[str, ...]] = {
     "invalid-budget": ("createAgent", "updateAgent"),
     "invalid-max-cost": ("createThread",),
     "invalid-status": ("listApprovals",),
-    "agent-required": ("issueToken", "createThread"),
+    "agent-required": (
+        "issueToken",
+        "createThread",
+        "listMemory",
+        "readMemory",
+        "writeMemory",
+        "deleteMemory",
+    ),
     "agent-not-allowed": ("issueToken",),
     "invalid-expiry": ("issueToken",),
     "unknown-toolset": ("createConnection",),
@@ -647,6 +671,10 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getAgentSpending",
         "createThread",
         "issueToken",
+        "listMemory",
+        "readMemory",
+        "writeMemory",
+        "deleteMemory",
     ),
     "turn-not-found": _DECIDING,
     "thread-not-found": (
@@ -656,6 +684,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "updateThread",
         "deleteThread",
         "getThreadSpending",
+        "waitThread",
     ),
     "approval-not-found": ("getApproval", "approve", "reject"),
     "decision-not-found": ("reportCost",),
@@ -677,6 +706,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     ),
     "hook-not-found": ("getHook", "updateHook", "deleteHook"),
     "definition-not-found": ("getAgentDefinition",),
+    "memory-entry-not-found": ("readMemory", "deleteMemory", "approve"),
+    "bad-memory-path": ("listMemory", "readMemory", "writeMemory", "deleteMemory"),
     "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (
         *_DECIDING,

@@ -46,6 +46,7 @@ QUERY_CODES = {
     "remove_in_use": "bad-remove-in-use",
     "receipt": "bad-receipt",
     "wait": "bad-wait",
+    "path": "bad-memory-path",
 }
 REASONS = {
     200: "OK",

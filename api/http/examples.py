@@ -26,6 +26,13 @@ class Example(NamedTuple):
 IDENTITY = "z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
 AT = 1_764_806_400_000  # ms since the epoch
 DECISION_ID = "5f0c2a9e7b1d4c3a8e6f9b21"  # (24 hex digits; other ids are UUIDs)
+MEMORY: dict[str, Any] = {
+    "agent": "triage-bot",
+    "path": "/notes/today",
+    "content": "ticket 1234 is waiting",
+    "created_at": AT,
+    "updated_at": AT,
+}
 ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
 REASON: dict[str, Any] = {
@@ -777,6 +784,11 @@ EXAMPLES: dict[str, Example] = {
         },
         path={"id": "triage-bot"},
     ),
+    "waitThread": Example(
+        body={"timeout": 30},
+        answer={**THREAD, "status": "done"},
+        path={"id": THREAD["id"]},
+    ),
     "getThreadSpending": Example(
         answer={
             "thread": THREAD["id"],
@@ -789,6 +801,16 @@ EXAMPLES: dict[str, Example] = {
         },
         path={"id": THREAD["id"]},
     ),
+    "listMemory": Example(
+        query="agent=triage-bot&path=/notes&limit=50",
+        answer=_page({"path": "/notes/today", "chars": 22, "updated_at": AT}),
+    ),
+    "readMemory": Example(query="agent=triage-bot&path=/notes/today", answer=MEMORY),
+    "writeMemory": Example(
+        body={"agent": "triage-bot", "path": "/notes/today", "content": MEMORY["content"]},
+        answer=MEMORY,
+    ),
+    "deleteMemory": Example(query="agent=triage-bot&path=/notes/today"),
     "listTokens": Example(
         query="limit=50",
         answer=_page({**TOKEN, "last_used_at": AT + 3_600_000}),

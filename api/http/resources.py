@@ -14,16 +14,17 @@ from starlette.responses import Response
 from api import commands as c
 from api import records as r
 from api.http import answers as a
-from api.http import approvals
+from api.http import approvals, threadwait
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
 from api.http.pagination import list_args
+from api.http.pagination import query as query_of
 from api.http.parts import parts_of, service_of
 from api.http.preconditions import ENTITY_TAG, if_match
 from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, path_ids
 from api.service import tokenlist, tokens
-from api.service.errors import ServiceError
+from api.service.errors import ErrorCode, ServiceError
 from api.service.manage import manage
 from api.service.ops import Outcome
 from api.service.tokens import act_for
@@ -36,6 +37,8 @@ STATUS: dict[Outcome, int] = {
     Outcome.REMOVED: 204,
 }
 PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagination)
+# The code that refuses a request without a query parameter its command requires.
+REQUIRED_QUERY: dict[str, ErrorCode] = {"path": "bad-memory-path"}
 
 
 def managed(spec: Spec) -> tuple[Spec, Endpoint]:
@@ -50,6 +53,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
     listing = tool.endswith(".list")
     query = tuple(name for name in spec.query if name not in PAGE)
     guarded = "If-Match" in spec.headers
+    required = {name for name in query if command.model_fields[name].is_required()}
     source = f"`GET {spec.path}` (or the last write's answer)"
 
     async def endpoint(request: Request) -> Response:
@@ -63,8 +67,17 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
             fields.update((await body(request, model)).model_dump(exclude_unset=True))
         if listing:
             fields.update(list_args(request, *query))
-            if "agent" in fields:  # (the threads' filter: an id)
+            if "agent" in fields:  # (an id: the threads' filter, memory's owner)
                 bounded_id(fields["agent"], "the query's `agent`")
+        else:  # (a read's or a delete's arguments in the query: memory's `agent`, `path`)
+            for name in query:
+                value = query_of(request, name)
+                if value:  # (empty: not given, as a list's filter)
+                    fields[name] = (
+                        bounded_id(value, "the query's `agent`") if name == "agent" else value
+                    )
+                elif name in required:
+                    raise ServiceError(REQUIRED_QUERY[name], f"the query has no `{name}`")
         fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
@@ -201,6 +214,10 @@ ROUTES: Table = [
     managed(Spec("GET", "/v1/threads/{id}/spending", "Read a thread's spending per window",
                  "manage", None, a.ThreadSpending, tool="threads.spending",
                  operation="getThreadSpending", tag="threads")),
+    # (a long poll: the wait is the endpoint's, after the decision: api.http.threadwait)
+    (Spec("POST", "/v1/threads/{id}/wait", "Wait until a thread is no longer running",
+          "manage", c.ThreadWait, r.Thread, also=(202,), tool="threads.wait",
+          operation="waitThread", tag="threads"), threadwait.wait_thread),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
            c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
@@ -232,6 +249,19 @@ ROUTES: Table = [
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
                  c.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
                  operation="reject", tag="approvals")),
+    # An agent's memory (api.service.memoryentries): the built-in tools `memory.*`.
+    managed(Spec("GET", "/v1/memory", "List an agent's memory entries under a path",
+                 "manage", None, a.MemoryPage, query=(*PAGE, "agent", "path"),
+                 tool="memory.list", errors=(404,), operation="listMemory", tag="memory")),
+    managed(Spec("GET", "/v1/memory/entry", "Read a memory entry", "manage", None,
+                 a.MemoryEntry, query=("agent", "path"), tool="memory.read", errors=(404,),
+                 operation="readMemory", tag="memory")),
+    managed(Spec("PUT", "/v1/memory/entry", "Write a memory entry", "manage", c.MemoryWrite,
+                 a.MemoryEntry, 200, tool="memory.write", errors=(404,), also=(201,),
+                 operation="writeMemory", tag="memory")),
+    managed(Spec("DELETE", "/v1/memory/entry", "Delete a memory entry", "manage", status=204,
+                 query=("agent", "path"), tool="memory.delete", errors=(404,),
+                 operation="deleteMemory", tag="memory")),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),
      create_token),

@@ -28,6 +28,7 @@ from api.service import (
     declwrites,
     definitions,
     fitcheck,
+    memoryentries,
     resources,
     rolefiles,
     spending,
@@ -101,6 +102,7 @@ OPERATIONS: dict[str, Operation] = {
     **spending.OPERATIONS,
     **approvals.operations(MANAGED),
     **connections.OPERATIONS,
+    **memoryentries.OPERATIONS,
 }
 
 
@@ -182,9 +184,11 @@ PRECHECKS: dict[str, Precheck] = {
     "threads.create": threads.check_create,
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,
+    "threads.wait": threads.check_thread,
     "approvals.list": approvals.check_list,
     "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
+    **{tool: memoryentries.check for tool in memoryentries.OPERATIONS},
 }
 
 # An agent's request whose operation only reads and whose every refusal its precheck made:

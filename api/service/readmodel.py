@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection
+from functools import partial
 from typing import Any
 
 from api.records import Agent, Approval
@@ -65,6 +66,9 @@ class ReadModel:
         # (`note_approval`): the HTTP app's approval watch, which another process's such
         # commit reaches through the change feed (api/http/approvalwatch.py).
         self.on_approvals: list[Callable[[], None]] = []
+        # Called once a commit of this process changed or deleted a thread, with its id:
+        # the requests that wait for a thread (api/http/threadwait.py).
+        self.on_threads: list[Callable[[str], None]] = []
         # Called inside each transaction that opens or decides an approval, with the
         # change's kind and the approval as written: the webhooks' outbox, whose rows
         # commit with it (api/service/webhookoutbox.py).
@@ -200,6 +204,12 @@ class ReadModel:
             noted(kind, approval)
         for told in self.on_approvals:
             self.store.after_commit(told)
+
+    def note_thread(self, thread_id: str) -> None:
+        """In the transaction that changed or deleted thread `thread_id`: told to this
+        process's `on_threads` once committed."""
+        for told in self.on_threads:
+            self.store.after_commit(partial(told, thread_id))
 
     def keep_static(
         self,

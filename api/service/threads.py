@@ -125,6 +125,7 @@ def threads_update(service: Service, actor: Principal, command: c.UpdateThread) 
             changes["status"] = command.status
         thread = thread.changed(**changes)
         service.store.update(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
+        service.read.note_thread(thread.id)
     return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
@@ -132,8 +133,16 @@ def threads_delete(service: Service, actor: Principal, command: c.DeleteThread) 
     with service.store.atomic():
         reach_thread(service, actor, command.id)
         service.store.delete("threads", command.id)
+        service.read.note_thread(command.id)
         reject_orphans(service, "thread", command.id, f"thread `{command.id}` was deleted")
     return Result(Outcome.REMOVED, None)
+
+
+def threads_wait(service: Service, actor: Principal, command: c.WaitThread) -> Result:
+    """The thread as it is now: the HTTP endpoint waits, after the decision, while it is
+    `running` (api/http/threadwait.py)."""
+    thread = reach_thread(service, actor, command.id)
+    return Result(Outcome.DONE, thread, etag(thread.stored()))
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -142,4 +151,5 @@ OPERATIONS: dict[str, Operation] = {
     "threads.create": threads_create,
     "threads.update": threads_update,
     "threads.delete": threads_delete,
+    "threads.wait": threads_wait,
 }

@@ -111,6 +111,8 @@ QUERY: dict[str, tuple[Any, ...]] = {
     "until": ("0", "1764806400000", "9" * 19, "1.5", ""),
     "remove_in_use": ("true", "false", "", "True", "1", "yes"),
     "receipt": ("true", "false", "", "True", "1", "yes"),
+    # (a memory entry's, or a list's prefix)
+    "path": ("/notes", "/notes/a", "/", "", "x", "/a//b", "/a/", "/" + "p" * 300, "/\x01"),
     # (no wait of a second or more: a pending approval's answer would take that long)
     "wait": ("0", "", "61", "-1", "x", "1.5", "１", "9" * 19),
 }  # fmt: skip

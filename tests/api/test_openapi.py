@@ -112,7 +112,8 @@ def test_every_route_has_an_operation_with_its_answers(
 
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
-         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run", "report")  # fmt: skip
+         "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run", "report",
+         "write", "wait")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -368,6 +369,17 @@ def test_live_answers_read_as_their_schemas(
           status=200)  # fmt: skip
     check("GET", "/v1/threads/{id}/spending", f"{in_thread}/spending", headers=admin,
           status=200)  # fmt: skip
+    # ---- an agent's memory
+    entry = {"agent": "a1", "path": "/notes/today", "content": "ticket 12"}
+    check("PUT", "/v1/memory/entry", json=entry, headers=admin, status=201)
+    check("PUT", "/v1/memory/entry", json=entry, headers=admin, status=200)
+    check("GET", "/v1/memory", "/v1/memory?agent=a1&path=/notes", headers=admin, status=200)
+    check("GET", "/v1/memory/entry", "/v1/memory/entry?agent=a1&path=/notes/today",
+          headers=admin, status=200)  # fmt: skip
+    check("DELETE", "/v1/memory/entry", "/v1/memory/entry?agent=a1&path=/notes/today",
+          headers=admin, status=204)  # fmt: skip
+    check("POST", "/v1/threads/{id}/wait", f"{in_thread}/wait", json={"timeout": 0},
+          headers=admin, status=200)  # fmt: skip
     check("DELETE", "/v1/tokens/{id}", f"/v1/tokens/{token['id']}", headers=admin, status=204)
     check("DELETE", "/v1/roles/{name}", "/v1/roles/extra", headers=admin, status=204)
     for kind, (body, _) in MADE.items():

@@ -63,8 +63,13 @@ def _http_arguments(spec: Spec) -> dict[str, tuple[bool, Any, Any]]:
     for part in spec.path.split("/"):
         if part.startswith("{"):
             out[part.strip("{}")] = (True, None, "x")
+    command = COMMANDS[spec.tool] if spec.tool is not None else None
     for name in spec.query:  # passed only when given (api.http.pagination.list_args)
         if name in NOT_ARGUMENTS:
+            continue
+        field = command.model_fields.get(name) if command is not None else None
+        if field is not None and field.is_required():  # (a memory entry's `path`)
+            out[name] = (True, None, "/x")
             continue
         out[name] = (False, DEFAULT_LIMIT, 1) if name == "limit" else (False, None, "x")
     if spec.request is not None:
