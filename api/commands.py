@@ -215,6 +215,18 @@ class Reject(Strict):
     reason: str | None = Field(default=None, max_length=4096)
 
 
+class ScheduleCreate(Strict):
+    name: str = Field(min_length=1, max_length=256)
+    cron: str = Field(description="5 fields: minute hour day-of-month month day-of-week")
+    prompt: str = Field(max_length=65_536)
+    agent: str | None = Field(default=None, max_length=MAX_ID)
+
+
+class ScheduleUpdate(Strict):
+    cron: str | None = None
+    prompt: str | None = Field(default=None, max_length=65_536)
+
+
 # A memory entry's content: at most 65,536 characters (api.service.memoryentries).
 MAX_MEMORY_CONTENT = 65_536
 
@@ -483,6 +495,28 @@ class RejectApproval(ById, Reject):
     tool = "approvals.reject"
 
 
+class ListSchedules(Listing):
+    tool = "schedules.list"
+
+    agent: str | None = OptionalId  # (the agent whose schedules are listed)
+
+
+class GetSchedule(ById):
+    tool = "schedules.get"
+
+
+class CreateSchedule(Command, ScheduleCreate):
+    tool = "schedules.create"
+
+
+class UpdateSchedule(ById, ScheduleUpdate):
+    tool = "schedules.update"
+
+
+class DeleteSchedule(ById):
+    tool = "schedules.delete"
+
+
 class MemoryCommand(Command):
     """A memory tool's command: `agent`, whose entries (an admin names it; an agent's
     token leaves it out, or names itself)."""
@@ -529,5 +563,6 @@ COMMANDS: dict[str, type[Command]] = {
         ListToolsets, GetToolset, CreateToolset, UpdateToolset, DeleteToolset,
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
         ListMemory, ReadMemory, WriteMemory, DeleteMemory,
+        ListSchedules, GetSchedule, CreateSchedule, UpdateSchedule, DeleteSchedule,
     )
 }  # fmt: skip

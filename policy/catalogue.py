@@ -102,9 +102,9 @@ toolset feeds {
   tool delete(id: str)
 }
 toolset schedules {
-  tool list(cursor?: str, limit: int = 50)
+  tool list(cursor?: str, limit: int = 50, agent?: str)
   tool get(id: str)
-  tool create(name: str, cron: str, prompt: str)
+  tool create(name: str, cron: str, prompt: str, agent?: str)
   tool update(id: str, cron?: str, prompt?: str)
   tool delete(id: str)
 }

@@ -373,6 +373,26 @@ class ThreadSpending(BaseModel):
     windows: dict[Period, Window]  # (each of `24h`, `7d` and `total`)
 
 
+class Schedule(BaseModel):
+    """A schedule (api.service.schedules): stored, with its next run computed; nothing
+    runs it."""
+
+    id: str
+    agent: str
+    name: str
+    cron: str  # 5 fields: minute hour day-of-month month day-of-week (UTC)
+    prompt: str
+    created_at: int  # ms since the epoch
+    updated_at: int
+    next_run: (
+        int | None
+    )  # ms since the epoch: the next UTC minute `cron` matches, null if none within a year
+
+
+class SchedulePage(Page[Schedule]):
+    pass
+
+
 class MemoryEntry(BaseModel):
     """An agent's memory entry (api.service.memoryentries), as written."""
 

@@ -102,6 +102,11 @@ CODES: dict[AnyCode, Code] = {
         "a memory `path` (`/v1/memory`) is not `/` then 1 to 32 non-empty segments joined by "
         "`/`, each at most 256 characters with no control character, 1,024 in all",
     ),
+    "invalid-cron": Code(
+        400,
+        "a schedule's `cron` is not 5 fields (minute hour day-of-month month day-of-week) of "
+        "`*`, numbers, ranges `a-b`, lists `a,b` and steps `/n` within each field's bounds",
+    ),
     "bad-wait": Code(
         400, "`wait` (`GET /v1/approvals/{id}`) is not 0 to 60 seconds in ASCII digits"
     ),
@@ -221,11 +226,12 @@ CODES: dict[AnyCode, Code] = {
     "not-managed-agent": Code(
         403,
         "an agent's token updates or deletes an agent, or reads, lists, changes or deletes the "
-        "threads of an agent, that is neither itself nor one of its descendants",
+        "threads or schedules of an agent, that is neither itself nor one of its descendants",
     ),
     "not-own-agent": Code(
         403,
-        "an agent's token opens a thread for another agent, or names another agent's memory",
+        "an agent's token opens a thread or makes a schedule for another agent, or names "
+        "another agent's memory",
     ),
     "not-own-identity": Code(
         403,
@@ -271,8 +277,8 @@ CODES: dict[AnyCode, Code] = {
     ),
     "agent-required": Code(
         400,
-        "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads` or a "
-        "`/v1/memory` request (admin token) without `agent`",
+        "a `POST /v1/tokens` of scope `agent` without `agent`, or a `POST /v1/threads`, a "
+        "`POST /v1/schedules` or a `/v1/memory` request (admin token) without `agent`",
     ),
     "agent-not-allowed": Code(
         400,
@@ -356,6 +362,7 @@ CODES: dict[AnyCode, Code] = {
     ),
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
     "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
+    "schedule-not-found": Code(404, "no schedule `{id}`"),
     "memory-entry-not-found": Code(404, "the agent has no memory entry at the `path` named"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
@@ -610,10 +617,15 @@ WHERE: dict[str, tuple[str, ...]] = {
         "updateThread",
         "deleteThread",
         "waitThread",
+        "listSchedules",
+        "getSchedule",
+        "updateSchedule",
+        "deleteSchedule",
         "approve",
     ),
     "not-own-agent": (
         "createThread",
+        "createSchedule",
         "approve",
         "listMemory",
         "readMemory",
@@ -641,6 +653,7 @@ WHERE: dict[str, tuple[str, ...]] = {
     "agent-required": (
         "issueToken",
         "createThread",
+        "createSchedule",
         "listMemory",
         "readMemory",
         "writeMemory",
@@ -670,6 +683,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "deleteAgent",
         "getAgentSpending",
         "createThread",
+        "createSchedule",
         "issueToken",
         "listMemory",
         "readMemory",
@@ -707,6 +721,8 @@ WHERE: dict[str, tuple[str, ...]] = {
     "hook-not-found": ("getHook", "updateHook", "deleteHook"),
     "definition-not-found": ("getAgentDefinition",),
     "memory-entry-not-found": ("readMemory", "deleteMemory", "approve"),
+    "schedule-not-found": ("getSchedule", "updateSchedule", "deleteSchedule", "approve"),
+    "invalid-cron": ("createSchedule", "updateSchedule", "approve"),
     "bad-memory-path": ("listMemory", "readMemory", "writeMemory", "deleteMemory"),
     "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (

@@ -33,6 +33,16 @@ MEMORY: dict[str, Any] = {
     "created_at": AT,
     "updated_at": AT,
 }
+SCHEDULE: dict[str, Any] = {
+    "id": "4d2b7c1e-8f3a-4e6b-9c0d-2a1f5e7b3c9d",
+    "agent": "triage-bot",
+    "name": "morning-triage",
+    "cron": "0 9 * * 1-5",
+    "prompt": "triage the new tickets",
+    "created_at": AT,
+    "updated_at": AT,
+    "next_run": AT + 32_400_000,
+}
 ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
 REASON: dict[str, Any] = {
@@ -801,6 +811,18 @@ EXAMPLES: dict[str, Example] = {
         },
         path={"id": THREAD["id"]},
     ),
+    "listSchedules": Example(query="agent=triage-bot&limit=50", answer=_page(SCHEDULE)),
+    "getSchedule": Example(answer=SCHEDULE, path={"id": SCHEDULE["id"]}),
+    "createSchedule": Example(
+        body={key: SCHEDULE[key] for key in ("name", "cron", "prompt", "agent")},
+        answer=SCHEDULE,
+    ),
+    "updateSchedule": Example(
+        body={"cron": "30 8 * * 1-5"},
+        answer={**SCHEDULE, "cron": "30 8 * * 1-5", "next_run": AT + 30_600_000},
+        path={"id": SCHEDULE["id"]},
+    ),
+    "deleteSchedule": Example(path={"id": SCHEDULE["id"]}),
     "listMemory": Example(
         query="agent=triage-bot&path=/notes&limit=50",
         answer=_page({"path": "/notes/today", "chars": 22, "updated_at": AT}),

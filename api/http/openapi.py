@@ -68,6 +68,8 @@ TAGS = {
     "profiles": "The profiles of the latest revision",
     "hooks": "The hooks of the latest revision",
     "toolsets": "The toolsets of the latest revision",
+    "schedules": "An agent's prompts under cron expressions: stored, with their next run; "
+    "nothing runs them",
     "memory": "An agent's memory: entries of text under `/`-separated paths, shared by its threads",
     "tokens": "Bearer tokens: issued and revoked by an admin",
     "keys": "The server's signing keys, which sign decision receipts and the log's "

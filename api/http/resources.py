@@ -249,6 +249,9 @@ ROUTES: Table = [
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
                  c.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
                  operation="reject", tag="approvals")),
+    # Schedules (api.service.schedules): stored with their next run; nothing runs them.
+    *_crud("schedules", "Schedule", "id", a.SchedulePage, a.Schedule, c.ScheduleCreate,
+           c.ScheduleUpdate, ("agent",), errors={"create": (404,)}),
     # An agent's memory (api.service.memoryentries): the built-in tools `memory.*`.
     managed(Spec("GET", "/v1/memory", "List an agent's memory entries under a path",
                  "manage", None, a.MemoryPage, query=(*PAGE, "agent", "path"),

@@ -17,7 +17,7 @@ ErrorCode = Literal[
     "repeated-header", "bad-cursor", "bad-limit", "bad-after-seq", "bad-log-filter", "bad-if-match",
     "bad-revision", "id-too-long", "empty-policy", "not-utf8", "unsupported-charset",
     "duplicate-path", "bad-path", "fit-needs-candidate", "bad-remove-in-use", "bad-wait",
-    "bad-last-event-id", "authzen-bad-request", "bad-receipt", "bad-memory-path",
+    "bad-last-event-id", "authzen-bad-request", "bad-receipt", "bad-memory-path", "invalid-cron",
     # who may
     "unauthorized", "token-expired", "insufficient-scope", "denied-by-policy", "invalid-rewrite",
     "does-not-fit", "budget-looser", "agent-attribute-differs", "identity-not-inherited",
@@ -35,7 +35,7 @@ ErrorCode = Literal[
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
     "role-not-found", "profile-not-found", "hook-not-found", "toolset-not-found",
     "definition-not-found",
-    "decision-not-found", "memory-entry-not-found",
+    "decision-not-found", "memory-entry-not-found", "schedule-not-found",
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",

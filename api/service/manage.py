@@ -31,6 +31,7 @@ from api.service import (
     memoryentries,
     resources,
     rolefiles,
+    schedules,
     spending,
     threads,
     views,
@@ -103,6 +104,7 @@ OPERATIONS: dict[str, Operation] = {
     **approvals.operations(MANAGED),
     **connections.OPERATIONS,
     **memoryentries.OPERATIONS,
+    **schedules.OPERATIONS,
 }
 
 
@@ -189,6 +191,11 @@ PRECHECKS: dict[str, Precheck] = {
     "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
     **{tool: memoryentries.check for tool in memoryentries.OPERATIONS},
+    "schedules.list": schedules.check_list,
+    "schedules.get": schedules.check_one,
+    "schedules.create": schedules.check_create,
+    "schedules.update": schedules.check_update,
+    "schedules.delete": schedules.check_one,
 }
 
 # An agent's request whose operation only reads and whose every refusal its precheck made:

@@ -369,6 +369,15 @@ def test_live_answers_read_as_their_schemas(
           status=200)  # fmt: skip
     check("GET", "/v1/threads/{id}/spending", f"{in_thread}/spending", headers=admin,
           status=200)  # fmt: skip
+    # ---- schedules
+    plan = {"agent": "a1", "name": "nightly", "cron": "0 2 * * *", "prompt": "sum up"}
+    sched = check("POST", "/v1/schedules", json=plan, headers=admin, status=201)
+    at = f"/v1/schedules/{sched['id']}"
+    check("GET", "/v1/schedules", "/v1/schedules?agent=a1", headers=admin, status=200)
+    check("GET", "/v1/schedules/{id}", at, headers=admin, status=200)
+    check("PATCH", "/v1/schedules/{id}", at, json={"cron": "*/5 * * * *"}, headers=admin,
+          status=200)  # fmt: skip
+    check("DELETE", "/v1/schedules/{id}", at, headers=admin, status=204)
     # ---- an agent's memory
     entry = {"agent": "a1", "path": "/notes/today", "content": "ticket 12"}
     check("PUT", "/v1/memory/entry", json=entry, headers=admin, status=201)

@@ -1,0 +1,172 @@
+"""Schedules: list, get, create, update, delete (the built-in tools `schedules.*`).
+
+A schedule is an agent's `prompt` under a `name`, with a 5-field `cron` expression
+(api.service.cron), stored as a document of kind `schedules` tagged with its agent, so a
+list of one agent's schedules reads the documents' tag index. Each answer carries its
+`next_run`: the next UTC minute after the request that the expression matches, computed
+when answered (null when none does within a year). Nothing runs a schedule: it is stored
+and its next run computed, and no thread is started at that time.
+
+Who reaches a schedule is as for threads (api.service.threads): an agent's token creates
+schedules for itself only (`not-own-agent`) and reads, lists, changes and deletes those of
+itself and its descendants (`not-managed-agent`); an admin names the agent of a new one.
+The `check_*` functions refuse such a request before it is decided (api.service.manage),
+so it is neither logged nor paused; the operations refuse it again, for a paused call
+that a human approves later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api import commands as c
+from api.service import cron as cronexpr
+from api.service import resources  # (a module: it deletes an agent's schedules with it)
+from api.service.core import Service, new_id, now_ms
+from api.service.errors import ServiceError
+from api.service.ops import Operation, Outcome, Result
+from api.service.pages import decode, encode, limit_of
+from api.service.tokens import Principal
+
+KIND = "schedules"
+_REACH_HELP = "an agent's token reaches the schedules of itself and its descendants only"
+
+
+def answer(doc: Any, at_ms: int | None = None) -> dict[str, Any]:
+    """A stored schedule as answered: with its `next_run` after `at_ms` (default: now)."""
+    after = now_ms() if at_ms is None else at_ms
+    out = {key: doc[key] for key in ("id", "agent", "name", "cron", "prompt", "created_at",
+                                     "updated_at")}  # fmt: skip
+    out["next_run"] = cronexpr.next_run(cronexpr.parse(doc["cron"]), after)
+    return out
+
+
+def _reach(service: Service, actor: Principal, agent_id: str, schedule: str | None = None) -> None:
+    subject = None if schedule is None else (
+        f"schedule `{schedule}` belongs to agent `{agent_id}`, which is"
+    )  # fmt: skip
+    resources.require_managed(service, actor, agent_id, subject, help=_REACH_HELP)
+
+
+def _stored(service: Service, actor: Principal, schedule_id: str) -> Any:
+    """The schedule (`schedule-not-found` unknown), if the caller reaches it."""
+    doc = service.store.get(KIND, schedule_id)
+    if doc is None:
+        raise ServiceError("schedule-not-found", f"no schedule `{schedule_id}`")
+    _reach(service, actor, doc["agent"], schedule_id)
+    return doc
+
+
+def _listed_agent(actor: Principal, command: c.ListSchedules) -> str | None:
+    # An agent's list is of one agent's schedules: its own unless it names a descendant
+    # (an admin's, without `agent`, is everyone's).
+    if command.agent is None and actor.agent is not None:
+        return actor.agent
+    return command.agent
+
+
+def _own_agent(actor: Principal, command: c.CreateSchedule) -> str:
+    agent_id = command.agent or actor.agent
+    if not agent_id:
+        raise ServiceError("agent-required", "a schedule needs an agent")
+    if actor.agent is not None and agent_id != actor.agent:
+        raise ServiceError(
+            "not-own-agent",
+            f"agent `{actor.agent}` makes schedules for itself only, not for agent `{agent_id}`",
+            help="leave out `agent`, or send the request with that agent's own token",
+        )  # fmt: skip
+    return str(agent_id)
+
+
+def check_list(service: Service, actor: Principal, command: c.ListSchedules) -> None:
+    """Before an agent's `schedules.list` is decided."""
+    agent = _listed_agent(actor, command)
+    if agent is not None:
+        _reach(service, actor, agent)
+
+
+def check_one(service: Service, actor: Principal, command: c.ById) -> None:
+    """Before an agent's `schedules.get`/`.delete` is decided."""
+    _stored(service, actor, command.id)
+
+
+def check_update(service: Service, actor: Principal, command: c.UpdateSchedule) -> None:
+    """Before an agent's `schedules.update` is decided: its cron and its schedule."""
+    if command.cron is not None:
+        cronexpr.parse(command.cron)
+    _stored(service, actor, command.id)
+
+
+def check_create(service: Service, actor: Principal, command: c.CreateSchedule) -> None:
+    """Before an agent's `schedules.create` is decided: its cron and its agent."""
+    cronexpr.parse(command.cron)
+    _own_agent(actor, command)
+
+
+def schedules_list(service: Service, actor: Principal, command: c.ListSchedules) -> Result:
+    agent = _listed_agent(actor, command)
+    if agent is not None:
+        _reach(service, actor, agent)
+    after = decode(KIND, command.cursor, agent)
+    limit = limit_of(command.limit)
+    rows = service.store.page(KIND, after, limit + 1, agent)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    at = now_ms()
+    cursor = encode(KIND, rows[-1].pos, listed=agent) if more and rows else None
+    return Result(
+        Outcome.DONE, {"items": [answer(row.body, at) for row in rows], "next_cursor": cursor}
+    )  # fmt: skip
+
+
+def schedules_get(service: Service, actor: Principal, command: c.GetSchedule) -> Result:
+    return Result(Outcome.DONE, answer(_stored(service, actor, command.id)))
+
+
+def schedules_create(service: Service, actor: Principal, command: c.CreateSchedule) -> Result:
+    cronexpr.parse(command.cron)
+    with service.store.atomic():  # the agent, as committed, is there when its schedule is
+        service.sync()
+        agent = service.agent(_own_agent(actor, command))
+        now, key = now_ms(), new_id()
+        doc: dict[str, Any] = {"id": key, "agent": agent.id, "name": command.name, "cron": command.cron,
+               "prompt": command.prompt, "created_at": now, "updated_at": now}  # fmt: skip
+        service.store.insert(KIND, key, doc, tag=agent.id)
+    return Result(Outcome.CREATED, answer(doc))
+
+
+def schedules_update(service: Service, actor: Principal, command: c.UpdateSchedule) -> Result:
+    if command.cron is not None:
+        cronexpr.parse(command.cron)
+    with service.store.atomic():  # the check and the write see the same schedule
+        doc = dict(_stored(service, actor, command.id))
+        if command.cron is not None:
+            doc["cron"] = command.cron
+        if command.prompt is not None:
+            doc["prompt"] = command.prompt
+        doc["updated_at"] = now_ms()
+        service.store.update(KIND, doc["id"], doc, tag=doc["agent"])
+    return Result(Outcome.DONE, answer(doc))
+
+
+def schedules_delete(service: Service, actor: Principal, command: c.DeleteSchedule) -> Result:
+    with service.store.atomic():
+        _stored(service, actor, command.id)
+        service.store.delete(KIND, command.id)
+    return Result(Outcome.REMOVED, None)
+
+
+def delete_all(service: Service, agent_id: str) -> None:
+    """Inside the transaction that deletes agent `agent_id`: its schedules (through the
+    tag index). An agent made later under the same id is another agent."""
+    for key in [row.id for row in service.store.scan(KIND, tag=agent_id)]:
+        service.store.delete(KIND, key)
+
+
+OPERATIONS: dict[str, Operation] = {
+    "schedules.list": schedules_list,
+    "schedules.get": schedules_get,
+    "schedules.create": schedules_create,
+    "schedules.update": schedules_update,
+    "schedules.delete": schedules_delete,
+}
