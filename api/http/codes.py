@@ -357,6 +357,7 @@ CODES: dict[AnyCode, Code] = {
     "hook-not-found": Code(404, "no hook `{name}` in the latest revision"),
     "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
     "memory-entry-not-found": Code(404, "the agent has no memory entry at the `path` named"),
+    "feed-not-found": Code(404, "no feed `{id}`"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),
@@ -707,6 +708,14 @@ WHERE: dict[str, tuple[str, ...]] = {
     "hook-not-found": ("getHook", "updateHook", "deleteHook"),
     "definition-not-found": ("getAgentDefinition",),
     "memory-entry-not-found": ("readMemory", "deleteMemory", "approve"),
+    "feed-not-found": (
+        "getFeed",
+        "updateFeed",
+        "deleteFeed",
+        "publishMessage",
+        "readMessages",
+        "approve",
+    ),
     "bad-memory-path": ("listMemory", "readMemory", "writeMemory", "deleteMemory"),
     "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (

@@ -27,6 +27,7 @@ from api.service import (
     connections,
     declwrites,
     definitions,
+    feeds,
     fitcheck,
     memoryentries,
     resources,
@@ -103,6 +104,7 @@ OPERATIONS: dict[str, Operation] = {
     **approvals.operations(MANAGED),
     **connections.OPERATIONS,
     **memoryentries.OPERATIONS,
+    **feeds.OPERATIONS,
 }
 
 
