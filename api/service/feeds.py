@@ -9,6 +9,7 @@ numbered 1, 2, ... without gaps. A message is a document of kind `feed-messages`
 its feed and number and tagged with the feed, so `feeds.messages` reads `after_seq + 1`,
 `after_seq + 2`, ... by key, and deleting a feed deletes its messages through the tag
 index. Feeds are the service's, not an agent's: the policy says which agents reach them.
+An agent's request on a feed that is not there is refused before it is decided (`check`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,20 @@ MESSAGES = "feed-messages"
 
 
 def _key(feed: str, seq: int) -> str:
-    # (a feed id is at most 256 characters and a number at most 19 digits: the key fits
-    # a document id's bound)
+    # (a feed's id is a UUID the service made and a number at most 19 digits: the key is
+    # well within a document id's 256 characters)
     return f"{seq}:{feed}"
+
+
+def check(service: Service, actor: Principal, command: c.Command) -> None:
+    """Before an agent's `feeds.*` request is decided: the feed it names, if any, is
+    there (else `feed-not-found`, neither logged nor paused, as for a thread). The
+    operation looks again, for a paused call approved later."""
+    named = command.feed if isinstance(command, c.PublishMessage | c.ReadMessages) else None
+    if named is None and isinstance(command, c.ById):
+        named = command.id
+    if named is not None:
+        service.record(Feed, "feed", named)
 
 
 def feeds_list(service: Service, actor: Principal, command: c.ListFeeds) -> Result:

@@ -191,6 +191,7 @@ PRECHECKS: dict[str, Precheck] = {
     "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
     **{tool: memoryentries.check for tool in memoryentries.OPERATIONS},
+    **{tool: feeds.check for tool in feeds.OPERATIONS},
 }
 
 # An agent's request whose operation only reads and whose every refusal its precheck made:

@@ -98,6 +98,12 @@ def test_messages_are_numbered_and_paged(live: httpx.Client, harness: Harness) -
     assert live.get(f"/v1/feeds/{feed}", headers=own).json()["last_seq"] == 3
     tools = _log(live, harness)
     assert ("p1", "feeds.publish", "allow") in tools and ("p1", "feeds.messages", "allow") in tools
+    # a request on a feed that is not there is refused before it is decided: not logged
+    for unknown in (live.get("/v1/feeds/nope/messages", headers=own),
+                    live.post("/v1/feeds/nope/messages", json={"message": "m"}, headers=own),
+                    live.patch("/v1/feeds/nope", json={"name": "n"}, headers=own)):  # fmt: skip
+        expect(unknown, 404, "feed-not-found")
+    assert _log(live, harness) == tools
     # a feed deleted goes with its messages: one made later starts at 1 again
     assert live.delete(f"/v1/feeds/{feed}", headers=own).status_code == 204
     expect(live.get(f"/v1/feeds/{feed}/messages", headers=own), 404, "feed-not-found")
