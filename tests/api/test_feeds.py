@@ -6,9 +6,17 @@ by its policy and logged."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from api import commands as c
+from api.service.errors import ServiceError
+from api.service.manage import manage
+from api.service.tokens import Principal
 from tests.api.conftest import BOTH, POLICY, Harness, expect
 
 STORES = BOTH
@@ -168,3 +176,70 @@ def test_refusals_change_nothing(live: httpx.Client, harness: Harness) -> None:
     assert live.get(at, headers=admin).json() == feed
     assert len(live.get("/v1/feeds", headers=admin).json()["items"]) == 1
     assert live.get("/v1/decisions", headers=admin).json()["decisions"] == []
+
+
+ADMIN = Principal("t", "admin")
+# A step: publish to feed 0-2 (a message that may be empty or hold any character), delete
+# one (a later step on it is refused and numbers nothing), or make another.
+PUBLISH = st.tuples(st.just("publish"), st.integers(0, 2), st.text(max_size=8))
+STEPS = st.lists(
+    st.one_of(  # (publishes most: a feed reaches many messages, and pages of them)
+        PUBLISH, PUBLISH, PUBLISH, PUBLISH,
+        st.tuples(st.just("delete"), st.integers(0, 2), st.just("")),
+        st.tuples(st.just("create"), st.just(0), st.just("")),
+    ),
+    max_size=30,
+)  # fmt: skip
+READS = st.lists(st.integers(1, 4), min_size=1, max_size=4)  # the pages' limits
+
+
+def _run(harness: Harness, command: c.Command) -> Any:
+    return manage(harness.service, ADMIN, command).body
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=STEPS, limits=READS, start=st.integers(0, 12))
+def test_numbers_are_gap_free_and_pages_read_them_all(
+    harness: Harness, steps: list[tuple[str, int, str]], limits: list[int], start: int
+) -> None:
+    """Whatever publishes, deletions and refused publishes come in whatever order, each
+    feed's messages are numbered 1..n in the order published, and pages of any limit
+    read from any `after_seq` give exactly those after it, each once."""
+    feeds = [_run(harness, c.CreateFeed(name=f"f{i}")).id for i in range(3)]
+    sent: dict[str, list[str]] = {feed: [] for feed in feeds}
+    gone: set[str] = set()
+    for action, index, text in steps:
+        feed = feeds[index % len(feeds)]
+        if action == "create":
+            feeds.append(_run(harness, c.CreateFeed(name="more")).id)
+            sent[feeds[-1]] = []
+        elif action == "delete" and feed not in gone:
+            _run(harness, c.DeleteFeed(id=feed))
+            gone.add(feed)
+        elif action == "publish" and feed in gone:
+            with pytest.raises(ServiceError) as refused:
+                _run(harness, c.PublishMessage(feed=feed, message=text))
+            assert refused.value.code == "feed-not-found"
+        elif action == "publish":
+            done = _run(harness, c.PublishMessage(feed=feed, message=text))
+            sent[feed].append(text)
+            assert done["seq"] == len(sent[feed])
+    for feed, texts in sent.items():
+        if feed in gone:
+            assert harness.service.store.page("feed-messages", 0, 1, feed) == []
+            continue
+        after, got = start, []
+        for limit in [*limits, 200]:  # (the last page reads what is left)
+            page = _run(harness, c.ReadMessages(feed=feed, after_seq=after, limit=limit))
+            assert [m["seq"] for m in page["items"]] == list(
+                range(after + 1, after + 1 + len(page["items"]))
+            )
+            assert page["next_after_seq"] == (page["items"][-1]["seq"] if page["items"] else after)
+            got += [m["message"] for m in page["items"]]
+            after = page["next_after_seq"]
+        assert got == texts[start:]
+        assert _run(harness, c.GetFeed(id=feed)).last_seq == len(texts)
