@@ -238,6 +238,24 @@ class MemoryWrite(Strict):
     content: str = Field(max_length=MAX_MEMORY_CONTENT)
 
 
+# A feed's name (not unique: a feed is named by its id) and a message's text, in characters
+# (api.service.feeds).
+MAX_FEED_NAME = 256
+MAX_MESSAGE = 65_536
+
+
+class FeedCreate(Strict):
+    name: str = Field(min_length=1, max_length=MAX_FEED_NAME)
+
+
+class FeedUpdate(Strict):
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_FEED_NAME)
+
+
+class FeedPublish(Strict):
+    message: str = Field(max_length=MAX_MESSAGE)
+
+
 # ---- the commands -----------------------------------------------------------------------
 class Command(BaseModel):
     """A management tool's arguments, all of them, checked: built by a front end (an HTTP
@@ -547,6 +565,45 @@ class DeleteMemory(MemoryCommand):
     path: str
 
 
+class ListFeeds(Listing):
+    tool = "feeds.list"
+
+
+class GetFeed(ById):
+    tool = "feeds.get"
+
+
+class CreateFeed(Command, FeedCreate):
+    tool = "feeds.create"
+
+
+class UpdateFeed(ById, FeedUpdate):
+    tool = "feeds.update"
+
+
+class DeleteFeed(ById):
+    tool = "feeds.delete"
+
+
+class PublishMessage(Command, FeedPublish):
+    """A message appended to feed `feed` (the path's `{feed}`)."""
+
+    tool = "feeds.publish"
+
+    feed: str = Id
+
+
+class ReadMessages(Command):
+    """Feed `feed`'s messages numbered after `after_seq` (None: from the first), at most
+    `limit` (None: DEFAULT_LIMIT of api.service.pages)."""
+
+    tool = "feeds.messages"
+
+    feed: str = Id
+    after_seq: int | None = Field(default=None, ge=0)
+    limit: int | None = None
+
+
 COMMANDS: dict[str, type[Command]] = {
     command.tool: command
     for command in (
@@ -564,5 +621,6 @@ COMMANDS: dict[str, type[Command]] = {
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
         ListMemory, ReadMemory, WriteMemory, DeleteMemory,
         ListSchedules, GetSchedule, CreateSchedule, UpdateSchedule, DeleteSchedule,
+        ListFeeds, GetFeed, CreateFeed, UpdateFeed, DeleteFeed, PublishMessage, ReadMessages,
     )
 }  # fmt: skip

@@ -176,6 +176,18 @@ class Thread(Record):
     updated_at: int
 
 
+class Feed(Record):
+    """A feed of messages, numbered 1, 2, ... without gaps (api.service.feeds)."""
+
+    KIND = "feeds"
+
+    id: str
+    name: str
+    last_seq: int  # the newest message's number; 0 while it has none
+    created_at: int
+    updated_at: int
+
+
 # How long a turn stored without its `ends_at` runs, from its `created_at`: an hour.
 UNSTAMPED_TURN_MS = 3_600_000
 
@@ -298,5 +310,5 @@ class Revision(Record):
 
 # The records kept as documents, by their kind (policy.store's `kind`).
 DOCUMENTS: dict[str, type[Record]] = {
-    record.KIND: record for record in (Agent, Thread, Turn, Connection, Approval, Token)
+    record.KIND: record for record in (Agent, Thread, Turn, Connection, Approval, Token, Feed)
 }

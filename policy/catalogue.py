@@ -98,6 +98,7 @@ toolset feeds {
   tool get(id: str)
   tool create(name: str)
   tool publish(feed: str, message: str)
+  tool messages(feed: str, after_seq?: int, limit: int = 50)
   tool update(id: str, name?: str)
   tool delete(id: str)
 }

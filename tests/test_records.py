@@ -16,6 +16,7 @@ from api.records import (
     UNSTAMPED_TURN_MS,
     Agent,
     Connection,
+    Feed,
     Record,
     Thread,
     Token,
@@ -75,8 +76,13 @@ tokens = st.fixed_dictionaries(
     optional={"agent": st.none() | ids, "name": texts, "expires_at": st.none() | times,
               "last_used_at": st.none() | times},
 )  # fmt: skip
+feeds = st.fixed_dictionaries(
+    {"id": ids, "name": texts, "last_seq": st.integers(min_value=0, max_value=2**63 - 1),
+     "created_at": times, "updated_at": times},
+)  # fmt: skip
 KINDS: list[tuple[type[Record], st.SearchStrategy[dict[str, Any]]]] = [
     (Agent, agents), (Thread, threads), (Connection, connections), (Token, tokens),
+    (Feed, feeds),
 ]  # fmt: skip
 
 
@@ -109,7 +115,15 @@ def test_hidden_fields_are_never_shown_nor_described() -> None:
 
 
 def test_every_stored_kind_has_its_record() -> None:
-    assert set(DOCUMENTS) == {"agents", "threads", "turns", "connections", "approvals", "tokens"}
+    assert set(DOCUMENTS) == {
+        "agents",
+        "threads",
+        "turns",
+        "connections",
+        "approvals",
+        "tokens",
+        "feeds",
+    }
     assert all(kind == record.KIND for kind, record in DOCUMENTS.items())
 
 

@@ -23,6 +23,7 @@ from api.records import (
     Connection,
     DecisionResponse,
     Effect,
+    Feed,
     Identity,
     Period,
     Reason,
@@ -413,6 +414,25 @@ class MemoryItem(BaseModel):
 
 class MemoryPage(Page[MemoryItem]):
     pass
+
+
+class FeedPage(Page[Feed]):
+    pass
+
+
+class FeedMessage(BaseModel):
+    """A feed's message (api.service.feeds), as published."""
+
+    seq: int  # its number in its feed: 1, 2, ... without gaps
+    message: str
+    published_at: int  # ms since the epoch
+
+
+class MessagePage(BaseModel):
+    """A feed's messages numbered after the request's `after_seq`, oldest first."""
+
+    items: list[FeedMessage]
+    next_after_seq: int  # the last one's number (the request's `after_seq` when none)
 
 
 class TokenPage(Page[Token]):

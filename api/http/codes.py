@@ -364,6 +364,7 @@ CODES: dict[AnyCode, Code] = {
     "definition-not-found": Code(404, "agent `{id}` has no Seed definition"),
     "schedule-not-found": Code(404, "no schedule `{id}`"),
     "memory-entry-not-found": Code(404, "the agent has no memory entry at the `path` named"),
+    "feed-not-found": Code(404, "no feed `{id}`"),
     "toolset-not-found": Code(404, "no toolset `{name}` in the latest revision"),
     # ---- conflicts -----------------------------------------------------------------------
     "no-policy": Code(409, "no policy has been uploaded yet, and the request needs one"),
@@ -723,6 +724,14 @@ WHERE: dict[str, tuple[str, ...]] = {
     "memory-entry-not-found": ("readMemory", "deleteMemory", "approve"),
     "schedule-not-found": ("getSchedule", "updateSchedule", "deleteSchedule", "approve"),
     "invalid-cron": ("createSchedule", "updateSchedule", "approve"),
+    "feed-not-found": (
+        "getFeed",
+        "updateFeed",
+        "deleteFeed",
+        "publishMessage",
+        "readMessages",
+        "approve",
+    ),
     "bad-memory-path": ("listMemory", "readMemory", "writeMemory", "deleteMemory"),
     "toolset-not-found": ("getToolset", "updateToolset", "deleteToolset"),
     "no-policy": (

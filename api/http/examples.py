@@ -43,6 +43,14 @@ SCHEDULE: dict[str, Any] = {
     "updated_at": AT,
     "next_run": AT + 32_400_000,
 }
+FEED: dict[str, Any] = {
+    "id": "0193d9a6-4444-7000-8000-000000000004",
+    "name": "releases",
+    "last_seq": 3,
+    "created_at": AT,
+    "updated_at": AT + 60_000,
+}
+MESSAGE: dict[str, Any] = {"seq": 3, "message": "v2.1 is out", "published_at": AT + 60_000}
 ARGS: dict[str, Any] = {"to": "bob@example.com", "subject": "hi", "body": "hello"}
 CALL: dict[str, Any] = {"agent": "demo-support", "tool": "mail.send", "args": ARGS}
 REASON: dict[str, Any] = {
@@ -833,6 +841,25 @@ EXAMPLES: dict[str, Example] = {
         answer=MEMORY,
     ),
     "deleteMemory": Example(query="agent=triage-bot&path=/notes/today"),
+    **_crud(
+        "Feed",
+        "Feeds",
+        FEED,
+        {"id": FEED["id"]},
+        {"name": "releases"},
+        {"name": "release notes"},
+    ),
+    "publishMessage": Example(
+        body={"message": MESSAGE["message"]}, answer=MESSAGE, path={"feed": FEED["id"]}
+    ),
+    "readMessages": Example(
+        query="after_seq=1&limit=50",
+        answer={
+            "items": [{"seq": 2, "message": "v2.0.1 is out", "published_at": AT}, MESSAGE],
+            "next_after_seq": 3,
+        },
+        path={"feed": FEED["id"]},
+    ),
     "listTokens": Example(
         query="limit=50",
         answer=_page({**TOKEN, "last_used_at": AT + 3_600_000}),

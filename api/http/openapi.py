@@ -71,6 +71,7 @@ TAGS = {
     "schedules": "An agent's prompts under cron expressions: stored, with their next run; "
     "nothing runs them",
     "memory": "An agent's memory: entries of text under `/`-separated paths, shared by its threads",
+    "feeds": "Feeds: named streams of messages numbered 1, 2, ... without gaps",
     "tokens": "Bearer tokens: issued and revoked by an admin",
     "keys": "The server's signing keys, which sign decision receipts and the log's "
     "checkpoints, and the log's verification against them",

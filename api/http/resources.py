@@ -18,7 +18,7 @@ from api.http import approvals, threadwait
 from api.http import models as m
 from api.http.auth import require_admin, require_manager
 from api.http.body import body, checked
-from api.http.pagination import list_args
+from api.http.pagination import IntQuery, int_query, list_args
 from api.http.pagination import query as query_of
 from api.http.parts import parts_of, service_of
 from api.http.preconditions import ENTITY_TAG, if_match
@@ -39,6 +39,9 @@ STATUS: dict[Outcome, int] = {
 PAGE = ("cursor", "limit")  # every list's own query parameters (api.http.pagination)
 # The code that refuses a request without a query parameter its command requires.
 REQUIRED_QUERY: dict[str, ErrorCode] = {"path": "bad-memory-path"}
+# The integer query parameters of a read that is no list (a feed's messages), with their
+# bounds.
+INT_QUERY: dict[IntQuery, tuple[int, int | None]] = {"after_seq": (0, None), "limit": (1, 200)}
 
 
 def managed(spec: Spec) -> tuple[Spec, Endpoint]:
@@ -70,7 +73,10 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
             if "agent" in fields:  # (an id: the threads' filter, memory's owner)
                 bounded_id(fields["agent"], "the query's `agent`")
         else:  # (a read's or a delete's arguments in the query: memory's `agent`, `path`)
-            for name in query:
+            for number, (low, high) in INT_QUERY.items():
+                if number in spec.query and query_of(request, number):
+                    fields[number] = int_query(request, number, 0, minimum=low, maximum=high)
+            for name in (name for name in query if name not in INT_QUERY):
                 value = query_of(request, name)
                 if value:  # (empty: not given, as a list's filter)
                     fields[name] = (
@@ -265,6 +271,16 @@ ROUTES: Table = [
     managed(Spec("DELETE", "/v1/memory/entry", "Delete a memory entry", "manage", status=204,
                  query=("agent", "path"), tool="memory.delete", errors=(404,),
                  operation="deleteMemory", tag="memory")),
+    # Feeds (api.service.feeds): the built-in tools `feeds.*`.
+    *_crud("feeds", "Feed", "id", a.FeedPage, r.Feed, c.FeedCreate, c.FeedUpdate,
+           errors={"create": ()}),
+    managed(Spec("POST", "/v1/feeds/{feed}/messages", "Publish a message to a feed", "manage",
+                 c.FeedPublish, a.FeedMessage, 201, tool="feeds.publish",
+                 operation="publishMessage", tag="feeds")),
+    managed(Spec("GET", "/v1/feeds/{feed}/messages",
+                 "Read a feed's messages numbered after a sequence number", "manage", None,
+                 a.MessagePage, query=("after_seq", "limit"), tool="feeds.messages",
+                 operation="readMessages", tag="feeds")),
     (Spec("POST", "/v1/tokens", "Issue a token (shown once)", "admin", m.TokenCreate,
           a.TokenIssued, status=201, errors=(404,), operation="issueToken", tag="tokens"),
      create_token),

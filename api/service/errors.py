@@ -35,7 +35,7 @@ ErrorCode = Literal[
     "connection-not-found", "identity-not-found", "token-not-found", "revision-not-found",
     "role-not-found", "profile-not-found", "hook-not-found", "toolset-not-found",
     "definition-not-found",
-    "decision-not-found", "memory-entry-not-found", "schedule-not-found",
+    "decision-not-found", "memory-entry-not-found", "schedule-not-found", "feed-not-found",
     # conflicts
     "no-policy", "agent-exists", "agent-too-deep", "agent-has-children", "identity-exists",
     "identity-has-connections", "request-id-reused", "role-exists", "role-not-api-managed",
@@ -55,13 +55,14 @@ ErrorCode = Literal[
 ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
 
 # What a document is, by its not-found code.
-Thing = Literal["agent", "turn", "thread", "approval", "connection"]
+Thing = Literal["agent", "turn", "thread", "approval", "connection", "feed"]
 NOT_FOUND: dict[Thing, ErrorCode] = {
     "agent": "agent-not-found",
     "turn": "turn-not-found",
     "thread": "thread-not-found",
     "approval": "approval-not-found",
     "connection": "connection-not-found",
+    "feed": "feed-not-found",
 }
 
 

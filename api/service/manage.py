@@ -27,6 +27,7 @@ from api.service import (
     connections,
     declwrites,
     definitions,
+    feeds,
     fitcheck,
     memoryentries,
     resources,
@@ -105,6 +106,7 @@ OPERATIONS: dict[str, Operation] = {
     **connections.OPERATIONS,
     **memoryentries.OPERATIONS,
     **schedules.OPERATIONS,
+    **feeds.OPERATIONS,
 }
 
 
@@ -196,6 +198,7 @@ PRECHECKS: dict[str, Precheck] = {
     "schedules.create": schedules.check_create,
     "schedules.update": schedules.check_update,
     "schedules.delete": schedules.check_one,
+    **{tool: feeds.check for tool in feeds.OPERATIONS},
 }
 
 # An agent's request whose operation only reads and whose every refusal its precheck made:

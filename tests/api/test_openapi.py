@@ -113,7 +113,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
          "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run", "report",
-         "write", "wait")  # fmt: skip
+         "write", "wait", "publish")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -387,6 +387,18 @@ def test_live_answers_read_as_their_schemas(
           headers=admin, status=200)  # fmt: skip
     check("DELETE", "/v1/memory/entry", "/v1/memory/entry?agent=a1&path=/notes/today",
           headers=admin, status=204)  # fmt: skip
+    # ---- feeds
+    feed = check("POST", "/v1/feeds", json={"name": "releases"}, headers=admin, status=201)
+    at = f"/v1/feeds/{feed['id']}"
+    check("GET", "/v1/feeds", "/v1/feeds?limit=2", headers=admin, status=200)
+    check("GET", "/v1/feeds/{id}", at, headers=admin, status=200)
+    check("PATCH", "/v1/feeds/{id}", at, json={"name": "notes"}, headers=admin, status=200)
+    check("POST", "/v1/feeds/{feed}/messages", f"{at}/messages", json={"message": "v2"},
+          headers=admin, status=201)  # fmt: skip
+    check("GET", "/v1/feeds/{feed}/messages", f"{at}/messages?after_seq=0&limit=5",
+          headers=admin, status=200)  # fmt: skip
+    check("DELETE", "/v1/feeds/{id}", at, headers=admin, status=204)
+    check("GET", "/v1/feeds/{feed}/messages", f"{at}/messages", headers=admin, status=404)
     check("POST", "/v1/threads/{id}/wait", f"{in_thread}/wait", json={"timeout": 0},
           headers=admin, status=200)  # fmt: skip
     check("DELETE", "/v1/tokens/{id}", f"/v1/tokens/{token['id']}", headers=admin, status=204)

@@ -33,6 +33,8 @@ def _request(live: httpx.Client, method: str, path: str, auth: dict[str, str]) -
     sent: dict[str, Any] = {"source": source} if method == "PATCH" and source is not None else {}
     if path.endswith("/cost"):
         sent = {"seq": 1, "amount": 0}
+    if path.endswith("/messages"):  # (a feed's publish)
+        sent = {"message": "m"}
     body: dict[str, Any] | None = sent if method in ("POST", "PATCH") else None
     if path.endswith("/definition") and method == "PUT":
         # (a PUT makes the agent it names: `If-Match: *` asks that it be there, found or not)

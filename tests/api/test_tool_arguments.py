@@ -18,6 +18,7 @@ from api.commands import COMMANDS
 from api.http.app import TABLE
 from api.http.approvals import NOT_ARGUMENTS
 from api.http.openapi import openapi
+from api.http.resources import INT_QUERY
 from api.http.routing import Spec
 from api.service.pages import DEFAULT_LIMIT
 from engine.builtins import builtin_tools
@@ -71,7 +72,10 @@ def _http_arguments(spec: Spec) -> dict[str, tuple[bool, Any, Any]]:
         if field is not None and field.is_required():  # (a memory entry's `path`)
             out[name] = (True, None, "/x")
             continue
-        out[name] = (False, DEFAULT_LIMIT, 1) if name == "limit" else (False, None, "x")
+        if name == "limit":
+            out[name] = (False, DEFAULT_LIMIT, 1)
+        else:  # (an integer's: a feed's `after_seq`)
+            out[name] = (False, None, 1 if name in INT_QUERY else "x")
     if spec.request is not None:
         for name, field in spec.request.model_fields.items():
             out[name] = (field.is_required(), _default(field), _sample(field.annotation))
