@@ -21,13 +21,14 @@ import hashlib
 from typing import Any
 
 from api import commands as c
+from api.service import agentowned
 from api.service.core import Service, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import decode, encode, limit_of
 from api.service.tokens import Principal
 
-KIND = "memory"
+KIND = agentowned.MEMORY
 MAX_PATH_CHARS = 1024
 MAX_SEGMENT_CHARS = 256
 MAX_SEGMENTS = 32
@@ -160,14 +161,6 @@ def memory_delete(service: Service, actor: Principal, command: c.DeleteMemory) -
         _stored(service, agent, path)
         service.store.delete(KIND, _key(agent, path))
     return Result(Outcome.REMOVED, None)
-
-
-def delete_all(service: Service, agent_id: str) -> None:
-    """Inside the transaction that deletes agent `agent_id`: its entries (through the tag
-    index). An agent made later under the same id is another agent, which must not read
-    them."""
-    for key in [row.id for row in service.store.scan(KIND, tag=agent_id)]:
-        service.store.delete(KIND, key)
 
 
 OPERATIONS: dict[str, Operation] = {

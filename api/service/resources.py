@@ -8,7 +8,7 @@ from typing import Any
 
 from api import commands as c
 from api.records import Agent, Thread, Turn
-from api.service import fitcheck, memoryentries, schedules, tokens
+from api.service import agentowned, fitcheck, tokens
 from api.service.accounts import check_identity, require_own_identity
 from api.service.approved import reject_orphans
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
@@ -288,8 +288,7 @@ def agents_delete(service: Service, actor: Principal, command: c.DeleteAgent) ->
         # which the old tokens must not act as.
         tokens.revoke(service, tokens.agent_tokens(service.store, target.id))
         _delete_turns(service, target.id)
-        memoryentries.delete_all(service, target.id)
-        schedules.delete_all(service, target.id)
+        agentowned.delete_all(service, target.id)
         reject_orphans(service, "agent", target.id, f"agent `{target.id}` was deleted")
         service.read.forget_agent(target.id)  # (in the transaction: see agents_update)
     return Result(Outcome.REMOVED, None)

@@ -20,15 +20,18 @@ from __future__ import annotations
 from typing import Any
 
 from api import commands as c
+from api.service import (
+    agentowned,
+    resources,  # (a module: it deletes an agent's schedules with it)
+)
 from api.service import cron as cronexpr
-from api.service import resources  # (a module: it deletes an agent's schedules with it)
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import decode, encode, limit_of
 from api.service.tokens import Principal
 
-KIND = "schedules"
+KIND = agentowned.SCHEDULES
 _REACH_HELP = "an agent's token reaches the schedules of itself and its descendants only"
 
 
@@ -154,13 +157,6 @@ def schedules_delete(service: Service, actor: Principal, command: c.DeleteSchedu
         _stored(service, actor, command.id)
         service.store.delete(KIND, command.id)
     return Result(Outcome.REMOVED, None)
-
-
-def delete_all(service: Service, agent_id: str) -> None:
-    """Inside the transaction that deletes agent `agent_id`: its schedules (through the
-    tag index). An agent made later under the same id is another agent."""
-    for key in [row.id for row in service.store.scan(KIND, tag=agent_id)]:
-        service.store.delete(KIND, key)
 
 
 OPERATIONS: dict[str, Operation] = {
