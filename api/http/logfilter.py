@@ -21,7 +21,7 @@ from api.service.errors import ServiceError
 
 MAX_SCAN = 10_000  # rows one filtered request reads at most
 _EFFECTS = ("allow", "deny", "pause")
-_MAX_TEXT = 256  # an agent id or a tool name: no longer than the API names them
+_MAX_TEXT = 256  # an agent id or a tool name: at most as long as the API names them
 NAMES = ("agent", "tool", "effect", "since", "until")
 
 

@@ -221,7 +221,7 @@ ROUTES: Table = [
                  "manage", None, a.ThreadSpending, tool="threads.spending",
                  operation="getThreadSpending", tag="threads")),
     # (a long poll: the wait is the endpoint's, after the decision: api.http.threadwait)
-    (Spec("POST", "/v1/threads/{id}/wait", "Wait until a thread is no longer running",
+    (Spec("POST", "/v1/threads/{id}/wait", "Wait until a thread stops running",
           "manage", c.ThreadWait, r.Thread, also=(202,), tool="threads.wait",
           operation="waitThread", tag="threads"), threadwait.wait_thread),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,

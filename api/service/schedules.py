@@ -25,6 +25,7 @@ from api.service import (
     resources,  # (a module: it deletes an agent's schedules with it)
 )
 from api.service import cron as cronexpr
+from api.service.agentowned import listed_agent, own_agent
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
 from api.service.ops import Operation, Outcome, Result
@@ -60,30 +61,9 @@ def _stored(service: Service, actor: Principal, schedule_id: str) -> Any:
     return doc
 
 
-def _listed_agent(actor: Principal, command: c.ListSchedules) -> str | None:
-    # An agent's list is of one agent's schedules: its own unless it names a descendant
-    # (an admin's, without `agent`, is everyone's).
-    if command.agent is None and actor.agent is not None:
-        return actor.agent
-    return command.agent
-
-
-def _own_agent(actor: Principal, command: c.CreateSchedule) -> str:
-    agent_id = command.agent or actor.agent
-    if not agent_id:
-        raise ServiceError("agent-required", "a schedule needs an agent")
-    if actor.agent is not None and agent_id != actor.agent:
-        raise ServiceError(
-            "not-own-agent",
-            f"agent `{actor.agent}` makes schedules for itself only, not for agent `{agent_id}`",
-            help="leave out `agent`, or send the request with that agent's own token",
-        )  # fmt: skip
-    return str(agent_id)
-
-
 def check_list(service: Service, actor: Principal, command: c.ListSchedules) -> None:
     """Before an agent's `schedules.list` is decided."""
-    agent = _listed_agent(actor, command)
+    agent = listed_agent(actor, command.agent)
     if agent is not None:
         _reach(service, actor, agent)
 
@@ -103,11 +83,11 @@ def check_update(service: Service, actor: Principal, command: c.UpdateSchedule) 
 def check_create(service: Service, actor: Principal, command: c.CreateSchedule) -> None:
     """Before an agent's `schedules.create` is decided: its cron and its agent."""
     cronexpr.parse(command.cron)
-    _own_agent(actor, command)
+    own_agent(actor, command.agent, "schedule", "makes schedules")
 
 
 def schedules_list(service: Service, actor: Principal, command: c.ListSchedules) -> Result:
-    agent = _listed_agent(actor, command)
+    agent = listed_agent(actor, command.agent)
     if agent is not None:
         _reach(service, actor, agent)
     after = decode(KIND, command.cursor, agent)
@@ -130,7 +110,7 @@ def schedules_create(service: Service, actor: Principal, command: c.CreateSchedu
     cronexpr.parse(command.cron)
     with service.store.atomic():  # the agent, as committed, is there when its schedule is
         service.sync()
-        agent = service.agent(_own_agent(actor, command))
+        agent = service.agent(own_agent(actor, command.agent, "schedule", "makes schedules"))
         now, key = now_ms(), new_id()
         doc: dict[str, Any] = {"id": key, "agent": agent.id, "name": command.name, "cron": command.cron,
                "prompt": command.prompt, "created_at": now, "updated_at": now}  # fmt: skip

@@ -14,10 +14,10 @@ from typing import Any
 
 from api import commands as c
 from api.records import Thread
+from api.service.agentowned import listed_agent, own_agent
 from api.service.approved import reject_orphans
 from api.service.budget import parse_usd
 from api.service.core import Service, new_id, now_ms
-from api.service.errors import ServiceError
 from api.service.etags import etag
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import page
@@ -56,41 +56,20 @@ def stored(service: Service, actor: Principal, command: c.ById) -> Doc:
     return reach_thread(service, actor, command.id).stored()
 
 
-def _listed_agent(actor: Principal, command: c.ListThreads) -> str | None:
-    # An agent's list is of one agent's threads, found through the index on their agent:
-    # its own unless it names a descendant (an admin's, without `agent`, is everyone's).
-    if command.agent is None and actor.agent is not None:
-        return actor.agent
-    return command.agent
-
-
 def check_list(service: Service, actor: Principal, command: c.ListThreads) -> None:
     """Before an agent's `threads.list` is decided."""
-    agent = _listed_agent(actor, command)
+    agent = listed_agent(actor, command.agent)
     if agent is not None:
         _reach(service, actor, agent)
 
 
-def _own_agent(actor: Principal, command: c.CreateThread) -> str:
-    agent_id = command.agent or actor.agent
-    if not agent_id:
-        raise ServiceError("agent-required", "a thread needs an agent")
-    if actor.agent is not None and agent_id != actor.agent:
-        raise ServiceError(
-            "not-own-agent",
-            f"agent `{actor.agent}` opens threads for itself only, not for agent `{agent_id}`",
-            help="leave out `agent`, or send the request with that agent's own token",
-        )  # fmt: skip
-    return str(agent_id)
-
-
 def check_create(service: Service, actor: Principal, command: c.CreateThread) -> None:
     """Before an agent's `threads.create` is decided."""
-    _own_agent(actor, command)
+    own_agent(actor, command.agent, "thread", "opens threads")
 
 
 def threads_list(service: Service, actor: Principal, command: c.ListThreads) -> Result:
-    agent = _listed_agent(actor, command)
+    agent = listed_agent(actor, command.agent)
     if agent is not None:
         _reach(service, actor, agent)
     return page(service, "threads", command, tag=agent, listed=agent)
@@ -104,7 +83,7 @@ def threads_get(service: Service, actor: Principal, command: c.GetThread) -> Res
 def threads_create(service: Service, actor: Principal, command: c.CreateThread) -> Result:
     with service.store.atomic():  # the agent, as committed, is there when its thread is
         service.sync()
-        agent = service.agent(_own_agent(actor, command))
+        agent = service.agent(own_agent(actor, command.agent, "thread", "opens threads"))
         max_cost = None
         if command.max_cost is not None:
             max_cost = parse_usd(command.max_cost, "invalid-max-cost", "max_cost")

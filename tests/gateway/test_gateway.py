@@ -587,7 +587,7 @@ def test_the_documented_configuration_is_one() -> None:
     assert parse(tomllib.loads(block)).agent == "support-bot"
     every = tomllib.loads(re.sub(r"^# (\w+ = )", r"\1", block, flags=re.MULTILINE))
     with pytest.raises(ConfigError, match="both `agent` and `token`"):
-        parse(every)  # (each key is known: an unknown one is refused before this)
+        parse(every)  # (every key is known: parse would refuse an unknown one first)
     every.pop("token")
     with pytest.raises(ConfigError, match="give `command` or `url`"):
         parse(every)
