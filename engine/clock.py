@@ -20,8 +20,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
 from typing import Any
+
+from grammar.literals import moment_at
 
 FIELDS: dict[str, str] = {
     "ms": "int", "year": "int", "month": "int", "day": "int", "date": "int",
@@ -50,7 +51,7 @@ def fixed(ms: int) -> Iterator[None]:
 def fields(ms: int | None = None) -> dict[str, Any]:
     """The `time` map at `ms` (default: now)."""
     at = now_ms() if ms is None else ms
-    moment = datetime.fromtimestamp(at / 1000, UTC)
+    moment = moment_at(at)
     return {
         "ms": at, "year": moment.year, "month": moment.month, "day": moment.day,
         "date": moment.year * 10_000 + moment.month * 100 + moment.day,

@@ -611,7 +611,7 @@ class Builder:
                 'write an ISO 8601 time with `Z` or an offset: `time "2026-12-04T09:30:00Z"`',
             )
             return 0
-        return int(moment.timestamp() * 1000)
+        return literals.epoch_ms(moment)
 
     def _amount(self, number: Any, span: ast.Span, what: str) -> Decimal:
         value = Decimal(number.value)

@@ -14,9 +14,9 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Collection
-from datetime import UTC, datetime
 from decimal import Decimal
 
+from grammar import literals
 from grammar.literals import CONTROL_CHARS
 from policy import ast
 from policy.diagnostics import BIDI_CONTROLS
@@ -51,7 +51,7 @@ def decimal(value: Decimal) -> str:
 
 def moment_text(ms: int) -> str:
     """A test's `time` as written back: ISO 8601 in UTC, with ms only when it has some."""
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    moment = literals.moment_at(ms)
     spec = "milliseconds" if ms % 1000 else "seconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 

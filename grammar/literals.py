@@ -19,8 +19,24 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 MAX_NUMBER_DIGITS = 100
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """An aware time in whole ms since the epoch, by integer arithmetic: a float
+    timestamp times 1000 can land 1 ms off, and a test's `time` must survive `charter fmt`."""
+    return (moment - _EPOCH) // _MS
+
+
+def moment_at(ms: int) -> datetime:
+    """The UTC time `ms` ms after the epoch, exactly (the inverse of `epoch_ms`)."""
+    return _EPOCH + ms * _MS
+
 
 # The control characters (C0, DEL, C1) a string may not hold raw, as the body of a
 # character class: `grammar.fmt` escapes the same set, so what it prints parses.

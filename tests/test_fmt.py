@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from grammar.fmt import expr_text, format_file, string
+from grammar.fmt import expr_text, format_file, moment_text, string
 from grammar.parser import parse
 from policy import ast
 
@@ -256,3 +256,21 @@ def test_a_comment_inside_an_item_over_several_lines_goes_above_it() -> None:
         "}\n"
     )
     assert fmt(fmt(text)) == fmt(text)
+
+
+@given(st.integers(-62_135_596_800_000, 253_402_300_799_999))
+def test_a_tests_time_is_written_back_to_the_same_ms(ms: int) -> None:
+    # A float timestamp lands 1 ms off for some values (17092027069 among them): the
+    # formatter and the parser go through `literals.moment_at` / `epoch_ms` instead.
+    text = f'test "t" {{ profile p\n  time "{moment_text(ms)}" }}\n'
+    (test,) = parse(text, "f.charter").declarations
+    assert isinstance(test, ast.Test) and test.time == ms
+    assert parse(fmt(text), "f.charter").declarations[0] == test
+
+
+def test_the_time_that_a_float_rounds_wrong_round_trips() -> None:
+    assert moment_text(17_092_027_069) == "1970-07-17T19:47:07.069Z"
+    (test,) = parse(
+        f'test "t" {{ profile p time "{moment_text(17_092_027_069)}" }}', "f"
+    ).declarations
+    assert isinstance(test, ast.Test) and test.time == 17_092_027_069
