@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PACKAGES := charter grammar policy engine api
 
-.PHONY: install system-packages lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean screenshots
+.PHONY: install system-packages bench-packages lint typecheck quick check test pytest test-postgres fuzz bench serve fmt docs clean screenshots
 
 # $(call timed,PART,COMMAND): run a part of `make check` or `make test` and say how long
 # it took, in seconds; the part's exit status is make's.
@@ -107,7 +107,15 @@ $(VENV)/.bench-stamp: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(VENV)/.bench-stamp
 
-bench: $(VENV)/.bench-stamp
+# The store benchmark's load comes from wrk (bench/wrkload.py): installed here when missing
+# (as root), else bench.store_bench falls back to its asyncio client and says so.
+bench-packages:
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] \
+		&& { export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq wrk >/dev/null 2>&1 \
+			|| { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }; } \
+		|| echo "warning: wrk is missing: bench.store_bench loads with its asyncio client" >&2; }
+
+bench: $(VENV)/.bench-stamp bench-packages
 	$(PY) -m bench.run
 	$(PY) -m bench.change_bench
 	$(PY) -m bench.start_bench

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import wrkload
 from bench.http_bench import (
     CALL,
     _cpu_seconds,
@@ -108,10 +109,16 @@ def _cpu(pids: list[int]) -> float:
 
 
 def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
-             seconds: float) -> Measured:  # fmt: skip
+             seconds: float, load_with: str) -> Measured:  # fmt: skip
     path = "/v1/decisions" if per == 1 else "/v1/decisions/batch"
     payload = _payload(setup.token, path, body)
     pg = [setup.postgres] if setup.postgres is not None else []
+    if load_with == "wrk":
+        asyncio.run(_warm(setup.ports, payload))
+        before, before_pg = _cpu(setup.charter), _cpu(pg)
+        found = wrkload.run(setup.ports, path, body, setup.token, clients, seconds)
+        return Measured(setup.name, mode, clients, found.requests * per, found.seconds,
+                        _cpu(setup.charter) - before, _cpu(pg) - before_pg)  # fmt: skip
 
     async def load() -> int:
         share = [clients // len(setup.ports) + (i < clients % len(setup.ports))
@@ -147,7 +154,9 @@ def _merge(parts: list[Measured]) -> Measured:
     )  # fmt: skip
 
 
-def run(seconds: float, clients: int, batch_clients: int, rounds: int) -> list[Measured]:
+def run(
+    seconds: float, clients: int, batch_clients: int, rounds: int, load_with: str = "python"
+) -> list[Measured]:
     """Every server runs from the start, and each setup and mode is measured `rounds`
     times for `seconds / rounds`, taking turns, the turns summed: a drift of the machine's
     load (10-30% over minutes here) lands on every setup alike, so their ratios compare
@@ -187,7 +196,7 @@ def run(seconds: float, clients: int, batch_clients: int, rounds: int) -> list[M
                 for setup, names in setups:
                     for name in names:
                         body, per, n = modes[name]
-                        found = _measure(setup, name, body, per, n, seconds / rounds)
+                        found = _measure(setup, name, body, per, n, seconds / rounds, load_with)
                         parts.setdefault((setup.name, name), []).append(found)
             results = [_merge(found) for found in parts.values()]
             for found in results:
@@ -200,6 +209,9 @@ def run(seconds: float, clients: int, batch_clients: int, rounds: int) -> list[M
     return results
 
 
+_GENERATORS = {"wrk": "wrk (one process per node)", "python": "the asyncio client"}
+
+
 def _row(m: Measured) -> str:
     pg = m.per_decision_us(m.postgres_cpu) if m.setup.startswith("PostgreSQL") else None
     return (f"| {m.setup} | {m.mode} | {m.clients} | {m.rate:,.0f} | "
@@ -207,13 +219,13 @@ def _row(m: Measured) -> str:
             f"{'-' if pg is None else f'{pg:.1f}'} |")  # fmt: skip
 
 
-def report(results: list[Measured], load: tuple[float, ...]) -> str:
+def report(results: list[Measured], load: tuple[float, ...], load_with: str = "python") -> str:
     by = {(m.setup, m.mode): m for m in results}
     lines = [
         f"Run {time.strftime('%Y-%m-%d %H:%M')} UTC on {platform.machine()}, "
         f"{os.cpu_count()} CPUs shared by the servers, PostgreSQL and the load generator, "
-        f"Python {platform.python_version()}; load average before: "
-        f"{' '.join(f'{x:.2f}' for x in load)}.",
+        f"Python {platform.python_version()}; load from {_GENERATORS[load_with]}; load "
+        f"average before: {' '.join(f'{x:.2f}' for x in load)}.",
         "",
         "| setup | mode | clients | decisions/s | charter CPU µs / decision "
         "| PostgreSQL CPU µs / decision |",
@@ -242,15 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.store_bench")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=16, help="for single decisions")
-    parser.add_argument("--batch-clients", type=int, default=4)
+    parser.add_argument("--batch-clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3,
                         help="turns each setup takes (its seconds split between them)")  # fmt: skip
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--load",
+        choices=("wrk", "python"),
+        default="wrk" if wrkload.available() else "python",
+        help="the load generator: wrk (default when installed) or the asyncio client",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print("| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs |")
-    results = run(args.seconds, args.clients, args.batch_clients, args.rounds)
-    text = report(results, load)
+    results = run(args.seconds, args.clients, args.batch_clients, args.rounds, args.load)
+    text = report(results, load, args.load)
     sys.stdout.write(text)
     if not args.no_write:
         write_doc(text, START, END)
