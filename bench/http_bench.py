@@ -62,12 +62,12 @@ async def _constant(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": CONSTANT})
 
 
-def engine_batch() -> Callable[[Request], Awaitable[Response]]:
-    """The batch endpoint of the engine's ceiling: the same compiled policy as charter's
-    (fixtures/workspace), each call decided for the demo agent's profile by
-    `Snapshot.decide_call` and answered with its effect, arguments and reasons, in
-    JSON. No token, no store, no log, no budget: what a batch costs around the engine
-    alone, which charter's batches are measured against."""
+def engine_body() -> Callable[[bytes], bytes]:
+    """The engine's ceiling, as a function of the request's body: the same compiled
+    policy as charter's (fixtures/workspace), each call decided for the demo agent's
+    profile by `Snapshot.decide_call` and answered with its effect, arguments and
+    reasons, in JSON. No token, no store, no log, no budget: what a batch costs around
+    the engine alone, which charter's batches are measured against."""
     from api.cli_serve import DEMO_PROFILE
     from engine.check import load
     from engine.compile import compile_workspace
@@ -75,14 +75,23 @@ def engine_batch() -> Callable[[Request], Awaitable[Response]]:
     snapshot = compile_workspace(load([ROOT / "fixtures" / "workspace"]))
     agent = {"id": "demo-support", "name": "Demo support agent", "identity": "", "metadata": {}}
 
-    async def batch(request: Request) -> Response:
-        calls = orjson.loads(await request.body())["calls"]
+    def body(raw: bytes) -> bytes:
         answers = []
-        for call in calls:
+        for call in orjson.loads(raw)["calls"]:
             decision = snapshot.decide_call(DEMO_PROFILE, call["tool"], call["args"], None, agent)
             answers.append({"effect": decision.effect, "args": decision.args,
                             "reasons": [r.to_json() for r in decision.reasons]})  # fmt: skip
-        return Response(orjson.dumps({"decisions": answers}), media_type="application/json")
+        return orjson.dumps({"decisions": answers})
+
+    return body
+
+
+def engine_batch() -> Callable[[Request], Awaitable[Response]]:
+    """The batch endpoint of the engine's ceiling (`engine_body`), on starlette."""
+    decide = engine_body()
+
+    async def batch(request: Request) -> Response:
+        return Response(decide(await request.body()), media_type="application/json")
 
     return batch
 

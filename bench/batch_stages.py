@@ -1,0 +1,136 @@
+"""`python -m bench.batch_stages`: where a batch of 100 spends its CPU inside charter.
+
+bench.http_bench measures charter's batches against the engine's ceiling over HTTP; this
+says what the difference is made of. In one process, with no HTTP: a fresh database from
+fixtures/workspace (as `charter serve --workspace` makes it), the app built as a worker
+builds it, and `POST /v1/decisions/batch` (the bench's 100 calls) sent to its decision
+lane through ASGI, one batch after another. Each stage is wrapped in a timer of the
+process's CPU time: reading the calls, preparing them (the agent, steps 1-5 and 7),
+drafting rows and answers (step 6, redaction, the row's JSON), logging (the run INSERT
+and what goes with it), and the answer's JSON. Next to it, the engine ceiling's endpoint
+body (bench.http_bench: parse, decide, answer) on the same calls. A timer costs about a
+tenth of a microsecond a call, per batch: the stages add up to a little more than the
+untimed lane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from bench.http_bench import CALL, ROOT
+
+BATCH = json.dumps({"calls": [CALL] * 100}).encode()
+STAGES = (
+    ("api.http.lane", "batch_calls", "read the calls"),
+    ("api.service.groupcommit", "prepare", "prepare (steps 1-5, 7)"),
+    ("api.service.groupcommit", "draft", "draft rows and answers (step 6)"),
+    ("api.service.decisionlog:Draft", "log", "log (the run INSERT)"),
+    ("api.http.lane", "dumps", "the answer's JSON"),
+)
+
+
+def _timed(spent: dict[str, float], label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label] += time.process_time() - started
+
+    return timed
+
+
+def _wrap(spent: dict[str, float]) -> None:
+    import importlib
+
+    for where, name, label in STAGES:
+        module, _, cls = where.partition(":")
+        owner: Any = importlib.import_module(module)
+        if cls:
+            owner = getattr(owner, cls)
+        setattr(owner, name, _timed(spent, label, getattr(owner, name)))
+
+
+async def _lane(db: str, batches: int, spent: dict[str, float]) -> float:
+    from api.cli_serve import prepare
+    from api.http.app import create_app, open_service, tune_gc
+
+    service = open_service(db)
+    prepare(service, db, str(ROOT / "fixtures" / "workspace"), say=lambda _: None)
+    app = create_app(service)
+    tune_gc()
+    token = Path(f"{db}.admin-token").read_text().strip()
+    scope = {
+        "type": "http", "method": "POST", "path": "/v1/decisions/batch", "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {token}".encode()),
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(BATCH)).encode())],
+        "app": app, "root_path": "", "scheme": "http", "http_version": "1.1",
+    }  # fmt: skip
+    lane = app.lanes["/v1/decisions/batch"]
+    status: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": BATCH, "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    while service.snapshots.cached(service.snapshots.latest) is None:
+        await asyncio.sleep(0.05)  # (compiled in the background, as a worker does)
+    for _ in range(50):
+        await lane(dict(scope), receive, send)
+    spent.clear()
+    started = time.process_time()
+    for _ in range(batches):
+        await lane(dict(scope), receive, send)
+    took = time.process_time() - started
+    if set(status) != {200}:
+        raise RuntimeError(f"the lane answered {sorted(set(status))}")
+    return took
+
+
+def _engine(batches: int) -> float:
+    from bench.http_bench import engine_body
+
+    body = engine_body()
+    for _ in range(50):
+        body(BATCH)
+    started = time.process_time()
+    for _ in range(batches):
+        body(BATCH)
+    return time.process_time() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.batch_stages")
+    parser.add_argument("--batches", type=int, default=2000)
+    args = parser.parse_args(argv)
+    spent: dict[str, float] = defaultdict(float)
+    _wrap(spent)
+    with tempfile.TemporaryDirectory(prefix="charter-stages-") as tmp:
+        lane = asyncio.run(_lane(str(Path(tmp) / "stages.db"), args.batches, spent))
+    engine = _engine(args.batches)
+    per = 1e6 / (args.batches * 100)
+    print("| stage | CPU µs / decision |\n| --- | --- |")
+    for _, _, label in STAGES:
+        print(f"| {label} | {spent[label] * per:.2f} |")
+    rest = lane - sum(spent.values())
+    print(f"| the rest (token, body, group commit, transaction) | {rest * per:.2f} |")
+    print(f"| **charter's lane, in all** | {lane * per:.2f} |")
+    print(f"| the engine ceiling's endpoint body | {engine * per:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
