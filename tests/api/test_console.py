@@ -179,6 +179,11 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     assert row.count() == 1 and page.locator("#log-rows tr").count() == 1
     row.locator("button.open").click()
     page.wait_for_selector("#log-detail:has-text('a human approves refunds over 50')")
+    # Its trace, made again on the revision it was decided on: the hook that paused it.
+    trace = page.locator("#log-trace")
+    trace.wait_for()
+    assert "hook `approve-big` (pause) where args.amount > 50 -> true" in trace.inner_text()
+    assert page.inner_text("#log-trace-verdict") == "The policy decides pause, as logged."
     page.screenshot(path=str(shots / "log.png"), full_page=True)
     # Following, a call logged since shows without a search.
     page.check("#f-follow")
