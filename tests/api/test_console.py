@@ -83,12 +83,16 @@ def _signed_in(browser: Any, url: str, token: str) -> Any:
     return page
 
 
-def _pause(url: str, token: str, amount: int, cost: str | None = None) -> dict[str, Any]:
+def _pause(
+    url: str, token: str, amount: int, cost: str | None = None, thread: str | None = None
+) -> dict[str, Any]:
     call: dict[str, Any] = {
         "agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}
     }  # fmt: skip
     if cost is not None:
         call["expected_cost"] = cost
+    if thread is not None:
+        call["thread"] = thread
     answer = httpx.post(
         f"{url}/v1/decisions", json=call, headers={"Authorization": f"Bearer {token}"}
     )
@@ -228,6 +232,35 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     jar = {COOKIE: cookie["value"]}
     expect(httpx.get(f"{url}/v1/agents", cookies=jar), 401, "unauthorized")
     context.close()
+
+
+def test_an_approval_card_of_a_thread_call_shows_the_threads_max_cost(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """Beside the agent's budget, a paused call of a thread shows the thread's own cap
+    (`max_cost`) and what the thread has spent."""
+    harness, url = world
+    thread = httpx.post(
+        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 9", "max_cost": "3"},
+        headers=harness.auth(),
+    ).json()  # fmt: skip
+    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 5, "reason": "x"},
+               "thread": thread["id"], "expected_cost": "0.75"}  # fmt: skip
+    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
+    assert answer.json()["effect"] == "allow", answer.text
+    approval_id = _pause(url, harness.agent_token, 95, cost="1.5", thread=thread["id"])[
+        "approval_id"
+    ]
+    page = _signed_in(browser, url, harness.admin)
+    card = page.locator(f"#pending article[data-id='{approval_id}']")
+    card.locator("dd.thread-cost").wait_for()
+    assert card.locator("dd.cost").inner_text() == "1.5 USD"
+    assert card.locator("dd.thread-cost").inner_text() == (
+        "3 USD: the thread has spent 0.75 USD, 2.25 USD left"
+    )
+    card.locator("dd.remaining").wait_for()
+    card.screenshot(path=str(shots / "approval-thread.png"))
+    page.context.close()
 
 
 TESTED = """
