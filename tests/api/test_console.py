@@ -1,9 +1,11 @@
 """The console in a real Chromium (Debian's `chromium`, driven by Playwright) against a
 real server on loopback: sign in, an agent's call that pauses appears on the approvals
 page without a reload, a person approves it and the agent's waiting long poll gets the
-final decision, the log's filter finds it, the policy playground shows a typo's
-diagnostic at its line and decides a call of its draft, and another origin's requests
-are refused.
+final decision, the log's filter finds it and it opens to its trace, a thread's call
+shows the thread's `max_cost` on its card, the policy playground shows a typo's
+diagnostic at its line and decides a call of its draft, an upload the checker refuses
+shows its diagnostic under its line and a good one its new revision and diff, and
+another origin's requests are refused.
 
 One browser for the module. The screenshots of each page go to a temporary folder, or
 to docs/console/ (what the README shows) under `CHARTER_SCREENSHOTS=1`
@@ -497,5 +499,71 @@ def test_the_revisions_page_shows_a_revisions_diff(
     narrower = page.locator("section.profile-diff[data-profile='wide'] li.change.narrower")
     assert narrower.get_attribute("data-kind") == "budget" and "3 usd" in narrower.inner_text()
     page.screenshot(path=str(shots / "revisions.png"), full_page=True)
+    assert csp_errors == []
+    page.context.close()
+
+
+def test_an_upload_shows_the_checkers_diagnostics_at_their_lines(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """A file with a typo is refused, its error shown under its line of the source sent;
+    the same policy, mended and pasted, becomes the next revision, shown with its diff."""
+    harness, url = world
+    admin = harness.auth()
+    policy = httpx.get(f"{url}/v1/policy", headers=admin).json()
+    revision, text = policy["revision"], policy["files"][0]["text"]
+    roles = "  roles mailer, refunder, manager, vault-reader"
+    line = text.split("\n").index(roles) + 1
+    page = _signed_in(browser, url, harness.admin)
+    csp_errors: list[str] = []
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+    page.click("#nav a[data-page=policy]")
+    page.wait_for_selector("#up-form")
+
+    typo = text.replace(roles, roles.replace("refunder", "refundr"))
+    page.set_input_files(
+        "#up-files",
+        {"name": "policy.charter", "mimeType": "text/plain", "buffer": typo.encode()},
+    )  # fmt: skip
+    page.wait_for_selector("#up-picked:has-text('1 file chosen')")
+    page.click("#up-send")
+    page.wait_for_selector("#up-status:has-text('Refused')")
+    assert f"stays at revision {revision}" in page.inner_text("#up-status")
+    marked = page.locator(f"#up-source li.line.error[data-line='{line}']")
+    assert marked.count() == 1 and "refundr" in marked.inner_text()
+    under = page.locator(f"#up-source li.at.error[data-line='{line}']")
+    assert "refundr" in under.inner_text() and f"policy.charter:{line}:" in under.inner_text()
+    column = int(under.inner_text().split(f"policy.charter:{line}:")[1].split()[0])
+    assert under.locator("code.caret").inner_text() == " " * (column - 1) + "^"
+    assert roles.replace("refunder", "refundr").index("refundr") == column - 1
+    # Choosing it in the list (with the keyboard) takes the reader to its line.
+    page.locator("#up-diagnostics li.error button.diagnostic").first.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.dataset.line") == str(line)
+    page.locator("#upload").screenshot(path=str(shots / "upload.png"))
+    assert httpx.get(f"{url}/v1/policy", headers=admin).json()["revision"] == revision
+
+    # Mended and pasted, with refunds over 1000 no longer granted: the next revision, and
+    # its diff (what narrowed).
+    page.set_input_files("#up-files", [])
+    capped = text.replace(
+        "role refunder {\n  allow billing.refund\n",
+        "role refunder {\n  allow billing.refund where args.amount <= 1000\n",
+    )  # fmt: skip
+    assert capped != text
+    page.fill("#up-text", capped)
+    page.fill("#up-note", "refunds over 1000 are denied")
+    page.click("#up-send")
+    page.wait_for_selector("#up-status:has-text('uploaded')")
+    assert page.inner_text("#up-status") == f"Revision {revision + 1} uploaded: policy.charter."
+    page.wait_for_selector("#up-diff #rev-diff-summary")
+    assert page.inner_text("#up-diff h2") == f"Revision {revision + 1} against revision {revision}"
+    narrower = page.locator(
+        "#up-diff section.profile-diff[data-profile='support'] li.change.narrower"
+    )
+    assert "billing.refund" in narrower.first.inner_text()
+    latest = httpx.get(f"{url}/v1/policy", headers=admin).json()
+    assert latest["revision"] == revision + 1 and latest["files"][0]["text"] == capped
+    assert page.locator("#up-source li.line.error").count() == 0
     assert csp_errors == []
     page.context.close()
