@@ -543,7 +543,7 @@ def test_an_upload_shows_the_checkers_diagnostics_at_their_lines(
     page.locator("#upload").screenshot(path=str(shots / "upload.png"))
     assert httpx.get(f"{url}/v1/policy", headers=admin).json()["revision"] == revision
 
-    # Mended and pasted, with refunds over 1000 no longer granted: the next revision, and
+    # Mended and pasted, with refunds over 1000 not granted: the next revision, and
     # its diff (what narrowed).
     page.set_input_files("#up-files", [])
     capped = text.replace(
