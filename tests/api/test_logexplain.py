@@ -23,6 +23,8 @@ toolset keys {
 }
 toolset net {
   tool ping(host: str)
+  tool trace(host: str)
+  tool whois(host: str)
 }
 role keeper {
   allow keys.put where args.key != "root"
@@ -30,8 +32,17 @@ role keeper {
 }
 role pinger {
   allow net.ping where context.ip == "10.0.0.1"
+  allow net.trace where thread.cost < 5
+  allow net.whois where agent.metadata.team == "blue"
+}
+hook check-keys on keys.put where args.key == "prod" {
+  pause "a human checks writes of production keys"
 }
 """
+LATER = POLICY.replace(
+    "roles mailer, refunder, manager, vault-reader\n  hooks approve-big",
+    "roles mailer, refunder, manager, vault-reader, keeper, pinger\n  hooks approve-big, check-keys",
+) + MORE  # fmt: skip
 
 
 def _decide(live: httpx.Client, harness: Harness, tool: str, args: Any, **extra: Any) -> Any:
@@ -92,11 +103,8 @@ def test_a_logged_decision_is_explained_on_its_revision(
 
 
 def test_what_the_log_does_not_keep_is_said_plainly(live: httpx.Client, harness: Harness) -> None:
-    later = POLICY.replace(
-        "roles mailer, refunder, manager, vault-reader",
-        "roles mailer, refunder, manager, vault-reader, keeper, pinger",
-    ) + MORE  # fmt: skip
-    files = {"files": [{"path": "policy.charter", "text": later}]}
+    assert LATER.count("check-keys") == 2
+    files = {"files": [{"path": "policy.charter", "text": LATER}]}
     assert live.put("/v1/policy", json=files, headers=harness.auth()).status_code == 201
 
     # A secret argument no condition reads: the trace, the secret redacted in it.
@@ -120,6 +128,35 @@ def test_what_the_log_does_not_keep_is_said_plainly(live: httpx.Client, harness:
     found = _explain(live, harness, ping["seq"])
     assert found["trace"] is None and found["unavailable"]["why"] == "context-not-logged"
     assert "`context.ip`" in found["unavailable"]["message"]
+
+    # A paused call is explained from its approval's sealed call: the secret stays hidden.
+    paused = _decide(live, harness, "keys.put", {"key": "prod", "value": SECRET})
+    assert paused["effect"] == "pause"
+    answer = live.get(f"/v1/log/{paused['seq']}/explain", headers=harness.auth())
+    assert SECRET not in answer.text
+    found = answer.json()
+    assert found["inputs"] == "approval" and found["same_effect"] is True
+    assert "hook `check-keys` (pause)" in found["trace"] and "[redacted]" in found["trace"]
+
+    # What the thread had spent, which the log does not keep.
+    thread = live.post("/v1/threads", json={"agent": "a1", "prompt": "p"}, headers=harness.auth())
+    assert thread.status_code == 201, thread.text
+    traced = _decide(live, harness, "net.trace", {"host": "h"}, thread=thread.json()["id"])
+    assert traced["effect"] == "allow"
+    found = _explain(live, harness, traced["seq"])
+    assert found["trace"] is None and found["unavailable"]["why"] == "thread-cost-not-logged"
+
+    # An agent's attribute, as it was until the agent changed.
+    whois = _decide(live, harness, "net.whois", {"host": "h"})
+    assert whois["effect"] == "deny"
+    found = _explain(live, harness, whois["seq"])
+    assert found["effect"] == "deny" and found["same_effect"] is True
+    assert "agent.metadata.team" in found["trace"]
+    patch = {"metadata": {"team": "blue"}}
+    changed = live.patch("/v1/agents/a1", json=patch, headers=harness.auth())
+    assert changed.status_code == 200, changed.text
+    found = _explain(live, harness, whois["seq"])
+    assert found["trace"] is None and found["unavailable"]["why"] == "agent-changed"
 
 
 def test_only_an_admin_reads_it_and_an_unknown_seq_is_404(
