@@ -17,8 +17,9 @@ export class Problem extends Error {
   }
 }
 
-export async function call(method, path, body) {
-  const headers = { Accept: "application/json" };
+// `extra`: more request headers (`If-Match`).
+export async function call(method, path, body, extra = {}) {
+  const headers = { Accept: "application/json", ...extra };
   if (method !== "GET") headers["X-Charter-CSRF"] = csrf;
   const init = { method, headers, credentials: "same-origin", cache: "no-store" };
   if (body !== undefined) {

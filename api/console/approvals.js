@@ -58,8 +58,8 @@ export function approvalsPage(root, who, session) {
   }
 
   // What the paused call would spend, beside what the agent has left in each window
-  // with a cap (its spending read when the card is made; a token that may not read it
-  // sees the cost alone).
+  // with a cap and, for a call of a thread, the thread's `max_cost` and what the thread
+  // has spent (each read when the card is made; a token that may not read one sees why).
   function budgetBox(approval) {
     const cost = approval.expected_cost;
     const box = el("dl", { class: "facts budget" },
@@ -79,8 +79,25 @@ export function approvalsPage(root, who, session) {
         box.append(el("dt", {}, "Agent's remaining"),
           el("dd", { class: "remaining" }, `not shown (${error.code || error.message})`));
       }
+      if (approval.thread) box.append(...await threadBudget(approval.thread));
     })();
     return box;
+  }
+
+  // The thread's own cap (`max_cost`, its `total` window) and what the thread has spent.
+  async function threadBudget(thread) {
+    const label = el("dt", {}, "Thread's max cost");
+    try {
+      const { body } = await call("GET", `/v1/threads/${encodeURIComponent(thread)}/spending`);
+      const total = body.windows.total;
+      const spent = total.spent === null ? "more than can be counted" : `${total.spent} USD`;
+      return [label, el("dd", { class: "thread-cost" }, total.cap === null
+        ? `none (the thread has spent ${spent})`
+        : `${total.cap} USD: the thread has spent ${spent}, ${total.remaining} USD left`)];
+    } catch (error) {
+      if (error instanceof Problem && error.status === 401) return [];
+      return [label, el("dd", { class: "thread-cost" }, `not shown (${error.code || error.message})`)];
+    }
   }
 
   function card(approval) {

@@ -1,6 +1,7 @@
 // The decision log: its pages read in order (`GET /v1/decisions?after_seq=`), filtered
 // by the server by agent, tool, effect and time (a new search reads from the start);
-// a decision opens to its reasons, near misses and arguments.
+// a decision opens to its reasons, near misses, arguments and its trace, made again on
+// the revision it was decided on (`GET /v1/log/{seq}/explain`).
 import { Problem, call } from "./api.js";
 import { effectChart } from "./chart.js";
 import { el, fill, effect, facts, pretty, reasonList, when } from "./dom.js";
@@ -70,7 +71,39 @@ export function logPage(root, who, session) {
     }
   }
 
+  let opened = 0; // the decision last opened; an older one's trace is dropped
+
+  // The trace of `d` as the server makes it again, or why it cannot.
+  async function trace(d, box) {
+    const mine = ++opened;
+    box.replaceChildren(el("p", { class: "status" }, `Explaining it again on revision ${d.revision}…`));
+    try {
+      const { body } = await call("GET", `/v1/log/${d.seq}/explain`);
+      if (mine !== opened) return;
+      if (body.unavailable) {
+        box.replaceChildren(el("p", { class: "outcome refused", id: "log-no-trace", role: "status" },
+          `No trace: ${body.unavailable.message}.`));
+        return;
+      }
+      const verdict = body.same_effect
+        ? ["The policy decides ", effect(body.effect), ", as logged."]
+        : ["The policy decides ", effect(body.effect), `: ${body.note}.`];
+      box.replaceChildren(
+        el("p", { class: body.same_effect ? "outcome" : "outcome refused", id: "log-trace-verdict" }, verdict),
+        body.inputs === "approval"
+          ? el("p", { class: "note" }, "Made from the call as its approval keeps it (secrets stay redacted).")
+          : null,
+        el("pre", { id: "log-trace", class: "trace" }, body.trace));
+    } catch (error) {
+      if (mine !== opened) return;
+      if (error instanceof Problem && error.status === 401) return session.expired();
+      box.replaceChildren(el("p", { class: "outcome refused", role: "alert" },
+        `Cannot explain it: ${error.message}${error.code ? ` (${error.code})` : ""}`));
+    }
+  }
+
   function open(d) {
+    const traced = el("div", { id: "log-trace-box", "aria-live": "polite" });
     fill(detail,
       el("h2", {}, `Decision ${d.seq}`),
       facts([["Effect", effect(d.effect)], ["Agent", d.agent], ["Profile", d.profile],
@@ -83,9 +116,11 @@ export function logPage(root, who, session) {
       el("label", {}, "Arguments"), el("pre", {}, pretty(d.args)),
       d.final_args && pretty(d.final_args) !== pretty(d.args)
         ? [el("label", {}, "Final arguments"), el("pre", {}, pretty(d.final_args))] : null,
+      el("label", {}, "Trace"), traced,
     );
     detail.querySelector("h2").setAttribute("tabindex", "-1");
     detail.querySelector("h2").focus();
+    trace(d, traced);
   }
 
   function show() {

@@ -1,8 +1,11 @@
 // Policy: a playground over a draft of the latest revision's files. The draft lives in
 // this page alone; every request goes to /v1/drafts/*, which stores nothing, so the live
-// policy stays as it is whatever is typed here.
+// policy stays as it is whatever is typed here. Below it, the upload of a new revision
+// (upload.js), the one part of the page that changes the policy.
 import { Problem, call } from "./api.js";
+import { countText, showList } from "./diagnostics.js";
 import { el, effect, reasonList } from "./dom.js";
+import { uploadSection } from "./upload.js";
 
 const CHECK_DELAY_MS = 400; // a pause in typing this long asks for a check
 
@@ -70,8 +73,8 @@ export function policyPage(root, who, session) {
   const fitted = el("div", { id: "pg-fit-result", "aria-live": "polite" });
 
   root.append(
-    el("h1", {}, "Policy playground"),
-    el("p", { class: "note" }, "A draft of the latest revision: check it as you type, decide a "
+    el("h1", {}, "Policy"),
+    el("p", { class: "note" }, "The playground: a draft of the latest revision: check it as you type, decide a "
       + "call, run its tests and fit checks. Nothing here is uploaded; the live policy stays as it is."),
     status,
     el("div", { class: "playground" },
@@ -149,24 +152,8 @@ export function policyPage(root, who, session) {
   }
 
   function showDiagnostics(found) {
-    const errors = found.filter((d) => d.severity === "error").length;
-    const warnings = found.length - errors;
-    status.textContent = errors
-      ? `${errors} error${errors === 1 ? "" : "s"}, ${warnings} warning${warnings === 1 ? "" : "s"}`
-      : `The draft checks${warnings ? `, with ${warnings} warning${warnings === 1 ? "" : "s"}` : ""}.`;
-    if (!found.length) {
-      diagnostics.replaceChildren(el("li", { class: "note" }, "No diagnostics."));
-      return;
-    }
-    diagnostics.replaceChildren(...found.map((d) => el("li", { class: d.severity },
-      el("button", {
-        type: "button", class: "diagnostic", "data-line": d.line, "data-file": d.file,
-        onclick: () => goTo(d),
-      },
-      el("span", { class: "where" }, `${d.file}:${d.line}:${d.column}`),
-      el("span", { class: `severity ${d.severity}` }, `${d.severity}[${d.code}]`),
-      el("span", {}, d.message)),
-      d.help ? el("p", { class: "help" }, `help: ${d.help}`) : null)));
+    status.textContent = countText(found, "The draft checks");
+    showList(diagnostics, found, goTo);
   }
 
   function goTo(diagnostic) {
@@ -308,6 +295,7 @@ export function policyPage(root, who, session) {
         : [{ path: "policy.charter", text: "" }];
       openFile(0);
       status.textContent = body.revision ? `Revision ${body.revision} loaded.` : "No policy yet: an empty draft.";
+      root.append(uploadSection(session, body.revision));
       check();
     } catch (error) {
       failed(error, diagnostics);

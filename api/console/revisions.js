@@ -16,7 +16,7 @@ function changeItem(change) {
       : null);
 }
 
-function diffView(answer) {
+export function diffView(answer) {
   const base = answer.against === 0 ? "the empty policy" : `revision ${answer.against}`;
   const byProfile = new Map();
   for (const change of answer.changes) {

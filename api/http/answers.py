@@ -93,6 +93,30 @@ class LogPage(BaseModel):
     next_after_seq: int
 
 
+class ExplainUnavailable(BaseModel):
+    why: Literal[
+        "damaged", "revision-gone", "revision-does-not-check", "context-not-logged",
+        "arguments-redacted", "thread-cost-not-logged", "thread-gone", "agent-gone",
+        "agent-changed",
+    ]  # fmt: skip
+    message: str
+
+
+class LoggedExplain(BaseModel):
+    """A logged decision explained again on its revision (`GET /v1/log/{seq}/explain`):
+    `trace` and `effect` are null when `unavailable` says why they cannot be made."""
+
+    seq: int
+    revision: int | None
+    logged_effect: Effect | None
+    trace: str | None  # `charter explain`'s account, line by line, secrets `[redacted]`
+    effect: Effect | None  # what the policy decides for the call
+    same_effect: bool | None  # whether that is the logged effect
+    note: str | None  # why the logged effect differs (step 6, an approval), when it does
+    inputs: Literal["log", "approval"] | None  # where the arguments and context came from
+    unavailable: ExplainUnavailable | None
+
+
 class HookNote(BaseModel):
     name: str
     kind: Literal["pause", "rewrite", "deny"]

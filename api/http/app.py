@@ -19,6 +19,7 @@ from api.http import (
     decisions,
     drafts,
     keys,
+    logexplain,
     ops,
     policy,
     resources,
@@ -53,6 +54,7 @@ TABLE: Table = [
     *drafts.ROUTES,
     *resources.ROUTES,
     *keys.ROUTES,
+    *logexplain.ROUTES,
     *authzen.ROUTES,
 ]
 

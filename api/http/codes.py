@@ -335,7 +335,10 @@ CODES: dict[AnyCode, Code] = {
         "no thread `{id}`: in the path, or a decision's or turn's `thread`",
     ),
     "approval-not-found": Code(404, "no approval `{id}`"),
-    "decision-not-found": Code(404, "the decision log has no decision `{id}` at the body's `seq`"),
+    "decision-not-found": Code(
+        404,
+        "the decision log has no decision `{id}` at the body's `seq`, or none at the path's `{seq}`",
+    ),
     "connection-not-found": Code(404, "no connection `{id}`"),
     "identity-not-found": Code(
         404, 'no signing identity `{id}` (`/v1/identities/{id}`, "Signing identity not found")'
@@ -702,7 +705,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "waitThread",
     ),
     "approval-not-found": ("getApproval", "approve", "reject"),
-    "decision-not-found": ("reportCost",),
+    "decision-not-found": ("reportCost", "explainLoggedDecision"),
     "decision-not-allowed": ("reportCost",),
     "cost-already-reported": ("reportCost",),
     "connection-not-found": ("getConnection", "updateConnection", "deleteConnection"),

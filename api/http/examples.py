@@ -341,6 +341,9 @@ DRAFT_TRACE = "\n".join([
 ])  # fmt: skip
 
 
+LOGGED_TRACE = DRAFT_TRACE.replace("draft.charter", "policy.charter")
+
+
 def _page(item: dict[str, Any]) -> dict[str, Any]:
     return {"items": [item], "next_cursor": None}
 
@@ -446,6 +449,20 @@ EXAMPLES: dict[str, Example] = {
                     "counterexample": {"to": "eve@elsewhere.net", "subject": "", "body": ""},
                 }
             ],
+        },
+    ),
+    "explainLoggedDecision": Example(
+        path={"seq": "1042"},
+        answer={
+            "seq": 1042,
+            "revision": 7,
+            "logged_effect": "deny",
+            "trace": LOGGED_TRACE,
+            "effect": "deny",
+            "same_effect": True,
+            "note": None,
+            "inputs": "log",
+            "unavailable": None,
         },
     ),
     "reportCost": Example(

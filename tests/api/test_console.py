@@ -1,9 +1,11 @@
 """The console in a real Chromium (Debian's `chromium`, driven by Playwright) against a
 real server on loopback: sign in, an agent's call that pauses appears on the approvals
 page without a reload, a person approves it and the agent's waiting long poll gets the
-final decision, the log's filter finds it, the policy playground shows a typo's
-diagnostic at its line and decides a call of its draft, and another origin's requests
-are refused.
+final decision, the log's filter finds it and it opens to its trace, a thread's call
+shows the thread's `max_cost` on its card, the policy playground shows a typo's
+diagnostic at its line and decides a call of its draft, an upload the checker refuses
+shows its diagnostic under its line and a good one its new revision and diff, and
+another origin's requests are refused.
 
 One browser for the module. The screenshots of each page go to a temporary folder, or
 to docs/console/ (what the README shows) under `CHARTER_SCREENSHOTS=1`
@@ -83,12 +85,16 @@ def _signed_in(browser: Any, url: str, token: str) -> Any:
     return page
 
 
-def _pause(url: str, token: str, amount: int, cost: str | None = None) -> dict[str, Any]:
+def _pause(
+    url: str, token: str, amount: int, cost: str | None = None, thread: str | None = None
+) -> dict[str, Any]:
     call: dict[str, Any] = {
         "agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"}
     }  # fmt: skip
     if cost is not None:
         call["expected_cost"] = cost
+    if thread is not None:
+        call["thread"] = thread
     answer = httpx.post(
         f"{url}/v1/decisions", json=call, headers={"Authorization": f"Bearer {token}"}
     )
@@ -179,6 +185,11 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     assert row.count() == 1 and page.locator("#log-rows tr").count() == 1
     row.locator("button.open").click()
     page.wait_for_selector("#log-detail:has-text('a human approves refunds over 50')")
+    # Its trace, made again on the revision it was decided on: the hook that paused it.
+    trace = page.locator("#log-trace")
+    trace.wait_for()
+    assert "hook `approve-big` (pause) where args.amount > 50 -> true" in trace.inner_text()
+    assert page.inner_text("#log-trace-verdict") == "The policy decides pause, as logged."
     page.screenshot(path=str(shots / "log.png"), full_page=True)
     # Following, a call logged since shows without a search.
     page.check("#f-follow")
@@ -223,6 +234,35 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     jar = {COOKIE: cookie["value"]}
     expect(httpx.get(f"{url}/v1/agents", cookies=jar), 401, "unauthorized")
     context.close()
+
+
+def test_an_approval_card_of_a_thread_call_shows_the_threads_max_cost(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """Beside the agent's budget, a paused call of a thread shows the thread's own cap
+    (`max_cost`) and what the thread has spent."""
+    harness, url = world
+    thread = httpx.post(
+        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 9", "max_cost": "3"},
+        headers=harness.auth(),
+    ).json()  # fmt: skip
+    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 5, "reason": "x"},
+               "thread": thread["id"], "expected_cost": "0.75"}  # fmt: skip
+    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
+    assert answer.json()["effect"] == "allow", answer.text
+    approval_id = _pause(url, harness.agent_token, 95, cost="1.5", thread=thread["id"])[
+        "approval_id"
+    ]
+    page = _signed_in(browser, url, harness.admin)
+    card = page.locator(f"#pending article[data-id='{approval_id}']")
+    card.locator("dd.thread-cost").wait_for()
+    assert card.locator("dd.cost").inner_text() == "1.5 USD"
+    assert card.locator("dd.thread-cost").inner_text() == (
+        "3 USD: the thread has spent 0.75 USD, 2.25 USD left"
+    )
+    card.locator("dd.remaining").wait_for()
+    card.screenshot(path=str(shots / "approval-thread.png"))
+    page.context.close()
 
 
 TESTED = """
@@ -459,5 +499,71 @@ def test_the_revisions_page_shows_a_revisions_diff(
     narrower = page.locator("section.profile-diff[data-profile='wide'] li.change.narrower")
     assert narrower.get_attribute("data-kind") == "budget" and "3 usd" in narrower.inner_text()
     page.screenshot(path=str(shots / "revisions.png"), full_page=True)
+    assert csp_errors == []
+    page.context.close()
+
+
+def test_an_upload_shows_the_checkers_diagnostics_at_their_lines(
+    world: tuple[Harness, str], browser: Any, shots: Path
+) -> None:
+    """A file with a typo is refused, its error shown under its line of the source sent;
+    the same policy, mended and pasted, becomes the next revision, shown with its diff."""
+    harness, url = world
+    admin = harness.auth()
+    policy = httpx.get(f"{url}/v1/policy", headers=admin).json()
+    revision, text = policy["revision"], policy["files"][0]["text"]
+    roles = "  roles mailer, refunder, manager, vault-reader"
+    line = text.split("\n").index(roles) + 1
+    page = _signed_in(browser, url, harness.admin)
+    csp_errors: list[str] = []
+    page.on("console", lambda m: csp_errors.append(m.text) if "Content Security" in m.text else 0)
+    page.click("#nav a[data-page=policy]")
+    page.wait_for_selector("#up-form")
+
+    typo = text.replace(roles, roles.replace("refunder", "refundr"))
+    page.set_input_files(
+        "#up-files",
+        {"name": "policy.charter", "mimeType": "text/plain", "buffer": typo.encode()},
+    )  # fmt: skip
+    page.wait_for_selector("#up-picked:has-text('1 file chosen')")
+    page.click("#up-send")
+    page.wait_for_selector("#up-status:has-text('Refused')")
+    assert f"stays at revision {revision}" in page.inner_text("#up-status")
+    marked = page.locator(f"#up-source li.line.error[data-line='{line}']")
+    assert marked.count() == 1 and "refundr" in marked.inner_text()
+    under = page.locator(f"#up-source li.at.error[data-line='{line}']")
+    assert "refundr" in under.inner_text() and f"policy.charter:{line}:" in under.inner_text()
+    column = int(under.inner_text().split(f"policy.charter:{line}:")[1].split()[0])
+    assert under.locator("code.caret").inner_text() == " " * (column - 1) + "^"
+    assert roles.replace("refunder", "refundr").index("refundr") == column - 1
+    # Choosing it in the list (with the keyboard) takes the reader to its line.
+    page.locator("#up-diagnostics li.error button.diagnostic").first.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.dataset.line") == str(line)
+    page.locator("#upload").screenshot(path=str(shots / "upload.png"))
+    assert httpx.get(f"{url}/v1/policy", headers=admin).json()["revision"] == revision
+
+    # Mended and pasted, with refunds over 1000 not granted: the next revision, and
+    # its diff (what narrowed).
+    page.set_input_files("#up-files", [])
+    capped = text.replace(
+        "role refunder {\n  allow billing.refund\n",
+        "role refunder {\n  allow billing.refund where args.amount <= 1000\n",
+    )  # fmt: skip
+    assert capped != text
+    page.fill("#up-text", capped)
+    page.fill("#up-note", "refunds over 1000 are denied")
+    page.click("#up-send")
+    page.wait_for_selector("#up-status:has-text('uploaded')")
+    assert page.inner_text("#up-status") == f"Revision {revision + 1} uploaded: policy.charter."
+    page.wait_for_selector("#up-diff #rev-diff-summary")
+    assert page.inner_text("#up-diff h2") == f"Revision {revision + 1} against revision {revision}"
+    narrower = page.locator(
+        "#up-diff section.profile-diff[data-profile='support'] li.change.narrower"
+    )
+    assert "billing.refund" in narrower.first.inner_text()
+    latest = httpx.get(f"{url}/v1/policy", headers=admin).json()
+    assert latest["revision"] == revision + 1 and latest["files"][0]["text"] == capped
+    assert page.locator("#up-source li.line.error").count() == 0
     assert csp_errors == []
     page.context.close()

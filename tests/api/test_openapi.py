@@ -113,7 +113,7 @@ def test_every_route_has_an_operation_with_its_answers(
 
 VERBS = ("list", "get", "create", "update", "delete", "import", "decide", "read", "check",
          "admit", "upload", "approve", "reject", "issue", "revoke", "rotate", "verify", "define", "run", "report",
-         "write", "wait", "publish")  # fmt: skip
+         "write", "wait", "publish", "explain")  # fmt: skip
 
 
 def test_operations_are_named_and_grouped_for_generators(spec: dict[str, Any]) -> None:
@@ -298,6 +298,9 @@ def test_live_answers_read_as_their_schemas(
     check("POST", "/v1/decisions/{id}/cost", charge, json=cost, headers=decide, status=409)
     check("POST", "/v1/decisions/batch", json={"calls": [mail, mail]}, headers=decide, status=200)
     check("GET", "/v1/decisions", "/v1/decisions?after_seq=0&limit=10", headers=admin, status=200)
+    explain = f"/v1/log/{sent['seq']}/explain"
+    check("GET", "/v1/log/{seq}/explain", explain, headers=admin, status=200)
+    check("GET", "/v1/log/{seq}/explain", "/v1/log/0/explain", headers=admin, status=404)
     check("POST", "/v1/decisions", "/v1/decisions?receipt=true", json=mail, headers=decide,
           status=200)  # fmt: skip
     check("POST", "/v1/decisions", "/v1/decisions?receipt=yes", json=mail, headers=decide,
