@@ -16,6 +16,9 @@ makes the answer say so, in place of a trace of other inputs than the call's:
 - `agent.name`, `agent.identity` or `agent.metadata` of an agent changed or deleted
   since (`agent.id` is the row's).
 
+A condition reading `time.*` reads the row's `at`: the moment the call was logged, within
+a few milliseconds of the moment it was decided.
+
 The trace shows arguments as the log does, secret ones `[redacted]`, whichever inputs it
 was made from. What the engine decides is compared with the logged effect: after the
 engine, the service may deny for a connection, a rate or a budget (step 6) or a Seed
@@ -36,6 +39,7 @@ from api.service.errors import ServiceError
 from api.service.logrows import log_view, reasons_resolver
 from api.service.redaction import REDACTED, hidden_for, redact
 from api.service.seedgrants import REASON as DEFINITION
+from engine import clock
 from engine.compile import Snapshot
 from engine.decision import Request
 from engine.explain import explain
@@ -100,11 +104,12 @@ def explain_entry(service: Service, entry: dict[str, Any]) -> dict[str, Any]:
     except Unavailable as why:
         answer["unavailable"] = {"why": why.why, "message": why.message}
         return answer
-    decision = snapshot.decide(request)
-    hidden = hidden_for(snapshot, request.tool, decision)
-    decision, trace = explain(
-        snapshot, request, show=lambda value: dumps_text(redact(hidden, value), indent=False)
-    )
+    with clock.fixed(entry["at"]):  # (`time.*` as at the row's moment, not at this one)
+        decision = snapshot.decide(request)
+        hidden = hidden_for(snapshot, request.tool, decision)
+        decision, trace = explain(
+            snapshot, request, show=lambda value: dumps_text(redact(hidden, value), indent=False)
+        )
     answer.update(trace=trace, effect=decision.effect, inputs=inputs)
     answer["same_effect"] = decision.effect == entry["effect"]
     if not answer["same_effect"]:

@@ -7,6 +7,7 @@ log does not have."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -190,3 +191,25 @@ def test_a_re_explained_call_has_its_logged_effect(
     found = _explain(live, harness, logged["seq"])
     assert found["same_effect"] is True, found
     assert f"\nresult: {logged['effect'].upper()}\n" in found["trace"]
+
+
+def test_a_condition_on_the_time_reads_the_moment_the_call_was_logged(
+    live: httpx.Client, harness: Harness
+) -> None:
+    # A grant that starts a second from now (this process and the server read one
+    # clock): a call made before is denied, and its trace, made once the grant has
+    # started, still shows the deny (`time.ms` as the row has it, not as it is when
+    # explained). On a machine so slow that the call came after the start, both are
+    # allows, which still checks that the trace ends in the logged effect.
+    start = int(time.time() * 1000) + 1000
+    policy = LATER.replace(
+        "allow net.ping where", f"allow net.whois where time.ms >= {start}\n  allow net.ping where"
+    )
+    files = {"files": [{"path": "policy.charter", "text": policy}]}
+    assert live.put("/v1/policy", json=files, headers=harness.auth()).status_code == 201
+    logged = _decide(live, harness, "net.whois", {"host": "h"})
+    time.sleep(max(0.0, (start - time.time() * 1000) / 1000) + 0.05)
+    assert _decide(live, harness, "net.whois", {"host": "h"})["effect"] == "allow"
+    found = _explain(live, harness, logged["seq"])
+    assert found["effect"] == logged["effect"] and found["same_effect"] is True, found
+    assert "time.ms" in found["trace"]
