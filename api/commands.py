@@ -394,6 +394,10 @@ class WaitThread(ById, ThreadWait):
     tool = "threads.wait"
 
 
+class ThreadEvents(ById, Listing):
+    tool = "threads.events"
+
+
 class ListConnections(Listing):
     tool = "connections.list"
 
@@ -612,7 +616,7 @@ COMMANDS: dict[str, type[Command]] = {
         ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
         GetAgentDefinition, AgentSpending,
         ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
-        WaitThread,
+        WaitThread, ThreadEvents,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
         ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,

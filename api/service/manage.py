@@ -189,6 +189,7 @@ PRECHECKS: dict[str, Precheck] = {
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,
     "threads.wait": threads.check_thread,
+    "threads.events": threads.check_thread,
     "approvals.list": approvals.check_list,
     "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
