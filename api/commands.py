@@ -539,6 +539,10 @@ class DeleteSchedule(ById):
     tool = "schedules.delete"
 
 
+class RunSchedule(ById):
+    tool = "schedules.run"
+
+
 class MemoryCommand(Command):
     """A memory tool's command: `agent`, whose entries (an admin names it; an agent's
     token leaves it out, or names itself)."""
@@ -625,6 +629,7 @@ COMMANDS: dict[str, type[Command]] = {
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
         ListMemory, ReadMemory, WriteMemory, DeleteMemory,
         ListSchedules, GetSchedule, CreateSchedule, UpdateSchedule, DeleteSchedule,
+        RunSchedule,
         ListFeeds, GetFeed, CreateFeed, UpdateFeed, DeleteFeed, PublishMessage, ReadMessages,
     )
 }  # fmt: skip

@@ -109,6 +109,7 @@ toolset schedules {
   tool create(name: str, cron: str, prompt: str, agent?: str)
   tool update(id: str, cron?: str, prompt?: str)
   tool delete(id: str)
+  tool run(id: str)
 }
 toolset approvals {
   tool list(cursor?: str, limit: int = 50, status?: str)

@@ -413,8 +413,7 @@ class ThreadEventPage(Page[ThreadEvent]):
 
 
 class Schedule(BaseModel):
-    """A schedule (api.service.schedules): stored, with its next run computed; nothing
-    runs it."""
+    """A schedule (api.service.schedules): its next run due, and its last run."""
 
     id: str
     agent: str
@@ -423,9 +422,16 @@ class Schedule(BaseModel):
     prompt: str
     created_at: int  # ms since the epoch
     updated_at: int
-    next_run: (
-        int | None
-    )  # ms since the epoch: the next UTC minute `cron` matches, null if none within a year
+    next_run: int | None  # ms since the epoch: the run due next (null: none within a year)
+    last_run: int | None  # ms since the epoch: the due time last run, or a run-now's moment
+    last_thread: str | None  # the thread the last run started
+
+
+class ScheduleRun(BaseModel):
+    """A run of a schedule: the schedule with its `last_run`, and the thread started."""
+
+    schedule: Schedule
+    thread: Thread
 
 
 class SchedulePage(Page[Schedule]):

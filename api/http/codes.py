@@ -623,6 +623,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getSchedule",
         "updateSchedule",
         "deleteSchedule",
+        "runSchedule",
         "approve",
     ),
     "not-own-agent": (
@@ -728,6 +729,7 @@ WHERE: dict[str, tuple[str, ...]] = {
         "getSchedule",
         "updateSchedule",
         "deleteSchedule",
+        "runSchedule",
         "approve",
     ),
     "invalid-cron": ("createSchedule", "updateSchedule", "approve"),

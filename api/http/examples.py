@@ -42,6 +42,8 @@ SCHEDULE: dict[str, Any] = {
     "created_at": AT,
     "updated_at": AT,
     "next_run": AT + 32_400_000,
+    "last_run": None,
+    "last_thread": None,
 }
 FEED: dict[str, Any] = {
     "id": "0193d9a6-4444-7000-8000-000000000004",
@@ -880,6 +882,13 @@ EXAMPLES: dict[str, Example] = {
         path={"id": SCHEDULE["id"]},
     ),
     "deleteSchedule": Example(path={"id": SCHEDULE["id"]}),
+    "runSchedule": Example(
+        answer={
+            "schedule": {**SCHEDULE, "last_run": AT + 60_000, "last_thread": THREAD["id"]},
+            "thread": {**THREAD, "prompt": SCHEDULE["prompt"], "max_cost": None},
+        },
+        path={"id": SCHEDULE["id"]},
+    ),
     "listMemory": Example(
         query="agent=triage-bot&path=/notes&limit=50",
         answer=_page({"path": "/notes/today", "chars": 22, "updated_at": AT}),

@@ -258,9 +258,12 @@ ROUTES: Table = [
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
                  c.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
                  operation="reject", tag="approvals")),
-    # Schedules (api.service.schedules): stored with their next run; nothing runs them.
+    # Schedules (api.service.schedules; their runs: api.service.schedulerun).
     *_crud("schedules", "Schedule", "id", a.SchedulePage, a.Schedule, c.ScheduleCreate,
            c.ScheduleUpdate, ("agent",), errors={"create": (404,)}),
+    managed(Spec("POST", "/v1/schedules/{id}/run", "Run a schedule now: start its thread",
+                 "manage", None, a.ScheduleRun, 201, tool="schedules.run",
+                 operation="runSchedule", tag="schedules")),
     # An agent's memory (api.service.memoryentries): the built-in tools `memory.*`.
     managed(Spec("GET", "/v1/memory", "List an agent's memory entries under a path",
                  "manage", None, a.MemoryPage, query=(*PAGE, "agent", "path"),

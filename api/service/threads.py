@@ -24,7 +24,7 @@ from api.service.ops import Operation, Outcome, Result
 from api.service.pages import limit_of, page
 from api.service.resources import require_managed
 from api.service.tokens import Principal
-from policy.store import Doc
+from policy.store import Doc, Store
 
 
 def _reach(service: Service, actor: Principal, agent_id: str, thread: str | None = None) -> None:
@@ -94,17 +94,27 @@ def threads_create(service: Service, actor: Principal, command: c.CreateThread) 
         max_cost = None
         if command.max_cost is not None:
             max_cost = parse_usd(command.max_cost, "invalid-max-cost", "max_cost")
-        now = now_ms()
-        thread = Thread(
-            id=new_id(), agent=agent.id, prompt=command.prompt,
-            max_cost=max_cost, depth=0, status="open", created_at=now, updated_at=now,
-        )  # fmt: skip
-        service.store.insert(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
-        threadevents.record(
-            service.store, thread.id, "created", now, agent=thread.agent, by=by(actor),
-            max_cost=max_cost,
-        )  # fmt: skip
+        thread = open_thread(service.store, agent.id, command.prompt, max_cost, by(actor))
     return Result(Outcome.CREATED, thread, etag(thread.stored()))
+
+
+def open_thread(
+    store: Store, agent: str, prompt: str, max_cost: str | None, who: str,
+    schedule: str | None = None, due: int | None = None,
+) -> Thread:  # fmt: skip
+    """Inside the caller's transaction: a new `open` thread of `agent` and its `created`
+    event (`schedule`, `due`: the run of a schedule that starts it, api.service.schedulerun)."""
+    now = now_ms()
+    thread = Thread(
+        id=new_id(), agent=agent, prompt=prompt,
+        max_cost=max_cost, depth=0, status="open", created_at=now, updated_at=now,
+    )  # fmt: skip
+    store.insert(Thread.KIND, thread.id, thread.stored(), tag=thread.agent)
+    threadevents.record(
+        store, thread.id, "created", now, agent=agent, by=who, max_cost=max_cost,
+        schedule=schedule, due=due,
+    )  # fmt: skip
+    return thread
 
 
 def threads_update(service: Service, actor: Principal, command: c.UpdateThread) -> Result:

@@ -377,6 +377,7 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/schedules/{id}", at, headers=admin, status=200)
     check("PATCH", "/v1/schedules/{id}", at, json={"cron": "*/5 * * * *"}, headers=admin,
           status=200)  # fmt: skip
+    check("POST", "/v1/schedules/{id}/run", f"{at}/run", headers=admin, status=201)
     check("DELETE", "/v1/schedules/{id}", at, headers=admin, status=204)
     # ---- an agent's memory
     entry = {"agent": "a1", "path": "/notes/today", "content": "ticket 12"}
