@@ -10,10 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from api import commands as c
 from api.service import threadevents
-from api.service.threads import threads_update
+from api.service.calls import Call
+from api.service.decide import decide_calls
+from api.service.manage import manage
+from api.service.resources import admit_turn
+from api.service.threads import threads_create, threads_update
 from api.service.tokens import Principal
 from tests.api.conftest import BOTH, Harness, expect
 
@@ -182,3 +188,91 @@ def test_events_commit_with_what_they_tell(live: httpx.Client, harness: Harness)
     assert live.delete(f"/v1/threads/{thread}", headers=admin).status_code == 204
     assert list(service.store.scan(threadevents.KIND, tag=thread)) == []
     expect(live.get(f"/v1/threads/{thread}/events", headers=admin), 404, "thread-not-found")
+
+
+# ---- a property: whatever happens on threads, in whatever order, each thread's pages give
+# its events exactly once, in the order committed, and a rolled-back change gives none
+ADMIN = Principal("t", "admin")
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(("status", "call", "pause", "turn", "rollback", "delete", "read")),
+        st.integers(0, 5),
+        st.sampled_from(("running", "waiting", "done", "failed", "cancelled", "open")),
+    ),
+    max_size=25,
+)  # fmt: skip
+MAIL = {"to": "bob@example.com", "subject": "s", "body": "b"}
+
+
+def _all(harness: Harness, thread: str, limits: list[int], cursor: str | None = None) -> list[Any]:
+    """Every event of `thread` after `cursor`, by pages of `limits` (then 200 each)."""
+    got: list[Any] = []
+    for limit in [*limits, *[200] * 50]:
+        page = manage(
+            harness.service, ADMIN, c.ThreadEvents(id=thread, cursor=cursor, limit=limit)
+        ).body
+        assert len(page["items"]) <= limit
+        got += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return got
+    raise AssertionError("the pages never end")
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=STEPS, limits=st.lists(st.integers(1, 3), min_size=1, max_size=4))
+def test_pages_give_each_event_once_in_commit_order(
+    harness: Harness, steps: list[tuple[str, int, str]], limits: list[int]
+) -> None:
+    service = harness.service
+    threads = [threads_create(service, ADMIN, c.CreateThread(agent="a1")).body.id for _ in range(3)]
+    expected: dict[str, list[str]] = {thread: ["created"] for thread in threads}
+    status = dict.fromkeys(threads, "open")
+    gone: set[str] = set()
+    kept: dict[str, tuple[list[Any], str | None]] = {}  # a reader's pages so far, its cursor
+    for action, index, to in steps:
+        thread = threads[index % len(threads)]
+        if thread in gone:
+            continue
+        if action == "status":
+            threads_update(service, ADMIN, c.UpdateThread(id=thread, status=to))  # type: ignore[arg-type]
+            if to != status[thread]:
+                expected[thread].append(f"status:{to}")
+                status[thread] = to
+        elif action in ("call", "pause"):
+            args = MAIL if action == "call" else {"amount": 80}
+            tool = "mail.send" if action == "call" else "billing.refund"
+            effect = decide_calls(service, [Call("a1", tool, args, thread=thread)])[0]["effect"]
+            assert effect == ("allow" if action == "call" else "pause")
+            expected[thread].append(f"call:{effect}")
+        elif action == "turn":
+            admit_turn(service, "a1", thread, service.current())
+            expected[thread].append("turn")
+        elif action == "rollback":
+            with pytest.raises(RuntimeError), service.store.atomic():
+                threads_update(service, ADMIN, c.UpdateThread(id=thread, status="done"))
+                decide_calls(service, [Call("a1", "mail.send", MAIL, thread=thread)])
+                raise RuntimeError("rolled back")
+        elif action == "delete":
+            manage(service, ADMIN, c.DeleteThread(id=thread))
+            gone.add(thread)
+        else:  # a reader pages part of the way, and goes on later from its cursor
+            seen, cursor = kept.get(thread, ([], None))
+            page = manage(service, ADMIN, c.ThreadEvents(id=thread, cursor=cursor, limit=1)).body
+            if page["next_cursor"] is not None:
+                kept[thread] = (seen + page["items"], page["next_cursor"])
+    for thread in threads:
+        if thread in gone:
+            assert list(service.store.scan(threadevents.KIND, tag=thread)) == []
+            continue
+        got = _all(harness, thread, limits)
+        told = [e["event"] + (f":{e.get('status') or e.get('effect')}" if e["event"] in ("status", "call") else "")
+                for e in got]  # fmt: skip
+        assert told == expected[thread]
+        assert len({e["id"] for e in got}) == len(got)
+        seen, cursor = kept.get(thread, ([], None))
+        assert seen + _all(harness, thread, limits, cursor) == got  # (a kept cursor goes on)
