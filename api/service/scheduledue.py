@@ -11,9 +11,9 @@ burst to catch up.
 
 `next_run` is null when no minute within a year matches (`0 0 31 2 *`, or a 29 February
 more than a year off): each tick looks again, so such a schedule gets a `next_run` once
-its minute comes within the year. A schedule stored without the field (made before
-schedules ran) gets its first `next_run` from the first tick that sees it, and runs from
-then on.
+its minute comes within the year. A schedule stored without the field (by a charter
+that did not run schedules) gets its first `next_run` from the first tick that sees it,
+and runs from then on.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ def test_no_time_within_a_year_and_a_schedule_without_next_run() -> None:
     found = step(leap, soon)
     assert found is not None and not found.run
     assert found.next_run == int(datetime(2032, 2, 29, 12, 0, tzinfo=UTC).timestamp()) * 1000
-    # stored before schedules ran: its first next_run from the first tick, nothing run
+    # stored without next_run (a charter that did not run schedules): its first next_run
+    # from the first tick, nothing run
     old = {"id": "s", "agent": "a", "cron": "0 * * * *", "prompt": "p"}
     found = step(old, T0 + 1)
     assert found is not None and found.missing and not found.run
