@@ -58,6 +58,7 @@ from api.cli_serve_checks import (
     port_number,
     refuse,
     retry_ms,
+    schedule_tick,
     sealed_refusal,
     store_refused,
     timeout_seconds,
@@ -72,7 +73,7 @@ from api.http.lifeline import SUPERVISOR_ENV
 from api.node_files import KEY_FILE_ENV, KEY_FILE_FLAG, node_files
 from api.service import inuse, metricsshare, tokens
 from api.service.connections import create_connection
-from api.service.core import MAX_POLICY_BYTES, TURN_LIFETIME_MS, Service
+from api.service.core import MAX_POLICY_BYTES, SCHEDULE_TICK_MS, TURN_LIFETIME_MS, Service
 from api.service.errors import ServiceError
 from api.service.resources import create_agent
 from api.service.rolefiles import is_own
@@ -452,6 +453,7 @@ def _new_key_refused(key: Path) -> tuple[str, str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from api.http.app import (
         MAX_POLICY_ENV,
+        SCHEDULE_TICK_ENV,
         TRUSTED_KEYS_ENV,
         TURN_LIFETIME_ENV,
         WEBHOOKS_ENV,
@@ -518,7 +520,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workspace = None  # (loaded)
         service = open_service(
             target, turn_lifetime=args.turn_lifetime, max_policy_mib=args.max_policy_mib,
-            key_file=files.key, webhooks=webhooks,
+            key_file=files.key, webhooks=webhooks, schedule_tick=args.schedule_tick,
         )  # fmt: skip
     except StoreUrlError as exc:  # (a PostgreSQL URL, and no PostgreSQL store here)
         return store_refused(exc)
@@ -588,6 +590,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
         os.environ[TURN_LIFETIME_ENV] = str(args.turn_lifetime)
         os.environ[MAX_POLICY_ENV] = str(args.max_policy_mib)
+        os.environ[SCHEDULE_TICK_ENV] = str(args.schedule_tick)
         if webhooks.urls:  # (the workers' own: the parent delivers nothing)
             os.environ[WEBHOOKS_ENV] = config_text(webhooks)
         if trusted is not None:  # (public keys: nothing secret in the environment)
@@ -685,6 +688,9 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=worker_count, default=1, help="1 or more processes")
     p.add_argument("--turn-lifetime", type=turn_lifetime, default=TURN_LIFETIME_MS // 1000,
                    help="seconds an admitted turn decides on its revision (default: 3600)")  # fmt: skip
+    p.add_argument("--schedule-tick", type=schedule_tick, default=SCHEDULE_TICK_MS // 1000,
+                   metavar="SECONDS", help="how often each process looks for due schedules "
+                   "and runs them (default: 10)")  # fmt: skip
     p.add_argument("--max-policy-mib", type=policy_mib, default=MAX_POLICY_BYTES >> 20,
                    help="the most text (every file's together) a new policy revision may "
                    "hold, in MiB (default: 16)")  # fmt: skip

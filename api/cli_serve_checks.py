@@ -85,6 +85,8 @@ worker_count = _count(1, 10**18 - 1, "a number of worker processes: give 1 or mo
 turn_lifetime = _count(
     1, 366 * 86_400, "a turn's lifetime: give seconds, from 1 to 31622400 (a year)"
 )
+# Seconds, 1 to 3600: how often a serving process looks for due schedules.
+schedule_tick = _count(1, 3600, "a schedule tick: give seconds, from 1 to 3600")
 # MiB, 1 to 1024: the most text (every file's together) a new revision may hold.
 policy_mib = _count(1, 1024, "a policy's cap: give MiB, from 1 to 1024")
 # Seconds, 1 to 3600: how long a connection may keep a worker waiting on it.

@@ -394,6 +394,10 @@ class WaitThread(ById, ThreadWait):
     tool = "threads.wait"
 
 
+class ThreadEvents(ById, Listing):
+    tool = "threads.events"
+
+
 class ListConnections(Listing):
     tool = "connections.list"
 
@@ -535,6 +539,10 @@ class DeleteSchedule(ById):
     tool = "schedules.delete"
 
 
+class RunSchedule(ById):
+    tool = "schedules.run"
+
+
 class MemoryCommand(Command):
     """A memory tool's command: `agent`, whose entries (an admin names it; an agent's
     token leaves it out, or names itself)."""
@@ -612,7 +620,7 @@ COMMANDS: dict[str, type[Command]] = {
         ListAgents, GetAgent, CreateAgent, UpdateAgent, DeleteAgent, DefineAgent,
         GetAgentDefinition, AgentSpending,
         ListThreads, GetThread, CreateThread, UpdateThread, DeleteThread, ThreadSpending,
-        WaitThread,
+        WaitThread, ThreadEvents,
         ListConnections, GetConnection, CreateConnection, UpdateConnection, DeleteConnection,
         ListRoles, GetRole, CreateRole, UpdateRole, DeleteRole,
         ListProfiles, GetProfile, CreateProfile, UpdateProfile, DeleteProfile,
@@ -621,6 +629,7 @@ COMMANDS: dict[str, type[Command]] = {
         ListApprovals, GetApproval, ApproveApproval, RejectApproval,
         ListMemory, ReadMemory, WriteMemory, DeleteMemory,
         ListSchedules, GetSchedule, CreateSchedule, UpdateSchedule, DeleteSchedule,
+        RunSchedule,
         ListFeeds, GetFeed, CreateFeed, UpdateFeed, DeleteFeed, PublishMessage, ReadMessages,
     )
 }  # fmt: skip

@@ -89,6 +89,7 @@ toolset threads {
   tool get(id: str)
   tool create(prompt: str = "", agent?: str, max_cost?: decimal)
   tool wait(id: str, timeout: int = 60)
+  tool events(id: str, cursor?: str, limit: int = 50)
   tool update(id: str, status?: str)
   tool delete(id: str)
   tool spending(id: str)
@@ -108,6 +109,7 @@ toolset schedules {
   tool create(name: str, cron: str, prompt: str, agent?: str)
   tool update(id: str, cron?: str, prompt?: str)
   tool delete(id: str)
+  tool run(id: str)
 }
 toolset approvals {
   tool list(cursor?: str, limit: int = 50, status?: str)

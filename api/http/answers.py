@@ -398,9 +398,46 @@ class ThreadSpending(BaseModel):
     windows: dict[Period, Window]  # (each of `24h`, `7d` and `total`)
 
 
+ThreadEventKind = Literal["created", "turn", "call", "approval", "cost", "status"]
+
+
+class ThreadEvent(BaseModel):
+    """One thing that happened on a thread (api.service.threadevents); an event has the
+    fields of its kind only."""
+
+    id: str
+    thread: str
+    event: ThreadEventKind
+    at: int  # ms since the epoch
+    # created: its agent, who made it (`schedule` and `due`: a schedule's run), its cap
+    agent: str | None = None
+    by: str | None = None  # (also: who changed the status, answered, reported a cost)
+    max_cost: str | None = None
+    schedule: str | None = None
+    due: int | None = None  # ms since the epoch: the schedule's due time that ran
+    # turn: the turn admitted, the revision and profile it pinned, when it ends
+    turn: str | None = None  # (also: a call's turn)
+    revision: int | None = None
+    profile: str | None = None
+    ends_at: int | None = None
+    # call: the tool, its effect, its place and id in the decision log, what it charged
+    tool: str | None = None  # (also: an approval's call)
+    effect: Literal["allow", "deny", "pause"] | None = None
+    seq: int | None = None  # (also: a reported cost's decision)
+    decision: str | None = None
+    charged: str | None = None  # USD: an allowed call's `expected_cost`, a reported cost
+    approval: str | None = None  # a pause's approval; the approval answered
+    # approval: `approved` or `rejected`; status: the new status and the one before
+    status: str | None = None
+    was: str | None = None
+
+
+class ThreadEventPage(Page[ThreadEvent]):
+    pass
+
+
 class Schedule(BaseModel):
-    """A schedule (api.service.schedules): stored, with its next run computed; nothing
-    runs it."""
+    """A schedule (api.service.schedules): its next run due, and its last run."""
 
     id: str
     agent: str
@@ -409,9 +446,16 @@ class Schedule(BaseModel):
     prompt: str
     created_at: int  # ms since the epoch
     updated_at: int
-    next_run: (
-        int | None
-    )  # ms since the epoch: the next UTC minute `cron` matches, null if none within a year
+    next_run: int | None  # ms since the epoch: the run due next (null: none within a year)
+    last_run: int | None  # ms since the epoch: the due time last run, or a run-now's moment
+    last_thread: str | None  # the thread the last run started
+
+
+class ScheduleRun(BaseModel):
+    """A run of a schedule: the schedule with its `last_run`, and the thread started."""
+
+    schedule: Schedule
+    thread: Thread
 
 
 class SchedulePage(Page[Schedule]):

@@ -38,6 +38,7 @@ from api.service import memory
 from api.service.core import Service
 from api.service.groupcommit import GroupCommit
 from api.service.metricsshare import SharedMetrics, directory_for
+from api.service.schedulerun import Runner
 from api.service.tokens import TokenCache, check_writes
 from api.service.webhookdelivery import deliverer
 from api.service.webhookoutbox import WebhookConfig, config_from_env
@@ -68,7 +69,12 @@ async def lifespan(app: CharterApp) -> AsyncIterator[None]:
     webhooks = app.charter.service.webhooks  # (`--approval-webhook`: their deliveries)
     if webhooks is not None:
         webhooks.start()
+    # The schedules' runner: each serving process ticks, and each due time runs once
+    # however many do (api/service/schedulerun.py).
+    runner = Runner(app.charter.service, app.charter.service.schedule_tick_ms)
+    runner.start()
     yield
+    await run_in_threadpool(runner.stop)
     if webhooks is not None:
         await run_in_threadpool(webhooks.stop)
     await run_in_threadpool(checkpointer.stop)
@@ -112,6 +118,7 @@ TURN_LIFETIME_ENV = "CHARTER_TURN_LIFETIME"  # `--turn-lifetime`, for `--workers
 MAX_POLICY_ENV = "CHARTER_MAX_POLICY_MIB"  # `--max-policy-mib`, likewise
 TRUSTED_KEYS_ENV = "CHARTER_TRUSTED_KEYS"  # `--trusted-keys`: the file's text, likewise
 WEBHOOKS_ENV = "CHARTER_APPROVAL_WEBHOOKS"  # `--approval-webhook`s and their backoff, likewise
+SCHEDULE_TICK_ENV = "CHARTER_SCHEDULE_TICK"  # `--schedule-tick`, likewise
 
 
 def open_service(
@@ -122,13 +129,15 @@ def open_service(
     max_policy_mib: int | None = None,
     key_file: str | Path | None = None,
     webhooks: WebhookConfig | None = None,
+    schedule_tick: int | None = None,
 ) -> Service:
     """`db`: what `--db` names (a path or a URL, policy/store/open.py); `shared`: one of
     several processes serving it (`charter serve --workers N`); `turn_lifetime`: seconds
     an admitted turn runs (default: an hour); `max_policy_mib`: the most text a new
     revision may hold, in MiB (default: 16); `key_file`: the sealing key's file (default:
     beside an SQLite database; required for a server-backed store: api/node_files.py);
-    `webhooks`: the URLs the approvals' events are delivered to (`--approval-webhook`)."""
+    `webhooks`: the URLs the approvals' events are delivered to (`--approval-webhook`);
+    `schedule_tick`: seconds between the schedules' runner's looks (default: 10)."""
     memory.limit_arenas()  # before the store's and the compiles' threads start
     target = db if isinstance(db, Target) else parse(db)
     files = node_files(target, key_file)
@@ -150,6 +159,10 @@ def open_service(
         service.webhooks = deliverer(
             store, service.sealer, service.keys, service.read, webhooks, service.metrics
         )
+    if schedule_tick is not None:  # seconds (`charter serve --schedule-tick`)
+        if schedule_tick < 1:
+            raise ValueError(f"a schedule tick is at least a second, not {schedule_tick}")
+        service.schedule_tick_ms = schedule_tick * 1000
     if max_policy_mib is not None:  # (`charter serve --max-policy-mib`)
         if max_policy_mib < 1:
             raise ValueError(f"a policy's cap is at least 1 MiB, not {max_policy_mib}")
@@ -176,10 +189,12 @@ def app_from_env() -> Starlette:
     cap = os.environ.get(MAX_POLICY_ENV)
     db = os.environ.get("CHARTER_DB", "charter.db")
     hooks = os.environ.get(WEBHOOKS_ENV)
+    tick = os.environ.get(SCHEDULE_TICK_ENV)
     service = open_service(
         db, shared=True, turn_lifetime=int(lifetime) if lifetime else None,
         max_policy_mib=int(cap) if cap else None, key_file=os.environ.get(KEY_FILE_ENV),
         webhooks=None if hooks is None else config_from_env(hooks),
+        schedule_tick=int(tick) if tick else None,
     )  # fmt: skip
     trusted = os.environ.get(TRUSTED_KEYS_ENV)
     if trusted is not None:  # (read and checked by `charter serve` before it started us)

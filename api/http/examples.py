@@ -42,6 +42,8 @@ SCHEDULE: dict[str, Any] = {
     "created_at": AT,
     "updated_at": AT,
     "next_run": AT + 32_400_000,
+    "last_run": None,
+    "last_thread": None,
 }
 FEED: dict[str, Any] = {
     "id": "0193d9a6-4444-7000-8000-000000000004",
@@ -824,6 +826,55 @@ EXAMPLES: dict[str, Example] = {
         answer={**THREAD, "status": "done"},
         path={"id": THREAD["id"]},
     ),
+    "listThreadEvents": Example(
+        query="limit=50",
+        answer={
+            "items": [
+                {
+                    "id": "9b1f3c2e-5a4d-4e8f-8c7b-1d2e3f4a5b6c",
+                    "thread": THREAD["id"],
+                    "event": "created",
+                    "at": AT,
+                    "agent": "triage-bot",
+                    "by": "token:admin-1",
+                    "max_cost": "5",
+                },
+                {
+                    "id": "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f",
+                    "thread": THREAD["id"],
+                    "event": "turn",
+                    "at": AT + 1_000,
+                    "turn": "0193d9a6-4444-7000-8000-000000000004",
+                    "revision": 3,
+                    "profile": "support",
+                    "ends_at": AT + 3_601_000,
+                },
+                {
+                    "id": "6f7a8b9c-0d1e-4f2a-8b3c-4d5e6f7a8b9c",
+                    "thread": THREAD["id"],
+                    "event": "call",
+                    "at": AT + 2_000,
+                    "tool": "mail.send",
+                    "turn": "0193d9a6-4444-7000-8000-000000000004",
+                    "seq": 41,
+                    "decision": "5f0c9a1b2d3e4f5a6b7c8d9e",
+                    "effect": "allow",
+                    "charged": "0.02",
+                },
+                {
+                    "id": "0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d",
+                    "thread": THREAD["id"],
+                    "event": "status",
+                    "at": AT + 3_000,
+                    "status": "done",
+                    "was": "open",
+                    "by": "triage-bot",
+                },
+            ],
+            "next_cursor": None,
+        },
+        path={"id": THREAD["id"]},
+    ),
     "getThreadSpending": Example(
         answer={
             "thread": THREAD["id"],
@@ -848,6 +899,13 @@ EXAMPLES: dict[str, Example] = {
         path={"id": SCHEDULE["id"]},
     ),
     "deleteSchedule": Example(path={"id": SCHEDULE["id"]}),
+    "runSchedule": Example(
+        answer={
+            "schedule": {**SCHEDULE, "last_run": AT + 60_000, "last_thread": THREAD["id"]},
+            "thread": {**THREAD, "prompt": SCHEDULE["prompt"], "max_cost": None},
+        },
+        path={"id": SCHEDULE["id"]},
+    ),
     "listMemory": Example(
         query="agent=triage-bot&path=/notes&limit=50",
         answer=_page({"path": "/notes/today", "chars": 22, "updated_at": AT}),

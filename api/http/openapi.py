@@ -68,8 +68,7 @@ TAGS = {
     "profiles": "The profiles of the latest revision",
     "hooks": "The hooks of the latest revision",
     "toolsets": "The toolsets of the latest revision",
-    "schedules": "An agent's prompts under cron expressions: stored, with their next run; "
-    "nothing runs them",
+    "schedules": "An agent's prompts under cron expressions, each run at its times as a new thread",
     "memory": "An agent's memory: entries of text under `/`-separated paths, shared by its threads",
     "feeds": "Feeds: named streams of messages numbered 1, 2, ... without gaps",
     "tokens": "Bearer tokens: issued and revoked by an admin",

@@ -53,7 +53,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
     tool, model = spec.tool, spec.request
     assert tool is not None
     command = c.COMMANDS[tool]
-    listing = tool.endswith(".list")
+    listing = "cursor" in spec.query  # (a list: `.list`, a thread's events)
     query = tuple(name for name in spec.query if name not in PAGE)
     guarded = "If-Match" in spec.headers
     required = {name for name in query if command.model_fields[name].is_required()}
@@ -224,6 +224,9 @@ ROUTES: Table = [
     (Spec("POST", "/v1/threads/{id}/wait", "Wait until a thread stops running",
           "manage", c.ThreadWait, r.Thread, also=(202,), tool="threads.wait",
           operation="waitThread", tag="threads"), threadwait.wait_thread),
+    managed(Spec("GET", "/v1/threads/{id}/events", "List a thread's events, oldest first",
+                 "manage", None, a.ThreadEventPage, query=PAGE, tool="threads.events",
+                 operation="listThreadEvents", tag="threads")),
     *_crud("connections", "Connection", "id", a.ConnectionPage, r.Connection, c.ConnectionCreate,
            c.ConnectionUpdate, errors={"create": (409,)}, tagged=True),
     *_crud("roles", "Role", "name", a.RolePage, a.Role, c.RoleWrite, c.RoleUpdate,
@@ -255,9 +258,12 @@ ROUTES: Table = [
     managed(Spec("POST", "/v1/approvals/{id}/reject", "Reject a pending approval", "manage",
                  c.Reject, a.Rejected, tool="approvals.reject", errors=(409,),
                  operation="reject", tag="approvals")),
-    # Schedules (api.service.schedules): stored with their next run; nothing runs them.
+    # Schedules (api.service.schedules; their runs: api.service.schedulerun).
     *_crud("schedules", "Schedule", "id", a.SchedulePage, a.Schedule, c.ScheduleCreate,
            c.ScheduleUpdate, ("agent",), errors={"create": (404,)}),
+    managed(Spec("POST", "/v1/schedules/{id}/run", "Run a schedule now: start its thread",
+                 "manage", None, a.ScheduleRun, 201, tool="schedules.run",
+                 operation="runSchedule", tag="schedules")),
     # An agent's memory (api.service.memoryentries): the built-in tools `memory.*`.
     managed(Spec("GET", "/v1/memory", "List an agent's memory entries under a path",
                  "manage", None, a.MemoryPage, query=(*PAGE, "agent", "path"),

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from api import commands as c
 from api.records import Approval, ApprovalStatus
-from api.service import pages
+from api.service import pages, threadevents
 from api.service.approved import Approved
 from api.service.calls import Call
 from api.service.core import Service, now_ms
@@ -256,6 +256,8 @@ def approvals_approve(
     check_approve(service, actor, command, managed)
     with service.store.atomic():
         approval = _close(service, actor, command.id)
+        # (answered first: the call decided again below is its thread's next event)
+        threadevents.answered(service.store, approval.changed(status="approved"))
         call = unseal_call(service, approval)
         # (a pause by a hook this approval was not asked about opens one of its own: for
         # an agent's management call, one that runs the call once approved, as this one)
@@ -292,6 +294,7 @@ def approvals_reject(service: Service, actor: Principal, command: c.RejectApprov
         )
         service.store.update(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
         service.read.note_approval(APPROVAL_DECIDED, approval)
+        threadevents.answered(service.store, approval)
     return Result(Outcome.DONE, {"approval": approval})
 
 

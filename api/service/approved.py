@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from api.records import Approval
+from api.service import threadevents
 from api.service.core import Service, now_ms
 from engine.compile import Snapshot
 from engine.decision import Decision
@@ -91,3 +92,5 @@ def reject_orphans(
             closed = rejected_by_charter(approval, why)
             service.store.update(Approval.KIND, closed.id, closed.stored(), tag=closed.status)
             service.read.note_approval(APPROVAL_DECIDED, closed)
+            if field == "agent":  # (a deleted thread's events went with it)
+                threadevents.answered(service.store, closed)

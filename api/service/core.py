@@ -41,6 +41,9 @@ TAGGED = "documents_tagged"
 # (`charter serve --max-policy-mib`): each `roles.create` adds a file, and an agent's
 # chain of them grew one policy, and every compile and read of it, without a bound.
 MAX_POLICY_BYTES = 16 << 20
+# How often a serving process looks for due schedules, by default (`charter serve
+# --schedule-tick`; api.service.schedulerun).
+SCHEDULE_TICK_MS = 10_000
 
 
 def policy_bytes(files: Sequence[tuple[str, str]]) -> int:
@@ -114,6 +117,7 @@ class Service:
         # How long an admitted turn decides on its revision and profile (`--turn-lifetime`).
         self.turn_lifetime_ms = TURN_LIFETIME_MS
         self.max_policy_bytes = MAX_POLICY_BYTES  # (`--max-policy-mib`; see require_room)
+        self.schedule_tick_ms = SCHEDULE_TICK_MS  # (`--schedule-tick`: a serving app's runner)
         self.started_at = now_ms()
         # `charter serve --trusted-keys`: every new revision is a bundle signed by one of
         # these (`upload`'s `signed`); None: any upload an admin makes.

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from api.service import threadevents
 from api.service.budget import ancestors
 from api.service.core import Service, now_ms
 from api.service.errors import ServiceError
@@ -89,4 +90,9 @@ def report_cost(
             )
         if micros > 0:
             store.charge(subjects, micros, at)
+        if thread is not None and store.get("threads", str(thread)) is not None:
+            threadevents.record(
+                store, str(thread), "cost", at, decision=decision_id, seq=seq,
+                charged=str(amount), by=reporter,
+            )  # fmt: skip
     return record

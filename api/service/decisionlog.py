@@ -24,6 +24,7 @@ from typing import Any
 import cbor2
 
 from api.records import Approval
+from api.service import threadevents
 from api.service.approved import Approved, hook_digests, rejected_by_charter
 from api.service.budget import (
     MICROS,
@@ -43,6 +44,7 @@ from api.service.redaction import every_secret, redact, secret_names, shape_deni
 from api.service.seedgrants import narrowed
 from engine.decision import Decision, Reason, make_decision
 from policy.money import over_rate, rate_cap
+from policy.store import Store
 from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
@@ -246,7 +248,7 @@ class Draft:
     be committed and not written again; the refs written here join them when the
     transaction commits (`store.after_commit`)."""
 
-    __slots__ = ("approvals", "bodies", "counts", "fresh", "raw", "rows")
+    __slots__ = ("approvals", "bodies", "counts", "events", "fresh", "raw", "rows")
 
     def __init__(self) -> None:
         self.approvals: list[Approval] = []  # pending approvals the pauses opened
@@ -255,6 +257,9 @@ class Draft:
         self.bodies: list[dict[str, Any]] = []  # the responses, numbered by `log`
         self.rows: list[bytes] = []
         self.counts: dict[str, int] = {}
+        # (the row's index, its thread, the event's fields): a `call` event for each call
+        # in a thread, numbered with its row (api.service.threadevents)
+        self.events: list[tuple[int, str, int, dict[str, Any]]] = []
 
     def log(self, service: Service) -> Answers:
         """Write it all inside the caller's `store.atomic()`: (responses, the final
@@ -288,10 +293,28 @@ class Draft:
         seqs = store.append_decisions(self.rows)
         for body, seq in zip(self.bodies, seqs, strict=True):
             body["seq"] = seq
+        if self.events:
+            self._events(store, seqs)
         # counted once committed: an agent's management request whose operation is then
         # refused rolls its decision back (api.service.manage)
         store.after_commit(partial(_count, service.metrics, self.counts))
         return self.bodies, self.raw
+
+    def _events(self, store: Store, seqs: list[int]) -> None:
+        """Each call's `call` event on its thread, in this transaction; none on a thread
+        deleted after the call was prepared (its events went with it)."""
+        there: dict[str, bool] = {}
+        for index, thread, at, fields in self.events:
+            found = there.get(thread)
+            if found is None:
+                found = there[thread] = store.get("threads", thread) is not None
+            if found:
+                body = self.bodies[index]
+                threadevents.record(
+                    store, thread, "call", at, seq=seqs[index],
+                    decision=body["id"], effect=body["effect"],
+                    approval=body.get("approval_id"), **fields,
+                )  # fmt: skip
 
 
 def _count(metrics: Metrics, counts: dict[str, int]) -> None:
@@ -417,6 +440,10 @@ def draft(
         if approval_id is not None:
             entry["approval"] = approval_id
         rows.append(dumps(entry))
+        if call.thread is not None:
+            charged = str(call.expected_cost) if effect == "allow" and call.expected_cost else None
+            fields = {"tool": call.tool, "turn": call.turn, "charged": charged}
+            made.events.append((i, call.thread, now, fields))
         # What `response(entry, seq)` gives, built from what is at hand: the response's
         # `args` are always `final` (None for a deny that rewrote nothing).
         body = {

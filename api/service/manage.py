@@ -32,6 +32,7 @@ from api.service import (
     memoryentries,
     resources,
     rolefiles,
+    schedulerun,
     schedules,
     spending,
     threads,
@@ -106,6 +107,7 @@ OPERATIONS: dict[str, Operation] = {
     **connections.OPERATIONS,
     **memoryentries.OPERATIONS,
     **schedules.OPERATIONS,
+    **schedulerun.OPERATIONS,
     **feeds.OPERATIONS,
 }
 
@@ -189,6 +191,7 @@ PRECHECKS: dict[str, Precheck] = {
     "threads.update": threads.check_thread,
     "threads.delete": threads.check_thread,
     "threads.wait": threads.check_thread,
+    "threads.events": threads.check_thread,
     "approvals.list": approvals.check_list,
     "approvals.approve": partial(approvals.check_approve, managed=MANAGED),
     "approvals.reject": approvals.check_reject,
@@ -198,6 +201,7 @@ PRECHECKS: dict[str, Precheck] = {
     "schedules.create": schedules.check_create,
     "schedules.update": schedules.check_update,
     "schedules.delete": schedules.check_one,
+    "schedules.run": schedules.check_one,
     **{tool: feeds.check for tool in feeds.OPERATIONS},
 }
 

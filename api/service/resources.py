@@ -8,7 +8,7 @@ from typing import Any
 
 from api import commands as c
 from api.records import Agent, Thread, Turn
-from api.service import agentowned, fitcheck, tokens
+from api.service import agentowned, fitcheck, threadevents, tokens
 from api.service.accounts import check_identity, require_own_identity
 from api.service.approved import reject_orphans
 from api.service.budget import MAX_CHAIN, ancestors, parse_usd
@@ -334,6 +334,11 @@ def admit_turn(
             ends_at=now + service.turn_lifetime_ms,  # (then decide._check_running: `turn-ended`)
         )  # fmt: skip
         service.store.insert(Turn.KIND, turn.id, turn.stored(), tag=turn.agent)
+        if thread_id is not None:
+            threadevents.record(
+                service.store, thread_id, "turn", now, turn=turn.id, revision=turn.revision,
+                profile=turn.profile, ends_at=turn.ends_at,
+            )  # fmt: skip
     return turn
 
 

@@ -1,18 +1,19 @@
-"""Schedules: list, get, create, update, delete (the built-in tools `schedules.*`).
+"""Schedules: list, get, create, update, delete (the built-in tools `schedules.*`; running
+one now, `schedules.run`, and the runner are api.service.schedulerun's).
 
 A schedule is an agent's `prompt` under a `name`, with a 5-field `cron` expression
 (api.service.cron), stored as a document of kind `schedules` tagged with its agent, so a
-list of one agent's schedules reads the documents' tag index. Each answer carries its
-`next_run`: the next UTC minute after the request that the expression matches, computed
-when answered (null when none does within a year). Nothing runs a schedule: it is stored
-and its next run computed, and no thread is started at that time.
+list of one agent's schedules reads the documents' tag index. It stores its `next_run`:
+the first UTC minute its expression matches after it was made or its `cron` last
+changed, moved on by each run (api.service.scheduledue; null when none does within a
+year), and its `last_run` and `last_thread` once it has run.
 
 Who reaches a schedule is as for threads (api.service.threads): an agent's token creates
-schedules for itself only (`not-own-agent`) and reads, lists, changes and deletes those of
-itself and its descendants (`not-managed-agent`); an admin names the agent of a new one.
-The `check_*` functions refuse such a request before it is decided (api.service.manage),
-so it is neither logged nor paused; the operations refuse it again, for a paused call
-that a human approves later.
+schedules for itself only (`not-own-agent`) and reads, lists, changes, runs and deletes
+those of itself and its descendants (`not-managed-agent`); an admin names the agent of a
+new one. The `check_*` functions refuse such a request before it is decided
+(api.service.manage), so it is neither logged nor paused; the operations refuse it again,
+for a paused call that a human approves later.
 """
 
 from __future__ import annotations
@@ -37,11 +38,18 @@ _REACH_HELP = "an agent's token reaches the schedules of itself and its descenda
 
 
 def answer(doc: Any, at_ms: int | None = None) -> dict[str, Any]:
-    """A stored schedule as answered: with its `next_run` after `at_ms` (default: now)."""
-    after = now_ms() if at_ms is None else at_ms
+    """A stored schedule as answered: its stored `next_run` (one stored without it: the
+    first minute after `at_ms`, default now, as the runner will set it), `last_run` and
+    `last_thread`."""
     out = {key: doc[key] for key in ("id", "agent", "name", "cron", "prompt", "created_at",
                                      "updated_at")}  # fmt: skip
-    out["next_run"] = cronexpr.next_run(cronexpr.parse(doc["cron"]), after)
+    if "next_run" in doc:
+        out["next_run"] = doc["next_run"]
+    else:
+        after = now_ms() if at_ms is None else at_ms
+        out["next_run"] = cronexpr.next_run(cronexpr.parse(doc["cron"]), after)
+    out["last_run"] = doc.get("last_run")
+    out["last_thread"] = doc.get("last_thread")
     return out
 
 
@@ -52,7 +60,7 @@ def _reach(service: Service, actor: Principal, agent_id: str, schedule: str | No
     resources.require_managed(service, actor, agent_id, subject, help=_REACH_HELP)
 
 
-def _stored(service: Service, actor: Principal, schedule_id: str) -> Any:
+def stored(service: Service, actor: Principal, schedule_id: str) -> Any:
     """The schedule (`schedule-not-found` unknown), if the caller reaches it."""
     doc = service.store.get(KIND, schedule_id)
     if doc is None:
@@ -70,14 +78,14 @@ def check_list(service: Service, actor: Principal, command: c.ListSchedules) -> 
 
 def check_one(service: Service, actor: Principal, command: c.ById) -> None:
     """Before an agent's `schedules.get`/`.delete` is decided."""
-    _stored(service, actor, command.id)
+    stored(service, actor, command.id)
 
 
 def check_update(service: Service, actor: Principal, command: c.UpdateSchedule) -> None:
     """Before an agent's `schedules.update` is decided: its cron and its schedule."""
     if command.cron is not None:
         cronexpr.parse(command.cron)
-    _stored(service, actor, command.id)
+    stored(service, actor, command.id)
 
 
 def check_create(service: Service, actor: Principal, command: c.CreateSchedule) -> None:
@@ -103,38 +111,43 @@ def schedules_list(service: Service, actor: Principal, command: c.ListSchedules)
 
 
 def schedules_get(service: Service, actor: Principal, command: c.GetSchedule) -> Result:
-    return Result(Outcome.DONE, answer(_stored(service, actor, command.id)))
+    return Result(Outcome.DONE, answer(stored(service, actor, command.id)))
 
 
 def schedules_create(service: Service, actor: Principal, command: c.CreateSchedule) -> Result:
-    cronexpr.parse(command.cron)
+    parsed = cronexpr.parse(command.cron)
     with service.store.atomic():  # the agent, as committed, is there when its schedule is
         service.sync()
         agent = service.agent(own_agent(actor, command.agent, "schedule", "makes schedules"))
         now, key = now_ms(), new_id()
         doc: dict[str, Any] = {"id": key, "agent": agent.id, "name": command.name, "cron": command.cron,
-               "prompt": command.prompt, "created_at": now, "updated_at": now}  # fmt: skip
+               "prompt": command.prompt, "created_at": now, "updated_at": now,
+               "next_run": cronexpr.next_run(parsed, now), "last_run": None,
+               "last_thread": None}  # fmt: skip
         service.store.insert(KIND, key, doc, tag=agent.id)
-    return Result(Outcome.CREATED, answer(doc))
+    return Result(Outcome.CREATED, answer(doc, now))
 
 
 def schedules_update(service: Service, actor: Principal, command: c.UpdateSchedule) -> Result:
     if command.cron is not None:
         cronexpr.parse(command.cron)
     with service.store.atomic():  # the check and the write see the same schedule
-        doc = dict(_stored(service, actor, command.id))
-        if command.cron is not None:
+        doc = dict(stored(service, actor, command.id))
+        now = now_ms()
+        if command.cron is not None and command.cron != doc["cron"]:
+            # (a new expression's first minute after now; the same one keeps its due time)
             doc["cron"] = command.cron
+            doc["next_run"] = cronexpr.next_run(cronexpr.parse(command.cron), now)
         if command.prompt is not None:
             doc["prompt"] = command.prompt
-        doc["updated_at"] = now_ms()
+        doc["updated_at"] = now
         service.store.update(KIND, doc["id"], doc, tag=doc["agent"])
-    return Result(Outcome.DONE, answer(doc))
+    return Result(Outcome.DONE, answer(doc, now))
 
 
 def schedules_delete(service: Service, actor: Principal, command: c.DeleteSchedule) -> Result:
     with service.store.atomic():
-        _stored(service, actor, command.id)
+        stored(service, actor, command.id)
         service.store.delete(KIND, command.id)
     return Result(Outcome.REMOVED, None)
 

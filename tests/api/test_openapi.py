@@ -380,6 +380,7 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/schedules/{id}", at, headers=admin, status=200)
     check("PATCH", "/v1/schedules/{id}", at, json={"cron": "*/5 * * * *"}, headers=admin,
           status=200)  # fmt: skip
+    check("POST", "/v1/schedules/{id}/run", f"{at}/run", headers=admin, status=201)
     check("DELETE", "/v1/schedules/{id}", at, headers=admin, status=204)
     # ---- an agent's memory
     entry = {"agent": "a1", "path": "/notes/today", "content": "ticket 12"}
@@ -404,6 +405,8 @@ def test_live_answers_read_as_their_schemas(
     check("GET", "/v1/feeds/{feed}/messages", f"{at}/messages", headers=admin, status=404)
     check("POST", "/v1/threads/{id}/wait", f"{in_thread}/wait", json={"timeout": 0},
           headers=admin, status=200)  # fmt: skip
+    check("GET", "/v1/threads/{id}/events", f"{in_thread}/events?limit=5", headers=admin,
+          status=200)  # fmt: skip
     check("DELETE", "/v1/tokens/{id}", f"/v1/tokens/{token['id']}", headers=admin, status=204)
     check("DELETE", "/v1/roles/{name}", "/v1/roles/extra", headers=admin, status=204)
     for kind, (body, _) in MADE.items():
