@@ -42,6 +42,7 @@ from bench.http_bench import (
     _wait,
     write_doc,
 )
+from bench.targets import Conditions, Row, record
 from tests.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,6 +251,25 @@ def report(results: list[Measured], load: tuple[float, ...], load_with: str = "p
     return "\n".join(lines) + "\n"
 
 
+def targets(results: list[Measured]) -> list[Row]:
+    """The issue's two targets, both on batches of 100: two nodes against one, and
+    PostgreSQL's one node against SQLite's."""
+    by = {(m.setup, m.mode): m for m in results}
+    sqlite, one, two = (by.get((name, "batch of 100")) for name in
+                        ("SQLite, 1 node", "PostgreSQL, 1 node", "PostgreSQL, 2 nodes"))  # fmt: skip
+    rows = []
+    if one and two:
+        ratio = two.rate / one.rate
+        rows.append(Row("two single-worker nodes on PostgreSQL: >= 1.3x one node's batch "
+                        "decisions/s", f"{ratio:.2f}x ({two.rate:,.0f} / {one.rate:,.0f})",
+                        ratio >= 1.3))  # fmt: skip
+    if sqlite and one:
+        share = one.rate / sqlite.rate
+        rows.append(Row("PostgreSQL, one node: >= 70% of SQLite's batch decisions/s",
+                        f"{share:.0%} ({one.rate:,.0f} / {sqlite.rate:,.0f})", share >= 0.7))  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.store_bench")
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -266,12 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     load = os.getloadavg()
+    conditions = Conditions()
     print("| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs |")
     results = run(args.seconds, args.clients, args.batch_clients, args.rounds, args.load)
     text = report(results, load, args.load)
     sys.stdout.write(text)
     if not args.no_write:
         write_doc(text, START, END)
+    record("bench.store_bench", targets(results), conditions, docs=not args.no_write)
     return 0
 
 

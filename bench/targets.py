@@ -1,11 +1,12 @@
 """Every benchmark target in one table: what each bench of `make bench` last measured.
 
-Each bench (`bench.run`, `bench.change_bench`, `bench.start_bench`, `bench.http_bench`)
-records its verdict rows here with the conditions it ran under: the load average before
-and after and the share of a core the bench's own process had (its CPU time over its wall
-time). The rows are kept in `bench/targets.json` by bench and target, so a bench run
-alone replaces its own rows and keeps the others', and the table in docs/benchmarks.md
-(between `<!-- targets:begin -->` and `<!-- targets:end -->`) is written from all of them.
+Each bench (`bench.run`, `bench.change_bench`, `bench.start_bench`, `bench.http_bench`,
+`bench.store_bench`) records its verdict rows here with the conditions it ran under: the
+load average before and after and the share of a core the bench's own process had (its
+CPU time over its wall time). The rows are kept in `bench/targets.json` by bench and
+target, so a bench run alone replaces its own rows and keeps the others', and the table
+in docs/benchmarks.md (between `<!-- targets:begin -->` and `<!-- targets:end -->`) is
+written from all of them.
 """
 
 from __future__ import annotations
