@@ -14,17 +14,9 @@ import httpx
 from api.service import schedulerun, threadevents
 from api.service.core import Service, now_ms
 from tests.api.conftest import BOTH, POLICY, Harness, expect, opened_again
+from tests.api.test_schedules import PLANNER
 
 STORES = BOTH
-PLANNER = """
-role scheduler {
-  allow schedules.*
-}
-profile planner {
-  roles scheduler
-  hooks none
-}
-"""
 MINUTE = 60_000
 
 
