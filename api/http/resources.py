@@ -260,7 +260,7 @@ ROUTES: Table = [
                  operation="reject", tag="approvals")),
     # Schedules (api.service.schedules; their runs: api.service.schedulerun).
     *_crud("schedules", "Schedule", "id", a.SchedulePage, a.Schedule, c.ScheduleCreate,
-           c.ScheduleUpdate, ("agent",), errors={"create": (404,)}),
+           c.ScheduleUpdate, ("agent",), errors={"create": (404,)}, tagged=True),
     managed(Spec("POST", "/v1/schedules/{id}/run", "Run a schedule now: start its thread",
                  "manage", None, a.ScheduleRun, 201, tool="schedules.run",
                  operation="runSchedule", tag="schedules")),
@@ -279,7 +279,7 @@ ROUTES: Table = [
                  operation="deleteMemory", tag="memory")),
     # Feeds (api.service.feeds): the built-in tools `feeds.*`.
     *_crud("feeds", "Feed", "id", a.FeedPage, r.Feed, c.FeedCreate, c.FeedUpdate,
-           errors={"create": ()}),
+           errors={"create": ()}, tagged=True),
     managed(Spec("POST", "/v1/feeds/{feed}/messages", "Publish a message to a feed", "manage",
                  c.FeedPublish, a.FeedMessage, 201, tool="feeds.publish",
                  operation="publishMessage", tag="feeds")),

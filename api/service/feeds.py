@@ -19,9 +19,11 @@ from typing import Any
 from api import commands as c
 from api.records import Feed
 from api.service.core import Service, new_id, now_ms
+from api.service.etags import etag
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import limit_of, page
 from api.service.tokens import Principal
+from policy.store import Doc
 
 MESSAGES = "feed-messages"
 
@@ -43,19 +45,27 @@ def check(service: Service, actor: Principal, command: c.Command) -> None:
         service.record(Feed, "feed", named)
 
 
+def stored(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The feed `command.id` as stored: what a `PATCH` or `DELETE` acts on, and its
+    `If-Match` names (api.service.manage). A publish changes it (`last_seq`), so its `ETag`
+    moves with each message."""
+    return service.record(Feed, "feed", command.id).stored()
+
+
 def feeds_list(service: Service, actor: Principal, command: c.ListFeeds) -> Result:
     return page(service, Feed.KIND, command)
 
 
 def feeds_get(service: Service, actor: Principal, command: c.GetFeed) -> Result:
-    return Result(Outcome.DONE, service.record(Feed, "feed", command.id))
+    feed = service.record(Feed, "feed", command.id)
+    return Result(Outcome.DONE, feed, etag(feed.stored()))
 
 
 def feeds_create(service: Service, actor: Principal, command: c.CreateFeed) -> Result:
     now = now_ms()
     feed = Feed(id=new_id(), name=command.name, last_seq=0, created_at=now, updated_at=now)
     service.store.insert(Feed.KIND, feed.id, feed.stored())
-    return Result(Outcome.CREATED, feed)
+    return Result(Outcome.CREATED, feed, etag(feed.stored()))
 
 
 def feeds_update(service: Service, actor: Principal, command: c.UpdateFeed) -> Result:
@@ -64,7 +74,7 @@ def feeds_update(service: Service, actor: Principal, command: c.UpdateFeed) -> R
         if command.name is not None:
             feed = feed.changed(name=command.name, updated_at=now_ms())
             service.store.update(Feed.KIND, feed.id, feed.stored())
-    return Result(Outcome.DONE, feed)
+    return Result(Outcome.DONE, feed, etag(feed.stored()))
 
 
 def feeds_delete(service: Service, actor: Principal, command: c.DeleteFeed) -> Result:

@@ -56,6 +56,8 @@ STORED: dict[str, tuple[str, Callable[[Service, Principal, Any], Doc]]] = {
     "agents": ("agent", resources.agent_stored),
     "threads": ("thread", threads.stored),
     "connections": ("connection", connections.stored),
+    "schedules": ("schedule", schedules.stored_for),
+    "feeds": ("feed", feeds.stored),
     **{kind: (rolefiles.ONE[kind], declwrites.stored(kind)) for kind in declwrites.KINDS},
 }
 

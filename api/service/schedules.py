@@ -29,9 +29,11 @@ from api.service import cron as cronexpr
 from api.service.agentowned import listed_agent, own_agent
 from api.service.core import Service, new_id, now_ms
 from api.service.errors import ServiceError
+from api.service.etags import etag
 from api.service.ops import Operation, Outcome, Result
 from api.service.pages import decode, encode, limit_of
 from api.service.tokens import Principal
+from policy.store import Doc
 
 KIND = agentowned.SCHEDULES
 _REACH_HELP = "an agent's token reaches the schedules of itself and its descendants only"
@@ -67,6 +69,14 @@ def stored(service: Service, actor: Principal, schedule_id: str) -> Any:
         raise ServiceError("schedule-not-found", f"no schedule `{schedule_id}`")
     _reach(service, actor, doc["agent"], schedule_id)
     return doc
+
+
+def stored_for(service: Service, actor: Principal, command: c.ById) -> Doc:
+    """The schedule `command.id` as stored, if the caller reaches it: what a `PATCH` or
+    `DELETE` acts on, and its `If-Match` names (api.service.manage). Its runs change it
+    (`next_run`, `last_run`, `last_thread`), so its `ETag` moves with each run."""
+    found: Doc = stored(service, actor, command.id)
+    return found
 
 
 def check_list(service: Service, actor: Principal, command: c.ListSchedules) -> None:
@@ -111,7 +121,8 @@ def schedules_list(service: Service, actor: Principal, command: c.ListSchedules)
 
 
 def schedules_get(service: Service, actor: Principal, command: c.GetSchedule) -> Result:
-    return Result(Outcome.DONE, answer(stored(service, actor, command.id)))
+    doc = stored(service, actor, command.id)
+    return Result(Outcome.DONE, answer(doc), etag(doc))
 
 
 def schedules_create(service: Service, actor: Principal, command: c.CreateSchedule) -> Result:
@@ -125,7 +136,7 @@ def schedules_create(service: Service, actor: Principal, command: c.CreateSchedu
                "next_run": cronexpr.next_run(parsed, now), "last_run": None,
                "last_thread": None}  # fmt: skip
         service.store.insert(KIND, key, doc, tag=agent.id)
-    return Result(Outcome.CREATED, answer(doc, now))
+    return Result(Outcome.CREATED, answer(doc, now), etag(doc))
 
 
 def schedules_update(service: Service, actor: Principal, command: c.UpdateSchedule) -> Result:
@@ -142,7 +153,7 @@ def schedules_update(service: Service, actor: Principal, command: c.UpdateSchedu
             doc["prompt"] = command.prompt
         doc["updated_at"] = now
         service.store.update(KIND, doc["id"], doc, tag=doc["agent"])
-    return Result(Outcome.DONE, answer(doc, now))
+    return Result(Outcome.DONE, answer(doc, now), etag(doc))
 
 
 def schedules_delete(service: Service, actor: Principal, command: c.DeleteSchedule) -> Result:

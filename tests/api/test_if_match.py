@@ -1,7 +1,8 @@
-"""Lost updates: identities, agents, threads and connections answer with an `ETag`, and a
-`PATCH` or `DELETE` with it as `If-Match` writes only while the resource is still that
-(else 412 `resource-moved`, nothing written), compared inside the write's transaction so
-that of two writes made from one state exactly one wins (docs/http.md, "Lost updates")."""
+"""Lost updates: identities, agents, threads, connections, schedules and feeds answer with
+an `ETag`, and a `PATCH` or `DELETE` with it as `If-Match` writes only while the resource
+is still that (else 412 `resource-moved`, nothing written), compared inside the write's
+transaction so that of two writes made from one state exactly one wins (docs/http.md,
+"Lost updates")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from api import commands as c
 from api.http.app import create_app
-from api.service import connections, resources, threads
+from api.service import connections, feeds, resources, schedules, threads
 from api.service.core import Service
 from api.service.tokens import Principal
 from policy import identities
@@ -38,6 +39,12 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
         {"name": "d"},
         {"name": "e"},
     ),
+    "schedules": (
+        {"agent": "a1", "name": "s", "cron": "0 9 * * 1", "prompt": "p"},
+        {"prompt": "q"},
+        {"cron": "30 9 * * 1"},
+    ),
+    "feeds": ({"name": "f"}, {"name": "g"}, {"name": "h"}),
 }
 
 
@@ -99,7 +106,7 @@ def test_a_malformed_if_match_is_refused_and_writes_nothing(
 
 def _frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every write in the same millisecond (as two quick ones are)."""
-    for module in (resources, threads, connections):
+    for module in (resources, threads, connections, schedules, feeds):
         monkeypatch.setattr(module, "now_ms", lambda: 1_700_000_000_000)
     monkeypatch.setattr(identities, "_now", lambda: 1_700_000_000_000)
 
@@ -310,3 +317,26 @@ def test_a_pause_that_an_approval_opens_again_keeps_the_if_match(
     before = client.get("/v1/agents/rev", headers=admin).json()
     expect(client.post(f"/v1/approvals/{reopened}/approve", headers=admin), 412, "resource-moved")
     assert client.get("/v1/agents/rev", headers=admin).json() == before
+
+
+def test_a_schedules_run_and_a_feeds_message_move_their_tags(client: Any, harness: Harness) -> None:
+    """A run changes the schedule (`next_run`, `last_run`), a message the feed
+    (`last_seq`): a write made from the state before is refused, as any other change."""
+    admin = harness.auth()
+    path, before = _create(client, harness, "schedules")
+    ran = client.post(f"{path}/run", headers=admin)
+    assert ran.status_code == 201, ran.text
+    expect(client.patch(path, json={"prompt": "x"}, headers={**admin, "if-match": before}),
+           412, "resource-moved")  # fmt: skip
+    now = client.get(path, headers=admin).headers["etag"]
+    assert now != before
+    assert (
+        client.patch(path, json={"prompt": "x"}, headers={**admin, "if-match": now}).status_code
+        == 200
+    )
+    path, before = _create(client, harness, "feeds")
+    posted = client.post(f"{path}/messages", json={"message": "m"}, headers=admin)
+    assert posted.status_code == 201, posted.text
+    expect(client.delete(path, headers={**admin, "if-match": before}), 412, "resource-moved")
+    now = client.get(path, headers=admin).headers["etag"]
+    assert client.delete(path, headers={**admin, "if-match": now}).status_code == 204
