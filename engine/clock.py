@@ -3,7 +3,9 @@
 Conditions read it through `fields()`, never from the caller: a caller's `context` could
 say any time, the server's clock cannot be told one. `charter test` and the properties
 fix it for a block (`fixed(ms)`) so that what a test decides does not depend on when it
-runs; a service decides at the time of its clock.
+runs; a service decides at the time of its clock, fixed for each group of calls it
+decides and logs together (api.service.core.one_moment), so that every condition of a
+call reads the moment its log row gives.
 
 | field | type | value |
 | --- | --- | --- |

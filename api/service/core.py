@@ -7,9 +7,9 @@ Decisions, approvals and management operations live in their own modules and tak
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from api.service.readmodel import ReadModel
 from api.service.receipts import Signer
 from api.service.snapshots import Snapshots
 from api.service.webhookdelivery import Deliverer
+from engine import clock
 from engine.check import check_sources
 from engine.compile import Snapshot, compile_workspace
 from engine.workspace import Workspace
@@ -55,7 +56,16 @@ def policy_bytes(files: Sequence[tuple[str, str]]) -> int:
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """Now, in ms since the epoch; inside `one_moment()`, that moment."""
+    return clock.now_ms()
+
+
+def one_moment() -> AbstractContextManager[None]:
+    """A block that decides at one moment: the `time.*` every condition reads and every
+    stamp the service takes meanwhile (a log row's `at`, a budget's window, an approval's
+    `created_at`) are the same ms, so the log says when the call was decided to the ms its
+    conditions saw (a logged decision is explained at its `at`: api.service.logexplain)."""
+    return clock.fixed(now_ms())
 
 
 def new_id() -> str:

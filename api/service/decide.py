@@ -27,7 +27,7 @@ from api.records import Agent, Approval, Thread, Turn
 from api.service.approved import Approved
 from api.service.budget import MAX_USD
 from api.service.calls import Call, Prepared
-from api.service.core import Service, now_ms
+from api.service.core import Service, now_ms, one_moment
 from api.service.decisionlog import write
 from api.service.errors import ErrorCode, ServiceError, no_policy
 from engine.compile import Snapshot
@@ -187,9 +187,10 @@ def decide_detailed(
     hook stays a pause (`Approved`).
     """
     service.sync()
-    prepared = prepare(service, calls, {})
-    with service.store.atomic():
-        return write(service, prepared, management=management, approval=approval)
+    with one_moment():  # (its conditions' `time.*` is its rows' `at`)
+        prepared = prepare(service, calls, {})
+        with service.store.atomic():
+            return write(service, prepared, management=management, approval=approval)
 
 
 def prepare(

@@ -40,7 +40,7 @@ from functools import partial
 from typing import Any
 
 from api.service.calls import Call, Prepared
-from api.service.core import Service
+from api.service.core import Service, one_moment
 from api.service.decide import prepare
 from api.service.decisionlog import Draft, draft, write
 from api.service.errors import invalid_token
@@ -280,7 +280,14 @@ class GroupCommit:
         False, a revision it needs that is not compiled yet, and nothing done. With
         `later`, on a store that can (`Store.defer_commit`), the transaction's COMMIT is
         sent and the answering is added to `later`: the caller answers once the COMMIT's
-        answer is read (`_settled`)."""
+        answer is read (`_settled`). The group is decided and logged at one moment
+        (`one_moment`): its conditions' `time.*` is its rows' `at`."""
+        with one_moment():
+            return self._decide_and_log(group, compile, later)
+
+    def _decide_and_log(
+        self, group: list[_Member], compile: bool, later: list[_Later] | None
+    ) -> int | None:
         service = self.service
         deferred = None
         try:
