@@ -1,11 +1,17 @@
-"""`charter log verify` and `charter receipt verify`: what a reviewer checks of what the
-service recorded and signed (docs/operations.md, "The signed log and receipts").
+"""`charter log verify`, `charter log explain` and `charter receipt verify`: what a
+reviewer checks of what the service recorded and signed (docs/operations.md, "The signed
+log and receipts").
 
 - `charter log verify --db DB [--key-file PATH | --keys FILE]` walks the decision log's
   chain and checks every signed checkpoint (policy/logseal.py), with the server's keys as
   the key file opens them from the database, or as a key set saved from `GET /v1/keys`
   (then no key file is needed). It names every stretch that is wrong, the first first;
   exit 0 when the log is sound, 1 when something is wrong (V0001), 2 when it cannot check.
+- `charter log explain SEQ --db DB [--key-file PATH]` explains the decision logged at `SEQ`
+  again on the revision it was decided on (api/service/logexplain.py, as `GET
+  /v1/log/{seq}/explain`): its trace, and what the policy decides next to what was
+  logged; exit 0 with a trace, 1 when the log does not keep what a condition reads (it
+  says why), 2 when it cannot read (no such seq, no database).
 - `charter receipt verify RECEIPT --keys FILE|URL [--call FILE]` checks a receipt
   (api/service/receipts.py) with a key set saved from `GET /v1/keys` (offline), or the
   one a server's URL answers; with `--call`, that the receipt is about that call. It
@@ -26,14 +32,15 @@ from typing import Any
 from api.cli_serve_checks import database_path, os_reason, refuse, store_refused
 from api.http.calls import one_call
 from api.node_files import KEY_FILE_FLAG, node_files
-from api.service import receipts
+from api.service import logexplain, receipts
+from api.service.core import Service
 from api.service.encoding import dumps_text
 from api.service.errors import ServiceError
 from policy import logseal
 from policy.cose import CoseError
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
 from policy.serverkeys import KeysFileError, PublicKey, ServerKeys, b64url, from_jwks
-from policy.store import StoreDamaged, StoreTooNew, StoreUnavailable
+from policy.store import Store, StoreDamaged, StoreTooNew, StoreUnavailable
 from policy.store.open import StoreUrlError, open_store, parse
 from policy.store.refusal import StoreRefused
 
@@ -214,8 +221,74 @@ def cmd_receipt_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- charter log explain ------------------------------------------------------------------
+
+
+def _opened(args: argparse.Namespace) -> tuple[Store, Sealer, str] | int:
+    """The store `--db` names and the sealer its key file opens, for a command that reads
+    them as the server does; an exit code once refused."""
+    try:
+        target = parse(args.db)
+        files = node_files(target, args.key_file)
+    except StoreUrlError as exc:
+        return store_refused(exc)
+    db = target.shown
+    if target.path is not None and not Path(target.path).is_file():
+        return refuse(
+            f"no database file at `{db}`", "`--db` is the database `charter serve` serves"
+        )
+    if not files.key.is_file() and not _key_in_env():
+        return refuse(
+            f"no key file at `{files.key}`: the approvals' sealed calls open with it",
+            f"give `{KEY_FILE_FLAG}` as `charter serve` has it",
+        )
+    try:
+        sealer = Sealer(load_key_file(files.key))
+    except SecretKeyError as exc:
+        return refuse(f"cannot open the key file `{files.key}`: {exc}")
+    try:
+        store = open_store(target, shared=True)
+    except (StoreUrlError, StoreRefused) as exc:
+        return store_refused(exc)
+    except StoreTooNew as exc:
+        return refuse(f"`{db}` was written by a newer charter: {exc}")
+    except OSError as exc:
+        return refuse(f"cannot open database `{db}`: {os_reason(exc)}")
+    return store, sealer, db
+
+
+def cmd_log_explain(args: argparse.Namespace) -> int:
+    opened = _opened(args)
+    if isinstance(opened, int):
+        return opened
+    store, sealer, db = opened
+    try:
+        answer = logexplain.explained(Service(store, sealer), args.seq)
+    except ServiceError as exc:
+        return refuse(f"{db}: {exc.message}", exc.extra.get("help"))
+    except (StoreUnavailable, StoreDamaged) as exc:
+        return refuse(f"cannot read `{db}`: {exc}")
+    finally:
+        store.close()
+    if args.format == "json":
+        _say(dumps_text(answer))
+    elif answer["trace"] is None:
+        why = answer["unavailable"]
+        sys.stderr.write(
+            f"charter: decision {args.seq}: no trace ({why['why']}): {why['message']}\n"
+        )
+    else:
+        _say(answer["trace"])
+        _say(f"logged: {answer['logged_effect']} on revision {answer['revision']}; "
+             f"the policy decides {answer['effect']}"
+             + ("" if answer["same_effect"] else f" ({answer['note']})"))  # fmt: skip
+    return 0 if answer["trace"] is not None else 1
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser("log", help="the decision log: verify its chain and signed checkpoints")
+    p = sub.add_parser(
+        "log", help="the decision log: verify its chain and signed checkpoints, explain a decision"
+    )
     verbs = p.add_subparsers(dest="log_verb", required=True)
     verify = verbs.add_parser(
         "verify", help="verify the decision log: its chain and its signed checkpoints"
@@ -229,6 +302,16 @@ def register(sub: Any) -> None:
                         "URL) instead of opening them with the key file")  # fmt: skip
     verify.add_argument("--format", choices=["text", "json"], default="text")
     verify.set_defaults(func=cmd_log_verify)
+    explain = verbs.add_parser(
+        "explain", help="explain a logged decision again on the revision it was decided on"
+    )
+    explain.add_argument("seq", type=int, help="the decision's `seq` in the log")
+    explain.add_argument("--db", type=database_path, default="charter.db",
+                         help="the database `charter serve --db` serves: a path or a URL")  # fmt: skip
+    explain.add_argument(KEY_FILE_FLAG, default=None, metavar="PATH",
+                         help="the key file `charter serve` has (default: `<db>.key`)")  # fmt: skip
+    explain.add_argument("--format", choices=["text", "json"], default="text")
+    explain.set_defaults(func=cmd_log_explain)
 
     p = sub.add_parser("receipt", help="decision receipts: verify one offline")
     verbs = p.add_subparsers(dest="receipt_verb", required=True)

@@ -5,8 +5,6 @@ keeps. An admin's, as reading the log is."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,7 +14,6 @@ from api.http.auth import require_admin
 from api.http.parts import service_of
 from api.http.routing import Spec, Table, json_response, path_ids
 from api.service import logexplain
-from api.service.core import Service
 from api.service.errors import ServiceError
 
 
@@ -30,20 +27,11 @@ def _seq(raw: str) -> int:
     return int(raw)
 
 
-def _explained(service: Service, seq: int) -> dict[str, Any]:
-    service.sync()
-    try:
-        entry = logexplain.read_entry(service, seq)
-    except logexplain.Unavailable as why:
-        return logexplain.unavailable(seq, why)
-    return logexplain.explain_entry(service, entry)
-
-
 async def explain(request: Request) -> Response:
     require_admin(request)
     seq = _seq(str(path_ids(request)["seq"]))
     # (a revision not compiled in this process is compiled here: off the event loop)
-    return json_response(await run_in_threadpool(_explained, service_of(request), seq))
+    return json_response(await run_in_threadpool(logexplain.explained, service_of(request), seq))
 
 
 ROUTES: Table = [

@@ -95,6 +95,18 @@ def unavailable(seq: int, why: Unavailable) -> dict[str, Any]:
     return answer
 
 
+def explained(service: Service, seq: int) -> dict[str, Any]:
+    """The answer of `GET /v1/log/{seq}/explain` (and of `charter log explain`): the
+    entry at `seq` explained again, or why it cannot be (`decision-not-found` raised for
+    a seq the log does not have)."""
+    service.sync()
+    try:
+        entry = read_entry(service, seq)
+    except Unavailable as why:
+        return unavailable(seq, why)
+    return explain_entry(service, entry)
+
+
 def explain_entry(service: Service, entry: dict[str, Any]) -> dict[str, Any]:
     """The answer of `GET /v1/log/{seq}/explain` for a logged entry."""
     answer = _answer(entry["seq"], entry["revision"], entry["effect"])

@@ -7,13 +7,16 @@ log does not have."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from api.cli import main
 from tests.api.conftest import POLICY, Harness, expect
 
 SECRET = "s3cr3t-value-9f81"
@@ -213,3 +216,37 @@ def test_a_condition_on_the_time_reads_the_moment_the_call_was_logged(
     found = _explain(live, harness, logged["seq"])
     assert found["effect"] == logged["effect"] and found["same_effect"] is True, found
     assert "time.ms" in found["trace"]
+
+
+def test_the_command_line_explains_from_the_database(
+    live: httpx.Client, harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`charter log explain SEQ --db DB`: the same answer as the endpoint, from the
+    database and its key file (a paused call's approval opens with it)."""
+    db = [str(harness.db)] + (
+        [] if harness.key_file is None else ["--key-file", str(harness.key_file)]
+    )
+    allowed = _decide(live, harness, "billing.refund", {"amount": 10})
+    paused = _decide(live, harness, "billing.refund", {"amount": 80})
+    files = {"files": [{"path": "policy.charter", "text": LATER}]}
+    assert live.put("/v1/policy", json=files, headers=harness.auth()).status_code == 201
+    ping = _decide(live, harness, "net.ping", {"host": "h"}, context={"ip": "10.0.0.1"})
+    capsys.readouterr()
+
+    assert main(["log", "explain", str(allowed["seq"]), "--db", *db]) == 0
+    out = capsys.readouterr().out
+    assert "role `refunder`" in out and "result: ALLOW" in out
+    assert out.rstrip().endswith("logged: allow on revision 1; the policy decides allow")
+
+    assert main(["log", "explain", str(paused["seq"]), "--db", *db, "--format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer == _explain(live, harness, paused["seq"]) and answer["inputs"] == "approval"
+
+    assert main(["log", "explain", str(ping["seq"]), "--db", *db]) == 1
+    err = capsys.readouterr().err
+    assert f"decision {ping['seq']}: no trace (context-not-logged)" in err
+
+    assert main(["log", "explain", str(ping["seq"] + 1), "--db", *db]) == 2
+    assert "has no decision at seq" in capsys.readouterr().err
+    assert main(["log", "explain", "1", "--db", str(harness.db) + ".missing"]) == 2
+    assert "no database file" in capsys.readouterr().err
