@@ -1,10 +1,34 @@
 // Agents: each agent's profile and identity, its budget with what it has spent per
-// window, its threads with their status and spending, and the tools it may call.
+// window, its threads with their status and spending (and a thread's history, its
+// events: GET /v1/threads/{id}/events), and the tools it may call.
 import { Problem, call } from "./api.js";
 import { el, fill, facts, when } from "./dom.js";
 
 const WINDOWS = ["24h", "7d", "total"];
 const THREADS_PAGE = 20;
+const EVENTS_PAGE = 50;
+
+// What an event says beyond its kind, in words (api/service/threadevents.py's fields).
+function eventDetail(e) {
+  switch (e.event) {
+    case "created":
+      return `by ${e.by}${e.schedule ? ` (schedule ${e.schedule})` : ""}`
+        + (e.max_cost ? `, max cost ${e.max_cost} USD` : "");
+    case "turn":
+      return `turn ${e.turn} on revision ${e.revision}, profile ${e.profile}`;
+    case "call":
+      return `${e.tool}: ${e.effect} (decision ${e.seq})`
+        + (e.charged ? `, ${e.charged} USD` : "") + (e.approval ? `, approval ${e.approval}` : "");
+    case "approval":
+      return `${e.tool}: ${e.status} by ${e.by || "someone"} (approval ${e.approval})`;
+    case "cost":
+      return `${e.charged} USD reported for decision ${e.seq} by ${e.by}`;
+    case "status":
+      return `${e.was} -> ${e.status} by ${e.by}`;
+    default:
+      return "";
+  }
+}
 
 function money(value) {
   return value === null || value === undefined ? "—" : `${value} USD`;
@@ -60,10 +84,50 @@ export function agentsPage(root, who, session) {
       if (error instanceof Problem && error.status === 401) throw error;
       spent = `not shown (${error.code || error.message})`;
     }
+    const history = el("button", { type: "button", class: "secondary history",
+      onclick: () => showHistory(thread.id) }, "History");
     return el("tr", { "data-thread": thread.id },
       el("td", {}, el("code", {}, thread.id)), el("td", {}, thread.status),
       el("td", {}, thread.prompt), el("td", { class: "spent" }, spent),
-      el("td", {}, when(thread.updated_at)));
+      el("td", {}, when(thread.updated_at)), el("td", {}, history));
+  }
+
+  // A thread's history, oldest first, a page at a time, below the agent's threads.
+  async function showHistory(threadId) {
+    const box = detail.querySelector("#thread-history");
+    if (!box) return;
+    const ticket = shown;
+    const body = el("tbody", {});
+    const more = el("button", { type: "button", class: "secondary", id: "thread-events-more", hidden: true }, "More events");
+    box.replaceChildren(
+      el("h3", { tabindex: "-1" }, "History of thread ", el("code", {}, threadId)),
+      el("table", { id: "thread-events", "data-thread": threadId },
+        el("thead", {}, el("tr", {}, ["Time", "Event", "What"].map((h) => el("th", {}, h)))),
+        body),
+      more);
+    box.querySelector("h3").focus();
+    let cursor = null;
+    async function page() {
+      more.disabled = true;
+      try {
+        const query = new URLSearchParams({ limit: String(EVENTS_PAGE) });
+        if (cursor) query.set("cursor", cursor);
+        const path = `/v1/threads/${encodeURIComponent(threadId)}/events?${query}`;
+        const { body: found } = await call("GET", path);
+        if (ticket !== shown) return;
+        body.append(...(found.items || []).map((e) => el("tr", { "data-event": e.event },
+          el("td", {}, when(e.at)), el("td", {}, e.event), el("td", {}, eventDetail(e)))));
+        cursor = found.next_cursor || null;
+        more.hidden = !cursor;
+      } catch (error) {
+        if (error instanceof Problem && error.status === 401) return session.expired();
+        box.replaceChildren(refusal(error));
+      } finally {
+        more.disabled = false;
+      }
+    }
+    more.addEventListener("click", page);
+    await page();
   }
 
   // The agent's threads, a page at a time (newest listing order as the API gives it).
@@ -72,7 +136,7 @@ export function agentsPage(root, who, session) {
     const more = el("button", { type: "button", class: "secondary", id: "agent-threads-more", hidden: true }, "More threads");
     const box = el("div", { id: "agent-threads-box" },
       el("table", { id: "agent-threads" },
-        el("thead", {}, el("tr", {}, ["Thread", "Status", "Prompt", "Spent (total)", "Updated"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ["Thread", "Status", "Prompt", "Spent (total)", "Updated", ""].map((h) => el("th", {}, h)))),
         body),
       more);
     const empty = el("p", { class: "note", id: "agent-no-threads", hidden: true }, "No threads.");
@@ -119,6 +183,7 @@ export function agentsPage(root, who, session) {
           ["Parent", agent.parent], ["Status", agent.status]]),
         el("h3", {}, "Budget"), budget,
         el("h3", {}, "Threads"), threads(id, ticket),
+        el("section", { id: "thread-history", "aria-live": "polite" }),
         el("h3", {}, "Tools"),
         el("table", { id: "agent-tools" },
           el("thead", {}, el("tr", {}, ["Tool", "Access", "When", "Hooks"].map((h) => el("th", {}, h)))),

@@ -202,7 +202,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
 
     # The agents page lists the agent's tools, its budget with what it spent per window,
     # and its threads with theirs: a refund charged to a thread of its own (the day's
-    # 1.65 USD is it and the approved refund's 0.4).
+    # 1.65 USD is it and the approved refund's 0.4), and the thread's history.
     thread = httpx.post(
         f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 7", "max_cost": "5"},
         headers=harness.auth(),
@@ -225,6 +225,13 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     row.wait_for()
     assert "open" in row.inner_text() and "refund order 7" in row.inner_text()
     assert row.locator("td.spent").inner_text() == "1.25 USD of 5 USD"
+    # Its history: the thread made, then the refund decided and charged in it.
+    row.locator("button.history").click()
+    call = page.locator("#thread-events tr[data-event='call']")
+    call.wait_for()
+    assert "billing.refund: allow" in call.inner_text() and "1.25 USD" in call.inner_text()
+    made = page.locator("#thread-events tr[data-event='created']").inner_text()
+    assert "max cost 5 USD" in made
     page.screenshot(path=str(shots / "agents.png"))
     assert csp_errors == []
 
