@@ -29,7 +29,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from api.cli_serve_checks import database_path, os_reason, refuse, store_refused
+from api.cli_serve_checks import (
+    database_path,
+    missing_database,
+    open_database,
+    os_reason,
+    refuse,
+    store_refused,
+)
 from api.http.calls import one_call
 from api.node_files import KEY_FILE_FLAG, node_files
 from api.service import logexplain, receipts
@@ -40,9 +47,8 @@ from policy import logseal
 from policy.cose import CoseError
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
 from policy.serverkeys import KeysFileError, PublicKey, ServerKeys, b64url, from_jwks
-from policy.store import Store, StoreDamaged, StoreTooNew, StoreUnavailable
-from policy.store.open import StoreUrlError, open_store, parse
-from policy.store.refusal import StoreRefused
+from policy.store import Store, StoreDamaged, StoreUnavailable
+from policy.store.open import StoreUrlError, parse
 
 MAX_KEYS_BYTES = 1 << 20
 
@@ -96,10 +102,9 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
     except StoreUrlError as exc:
         return store_refused(exc)
     db = target.shown
-    if target.path is not None and not Path(target.path).is_file():
-        return refuse(
-            f"no database file at `{db}`", "`--db` is the database `charter serve` serves"
-        )
+    missing = missing_database(target)
+    if missing is not None:
+        return missing
     trusted: dict[str, PublicKey] | None = None
     if args.keys is not None:
         found = _keys_from(args.keys)
@@ -112,16 +117,9 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
             f"give `{KEY_FILE_FLAG}` as `charter serve` has it, or `--keys FILE` saved from "
             "`GET /v1/keys`",
         )
-    try:
-        store = open_store(target, shared=True)
-    except StoreUrlError as exc:
-        return store_refused(exc)
-    except StoreRefused as exc:
-        return store_refused(exc)
-    except StoreTooNew as exc:
-        return refuse(f"`{db}` was written by a newer charter: {exc}")
-    except OSError as exc:
-        return refuse(f"cannot open database `{db}`: {os_reason(exc)}")
+    store = open_database(target)
+    if isinstance(store, int):
+        return store
     try:
         if trusted is None:
             assert files is not None
@@ -232,11 +230,9 @@ def _opened(args: argparse.Namespace) -> tuple[Store, Sealer, str] | int:
         files = node_files(target, args.key_file)
     except StoreUrlError as exc:
         return store_refused(exc)
-    db = target.shown
-    if target.path is not None and not Path(target.path).is_file():
-        return refuse(
-            f"no database file at `{db}`", "`--db` is the database `charter serve` serves"
-        )
+    missing = missing_database(target)
+    if missing is not None:
+        return missing
     if not files.key.is_file() and not _key_in_env():
         return refuse(
             f"no key file at `{files.key}`: the approvals' sealed calls open with it",
@@ -246,15 +242,10 @@ def _opened(args: argparse.Namespace) -> tuple[Store, Sealer, str] | int:
         sealer = Sealer(load_key_file(files.key))
     except SecretKeyError as exc:
         return refuse(f"cannot open the key file `{files.key}`: {exc}")
-    try:
-        store = open_store(target, shared=True)
-    except (StoreUrlError, StoreRefused) as exc:
-        return store_refused(exc)
-    except StoreTooNew as exc:
-        return refuse(f"`{db}` was written by a newer charter: {exc}")
-    except OSError as exc:
-        return refuse(f"cannot open database `{db}`: {os_reason(exc)}")
-    return store, sealer, db
+    store = open_database(target)
+    if isinstance(store, int):
+        return store
+    return store, sealer, target.shown
 
 
 def cmd_log_explain(args: argparse.Namespace) -> int:

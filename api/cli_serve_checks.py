@@ -24,8 +24,8 @@ from pathlib import Path
 from api.service.webhookoutbox import url_problem
 from policy import identities
 from policy.secrets import KEY_ENV, Sealer, SecretKeyError, load_key_file
-from policy.store import Store
-from policy.store.open import StoreUrlError, parse
+from policy.store import Store, StoreTooNew
+from policy.store.open import StoreUrlError, Target, open_store, parse
 from policy.store.probe import SQLITE_NOTADB, probe
 from policy.store.refusal import StoreRefused
 
@@ -48,6 +48,31 @@ def os_reason(exc: OSError) -> str:
 
 
 # ---- the command line's values, checked by argparse (exit 2 with the usage) ------------
+
+
+def missing_database(target: Target) -> int | None:
+    """For a command that reads what `charter serve` keeps: exit 2 when `--db` names a
+    file that is not there (opening it would make an empty database); None when it is."""
+    if target.path is not None and not Path(target.path).is_file():
+        return refuse(
+            f"no database file at `{target.shown}`",
+            "`--db` is the database `charter serve` serves",
+        )
+    return None
+
+
+def open_database(target: Target) -> Store | int:
+    """The store `--db` names, opened beside the processes that may serve it; or the exit
+    code of its refusal (a database a newer charter wrote, one the store refuses, one
+    that cannot be read)."""
+    try:
+        return open_store(target, shared=True)
+    except (StoreUrlError, StoreRefused) as exc:
+        return store_refused(exc)
+    except StoreTooNew as exc:
+        return refuse(f"`{target.shown}` was written by a newer charter: {exc}")
+    except OSError as exc:
+        return refuse(f"cannot open database `{target.shown}`: {os_reason(exc)}")
 
 
 def _digits(text: str, most: int) -> int | None:

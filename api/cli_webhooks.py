@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from api.cli_serve_checks import database_path, os_reason, refuse, store_refused
+from api.cli_serve_checks import (
+    database_path,
+    missing_database,
+    open_database,
+    refuse,
+    store_refused,
+)
 from api.service.encoding import dumps_text
 from api.service.webhookoutbox import FAILED, KIND, PENDING, now_ms
-from policy.store import Store, StoreDamaged, StoreTooNew, StoreUnavailable
-from policy.store.open import StoreUrlError, open_store, parse
-from policy.store.refusal import StoreRefused
+from policy.store import Store, StoreDamaged, StoreUnavailable
+from policy.store.open import StoreUrlError, parse
 
 
 def _say(text: str) -> None:
@@ -37,19 +41,8 @@ def _opened(db_arg: str) -> Store | int:
         target = parse(db_arg)
     except StoreUrlError as exc:
         return store_refused(exc)
-    db = target.shown
-    if target.path is not None and not Path(target.path).is_file():
-        return refuse(
-            f"no database file at `{db}`", "`--db` is the database `charter serve` serves"
-        )
-    try:
-        return open_store(target, shared=True)
-    except (StoreUrlError, StoreRefused) as exc:
-        return store_refused(exc)
-    except StoreTooNew as exc:
-        return refuse(f"`{db}` was written by a newer charter: {exc}")
-    except OSError as exc:
-        return refuse(f"cannot open database `{db}`: {os_reason(exc)}")
+    missing = missing_database(target)
+    return missing if missing is not None else open_database(target)
 
 
 def _shown(status: str, row: dict[str, Any]) -> dict[str, Any]:
