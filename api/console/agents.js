@@ -106,19 +106,31 @@ export function agentsPage(root, who, session) {
         body),
       more);
     box.querySelector("h3").focus();
+    await paged(box, body, more, ticket, async (cursor) => {
+      const query = new URLSearchParams({ limit: String(EVENTS_PAGE) });
+      if (cursor) query.set("cursor", cursor);
+      const path = `/v1/threads/${encodeURIComponent(threadId)}/events?${query}`;
+      const { body: found } = await call("GET", path);
+      const rows = (found.items || []).map((e) => el("tr", { "data-event": e.event },
+        el("td", {}, when(e.at)), el("td", {}, e.event), el("td", {}, eventDetail(e))));
+      return { rows, next: found.next_cursor };
+    });
+  }
+
+  // A list read a page at a time into `body`: `fetch(cursor)` gives a page's rows and
+  // the next cursor; `more` reads on; a refusal takes the place of `box`; `after` runs
+  // once a page is in.
+  function paged(box, body, more, ticket, fetch, after = () => {}) {
     let cursor = null;
     async function page() {
       more.disabled = true;
       try {
-        const query = new URLSearchParams({ limit: String(EVENTS_PAGE) });
-        if (cursor) query.set("cursor", cursor);
-        const path = `/v1/threads/${encodeURIComponent(threadId)}/events?${query}`;
-        const { body: found } = await call("GET", path);
+        const { rows, next } = await fetch(cursor);
         if (ticket !== shown) return;
-        body.append(...(found.items || []).map((e) => el("tr", { "data-event": e.event },
-          el("td", {}, when(e.at)), el("td", {}, e.event), el("td", {}, eventDetail(e)))));
-        cursor = found.next_cursor || null;
+        body.append(...rows);
+        cursor = next || null;
         more.hidden = !cursor;
+        after();
       } catch (error) {
         if (error instanceof Problem && error.status === 401) return session.expired();
         box.replaceChildren(refusal(error));
@@ -127,7 +139,7 @@ export function agentsPage(root, who, session) {
       }
     }
     more.addEventListener("click", page);
-    await page();
+    return page();
   }
 
   // The agent's threads, a page at a time (newest listing order as the API gives it).
@@ -141,28 +153,12 @@ export function agentsPage(root, who, session) {
       more);
     const empty = el("p", { class: "note", id: "agent-no-threads", hidden: true }, "No threads.");
     box.append(empty);
-    let cursor = null;
-    async function page() {
-      more.disabled = true;
-      try {
-        const query = new URLSearchParams({ agent: id, limit: String(THREADS_PAGE) });
-        if (cursor) query.set("cursor", cursor);
-        const { body: found } = await call("GET", `/v1/threads?${query}`);
-        const rows = await Promise.all((found.items || []).map(threadRow));
-        if (ticket !== shown) return;
-        body.append(...rows);
-        cursor = found.next_cursor || null;
-        more.hidden = !cursor;
-        empty.hidden = body.children.length > 0;
-      } catch (error) {
-        if (error instanceof Problem && error.status === 401) return session.expired();
-        box.replaceChildren(refusal(error));
-      } finally {
-        more.disabled = false;
-      }
-    }
-    more.addEventListener("click", page);
-    page();
+    paged(box, body, more, ticket, async (cursor) => {
+      const query = new URLSearchParams({ agent: id, limit: String(THREADS_PAGE) });
+      if (cursor) query.set("cursor", cursor);
+      const { body: found } = await call("GET", `/v1/threads?${query}`);
+      return { rows: await Promise.all((found.items || []).map(threadRow)), next: found.next_cursor };
+    }, () => { empty.hidden = body.children.length > 0; });
     return box;
   }
 
