@@ -122,11 +122,28 @@ def _statuses(spec: Spec) -> list[int]:
     return sorted(found - {status for status, _ in spec.others})
 
 
+# One event of a `text/event-stream` answer, as the HTML standard defines its fields: its
+# `data` is JSON here (api.http.approvals). OpenAPI 3.0 and 3.1 have no `itemSchema`;
+# a tool that reads the stream (schemathesis) takes `schema` for each event.
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}
+
+
 def _success(spec: Spec) -> dict[str, Any]:
     if spec.status == 204:
         return {"description": "done: no content"}
     if spec.response is not None:
         schema = _ref(spec.response)
+    elif spec.media == "text/event-stream":
+        schema = SSE_EVENT  # (each event of the stream, as OpenAPI 3.2's `itemSchema` says)
     elif spec.media.startswith("text/"):
         schema = {"type": "string"}
     else:
