@@ -87,7 +87,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
-        if request.method != "GET" and result.outcome is not Outcome.PENDING:
+        if request.method not in ("GET", "HEAD") and result.outcome is not Outcome.PENDING:
             await flush_uses(request)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:

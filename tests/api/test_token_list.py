@@ -57,6 +57,9 @@ def test_tokens_are_listed_with_their_last_use_and_no_secret(
         return doc["last_used_at"]
 
     assert stored() is None
+    # nor does a HEAD, which asks a GET's answer without its body (a read)
+    assert live.head("/v1/agents?limit=1", headers=admin).status_code == 200
+    assert stored() is None
     assert live.post("/v1/identities", json={}, headers=admin).status_code == 201
     assert stored() == by_id[made["id"]]["last_used_at"]
     # nothing of any token, nor of its hash, in the listing
