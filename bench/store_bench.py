@@ -114,20 +114,14 @@ def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
     path = "/v1/decisions" if per == 1 else "/v1/decisions/batch"
     payload = _payload(setup.token, path, body)
     pg = [setup.postgres] if setup.postgres is not None else []
-    if load_with == "wrk":
-        asyncio.run(_warm(setup.ports, payload))
-        before, before_pg = _cpu(setup.charter), _cpu(pg)
-        found = wrkload.run(setup.ports, path, body, setup.token, clients, seconds)
-        return Measured(setup.name, mode, clients, found.requests * per, found.seconds,
-                        _cpu(setup.charter) - before, _cpu(pg) - before_pg)  # fmt: skip
 
     async def load() -> int:
-        share = [clients // len(setup.ports) + (i < clients % len(setup.ports))
-                 for i in range(len(setup.ports))]  # fmt: skip
         counts = await asyncio.gather(
             *(
                 _load(port, payload, n, seconds)
-                for port, n in zip(setup.ports, share, strict=True)
+                for port, n in zip(
+                    setup.ports, wrkload.split(clients, len(setup.ports)), strict=True
+                )
                 if n
             )
         )
@@ -135,9 +129,13 @@ def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
 
     asyncio.run(_warm(setup.ports, payload))
     before, before_pg = _cpu(setup.charter), _cpu(pg)
-    started = time.perf_counter()
-    requests = asyncio.run(load())
-    took = time.perf_counter() - started
+    if load_with == "wrk":
+        found = wrkload.run(setup.ports, path, body, setup.token, clients, seconds)
+        requests, took = found.requests, found.seconds
+    else:
+        started = time.perf_counter()
+        requests = asyncio.run(load())
+        took = time.perf_counter() - started
     return Measured(setup.name, mode, clients, requests * per, took,
                     _cpu(setup.charter) - before, _cpu(pg) - before_pg)  # fmt: skip
 

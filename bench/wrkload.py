@@ -54,12 +54,16 @@ def available() -> bool:
     return shutil.which("wrk") is not None
 
 
+def split(connections: int, servers: int) -> list[int]:
+    """`connections` shared out over `servers` as evenly as they go, the first first."""
+    return [connections // servers + (i < connections % servers) for i in range(servers)]
+
+
 def run(ports: list[int], path: str, body: bytes, token: str, connections: int,
         seconds: float) -> WrkRun:  # fmt: skip
     """`connections` split over `ports` (one wrk process each), `seconds` long; raises
     RuntimeError when any answer was not a 2xx or a socket failed."""
-    share = [connections // len(ports) + (i < connections % len(ports))
-             for i in range(len(ports))]  # fmt: skip
+    share = split(connections, len(ports))
     with tempfile.TemporaryDirectory(prefix="charter-wrk-") as tmp:
         root = Path(tmp)
         (root / "body").write_bytes(body)

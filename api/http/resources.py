@@ -22,7 +22,15 @@ from api.http.pagination import IntQuery, int_query, list_args
 from api.http.pagination import query as query_of
 from api.http.parts import parts_of, service_of
 from api.http.preconditions import ENTITY_TAG, if_match
-from api.http.routing import Endpoint, Spec, Table, bounded_id, json_response, path_ids
+from api.http.routing import (
+    SAFE_METHODS,
+    Endpoint,
+    Spec,
+    Table,
+    bounded_id,
+    json_response,
+    path_ids,
+)
 from api.service import tokenlist, tokens
 from api.service.errors import ErrorCode, ServiceError
 from api.service.manage import manage
@@ -87,7 +95,7 @@ def managed(spec: Spec) -> tuple[Spec, Endpoint]:
         fields.update(path)
         service = service_of(request)  # (brought up to date by the token check)
         result = await run_in_threadpool(manage, service, actor, checked(command, fields), expected)
-        if request.method not in ("GET", "HEAD") and result.outcome is not Outcome.PENDING:
+        if request.method not in SAFE_METHODS and result.outcome is not Outcome.PENDING:
             await flush_uses(request)
         response = json_response(result.body, STATUS[result.outcome])
         if result.etag is not None:

@@ -77,6 +77,9 @@ def json_response(body: object, status: int = 200) -> Response:
 
 Table = list[tuple[Spec, Endpoint]]
 SHOWN = 32  # characters of an id too long that its refusal shows
+# The methods that only read (RFC 9110, 9.2.1): a request by one writes nothing of its own,
+# no token use and no session check of a form.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def bounded_id(value: str, where: str) -> str:

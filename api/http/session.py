@@ -33,6 +33,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.http.errors import count_refusal, problem
+from api.http.routing import SAFE_METHODS
 from policy.secrets import Sealer, SecretKeyError
 
 COOKIE = "charter_session"
@@ -41,7 +42,6 @@ LIFETIME = 8 * 3600  # seconds a session lasts from its sign-in
 # What a sealed session starts with once opened: a value sealed for anything else with
 # the same key (a stored secret) is never taken for a session.
 MAGIC = b"charter-console-session/1\n"
-SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 MAX_COOKIE = 4096  # characters of a cookie value read at most (browsers keep no more)
 
@@ -164,7 +164,7 @@ def origin_refusal(scope: Scope) -> str | None:
 
 def csrf_refusal(scope: Scope, session: Session) -> str | None:
     """Why a state-changing request made with `session` is refused (None: it is not)."""
-    if scope["method"] in SAFE:
+    if scope["method"] in SAFE_METHODS:
         return None
     given = [v for k, v in scope["headers"] if k == CSRF_HEADER]
     if len(given) != 1 or not hmac.compare_digest(given[0], session.csrf.encode()):

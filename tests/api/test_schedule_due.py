@@ -44,7 +44,7 @@ def test_a_due_time_runs_once_and_moves_on() -> None:
     assert found.next_run == T0 + 10 * MINUTE
     _apply(doc, found)
     assert step(doc, T0 + 5 * MINUTE + 30_000) is None  # (the same minute again: done)
-    # a claim made from a stale read no longer holds once another took the due time
+    # a claim made from a stale read fails once another runner has taken the due time
     assert not found.holds(doc)
 
 
