@@ -12,7 +12,8 @@ charter, whose rows this one could misread: it is refused (`StoreTooNew`), never
    its checksum (`sum`, policy/store/rowsum.py), and `feed`, the one row whose version
    every write transaction moves (the change feed, policy/store/pgfeed.py);
 2. the change feed's `changes` table (policy/store/changes.py), and the `cache_epoch`
-   named value it replaces removed.
+   named value it replaces removed;
+3. the decision log's runs compressed with lz4 where the server has it (`LZ4`).
 """
 
 from __future__ import annotations
@@ -72,9 +73,22 @@ def _changes(db: psycopg.Connection[tuple[object, ...]]) -> None:
     db.execute("DELETE FROM meta WHERE key = 'cache_epoch'")
 
 
+# A run of the log is one value of tens to hundreds of kilobytes, which the server
+# compresses as it stores it (TOAST). Its default, pglz, took two thirds of the server's
+# CPU per decision in batches (1.5 µs; 0.5 µs with lz4, and 0.9 µs stored uncompressed,
+# where the larger WAL costs more than lz4 does). A server built without lz4 keeps pglz.
+LZ4 = "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+
+
+def _lz4_runs(db: psycopg.Connection[tuple[object, ...]]) -> None:
+    if db.execute(LZ4).fetchone() is not None:
+        db.execute("ALTER TABLE decisions ALTER COLUMN body SET COMPRESSION lz4")
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection[tuple[object, ...]]], None], ...] = (
     _tables,
     _changes,
+    _lz4_runs,
 )
 VERSION = len(MIGRATIONS)
 
