@@ -4,9 +4,11 @@
   kept once fixed) and the first seed of each target from fixtures/, through the target
   itself (tests/fuzz/targets.py);
 - every request saved under tests/fuzz/regressions/http-api/ (one schemathesis sent to a
-  live server, whose answer failed a check), and a seed of that form, sent with the
-  admin's token to a service on a real SQLite file: never a 5xx, a refusal catalogued
-  problem+json that writes nothing.
+  live server, whose answer failed a check), and two seeds of that form (a refused
+  write; the approvals' event stream, whose answer never ends), sent with the admin's
+  token to a service on a real SQLite file (an event stream read to its first part:
+  tests/fuzz/exchange.py): never a 5xx, a refusal catalogued problem+json that writes
+  nothing.
 
 (The hypothesis properties' saved failures replay in their own tests: tests/conftest.py.)
 """
@@ -25,6 +27,7 @@ from api.http.app import create_app
 from api.http.codes import CODES
 from tests.api.conftest import Harness, make_harness
 from tests.api.fingerprint import fingerprint, reader
+from tests.fuzz.exchange import exchange
 from tests.fuzz.targets import REGRESSIONS, TARGETS, saved_inputs
 
 CASES = [
@@ -51,10 +54,15 @@ HTTP_SEED = {
         b'{"name": "x", "profile": "support", "budget": {"amount": "", "period": "total"}}'
     ).decode(),
 }
+# A request of a stream operation: its answer is read to its first part.
+HTTP_STREAM_SEED = {"method": "GET", "path": "/v1/approvals/events", "body_base64": None}
 HTTP_CASES = [
     pytest.param(json.loads(path.read_text()), id=f"http-api/{path.name}")
     for path in sorted((REGRESSIONS / "http-api").glob("*.json"))
-] + [pytest.param(HTTP_SEED, id="http-api/seed")]
+] + [
+    pytest.param(HTTP_SEED, id="http-api/seed"),
+    pytest.param(HTTP_STREAM_SEED, id="http-api/stream-seed"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +85,18 @@ def test_saved_requests_are_answered_without_5xx(
     conn = reader(str(harness.db))
     try:
         before = fingerprint(conn)
-        answer = client.request(case["method"], case["path"], content=body, headers=headers)
+        assert client.portal is not None
+        answer = client.portal.call(
+            exchange, client.app, case["method"], case["path"], headers, body, client.app_state
+        )
         after = fingerprint(conn)
     finally:
         conn.close()
-    assert answer.status_code < 500, answer.text
-    if answer.status_code >= 400:
-        code = CODES.get(answer.json()["code"])
-        assert code is not None and code.status == answer.status_code, answer.text
+    assert answer.status, "no answer started"
+    assert answer.status < 500, answer.text
+    if answer.status >= 400:
+        code = CODES.get(json.loads(answer.body)["code"])
+        assert code is not None and code.status == answer.status, answer.text
         assert before == after, answer.text
+    if case == HTTP_STREAM_SEED:
+        assert answer.streamed and answer.status == 200 and answer.body.startswith(b"retry:")
