@@ -42,6 +42,7 @@ from api.service.schedulerun import Runner
 from api.service.tokens import TokenCache, check_writes
 from api.service.webhookdelivery import deliverer
 from api.service.webhookoutbox import WebhookConfig, config_from_env
+from engine.collector import freeze_large_builds
 from policy.bundles import read_trusted_keys
 from policy.secrets import Sealer, load_key_file
 from policy.store.open import Target, open_store, parse
@@ -209,7 +210,9 @@ def tune_gc() -> None:
     policy, the grammar, the modules) is moved out of the collector's sight, and the
     youngest generation is collected every 50,000 allocations instead of 700, so a
     request's short-lived objects mostly die before a collection has to look at them (a
-    batch of 100 decisions spent about a seventh of its time in the collector)."""
+    batch of 100 decisions spent about a seventh of its time in the collector). A policy
+    compiled later is frozen the same way when it is large (engine/collector.py)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    freeze_large_builds()
