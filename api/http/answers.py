@@ -433,7 +433,10 @@ class ThreadEvent(BaseModel):
 
 
 class ThreadEventPage(Page[ThreadEvent]):
-    pass
+    # After this page's last event (the cursor asked with, when the page is empty): read
+    # with it later, and the page holds only the events committed since. Tailing a
+    # thread, where `next_cursor` is None on the last page.
+    tail_cursor: str | None
 
 
 class Schedule(BaseModel):

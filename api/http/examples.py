@@ -872,6 +872,7 @@ EXAMPLES: dict[str, Example] = {
                 },
             ],
             "next_cursor": None,
+            "tail_cursor": "eyJrIjoidGhyZWFkLWV2ZW50cyIsImEiOjQsImYiOiI5NzMwOWZkYWJhMTIifQ",
         },
         path={"id": THREAD["id"]},
     ),

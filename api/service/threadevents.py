@@ -55,13 +55,13 @@ def delete_all(store: Store, thread: str) -> None:
 
 def page(store: Store, thread: str, cursor: str | None, limit: int) -> dict[str, Any]:
     """The page of `thread`'s events after `cursor` (one this list gave; another thread's,
-    or another list's, is `bad-cursor`), oldest first, at most `limit`."""
+    or another list's, is `bad-cursor`), oldest first, at most `limit`. Its `tail_cursor`
+    is after its last event, on every page: what a reader that follows the thread reads
+    with next, to see only what was committed since."""
     after = decode(KIND, cursor, thread)
     rows = store.page(KIND, after, limit + 1, thread)
     more = len(rows) > limit
     rows = rows[:limit]
     items = [{"id": row.id, **row.body} for row in rows]
-    return {
-        "items": items,
-        "next_cursor": encode(KIND, rows[-1].pos, listed=thread) if more and rows else None,
-    }
+    tail = encode(KIND, rows[-1].pos, listed=thread) if rows else cursor or None
+    return {"items": items, "next_cursor": tail if more else None, "tail_cursor": tail}

@@ -130,8 +130,18 @@ def test_a_threads_history_in_order(live: httpx.Client, harness: Harness) -> Non
                    headers=admin).json()["decisions"][0]  # fmt: skip
     assert row["id"] == sent["id"] and row["thread"] == thread
     # one page of all, the same events
-    whole = live.get(f"/v1/threads/{thread}/events", params={"limit": "200"}, headers=admin)
-    assert whole.json() == {"items": events, "next_cursor": None}
+    path = f"/v1/threads/{thread}/events"
+    whole = live.get(path, params={"limit": "200"}, headers=admin).json()
+    assert whole["items"] == events and whole["next_cursor"] is None
+    # following the thread: its tail reads nothing until something happens, then just that
+    tail = whole["tail_cursor"]
+    caught_up = live.get(path, params={"cursor": tail}, headers=admin).json()
+    assert caught_up == {"items": [], "next_cursor": None, "tail_cursor": tail}
+    assert live.patch(f"/v1/threads/{thread}", json={"status": "failed"},
+                      headers=admin).status_code == 200  # fmt: skip
+    since = live.get(path, params={"cursor": tail}, headers=admin).json()
+    assert [(e["event"], e["status"]) for e in since["items"]] == [("status", "failed")]
+    assert since["next_cursor"] is None and since["tail_cursor"] not in (None, tail)
 
 
 def test_who_reads_a_threads_events(live: httpx.Client, harness: Harness) -> None:
@@ -260,11 +270,12 @@ def test_pages_give_each_event_once_in_commit_order(
         elif action == "delete":
             manage(service, ADMIN, c.DeleteThread(id=thread))
             gone.add(thread)
-        else:  # a reader pages part of the way, and goes on later from its cursor
+        else:  # a reader follows the thread: a page now, the next later from its tail
             seen, cursor = kept.get(thread, ([], None))
             page = manage(service, ADMIN, c.ThreadEvents(id=thread, cursor=cursor, limit=1)).body
-            if page["next_cursor"] is not None:
-                kept[thread] = (seen + page["items"], page["next_cursor"])
+            assert page["tail_cursor"] == (page["next_cursor"] or page["tail_cursor"])
+            assert page["items"] or page["tail_cursor"] == cursor
+            kept[thread] = (seen + page["items"], page["tail_cursor"])
     for thread in threads:
         if thread in gone:
             assert list(service.store.scan(threadevents.KIND, tag=thread)) == []
@@ -275,4 +286,4 @@ def test_pages_give_each_event_once_in_commit_order(
         assert told == expected[thread]
         assert len({e["id"] for e in got}) == len(got)
         seen, cursor = kept.get(thread, ([], None))
-        assert seen + _all(harness, thread, limits, cursor) == got  # (a kept cursor goes on)
+        assert seen + _all(harness, thread, limits, cursor) == got  # (a kept tail goes on)
