@@ -125,6 +125,7 @@ class StoredBudget(BaseModel):
 
 class Agent(Record):
     KIND = "agents"
+    HIDDEN = frozenset({"context_at"})
 
     id: str
     name: str
@@ -140,6 +141,11 @@ class Agent(Record):
     # from one (`PUT /v1/agents/{id}/definition`); its `tools` narrow what it may call
     # (api.service.seedgrants). None: an agent of Charter's own, its profile alone.
     definition: dict[str, Any] | None = None
+    # When what conditions read of it (`agent.name`, `.identity`, `.metadata`) last
+    # changed, ms since the epoch: a logged decision explained later reads the agent as it
+    # is only when that is before the call (api.service.logexplain). A change of its
+    # status or budget alone leaves it. None: not recorded (`updated_at` stands for it).
+    context_at: SkipJsonSchema[int | None] = None
 
 
 class Identity(Record):

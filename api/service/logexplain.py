@@ -13,8 +13,9 @@ makes the answer say so, in place of a trace of other inputs than the call's:
   the context as they were sent;
 - `thread.cost` (the ledger's sum when the call came), or `thread.depth` of a deleted
   thread;
-- `agent.name`, `agent.identity` or `agent.metadata` of an agent changed or deleted
-  since (`agent.id` is the row's).
+- `agent.name`, `agent.identity` or `agent.metadata` of an agent deleted since, or whose
+  name, identity or metadata changed since (`Agent.context_at`; a change of its status or
+  budget alone keeps the trace; `agent.id` is the row's).
 
 A condition reading `time.*` reads the row's `at`: the moment the call was logged, within
 a few milliseconds of the moment it was decided.
@@ -235,7 +236,8 @@ def _agent(service: Service, entry: dict[str, Any], read: list[ast.Path]) -> dic
             "agent-gone", f"a condition reads `{reads[0]}`, and agent `{agent_id}` is deleted"
         )  # fmt: skip
     agent = Agent.read(doc)
-    if agent.updated_at > entry["at"]:
+    changed = agent.updated_at if agent.context_at is None else agent.context_at
+    if changed > entry["at"]:
         raise Unavailable(
             "agent-changed",
             f"a condition reads `{reads[0]}`, and agent `{agent_id}` changed after the call",

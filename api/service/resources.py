@@ -79,7 +79,7 @@ def create_agent(
         return Agent.model_validate(
             {"id": agent_id, "name": name.strip(), "identity": identity, "profile": profile,
              "budget": budget, "metadata": metadata, "parent": parent, "status": "idle",
-             "created_at": now, "updated_at": now,
+             "created_at": now, "updated_at": now, "context_at": now,
              **({} if definition is None else {"definition": dict(definition)})}
         )  # fmt: skip
 
@@ -213,6 +213,8 @@ def _has_children(service: Service, agent_id: str) -> bool:
 # What an agent's fields change of what it may do: its profile, and the attributes
 # conditions read (`agent.name`, `agent.metadata.*`).
 ACCESS_FIELDS = frozenset({"profile", "name", "metadata"})
+# What conditions read of an agent besides its id (api.service.decide.agent_context).
+CONTEXT_FIELDS = ("name", "identity", "metadata")
 
 
 def agents_update(service: Service, actor: Principal, command: c.UpdateAgent) -> Result:
@@ -254,6 +256,8 @@ def update_agent(
             changes["definition"] = dict(definition)
         elif old.definition is not None and "name" in changes:
             changes["definition"] = {**old.definition, "name": changes["name"]}
+        if any(key in changes and changes[key] != getattr(old, key) for key in CONTEXT_FIELDS):
+            changes["context_at"] = changes["updated_at"]
         agent = old.changed(**changes)
         if caller is not None and command.given(*ACCESS_FIELDS, "budget"):
             # it may end up doing nothing its caller cannot (itself: nothing it could not

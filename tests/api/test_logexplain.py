@@ -156,11 +156,25 @@ def test_what_the_log_does_not_keep_is_said_plainly(live: httpx.Client, harness:
     found = _explain(live, harness, whois["seq"])
     assert found["effect"] == "deny" and found["same_effect"] is True
     assert "agent.metadata.team" in found["trace"]
+    # its status, and its metadata set to what it holds: nothing a condition reads changed
+    for same in ({"status": "running"}, {"metadata": (held := _metadata(live, harness))}):
+        kept = live.patch("/v1/agents/a1", json=same, headers=harness.auth())
+        assert kept.status_code == 200, kept.text
+        again = _explain(live, harness, whois["seq"])
+        assert again["trace"] == found["trace"], (same, again)
+    assert held.get("team") != "blue"
     patch = {"metadata": {"team": "blue"}}
     changed = live.patch("/v1/agents/a1", json=patch, headers=harness.auth())
     assert changed.status_code == 200, changed.text
     found = _explain(live, harness, whois["seq"])
     assert found["trace"] is None and found["unavailable"]["why"] == "agent-changed"
+
+
+def _metadata(live: httpx.Client, harness: Harness) -> dict[str, Any]:
+    agent = live.get("/v1/agents/a1", headers=harness.auth())
+    assert agent.status_code == 200 and "context_at" not in agent.json(), agent.text
+    found: dict[str, Any] = agent.json()["metadata"]
+    return found
 
 
 def test_only_an_admin_reads_it_and_an_unknown_seq_is_404(
