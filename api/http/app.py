@@ -33,6 +33,7 @@ from api.http.openapi import openapi
 from api.http.parts import CharterApp, Parts
 from api.http.routing import Table, build
 from api.http.session import ConsoleSession
+from api.http.versionwatch import VersionWatch
 from api.node_files import KEY_FILE_ENV, node_files
 from api.service import memory
 from api.service.core import Service
@@ -104,7 +105,12 @@ def create_app(service: Service) -> CharterApp:
         if isinstance(endpoint, DecisionLane)
     }
     app.charter = Parts(
-        service, GroupCommit(service, tokens), tokens, openapi(TABLE), ApprovalWatch(service)
+        service,
+        GroupCommit(service, tokens),
+        tokens,
+        openapi(TABLE),
+        ApprovalWatch(service),
+        VersionWatch(service),
     )
     # A serving process (each of `--workers N`'s too) compiles the latest revision from
     # the start, off the request path, so it is usually ready (`/readyz`) by the time it

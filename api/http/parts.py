@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.http.approvalwatch import ApprovalWatch
+from api.http.versionwatch import VersionWatch
 from api.service.core import Service
 from api.service.groupcommit import GroupCommit
 from api.service.tokens import TokenCache, act_for
@@ -27,6 +28,7 @@ class Parts:
     tokens: TokenCache
     openapi: dict[str, Any]
     approvals: ApprovalWatch
+    versions: VersionWatch
 
 
 class LaneApp(Starlette):

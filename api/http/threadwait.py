@@ -6,10 +6,11 @@ The request is decided (an agent's token) and reads the thread as `threads.get` 
 only then does it wait, holding no thread, no transaction and nothing of the event loop:
 it awaits an `asyncio.Event` set after a commit of this process that changed or deleted
 the thread (`ReadModel.note_thread`), and reads the thread again, on a worker thread,
-when it is woken, when the store's data version moved (another process's commit), and
-at least every `RECHECK` seconds (another process's change on PostgreSQL, whose data
-version shows a document's change only through the change feed). It joins the wake-ups
-before it reads again, so a change committed after the first read is seen.
+when it is woken, when the app's version watch saw another process commit
+(api/http/versionwatch.py: one read of the store's data version every 0.1 s for all the
+waiters), and at least every `RECHECK` seconds (another process's change on PostgreSQL,
+whose data version shows a document's change only through the change feed). It joins
+the wake-ups before it reads again, so a change committed after the first read is seen.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api import commands as c
-from api.http.approvalwatch import POLL, closing, wait_any
+from api.http.approvalwatch import closing, wait_any
 from api.http.auth import require_manager
 from api.http.body import body, checked
-from api.http.parts import service_of
+from api.http.parts import parts_of, service_of
 from api.http.routing import json_response, path_ids
 from api.records import Thread
 from api.service.core import Service
@@ -60,21 +61,27 @@ async def _ended(request: Request, service: Service, thread_id: str, seconds: in
     deadline = loop.time() + seconds
     stop = closing(request.scope)
     with _woken_by(service, thread_id) as woken:
-        version = None
-        last_read = -RECHECK
-        while True:
-            now = loop.time()
-            current = await run_in_threadpool(service.store.data_version)
-            if woken.is_set() or current != version or now - last_read >= RECHECK:
-                woken.clear()
-                version, last_read = current, now
-                thread = await run_in_threadpool(service.record, Thread, "thread", thread_id)
-                if thread.status != "running":
+        async with parts_of(request).versions.watching() as moved:
+            thread: Thread | None = None
+            last_read = loop.time()
+            while True:
+                if (
+                    thread is None
+                    or woken.is_set()
+                    or moved.is_set()
+                    or (loop.time() - last_read >= RECHECK)
+                ):
+                    woken.clear()
+                    moved.clear()
+                    last_read = loop.time()
+                    thread = await run_in_threadpool(service.record, Thread, "thread", thread_id)
+                    if thread.status != "running":
+                        return thread
+                left = deadline - loop.time()
+                if left <= 0 or stop.is_set():
                     return thread
-            left = deadline - loop.time()
-            if left <= 0 or stop.is_set():
-                return thread
-            await wait_any(woken, stop, timeout=min(left, POLL))
+                recheck = RECHECK - (loop.time() - last_read)
+                await wait_any(woken, moved, stop, timeout=max(0.0, min(left, recheck)))
 
 
 async def wait_thread(request: Request) -> Response:

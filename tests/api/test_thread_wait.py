@@ -1,14 +1,23 @@
 """`POST /v1/threads/{id}/wait` over a real server: answers at once for a thread that is
-not running, when another request ends a running one, and with the running thread at its
-timeout; an agent's token waits as the built-in tool `threads.wait`, decided and logged."""
+not running, when another request ends a running one, when another process does, and
+with the running thread at its timeout; many waiters share one look at the store; an
+agent's token waits as the built-in tool `threads.wait`, decided and logged."""
 
 from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from api import commands as c
+from api.http.app import open_service
+from api.http.approvalwatch import POLL
+from api.http.threadwait import RECHECK
+from api.service.threads import threads_update
+from api.service.tokens import Principal
+from policy.store.sqlite import SqliteStore
 from tests.api.conftest import BOTH, Harness, expect
 
 STORES = BOTH
@@ -52,6 +61,65 @@ def test_a_wait_ends_when_another_request_ends_the_thread(
     assert 0.4 < took < 10, took
     logged = live.get("/v1/decisions", headers=harness.auth()).json()["decisions"]
     assert [(d["tool"], d["effect"]) for d in logged] == [("threads.wait", "allow")]
+
+
+def test_a_wait_ends_when_another_process_ends_the_thread(
+    live: httpx.Client, harness: Harness
+) -> None:
+    """Another process (a service of its own on the same database) ends the thread: on
+    SQLite the store's data version moves and the version watch wakes the wait within a
+    look or two; on PostgreSQL, whose data version shows only the change feed's moves,
+    the wait's own read every RECHECK seconds sees it."""
+    thread = _running(live, harness)
+    other = open_service(harness.db, key_file=harness.key_file)
+    ended: list[float] = []
+
+    def finish() -> None:
+        time.sleep(0.5)
+        threads_update(other, Principal("other", "admin"), c.UpdateThread(id=thread, status="done"))
+        ended.append(time.monotonic())
+
+    ender = threading.Thread(target=finish)
+    try:
+        ender.start()
+        waited = live.post(f"/v1/threads/{thread}/wait", json={"timeout": 30},
+                           headers=harness.auth())  # fmt: skip
+        answered = time.monotonic()
+        ender.join()
+    finally:
+        other.store.close()
+    assert waited.status_code == 200, waited.text
+    assert waited.json()["status"] == "done"
+    bound = 6 * POLL if isinstance(harness.service.store, SqliteStore) else RECHECK + 0.5
+    assert answered - ended[0] < bound, answered - ended[0]
+
+
+def test_waiters_share_one_look_at_the_store(live: httpx.Client, harness: Harness) -> None:
+    """40 waits of a running thread: while they wait, the store's data version is read
+    about once a POLL for all of them, not once a POLL for each."""
+    thread = _running(live, harness)
+    store = harness.service.store
+    reads = [0]
+    read_version = store.data_version
+
+    def counted() -> int:
+        reads[0] += 1
+        return read_version()
+
+    store.data_version = counted  # type: ignore[method-assign]
+    try:
+        with ThreadPoolExecutor(40) as pool:
+            path, body, admin = f"/v1/threads/{thread}/wait", {"timeout": 3}, harness.auth()
+            waits = [pool.submit(live.post, path, json=body, headers=admin) for _ in range(40)]
+            time.sleep(1.0)  # (every request decided and waiting)
+            before, started = reads[0], time.monotonic()
+            time.sleep(1.0)
+            looks, took = reads[0] - before, time.monotonic() - started
+            answers = [wait.result() for wait in waits]
+    finally:
+        del store.data_version
+    assert all(a.status_code == 200 and a.json()["status"] == "running" for a in answers)
+    assert looks <= took / POLL + 3, looks  # (40 waiters reading for themselves: ~400)
 
 
 def test_a_wait_times_out_with_the_running_thread(live: httpx.Client, harness: Harness) -> None:
