@@ -49,6 +49,7 @@ export function policyPage(root, who, session) {
   let timer = null;
   let asked = 0; // the latest check sent; an older one's answer is dropped
   let stopped = false;
+  let edited = false; // whether the draft differs from the revision it was loaded from
 
   const status = el("p", { id: "pg-status", class: "status", role: "status" }, "Loading the policy…");
   const fileList = el("ul", { id: "pg-files", class: "file-list", "aria-label": "Files" });
@@ -184,6 +185,7 @@ export function policyPage(root, who, session) {
   }
 
   function changed() {
+    edited = true;
     files[current].text = editor.value;
     showCaret();
     if (timer) clearTimeout(timer);
@@ -198,6 +200,7 @@ export function policyPage(root, who, session) {
       return;
     }
     files.push({ path, text: "" });
+    edited = true;
     newPath.value = "";
     openFile(files.length - 1);
   }
@@ -284,6 +287,17 @@ export function policyPage(root, who, session) {
     }
   }
 
+  // The draft becomes `revisionFiles` of revision `revision` (the one read at first, or
+  // one this page uploaded), unedited.
+  function load(revision, revisionFiles) {
+    files = revisionFiles.length ? revisionFiles.map((f) => ({ path: f.path, text: f.text }))
+      : [{ path: "policy.charter", text: "" }];
+    edited = false;
+    openFile(0);
+    status.textContent = revision ? `Revision ${revision} loaded.` : "No policy yet: an empty draft.";
+    check();
+  }
+
   editor.addEventListener("input", changed);
   for (const name of ["keyup", "click", "select"]) editor.addEventListener(name, showCaret);
 
@@ -291,12 +305,8 @@ export function policyPage(root, who, session) {
     try {
       const { body } = await call("GET", "/v1/policy");
       if (stopped) return;
-      files = body.files.length ? body.files.map((f) => ({ path: f.path, text: f.text }))
-        : [{ path: "policy.charter", text: "" }];
-      openFile(0);
-      status.textContent = body.revision ? `Revision ${body.revision} loaded.` : "No policy yet: an empty draft.";
-      root.append(uploadSection(session, body.revision));
-      check();
+      load(body.revision, body.files);
+      root.append(uploadSection(session, body.revision, { draft, edited: () => edited, load }));
     } catch (error) {
       failed(error, diagnostics);
       status.textContent = who.scope === "admin" ? "The policy could not be read."

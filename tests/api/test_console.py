@@ -514,7 +514,9 @@ def test_an_upload_shows_the_checkers_diagnostics_at_their_lines(
     world: tuple[Harness, str], browser: Any, shots: Path
 ) -> None:
     """A file with a typo is refused, its error shown under its line of the source sent;
-    the same policy, mended and pasted, becomes the next revision, shown with its diff."""
+    the same policy, mended and pasted, becomes the next revision, shown with its diff,
+    and the playground's draft; the playground's edited draft uploads as the next; an
+    edited draft is kept when other text is uploaded."""
     harness, url = world
     admin = harness.auth()
     policy = httpx.get(f"{url}/v1/policy", headers=admin).json()
@@ -572,5 +574,33 @@ def test_an_upload_shows_the_checkers_diagnostics_at_their_lines(
     latest = httpx.get(f"{url}/v1/policy", headers=admin).json()
     assert latest["revision"] == revision + 1 and latest["files"][0]["text"] == capped
     assert page.locator("#up-source li.line.error").count() == 0
+    # The playground, not edited, holds the new revision.
+    assert page.inner_text("#up-playground") == (
+        f"The playground above holds revision {revision + 1}."
+    )
+    page.wait_for_selector("#pg-status:has-text('The draft checks')")
+    assert page.input_value("#pg-editor") == capped
+
+    # The playground's draft, edited, uploaded: the next revision, still in the playground.
+    edited = capped + "\n# reviewed\n"
+    page.fill("#pg-editor", edited)
+    page.wait_for_selector("#pg-status:has-text('The draft checks')")
+    page.fill("#up-note", "a comment")
+    page.click("#up-draft")
+    page.wait_for_selector(f"#up-status:has-text('Revision {revision + 2} uploaded')")
+    page.wait_for_selector("#up-playground")
+    assert f"holds revision {revision + 2}" in page.inner_text("#up-playground")
+    latest = httpx.get(f"{url}/v1/policy", headers=admin).json()
+    assert latest["revision"] == revision + 2 and latest["files"][0]["text"] == edited
+    assert page.input_value("#pg-editor") == edited
+
+    # Edited and not sent, while other text is uploaded: the playground keeps the edits.
+    page.fill("#pg-editor", edited + "# mine\n")
+    page.fill("#up-text", capped)
+    page.click("#up-send")
+    page.wait_for_selector(f"#up-status:has-text('Revision {revision + 3} uploaded')")
+    page.wait_for_selector("#up-playground")
+    assert "keeps the draft you edited" in page.inner_text("#up-playground")
+    assert page.input_value("#pg-editor") == edited + "# mine\n"
     assert csp_errors == []
     page.context.close()
