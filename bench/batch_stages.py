@@ -11,6 +11,14 @@ and what goes with it), and the answer's JSON. Next to it, the engine ceiling's 
 body (bench.http_bench: parse, decide, answer) on the same calls. A timer costs about a
 tenth of a microsecond a call, per batch: the stages add up to a little more than the
 untimed lane.
+
+Last, the floor of a logged decision in Python (`_floor`): the engine ceiling's body with
+what no logged decision can go without, a durable row each: its id, its JSON (the
+call, the effect, the reasons' ref, the arguments decided), the run's INSERT with its
+digest in a transaction of its own on a real SQLite file, and the answer with each
+decision's id and seq. No token, no agent look-up, no step 6, no redaction, no checks of
+the calls past their types: less than charter must do, so charter's lane cannot go below
+it.
 """
 
 from __future__ import annotations
@@ -112,6 +120,62 @@ def _engine(batches: int) -> float:
     return time.process_time() - started
 
 
+def _floor(batches: int) -> float:
+    import jiter
+    import orjson
+
+    from api.cli_serve import DEMO_PROFILE
+    from api.service.encoding import dumps
+    from api.service.entropy import random_hex
+    from engine.check import load
+    from engine.compile import compile_workspace
+    from policy.store.sqlite import SqliteStore
+
+    snapshot = compile_workspace(load([ROOT / "fixtures" / "workspace"]))
+    agent = {"id": "demo-support", "name": "Demo support agent", "identity": "", "metadata": {}}
+    refs: dict[int, tuple[Any, list[dict[str, Any]], str]] = {}
+
+    def body(raw: bytes) -> bytes:
+        calls = jiter.from_json(raw, cache_mode="keys")["calls"]
+        now = time.time_ns() // 1_000_000
+        ids = random_hex(12 * len(calls))
+        rows, answers = [], []
+        for i, call in enumerate(calls):
+            tool, args = call["tool"], call["args"]
+            if type(tool) is not str or type(args) is not dict or call["agent"] != agent["id"]:
+                raise ValueError("not the bench's call")
+            decision = snapshot.decide_call(DEMO_PROFILE, tool, args, None, agent)
+            hit = refs.get(id(decision.reasons))
+            if hit is None or hit[0] is not decision.reasons:
+                hit = (decision.reasons, [r.to_json() for r in decision.reasons], str(i))
+                refs[id(decision.reasons)] = hit
+            decision_id = ids[24 * i : 24 * i + 24]
+            rows.append(dumps({
+                "id": decision_id, "at": now, "agent": agent["id"], "profile": DEMO_PROFILE,
+                "tool": tool, "args": args, "effect": decision.effect, "reasons_ref": hit[2],
+                "revision": snapshot.revision, "final_args": decision.args,
+            }))  # fmt: skip
+            answers.append({"id": decision_id, "seq": 0, "effect": decision.effect,
+                            "args": decision.args, "reasons": hit[1]})  # fmt: skip
+        with store.atomic():
+            seqs = store.append_decisions(rows)
+        for answer, seq in zip(answers, seqs, strict=True):
+            answer["seq"] = seq
+        return orjson.dumps({"decisions": answers})
+
+    with tempfile.TemporaryDirectory(prefix="charter-floor-") as tmp:
+        store = SqliteStore(Path(tmp) / "floor.db")
+        try:
+            for _ in range(50):
+                body(BATCH)
+            started = time.process_time()
+            for _ in range(batches):
+                body(BATCH)
+            return time.process_time() - started
+        finally:
+            store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.batch_stages")
     parser.add_argument("--batches", type=int, default=2000)
@@ -121,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="charter-stages-") as tmp:
         lane = asyncio.run(_lane(str(Path(tmp) / "stages.db"), args.batches, spent))
     engine = _engine(args.batches)
+    floor = _floor(args.batches)
     per = 1e6 / (args.batches * 100)
     print("| stage | CPU µs / decision |\n| --- | --- |")
     for _, _, label in STAGES:
@@ -129,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| the rest (token, body, group commit, transaction) | {rest * per:.2f} |")
     print(f"| **charter's lane, in all** | {lane * per:.2f} |")
     print(f"| the engine ceiling's endpoint body | {engine * per:.2f} |")
+    print(f"| the floor: that body with a durable log row per decision | {floor * per:.2f} |")
     return 0
 
 
