@@ -21,6 +21,8 @@ from api.http.answers import (
     NotReady,
     Ready,
     Rejected,
+    ThreadEvent,
+    ThreadEventPage,
     ToolListing,
 )
 from api.http.authzenmodel import (
@@ -34,7 +36,7 @@ from api.http.authzenmodel import (
     Subject,
 )
 from api.http.models import DecisionRequest
-from api.records import Approval, DecisionResponse, Reason, Turn
+from api.records import Approval, DecisionResponse, Reason, Thread, Turn
 from charter.client.asynchronous import AsyncClient
 from charter.client.errors import ClientError, NoAnswer, Paused, ProblemError
 from charter.client.events import ApprovalEvent
@@ -67,6 +69,9 @@ __all__ = [
     "Rejected",
     "Resource",
     "Subject",
+    "Thread",
+    "ThreadEvent",
+    "ThreadEventPage",
     "ToolListing",
     "Turn",
     "call",

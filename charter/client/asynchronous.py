@@ -16,10 +16,18 @@ from typing import Any, TypeVar
 import httpx
 
 import charter.client.operations as op
-from api.http.answers import Approved, CostCharged, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import (
+    Approved,
+    CostCharged,
+    NotReady,
+    Ready,
+    Rejected,
+    ThreadEventPage,
+    ToolListing,
+)
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import DecisionRequest
-from api.records import Approval, DecisionResponse, Turn
+from api.records import Approval, DecisionResponse, Thread, ThreadStatus, Turn
 from charter.client.ask import Ask, Plan
 from charter.client.errors import NoAnswer
 from charter.client.events import ApprovalEvent, EventReader
@@ -133,6 +141,38 @@ class AsyncClient:
     async def readiness(self) -> Ready | NotReady:
         """`GET /readyz`: ready to decide (the latest revision), or why not."""
         return await self._send(op.readiness())
+
+    # ---- threads ------------------------------------------------------------------------
+
+    async def create_thread(
+        self,
+        agent: str | None = None,
+        prompt: str = "",
+        max_cost: Decimal | int | str | None = None,
+    ) -> Thread:
+        """`POST /v1/threads`: a thread for `agent` (an agent's token: itself), capped at
+        `max_cost` USD."""
+        return await self._send(op.create_thread(agent, prompt, max_cost))
+
+    async def thread(self, thread_id: str) -> Thread:
+        """`GET /v1/threads/{id}`: the thread as it is."""
+        return await self._send(op.thread(thread_id))
+
+    async def update_thread(self, thread_id: str, status: ThreadStatus) -> Thread:
+        """`PATCH /v1/threads/{id}`: its status (`running` while its agent works)."""
+        return await self._send(op.update_thread(thread_id, status))
+
+    async def wait_for_thread(self, thread_id: str, timeout: float = 60.0) -> Thread:
+        """The thread once its status is other than `running`, or as it is after `timeout`
+        seconds: long polls (`POST /v1/threads/{id}/wait`) one after another."""
+        return await self._run(op.wait_for_thread(thread_id, timeout))
+
+    async def thread_events(
+        self, thread_id: str, cursor: str | None = None, limit: int | None = None
+    ) -> ThreadEventPage:
+        """`GET /v1/threads/{id}/events`: a page of its events, oldest first, after
+        `cursor` (a page's `next_cursor`; its `tail_cursor` to read what came since)."""
+        return await self._send(op.thread_events(thread_id, cursor, limit))
 
     # ---- approvals ----------------------------------------------------------------------
 

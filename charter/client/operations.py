@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from api.commands import ThreadCreate, ThreadUpdate, ThreadWait
 from api.http.answers import (
     Approved,
     BatchResponse,
@@ -23,11 +24,12 @@ from api.http.answers import (
     NotReady,
     Ready,
     Rejected,
+    ThreadEventPage,
     ToolListing,
 )
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import BatchRequest, CostReport, DecisionRequest, TurnRequest
-from api.records import Approval, DecisionResponse, Turn
+from api.records import Approval, DecisionResponse, Thread, ThreadStatus, Turn
 from api.service.encoding import dumps, loads
 from charter.client.ask import Ask, Plan, reader
 
@@ -146,6 +148,56 @@ def approval_events(last_event_id: int | None = None) -> Ask[None]:
     headers = (("Last-Event-ID", str(last_event_id)),) if last_event_id is not None else ()
     return Ask("GET", "/v1/approvals/events", lambda content: None, headers=headers,
                waits=KEEP_ALIVE)  # fmt: skip
+
+
+def create_thread(
+    agent: str | None = None, prompt: str = "", max_cost: Decimal | int | str | None = None
+) -> Ask[Thread]:
+    """A thread for `agent` (an agent's token: itself when None), capped at `max_cost`
+    USD; checked as the server checks it before it is sent."""
+    made = ThreadCreate.model_validate({"agent": agent, "prompt": prompt, "max_cost": max_cost})
+    return Ask("POST", "/v1/threads", reader(Thread), _json(made))
+
+
+def thread(thread_id: str) -> Ask[Thread]:
+    return Ask("GET", f"/v1/threads/{_id(thread_id)}", reader(Thread))
+
+
+def update_thread(thread_id: str, status: ThreadStatus) -> Ask[Thread]:
+    return Ask("PATCH", f"/v1/threads/{_id(thread_id)}", reader(Thread),
+               _json(ThreadUpdate(status=status)))  # fmt: skip
+
+
+def thread_wait(thread_id: str, wait: int) -> Ask[Thread]:
+    """`POST /v1/threads/{id}/wait`: the thread once it is not `running`, or as it is
+    after `wait` seconds (0 to MAX_WAIT)."""
+    return Ask("POST", f"/v1/threads/{_id(thread_id)}/wait", reader(Thread),
+               _json(ThreadWait(timeout=wait)), waits=float(wait))  # fmt: skip
+
+
+def wait_for_thread(
+    thread_id: str, timeout: float, clock: Callable[[], float] = time.monotonic
+) -> Plan[Thread]:
+    """The thread once its status is other than `running`, or as it is after `timeout`
+    seconds: long polls of at most MAX_WAIT seconds each, one after the other."""
+    deadline = clock() + timeout
+    while True:
+        left = deadline - clock()
+        wait = max(1, min(MAX_WAIT, math.ceil(left))) if left > 0 else 0
+        found: Thread = yield thread_wait(thread_id, wait)
+        if found.status != "running" or clock() >= deadline:
+            return found
+
+
+def thread_events(
+    thread_id: str, cursor: str | None = None, limit: int | None = None
+) -> Ask[ThreadEventPage]:
+    """A page of the thread's events, oldest first, after `cursor` (a page's
+    `next_cursor`, or its `tail_cursor` to read only what came since)."""
+    query = tuple((key, str(value)) for key, value in (("cursor", cursor), ("limit", limit))
+                  if value is not None)  # fmt: skip
+    return Ask("GET", f"/v1/threads/{_id(thread_id)}/events", reader(ThreadEventPage),
+               query=query)  # fmt: skip
 
 
 def _request_id(request_id: str | None) -> tuple[tuple[str, str], ...]:

@@ -15,10 +15,18 @@ from typing import Any, TypeVar
 import httpx
 
 import charter.client.operations as op
-from api.http.answers import Approved, CostCharged, NotReady, Ready, Rejected, ToolListing
+from api.http.answers import (
+    Approved,
+    CostCharged,
+    NotReady,
+    Ready,
+    Rejected,
+    ThreadEventPage,
+    ToolListing,
+)
 from api.http.authzenmodel import Decision, Decisions, Evaluation, Evaluations
 from api.http.models import DecisionRequest
-from api.records import Approval, DecisionResponse, Turn
+from api.records import Approval, DecisionResponse, Thread, ThreadStatus, Turn
 from charter.client.ask import Ask, Plan
 from charter.client.errors import NoAnswer
 from charter.client.events import ApprovalEvent, EventReader
@@ -130,6 +138,38 @@ class Client:
     def readiness(self) -> Ready | NotReady:
         """`GET /readyz`: ready to decide (the latest revision), or why not."""
         return self._send(op.readiness())
+
+    # ---- threads ------------------------------------------------------------------------
+
+    def create_thread(
+        self,
+        agent: str | None = None,
+        prompt: str = "",
+        max_cost: Decimal | int | str | None = None,
+    ) -> Thread:
+        """`POST /v1/threads`: a thread for `agent` (an agent's token: itself), capped at
+        `max_cost` USD."""
+        return self._send(op.create_thread(agent, prompt, max_cost))
+
+    def thread(self, thread_id: str) -> Thread:
+        """`GET /v1/threads/{id}`: the thread as it is."""
+        return self._send(op.thread(thread_id))
+
+    def update_thread(self, thread_id: str, status: ThreadStatus) -> Thread:
+        """`PATCH /v1/threads/{id}`: its status (`running` while its agent works)."""
+        return self._send(op.update_thread(thread_id, status))
+
+    def wait_for_thread(self, thread_id: str, timeout: float = 60.0) -> Thread:
+        """The thread once its status is other than `running`, or as it is after `timeout`
+        seconds: long polls (`POST /v1/threads/{id}/wait`) one after another."""
+        return self._run(op.wait_for_thread(thread_id, timeout))
+
+    def thread_events(
+        self, thread_id: str, cursor: str | None = None, limit: int | None = None
+    ) -> ThreadEventPage:
+        """`GET /v1/threads/{id}/events`: a page of its events, oldest first, after
+        `cursor` (a page's `next_cursor`; its `tail_cursor` to read what came since)."""
+        return self._send(op.thread_events(thread_id, cursor, limit))
 
     # ---- approvals ----------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """`AsyncClient` against a live server, on one event loop: the same operations as
 `Client` (tests/client/test_sync.py), awaited, an approval waited on while another task
-approves it, and refusals raised with their codes."""
+approves it, a thread waited on while another task ends it, and refusals raised with
+their codes."""
 
 from __future__ import annotations
 
@@ -73,6 +74,33 @@ def test_an_approval_is_waited_for_while_another_task_approves_it(served: Served
         assert approved == "approved" and found.status == "approved"
         assert found.final is not None and found.final.effect == "allow"
         assert 0.3 <= took < 5, took
+
+    asyncio.run(run())
+
+
+def test_a_thread_is_waited_for_while_another_task_ends_it(served: Served) -> None:
+    async def run() -> None:
+        async with (
+            AsyncClient(served.url, served.harness.admin) as waiter,
+            AsyncClient(served.url, served.harness.admin) as ender,
+        ):
+            made = await waiter.create_thread("a1")
+            await waiter.update_thread(made.id, "running")
+
+            async def end() -> str:
+                await asyncio.sleep(0.3)
+                return (await ender.update_thread(made.id, "failed")).status
+
+            began = time.monotonic()
+            found, ended = await asyncio.gather(waiter.wait_for_thread(made.id, 20), end())
+            took = time.monotonic() - began
+            events = await waiter.thread_events(made.id, limit=2)
+            rest = await waiter.thread_events(made.id, events.next_cursor)
+            fetched = await waiter.thread(made.id)
+        assert ended == "failed" and found.status == "failed" and fetched == found
+        assert 0.3 <= took < 5, took
+        assert [e.event for e in events.items + rest.items] == ["created", "status", "status"]
+        assert rest.next_cursor is None and rest.tail_cursor is not None
 
     asyncio.run(run())
 

@@ -1,5 +1,6 @@
-"""The operations as requests (charter.client.operations): the long polls a wait is made
-of, for any timeout and any time the server holds each, and the bodies as sent."""
+"""The operations as requests (charter.client.operations): the long polls a wait (of an
+approval, of a thread) is made of, for any timeout and any time the server holds each,
+and the bodies as sent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.commands import MAX_ID
-from api.records import Approval
+from api.records import Approval, Thread
 from charter.client import operations as op
 
 PENDING: dict[str, object] = {
@@ -52,6 +53,44 @@ def test_a_wait_is_long_polls_up_to_its_timeout(
             break
         assert polls < 10_000
     assert found.status == "approved" or now[0] >= timeout
+
+
+RUNNING: dict[str, object] = {
+    "id": "th-1", "agent": "a1", "prompt": "", "max_cost": None, "depth": 0,
+    "status": "running", "created_at": 1, "updated_at": 1,
+}  # fmt: skip
+
+
+@given(
+    timeout=st.floats(min_value=0, max_value=500, allow_nan=False),
+    held=st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30),
+    ended_at=st.integers(min_value=0, max_value=40),
+)
+def test_a_thread_wait_is_long_polls_up_to_its_timeout(
+    timeout: float, held: list[float], ended_at: int
+) -> None:
+    """The same bounds as an approval's wait, the seconds in the body (`timeout`); the
+    plan ends once the thread is not running, or running once the time is up."""
+    now = [0.0]
+    plan = op.wait_for_thread("th/1", timeout, clock=lambda: now[0])
+    ask = next(plan)
+    polls = 0
+    while True:
+        assert (ask.method, ask.path) == ("POST", "/v1/threads/th%2F1/wait")
+        wait = json.loads(ask.body or b"{}")["timeout"]
+        assert ask.waits == wait and 0 <= wait <= op.MAX_WAIT
+        left = timeout - now[0]
+        assert wait == 0 if left <= 0 else wait >= 1 and wait - 1 < left
+        now[0] += wait * held[polls % len(held)] if polls != 3 else wait
+        status = "done" if polls == ended_at else "running"
+        polls += 1
+        try:
+            ask = plan.send(Thread.model_validate({**RUNNING, "status": status}))
+        except StopIteration as done:
+            found: Thread = done.value
+            break
+        assert polls < 10_000
+    assert found.status == "done" or now[0] >= timeout
 
 
 def test_a_body_keeps_exact_numbers_and_leaves_out_what_is_not_given() -> None:

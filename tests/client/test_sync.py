@@ -1,6 +1,7 @@
 """`Client` against a live server: decisions with their reasons, a batch, an agent's
-tools, a turn, an approval waited on while another thread approves it over HTTP, the
-approvals' stream, AuthZEN, and refusals raised with their codes."""
+tools, a turn, an approval waited on while another thread approves it over HTTP, a
+thread waited on and followed by its events, the approvals' stream, AuthZEN, and
+refusals raised with their codes."""
 
 from __future__ import annotations
 
@@ -112,6 +113,36 @@ def test_an_approval_is_waited_for_while_another_thread_approves_it(
     assert found.final.effect == "allow" and found.final.args == {**PAUSED[1], "reason": ""}
     assert 0.3 <= took < 5, took  # answered when approved, not at the end of the wait
     assert len(approved) == 1
+
+
+def test_a_thread_is_waited_for_and_followed_by_its_events(served: Served, admin: Client) -> None:
+    made = admin.create_thread("a1", "sort the tickets", max_cost="2.50")
+    assert (made.agent, made.status, made.max_cost) == ("a1", "open", "2.5")
+    assert admin.update_thread(made.id, "running").status == "running"
+    page = admin.thread_events(made.id)
+    assert [e.event for e in page.items] == ["created", "status"] and page.next_cursor is None
+    tail = page.tail_cursor
+
+    def finish() -> None:
+        time.sleep(0.3)
+        with Client(served.url, served.harness.admin) as other:
+            other.update_thread(made.id, "done")
+
+    ender = threading.Thread(target=finish)
+    began = time.monotonic()
+    ender.start()
+    found = admin.wait_for_thread(made.id, timeout=20)
+    took = time.monotonic() - began
+    ender.join()
+    assert found.status == "done" and admin.thread(made.id).status == "done"
+    assert 0.3 <= took < 5, took  # answered when it ended, not at the end of the wait
+    since = admin.thread_events(made.id, tail)
+    assert [(e.event, e.status, e.was) for e in since.items] == [("status", "done", "running")]
+    assert admin.thread_events(made.id, since.tail_cursor).items == []
+    assert admin.wait_for_thread(made.id, timeout=0).status == "done"
+    with pytest.raises(ProblemError) as refused:
+        admin.thread_events(made.id, limit=0)
+    assert (refused.value.status, refused.value.code) == (400, "bad-limit")
 
 
 def test_a_wait_ends_with_the_approval_pending_then_it_is_rejected(admin: Client) -> None:
