@@ -11,7 +11,8 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel
@@ -33,6 +34,7 @@ from api.records import Approval, DecisionResponse, Thread, ThreadStatus, Turn
 from api.service.encoding import dumps, loads
 from charter.client.ask import Ask, Plan, reader
 
+W = TypeVar("W", Approval, Thread)
 MAX_WAIT = 60  # seconds one long poll may wait (the server's bound on `?wait=`)
 # Seconds the approvals' stream is ever silent: the server sends a comment every 15
 # seconds when nothing happens (api/http/approvals.py).
@@ -119,18 +121,29 @@ def approval(approval_id: str, wait: int = 0) -> Ask[Approval]:
                waits=float(wait))  # fmt: skip
 
 
+def _long_polls(
+    poll: Callable[[int], Ask[W]], done: Callable[[W], bool], timeout: float,
+    clock: Callable[[], float],
+) -> Plan[W]:  # fmt: skip
+    """`poll(wait)` sent until what it answers is `done`, or `timeout` seconds passed:
+    each waits 1 to MAX_WAIT seconds, and 0 once no time is left."""
+    deadline = clock() + timeout
+    while True:
+        left = deadline - clock()
+        wait = max(1, min(MAX_WAIT, math.ceil(left))) if left > 0 else 0
+        found: W = yield poll(wait)
+        if done(found) or clock() >= deadline:
+            return found
+
+
 def wait_for_approval(
     approval_id: str, timeout: float, clock: Callable[[], float] = time.monotonic
 ) -> Plan[Approval]:
     """The approval once it is decided, or as it is (pending) after `timeout` seconds:
     long polls of at most MAX_WAIT seconds each, one after the other."""
-    deadline = clock() + timeout
-    while True:
-        left = deadline - clock()
-        wait = max(1, min(MAX_WAIT, math.ceil(left))) if left > 0 else 0
-        found: Approval = yield approval(approval_id, wait)
-        if found.status != "pending" or clock() >= deadline:
-            return found
+    return _long_polls(
+        partial(approval, approval_id), lambda found: found.status != "pending", timeout, clock
+    )
 
 
 def approve(approval_id: str) -> Ask[Approved]:
@@ -180,13 +193,9 @@ def wait_for_thread(
 ) -> Plan[Thread]:
     """The thread once its status is other than `running`, or as it is after `timeout`
     seconds: long polls of at most MAX_WAIT seconds each, one after the other."""
-    deadline = clock() + timeout
-    while True:
-        left = deadline - clock()
-        wait = max(1, min(MAX_WAIT, math.ceil(left))) if left > 0 else 0
-        found: Thread = yield thread_wait(thread_id, wait)
-        if found.status != "running" or clock() >= deadline:
-            return found
+    return _long_polls(
+        partial(thread_wait, thread_id), lambda found: found.status != "running", timeout, clock
+    )
 
 
 def thread_events(

@@ -5,7 +5,10 @@ and the bodies as sent."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 from api.commands import MAX_ID
 from api.records import Approval, Thread
 from charter.client import operations as op
+from charter.client.ask import Ask, Plan
 
 PENDING: dict[str, object] = {
     "id": "ap-1", "status": "pending", "agent": "a1", "tool": "billing.refund", "args": {},
@@ -23,74 +27,69 @@ PENDING: dict[str, object] = {
 }  # fmt: skip
 
 
-@given(
-    timeout=st.floats(min_value=0, max_value=500, allow_nan=False),
-    held=st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30),
-    decided_at=st.integers(min_value=0, max_value=40),
-)
-def test_a_wait_is_long_polls_up_to_its_timeout(
-    timeout: float, held: list[float], decided_at: int
-) -> None:
-    """Each poll waits 1 to 60 s (0 only once no time is left), never past the timeout by
-    a second or more; the plan ends at the decision, or pending once the time is up."""
-    now = [0.0]
-    plan = op.wait_for_approval("ap-1", timeout, clock=lambda: now[0])
-    ask = next(plan)
-    polls = 0
-    while True:
-        wait = int(dict(ask.query).get("wait", "0"))
-        assert ask.waits == wait and 0 <= wait <= op.MAX_WAIT
-        left = timeout - now[0]
-        assert wait == 0 if left <= 0 else wait >= 1 and wait - 1 < left
-        # The server holds it for part of its wait (or all of it)
-        now[0] += wait * held[polls % len(held)] if polls != 3 else wait
-        status = "approved" if polls == decided_at else "pending"
-        polls += 1
-        try:
-            ask = plan.send(Approval.model_validate({**PENDING, "status": status}))
-        except StopIteration as done:
-            found: Approval = done.value
-            break
-        assert polls < 10_000
-    assert found.status == "approved" or now[0] >= timeout
-
-
 RUNNING: dict[str, object] = {
     "id": "th-1", "agent": "a1", "prompt": "", "max_cost": None, "depth": 0,
     "status": "running", "created_at": 1, "updated_at": 1,
 }  # fmt: skip
 
 
+def _approval_wait(ask: Ask[Any]) -> int:
+    assert (ask.method, ask.path) == ("GET", "/v1/approvals/ap%2F1")
+    return int(dict(ask.query).get("wait", "0"))
+
+
+def _thread_wait(ask: Ask[Any]) -> int:
+    assert (ask.method, ask.path) == ("POST", "/v1/threads/th%2F1/wait")
+    found: int = json.loads(ask.body or b"{}")["timeout"]
+    return found
+
+
+# What is waited on: its plan, how a poll says its wait, and its answer before and at
+# its end.
+WAITS: dict[str, tuple[Callable[..., Plan[Any]], Callable[[Ask[Any]], int], Callable[[bool], Any]]] = {
+    "approval": (
+        partial(op.wait_for_approval, "ap/1"), _approval_wait,
+        lambda ended: Approval.model_validate({**PENDING, "status": "approved" if ended else "pending"}),
+    ),
+    "thread": (
+        partial(op.wait_for_thread, "th/1"), _thread_wait,
+        lambda ended: Thread.model_validate({**RUNNING, "status": "done" if ended else "running"}),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(WAITS))
 @given(
     timeout=st.floats(min_value=0, max_value=500, allow_nan=False),
     held=st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30),
     ended_at=st.integers(min_value=0, max_value=40),
 )
-def test_a_thread_wait_is_long_polls_up_to_its_timeout(
-    timeout: float, held: list[float], ended_at: int
+def test_a_wait_is_long_polls_up_to_its_timeout(
+    kind: str, timeout: float, held: list[float], ended_at: int
 ) -> None:
-    """The same bounds as an approval's wait, the seconds in the body (`timeout`); the
-    plan ends once the thread is not running, or running once the time is up."""
+    """Each poll waits 1 to 60 s (0 only once no time is left), never past the timeout by
+    a second or more; the plan ends when what it waits on is decided or ended, or as it
+    is once the time is up."""
+    waiting, wait_of, answer = WAITS[kind]
     now = [0.0]
-    plan = op.wait_for_thread("th/1", timeout, clock=lambda: now[0])
+    plan = waiting(timeout, clock=lambda: now[0])
     ask = next(plan)
     polls = 0
     while True:
-        assert (ask.method, ask.path) == ("POST", "/v1/threads/th%2F1/wait")
-        wait = json.loads(ask.body or b"{}")["timeout"]
+        wait = wait_of(ask)
         assert ask.waits == wait and 0 <= wait <= op.MAX_WAIT
         left = timeout - now[0]
         assert wait == 0 if left <= 0 else wait >= 1 and wait - 1 < left
+        # The server holds it for part of its wait (or all of it)
         now[0] += wait * held[polls % len(held)] if polls != 3 else wait
-        status = "done" if polls == ended_at else "running"
         polls += 1
         try:
-            ask = plan.send(Thread.model_validate({**RUNNING, "status": status}))
+            ask = plan.send(answer(polls - 1 == ended_at))
         except StopIteration as done:
-            found: Thread = done.value
+            found = done.value
             break
         assert polls < 10_000
-    assert found.status == "done" or now[0] >= timeout
+    assert found == answer(True) or now[0] >= timeout
 
 
 def test_a_body_keeps_exact_numbers_and_leaves_out_what_is_not_given() -> None:
