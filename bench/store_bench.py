@@ -9,7 +9,9 @@ COMMIT returns once its WAL is on disk; charter's SQLite, in WAL mode with synch
 NORMAL, syncs its WAL at checkpoints). Every server runs throughout; each setup is measured for single
 decisions and batches of 100 in turns with the others (`--rounds`). The machine has 2 cores, which the servers, PostgreSQL and the load generator
 share: next to decisions/s, each process's CPU time per decision says what a decision
-costs whatever share of the machine it got.
+costs whatever share of the machine it got, and for the PostgreSQL setups, how many of
+their turns PostgreSQL's autovacuum and charter's log checkpoint ran in
+(bench.backgroundwatch), which move them most.
 
 It writes a table to stdout and into docs/benchmarks.md between the STORES markers.
 """
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import wrkload
+from bench.backgroundwatch import VACUUM, WALK, BackgroundWatch
 from bench.http_bench import (
     CALL,
     _cpu_seconds,
@@ -68,6 +71,9 @@ class Measured:
     seconds: float
     charter_cpu: float
     postgres_cpu: float
+    turns: int = 1
+    vacuumed: int = 0  # turns an autovacuum worker ran in (bench.backgroundwatch)
+    walked: int = 0  # turns a node's log checkpoint walked the log in
 
     @property
     def rate(self) -> float:
@@ -110,7 +116,7 @@ def _cpu(pids: list[int]) -> float:
 
 
 def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
-             seconds: float, load_with: str) -> Measured:  # fmt: skip
+             seconds: float, load_with: str, background: BackgroundWatch | None = None) -> Measured:  # fmt: skip
     path = "/v1/decisions" if per == 1 else "/v1/decisions/batch"
     payload = _payload(setup.token, path, body)
     pg = [setup.postgres] if setup.postgres is not None else []
@@ -128,6 +134,7 @@ def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
         return sum(count for count, _ in counts)
 
     asyncio.run(_warm(setup.ports, payload))
+    began = time.monotonic()
     before, before_pg = _cpu(setup.charter), _cpu(pg)
     if load_with == "wrk":
         found = wrkload.run(setup.ports, path, body, setup.token, clients, seconds)
@@ -136,8 +143,10 @@ def _measure(setup: Setup, mode: str, body: bytes, per: int, clients: int,
         started = time.perf_counter()
         requests = asyncio.run(load())
         took = time.perf_counter() - started
-    return Measured(setup.name, mode, clients, requests * per, took,
-                    _cpu(setup.charter) - before, _cpu(pg) - before_pg)  # fmt: skip
+    charter_cpu, postgres_cpu = _cpu(setup.charter) - before, _cpu(pg) - before_pg
+    ran = background.ran(began, time.monotonic()) if background and pg else frozenset()
+    return Measured(setup.name, mode, clients, requests * per, took, charter_cpu,
+                    postgres_cpu, 1, int(VACUUM in ran), int(WALK in ran))  # fmt: skip
 
 
 async def _warm(ports: list[int], payload: bytes) -> None:
@@ -149,7 +158,8 @@ def _merge(parts: list[Measured]) -> Measured:
     return Measured(
         first.setup, first.mode, first.clients, sum(p.decisions for p in parts),
         sum(p.seconds for p in parts), sum(p.charter_cpu for p in parts),
-        sum(p.postgres_cpu for p in parts),
+        sum(p.postgres_cpu for p in parts), sum(p.turns for p in parts),
+        sum(p.vacuumed for p in parts), sum(p.walked for p in parts),
     )  # fmt: skip
 
 
@@ -166,7 +176,11 @@ def run(
     tmp = Path(tempfile.mkdtemp(prefix="charter-stores-"))
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        with _postgres() as server, _stopped(processes):
+        with (
+            _postgres() as server,
+            _stopped(processes),
+            BackgroundWatch(server.url()) as background,
+        ):
             ceiling, port, _ = _start("ceiling", 1, tmp)
             processes.append(ceiling)
             setups = [(Setup("starlette ceiling", [port], "none", [ceiling.pid], None),
@@ -195,7 +209,8 @@ def run(
                 for setup, names in setups:
                     for name in names:
                         body, per, n = modes[name]
-                        found = _measure(setup, name, body, per, n, seconds / rounds, load_with)
+                        found = _measure(setup, name, body, per, n, seconds / rounds,
+                                         load_with, background)  # fmt: skip
                         parts.setdefault((setup.name, name), []).append(found)
             results = [_merge(found) for found in parts.values()]
             for found in results:
@@ -220,10 +235,12 @@ _GENERATORS = {"wrk": "wrk (one process per node)", "python": "the asyncio clien
 
 
 def _row(m: Measured) -> str:
-    pg = m.per_decision_us(m.postgres_cpu) if m.setup.startswith("PostgreSQL") else None
+    on_pg = m.setup.startswith("PostgreSQL")
+    pg = m.per_decision_us(m.postgres_cpu) if on_pg else None
     return (f"| {m.setup} | {m.mode} | {m.clients} | {m.rate:,.0f} | "
             f"{m.per_decision_us(m.charter_cpu):.1f} | "
-            f"{'-' if pg is None else f'{pg:.1f}'} |")  # fmt: skip
+            f"{'-' if pg is None else f'{pg:.1f}'} | "
+            f"{f'{m.vacuumed} / {m.walked} of {m.turns}' if on_pg else '-'} |")  # fmt: skip
 
 
 def report(results: list[Measured], load: tuple[float, ...], load_with: str = "python") -> str:
@@ -235,8 +252,8 @@ def report(results: list[Measured], load: tuple[float, ...], load_with: str = "p
         f"average before: {' '.join(f'{x:.2f}' for x in load)}.",
         "",
         "| setup | mode | clients | decisions/s | charter CPU µs / decision "
-        "| PostgreSQL CPU µs / decision |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| PostgreSQL CPU µs / decision | turns with an autovacuum / a log walk |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *(_row(m) for m in results),
         "",
     ]
@@ -297,7 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load = os.getloadavg()
     conditions = Conditions()
-    print("| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs |")
+    print(
+        "| setup | mode | clients | decisions/s | charter CPU µs | PostgreSQL CPU µs "
+        "| turns with an autovacuum / a log walk |"
+    )
     results = run(args.seconds, args.clients, args.batch_clients, args.rounds, args.load)
     text = report(results, load, args.load)
     sys.stdout.write(text)
