@@ -13,8 +13,9 @@ A checkpoint is a COSE_Sign1 (policy/cose.py) whose payload is the CBOR map
 `{"log": "charter-decisions", "seq": N, "digest": h'<16 bytes>', "at": <ms>}`, kept as
 the document `log-checkpoints/<seq, 20 digits>`. A serving process writes one every
 `INTERVAL` seconds when the log grew, and one as it shuts down (`Checkpointer`); before
-it signs, it walks the log from its last checkpoint to the head, and signs nothing over
-a chain that does not verify (a damaged log is not vouched for).
+it signs, it walks the log from the newest checkpoint any of the database's processes
+signed to the head, and signs nothing over a chain that does not verify (a damaged log
+is not vouched for).
 
 `verify` walks the whole log and every checkpoint: each run's checksum and link, each
 checkpoint's signature (by a key of the ring, within its validity), and that the chain
@@ -225,7 +226,7 @@ class Checkpointer:
         self._keys = keys
         self._interval = interval
         self._last: Checkpoint | None = None
-        self._known = False  # whether `_last` was read from the store
+        self._read_to = 0  # the position of the last checkpoint document read
         self._stop = threading.Event()
         self._turn = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -262,10 +263,7 @@ class Checkpointer:
         there verifies: the checkpoint written; else the finding that stopped it, or None
         when there is nothing new to sign."""
         with self._turn:
-            if not self._known:
-                good, _ = checkpoints(self._store, self._keys.trusted())
-                self._last = good[-1] if good else None
-                self._known = True
+            self._catch_up()
             head, digest = self._store.log_head()
             last = self._last
             start = 0 if last is None else last.seq
@@ -287,6 +285,25 @@ class Checkpointer:
             self._store.insert(KIND, checkpoint_id(head), {"seq": head, "cose": signed})
             self._last = Checkpoint(head, digest, at, kid)
             return self._last
+
+    def _catch_up(self) -> None:
+        """The newest checkpoint any process of the database signed since the last look,
+        when its signature verifies, becomes the one the next walk starts from: each of
+        N processes walks only what came since anyone's last checkpoint, not the same
+        stretch N times. Its signer walked the chain to it before it signed; the link
+        there is checked again before the walk from it, as for this process's own."""
+        trusted = self._keys.trusted()
+        while True:
+            rows = self._store.page(KIND, self._read_to, _PAGE)
+            if not rows:
+                return
+            self._read_to = rows[-1].pos
+            for row in rows:
+                found = _opened(row.body, trusted)
+                if isinstance(found, Checkpoint) and (
+                    self._last is None or found.seq > self._last.seq
+                ):
+                    self._last = found
 
     def _refused(self, finding: Finding) -> Finding:
         _logger.error(

@@ -2,12 +2,17 @@
 edited, removed, moved or put in is named, the first one first; a log rewritten with its
 chain made again (what anyone with the database can do: the chain has no key) is caught
 by the checkpoint the server signed, and a checkpoint forged without the key file is
-refused. The key ring is one for every process of a database, and survives a restart."""
+refused. The key ring is one for every process of a database, and survives a restart.
+Each process walks the log from the newest checkpoint any process signed, never from a
+forged one."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from policy import logseal
 from policy.logseal import KIND, Checkpoint, Checkpointer, Finding, checkpoint_id, sign_head, verify
 from policy.secrets import Sealer
 from policy.serverkeys import ServerKeys, thumbprint
@@ -170,6 +175,48 @@ def test_a_checkpoint_forged_without_the_key_file_is_refused(backend: Backend) -
     report = verify(store, trusted)
     assert [f.why for f in report.findings] == ["checkpoint-forged"]
     assert report.covered_through == 0
+
+
+def test_each_process_walks_from_the_newest_checkpoint_any_signed(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes of one database: the first signs at 5, the second at 7; the first
+    then walks from 7, not from its own 5. A checkpoint forged without the key file (a
+    ring under another secret) is not where any walk starts."""
+    walks: list[tuple[int, int]] = []
+    real_walk = logseal.walk
+
+    def walked(store: Store, after: int, through: int) -> object:
+        walks.append((after, through))
+        return real_walk(store, after, through)
+
+    monkeypatch.setattr(logseal, "walk", walked)
+    first_store = backend.open()
+    _logged(first_store, [2, 3])
+    first_keys = ServerKeys(first_store, SEALER)
+    first = Checkpointer(first_store, first_keys)
+    assert isinstance(first.checkpoint(), Checkpoint)
+    second_store = backend.open()
+    _logged(second_store, [2])
+    second = Checkpointer(second_store, ServerKeys(second_store, SEALER))
+    made = second.checkpoint()
+    assert isinstance(made, Checkpoint) and made.seq == 7
+    _logged(first_store, [1, 1])
+    again = first.checkpoint()
+    assert isinstance(again, Checkpoint) and again.seq == 9
+    assert walks == [(0, 5), (5, 7), (7, 9)]
+
+    # A checkpoint at 12 whose signature does not verify (one of its bytes changed):
+    # no process starts from it.
+    _logged(first_store, [3])
+    _, signed = sign_head(first_keys, 12, first_store.log_head()[1], again.at)
+    forged = signed[:-1] + bytes([signed[-1] ^ 1])
+    first_store.insert(KIND, checkpoint_id(12), {"seq": 12, "cose": forged})
+    _logged(first_store, [1])
+    walks.clear()
+    latest = second.checkpoint()
+    assert isinstance(latest, Checkpoint) and latest.seq == 13
+    assert walks == [(9, 13)]
 
 
 def test_the_key_ring_is_one_per_database_and_rotates(backend: Backend) -> None:
