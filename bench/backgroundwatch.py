@@ -7,7 +7,7 @@ they are PostgreSQL's):
   vacuums what was written since, the decision log and its TOAST table first (about 3 s
   of a worker at the store bench's rates);
 - charter's log checkpoint (policy/logseal.py): every 60 s each serving process walks
-  the log from its last signed checkpoint to the head, verifying the chain before it
+  the log from the newest signed checkpoint to the head, verifying the chain before it
   signs it. On PostgreSQL that walk reads the runs written since (a minute of batches:
   millions of decisions, 2-3 s of a server process) with the log's page statement.
 A thread of its own asks `pg_stat_activity` every `EVERY` seconds whether either is
