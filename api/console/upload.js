@@ -61,6 +61,11 @@ export function uploadSection(session, revision, playground) {
   function refused(files, found) {
     const counted = countText(found, "no error").replace(/\.$/, "");
     status.textContent = `Refused: ${counted}. The policy stays at revision ${latest}.`;
+    show(files, found);
+  }
+
+  // `found` listed, and each file sent that one is in, line by line with it at its line.
+  function show(files, found) {
     showList(list, found, choose);
     const shown = files.filter((f) => found.some((d) => d.file === f.path));
     sources.replaceChildren(...shown.map((f) => sourceView(f.path, f.text, found.filter((d) => d.file === f.path))));
@@ -69,12 +74,7 @@ export function uploadSection(session, revision, playground) {
   async function uploaded(answer, files, fromDraft) {
     latest = answer.revision;
     status.textContent = `Revision ${answer.revision} uploaded: ${files.map((f) => f.path).join(", ")}.`;
-    showList(list, answer.warnings, choose);
-    if (!answer.warnings.length) list.replaceChildren();
-    if (answer.warnings.length) {
-      sources.replaceChildren(...files.filter((f) => answer.warnings.some((d) => d.file === f.path))
-        .map((f) => sourceView(f.path, f.text, answer.warnings.filter((d) => d.file === f.path))));
-    }
+    if (answer.warnings.length) show(files, answer.warnings);
     let told;
     if (fromDraft || !playground.edited()) {
       playground.load(answer.revision, files);

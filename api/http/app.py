@@ -104,13 +104,14 @@ def create_app(service: Service) -> CharterApp:
         for spec, endpoint in decisions.ROUTES
         if isinstance(endpoint, DecisionLane)
     }
+    versions = VersionWatch(service)
     app.charter = Parts(
         service,
         GroupCommit(service, tokens),
         tokens,
         openapi(TABLE),
-        ApprovalWatch(service),
-        VersionWatch(service),
+        ApprovalWatch(service, versions),
+        versions,
     )
     # A serving process (each of `--workers N`'s too) compiles the latest revision from
     # the start, off the request path, so it is usually ready (`/readyz`) by the time it

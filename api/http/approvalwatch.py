@@ -2,14 +2,15 @@
 process or another (`--workers N`, other nodes on PostgreSQL), and wakes the requests
 that wait for them (a long poll of one approval, the approvals' event stream).
 
-While anyone waits, a task of the event loop looks at the store every `POLL` seconds,
-on a worker thread: its cheap data version (SQLite's `data_version`, PostgreSQL's
-change feed: policy/store/pgfeed.py), and only when that moved, the change feed after
-the version last read (api/service/approvalfeed.py). A commit of this process that
-opened or decided one (`ReadModel.note_approval`, whose own commits the data version
-does not show) wakes it at once. A waiting request holds no thread, no transaction and
-nothing of the event loop: it awaits an `asyncio.Event`, and reads the store again, on a
-worker thread, when it is woken.
+While anyone waits, a task of the event loop waits on the app's version watch
+(api/http/versionwatch.py: the store's cheap data version, SQLite's `data_version`,
+PostgreSQL's change feed, read every 0.1 s for everything that waits) and, when it
+moved, reads the change feed after the version last read (api/service/approvalfeed.py)
+on a worker thread. A commit of this process that opened or decided one
+(`ReadModel.note_approval`, whose own commits the data version does not show) wakes it
+at once. A waiting request holds no thread, no transaction and nothing of the event
+loop: it awaits an `asyncio.Event`, and reads the store again, on a worker thread, when
+it is woken.
 
 Its first look after it starts wakes everyone: a request registers, then reads what it
 waits on; a change committed between that read and the version the watch starts from
@@ -26,21 +27,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
 from api.http.connection import CLOSING
+from api.http.versionwatch import POLL, VersionWatch
 from api.service.approvalfeed import changed_after
 from api.service.core import Service
 
-POLL = 0.1  # seconds between looks at the store's data version while anyone waits
-
 
 class ApprovalWatch:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, versions: VersionWatch) -> None:
         self._service = service
+        self._versions = versions
         # Who waits: their event -> the approval id it waits on (None: any approval).
         self._waiters: dict[asyncio.Event, str | None] = {}
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._kick: asyncio.Event | None = None
-        self._data_version: int | None = None
         self._seen: int | None = None  # the change feed's version last read
         service.read.on_approvals.append(self.poke)
 
@@ -75,30 +75,27 @@ class ApprovalWatch:
         self._task = loop.create_task(self._run(self._kick))
 
     async def _run(self, kick: asyncio.Event) -> None:
-        while self._waiters:
-            forced = kick.is_set() or self._seen is None
-            if not forced:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(kick.wait(), POLL)
-                forced = kick.is_set()
-            kick.clear()
-            try:
-                changed = await run_in_threadpool(self._look, forced)
-            except Exception:  # (a store unavailable a moment: the next look tries again)
-                changed = None
-            if changed is None or changed:
-                for woken, waits_on in list(self._waiters.items()):
-                    if changed is None or waits_on is None or waits_on in changed:
-                        woken.set()
+        # (the version watch's first look sets `moved`: this one's first look is at once)
+        async with self._versions.watching() as moved:
+            while self._waiters:
+                if not (kick.is_set() or moved.is_set()):
+                    await wait_any(kick, moved, timeout=POLL)  # (then: anyone left?)
+                    if not (kick.is_set() or moved.is_set()):
+                        continue
+                kick.clear()
+                moved.clear()
+                try:
+                    changed = await run_in_threadpool(self._look)
+                except Exception:  # (a store unavailable a moment: the next look tries again)
+                    changed = None
+                if changed is None or changed:
+                    for woken, waits_on in list(self._waiters.items()):
+                        if changed is None or waits_on is None or waits_on in changed:
+                            woken.set()
 
-    def _look(self, forced: bool) -> frozenset[str] | None:
+    def _look(self) -> frozenset[str] | None:
         """The ids of the approvals opened or decided since the last look (None: any may
         have been, or this is the first look)."""
-        store = self._service.store
-        version = store.data_version()
-        if not forced and version == self._data_version:
-            return frozenset()
-        self._data_version = version
         first = self._seen is None
         self._seen, changed = changed_after(self._service, self._seen)
         return None if first else changed

@@ -1,6 +1,7 @@
 """The version watch: one per app, it notices commits of other processes (`--workers N`,
-other nodes) for the requests that wait on a document they may change (a long poll of a
-thread, api/http/threadwait.py).
+other nodes) for whatever waits on what they may change: a long poll of a thread
+(api/http/threadwait.py), and the approval watch (api/http/approvalwatch.py), which then
+reads the change feed.
 
 While anyone waits, one task of the event loop reads the store's data version every
 `POLL` seconds on a worker thread, and wakes every waiter when it moved: a read of the
@@ -25,8 +26,9 @@ from collections.abc import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 
-from api.http.approvalwatch import POLL
 from api.service.core import Service
+
+POLL = 0.1  # seconds between looks at the store's data version while anyone waits
 
 
 class VersionWatch:
@@ -50,10 +52,6 @@ class VersionWatch:
         finally:
             self._waiters.discard(woken)
             self._joined.discard(woken)
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiters)
 
     def _start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -15,12 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from api.service.core import Service
-from api.service.encoding import dumps_text
-from api.service.redaction import hidden_for, redact
+from api.service.redaction import hidden_for, redact, redacted_trace
 from engine.compile import Snapshot
 from engine.coverage import coverage
 from engine.decision import Request
-from engine.explain import explain
 from engine.lints import LintOptions, lint
 from engine.testing import ExpectResult, run_tests
 from engine.workspace import Workspace
@@ -67,11 +65,7 @@ def diagnostics(ws: Workspace, lints: list[Diagnostic]) -> list[dict[str, Any]]:
 def decide(snapshot: Snapshot, request: Request) -> dict[str, Any]:
     """The decision of `request` and its trace (`charter explain`), the call's secret
     arguments `[redacted]` in both, as `charter decide` prints them."""
-    decision = snapshot.decide(request)
-    hidden = hidden_for(snapshot, request.tool, decision)
-    _, trace = explain(
-        snapshot, request, show=lambda value: dumps_text(redact(hidden, value), indent=False)
-    )
+    decision, hidden, trace = redacted_trace(snapshot, request)
     shown = {**decision.to_json(), "args": redact(hidden, decision.args)}
     return {"decision": shown, "trace": trace}
 

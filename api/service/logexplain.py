@@ -35,15 +35,13 @@ from typing import Any
 from api.records import Agent, Approval, Thread
 from api.service.core import Service
 from api.service.decide import agent_context, unseal_call
-from api.service.encoding import dumps_text
 from api.service.errors import ServiceError
 from api.service.logrows import log_view, reasons_resolver
-from api.service.redaction import REDACTED, hidden_for, redact
+from api.service.redaction import REDACTED, redacted_trace
 from api.service.seedgrants import REASON as DEFINITION
 from engine import clock
 from engine.compile import Snapshot
 from engine.decision import Request
-from engine.explain import explain
 from engine.reads import reads_thread_cost
 from policy import ast
 from policy.store import Damaged
@@ -118,11 +116,7 @@ def explain_entry(service: Service, entry: dict[str, Any]) -> dict[str, Any]:
         answer["unavailable"] = {"why": why.why, "message": why.message}
         return answer
     with clock.fixed(entry["at"]):  # (`time.*` as at the row's moment, not at this one)
-        decision = snapshot.decide(request)
-        hidden = hidden_for(snapshot, request.tool, decision)
-        decision, trace = explain(
-            snapshot, request, show=lambda value: dumps_text(redact(hidden, value), indent=False)
-        )
+        decision, _, trace = redacted_trace(snapshot, request)
     answer.update(trace=trace, effect=decision.effect, inputs=inputs)
     answer["same_effect"] = decision.effect == entry["effect"]
     if not answer["same_effect"]:
@@ -228,9 +222,9 @@ def _agent(service: Service, entry: dict[str, Any], read: list[ast.Path]) -> dic
     reads one that may have changed since the call."""
     agent_id = entry["agent"]
     reads = [p for p in read if p.root == "agent" and (not p.parts or p.parts[0] != "id")]
-    doc = service.store.get(Agent.KIND, agent_id)
     if not reads:
         return {"id": agent_id, "name": None, "identity": None, "metadata": {}}
+    doc = service.store.get(Agent.KIND, agent_id)
     if doc is None:
         raise Unavailable(
             "agent-gone", f"a condition reads `{reads[0]}`, and agent `{agent_id}` is deleted"

@@ -15,11 +15,16 @@ most often another tool's meant (`Identities.import`, `identities.create` given 
 
 from __future__ import annotations
 
+from api.service.encoding import dumps_text
 from engine.compile import Snapshot
-from engine.decision import Decision
+from engine.decision import Decision, Request
+from engine.explain import explain
 from engine.redaction import REDACTED, redact
 
-__all__ = ["REDACTED", "every_secret", "hidden_for", "redact", "secret_names", "shape_denied"]
+__all__ = [
+    "REDACTED", "every_secret", "hidden_for", "redact", "redacted_trace", "secret_names",
+    "shape_denied",
+]  # fmt: skip
 
 
 def secret_names(snapshot: Snapshot, tool: str) -> frozenset[str]:
@@ -52,3 +57,15 @@ def hidden_for(snapshot: Snapshot, tool: str, decision: Decision) -> frozenset[s
     if shape_denied(decision):
         return every_secret(snapshot)
     return secret_names(snapshot, tool)
+
+
+def redacted_trace(snapshot: Snapshot, request: Request) -> tuple[Decision, frozenset[str], str]:
+    """`request` decided, the names its arguments are redacted by, and its trace (`charter
+    explain`'s account) with those arguments `[redacted]`: what is hidden depends on the
+    decision (`hidden_for`), so the call is decided before it is traced."""
+    decision = snapshot.decide(request)
+    hidden = hidden_for(snapshot, request.tool, decision)
+    _, trace = explain(
+        snapshot, request, show=lambda value: dumps_text(redact(hidden, value), indent=False)
+    )
+    return decision, hidden, trace

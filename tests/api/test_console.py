@@ -203,14 +203,7 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     # The agents page lists the agent's tools, its budget with what it spent per window,
     # and its threads with theirs: a refund charged to a thread of its own (the day's
     # 1.65 USD is it and the approved refund's 0.4), and the thread's history.
-    thread = httpx.post(
-        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 7", "max_cost": "5"},
-        headers=harness.auth(),
-    ).json()  # fmt: skip
-    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 10, "reason": "x"},
-               "thread": thread["id"], "expected_cost": "1.25"}  # fmt: skip
-    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
-    assert answer.json()["effect"] == "allow", answer.text
+    thread = _refunded_in_thread(url, harness, "refund order 7", "5", 10, "1.25")
     page.click("#nav a[data-page=agents]")
     page.click("#agent-list button:has-text('a1')")
     page.wait_for_selector("#agent-tools:has-text('billing.refund')")
@@ -243,20 +236,29 @@ def test_a_paused_call_is_approved_in_the_console_and_found_in_the_log(
     context.close()
 
 
+def _refunded_in_thread(
+    url: str, harness: Harness, prompt: str, max_cost: str, amount: int, cost: str
+) -> dict[str, Any]:
+    """A thread of `a1` capped at `max_cost` USD, with an allowed refund of `amount`
+    charged `cost` USD in it: the thread."""
+    thread: dict[str, Any] = httpx.post(
+        f"{url}/v1/threads", json={"agent": "a1", "prompt": prompt, "max_cost": max_cost},
+        headers=harness.auth(),
+    ).json()  # fmt: skip
+    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": amount, "reason": "x"},
+               "thread": thread["id"], "expected_cost": cost}  # fmt: skip
+    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
+    assert answer.json()["effect"] == "allow", answer.text
+    return thread
+
+
 def test_an_approval_card_of_a_thread_call_shows_the_threads_max_cost(
     world: tuple[Harness, str], browser: Any, shots: Path
 ) -> None:
     """Beside the agent's budget, a paused call of a thread shows the thread's own cap
     (`max_cost`) and what the thread has spent."""
     harness, url = world
-    thread = httpx.post(
-        f"{url}/v1/threads", json={"agent": "a1", "prompt": "refund order 9", "max_cost": "3"},
-        headers=harness.auth(),
-    ).json()  # fmt: skip
-    charged = {"agent": "a1", "tool": "billing.refund", "args": {"amount": 5, "reason": "x"},
-               "thread": thread["id"], "expected_cost": "0.75"}  # fmt: skip
-    answer = httpx.post(f"{url}/v1/decisions", json=charged, headers=harness.auth(harness.decide))
-    assert answer.json()["effect"] == "allow", answer.text
+    thread = _refunded_in_thread(url, harness, "refund order 9", "3", 5, "0.75")
     approval_id = _pause(url, harness.agent_token, 95, cost="1.5", thread=thread["id"])[
         "approval_id"
     ]

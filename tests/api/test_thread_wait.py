@@ -13,8 +13,8 @@ import httpx
 
 from api import commands as c
 from api.http.app import open_service
-from api.http.approvalwatch import POLL
 from api.http.threadwait import RECHECK
+from api.http.versionwatch import POLL
 from api.service.threads import threads_update
 from api.service.tokens import Principal
 from policy.store.sqlite import SqliteStore
