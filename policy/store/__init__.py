@@ -236,6 +236,14 @@ class Documents(Protocol):
         """Add a new document; False (and nothing written) if the id is taken."""
         ...
 
+    def insert_many(
+        self, kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
+    ) -> int:
+        """Add new documents of `kind`, each (id, body, tag), in one statement and
+        positioned in their order; one whose id is taken is left as it is. How many
+        were added."""
+        ...
+
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         """Replace an existing document and its tag (None: no tag), keeping its position;
         False if absent."""

@@ -588,6 +588,27 @@ class PostgresStore:
                 self._written()
         return bool(done)
 
+    def insert_many(
+        self, kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
+    ) -> int:
+        rows = []
+        for id, body, tag in docs:
+            blob = encoded(body)
+            rows.append((kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))))
+        if not rows:
+            return 0
+        with self.atomic(), self._errors():
+            cursor = self._connection().cursor()
+            cursor.executemany(
+                "INSERT INTO documents (kind, id, tag, body, sum) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (kind, id) DO NOTHING",
+                rows,
+            )
+            added = max(cursor.rowcount, 0)
+            if added:
+                self._written()
+        return added
+
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         blob = encoded(body)
         with self.atomic():

@@ -376,6 +376,22 @@ class SqliteStore:
             )
         return cursor.rowcount == 1
 
+    def insert_many(
+        self, kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
+    ) -> int:
+        rows = []
+        for id, body, tag in docs:
+            blob = _enc(body)
+            rows.append((kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))))
+        if not rows:
+            return 0
+        with self.atomic():
+            cursor = self._db.executemany(
+                "INSERT OR IGNORE INTO documents (kind, id, tag, body, sum) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+        return cursor.rowcount
+
     def update(self, kind: str, id: str, body: Mapping[str, Any], tag: str | None = None) -> bool:
         with self.atomic():
             blob = _enc(body)

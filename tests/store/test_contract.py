@@ -58,6 +58,28 @@ def test_documents_and_pages(backend: Backend) -> None:
     assert [(r.id, r.body) for r in store.scan("other", tag="t")] == [("a", {"x": 5})]
 
 
+def test_documents_inserted_together_are_positioned_in_order(backend: Backend) -> None:
+    """`insert_many` adds each new document in the order given, after those before it,
+    leaves one whose id is taken as it is, and rolls back with its transaction."""
+    store = backend.open()
+    store.insert("events", "e0", {"n": 0}, tag="th")
+    added = store.insert_many(
+        "events", [("e1", {"n": 1}, "th"), ("e0", {"n": -1}, None), ("e2", {"n": 2}, None)]
+    )
+    assert added == 2
+    assert [(r.id, r.body) for r in store.scan("events")] == [
+        ("e0", {"n": 0}), ("e1", {"n": 1}), ("e2", {"n": 2}),
+    ]  # fmt: skip
+    assert [r.id for r in store.scan("events", tag="th")] == ["e0", "e1"]
+    assert store.insert_many("events", []) == 0
+    with pytest.raises(RuntimeError), store.atomic():
+        store.insert_many("events", [("e3", {"n": 3}, "th")])
+        raise RuntimeError("rolled back")
+    assert store.get("events", "e3") is None
+    other = backend.open()  # (another process sees what committed)
+    assert [r.id for r in other.page("events", 0, 10, tag="th")] == ["e0", "e1"]
+
+
 def test_positions_stay_as_documents_change_and_scans_page_on(backend: Backend) -> None:
     """An update keeps its document's position and may change its tag; a scan reads every
     document of a kind a page at a time, in position order, tagged or not."""
