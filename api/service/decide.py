@@ -80,11 +80,21 @@ _MISMATCH: dict[Literal["turn", "thread"], ErrorCode] = {
 }
 
 
-def owned(service: Service, cls: type[T], id: str, agent: Agent) -> T:
+def owned(
+    service: Service,
+    cls: type[T],
+    id: str,
+    agent: Agent,
+    read: dict[tuple[str, str], Any] | None = None,
+) -> T:
     """The turn or thread `id`, which must belong to `agent` (`{what}-not-found` unknown,
-    `{what}-agent-mismatch` foreign)."""
+    `{what}-agent-mismatch` foreign). `read`: the records one request read already (its
+    calls are mostly in one thread or turn: each is read from the store once)."""
     what: Literal["turn", "thread"] = "turn" if cls is Turn else "thread"
-    found = service.record(cls, what, id)
+    seen: T | None = None if read is None else read.get((what, id))
+    found = seen if seen is not None else service.record(cls, what, id)
+    if read is not None:
+        read[(what, id)] = found
     if found.agent != agent.id:
         raise ServiceError(_MISMATCH[what], f"{what} `{id}` belongs to another agent")
     return found
@@ -129,13 +139,17 @@ def _snapshot(
 
 
 def _prepare(
-    service: Service, call: Call, snapshots: dict[int, Snapshot], compile: bool
+    service: Service,
+    call: Call,
+    snapshots: dict[int, Snapshot],
+    compile: bool,
+    read: dict[tuple[str, str], Any],
 ) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        turn = owned(service, Turn, call.turn, agent)
+        turn = owned(service, Turn, call.turn, agent, read)
         _check_running(turn)
         revision = turn.revision
         pinned = agent.profile if turn.profile is None else turn.profile
@@ -148,7 +162,7 @@ def _prepare(
     thread = None
     thread_ctx = None
     if call.thread is not None:
-        thread = owned(service, Thread, call.thread, agent)
+        thread = owned(service, Thread, call.thread, agent, read)
         # Without its cost: what the thread spent is read only where it cannot move, in
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).
@@ -204,12 +218,13 @@ def prepare(
     prepared = []
     latest = service.snapshots.latest
     agents: dict[str, tuple[Agent, dict[str, Any]]] = {}  # a batch is mostly one agent's
+    read: dict[tuple[str, str], Any] = {}  # its turns and threads, each read once
     for call in calls:
         cost = call.expected_cost
         if cost is not None and not 0 <= cost <= MAX_USD:
             raise _cost_refused(cost)
         if call.turn is not None or call.thread is not None:
-            prepared.append(_prepare(service, call, snapshots, compile))
+            prepared.append(_prepare(service, call, snapshots, compile, read))
         else:  # the common case, inline: no turn to pin a revision, no thread
             hit = agents.get(call.agent)
             if hit is None:

@@ -16,6 +16,7 @@ after a cursor never skips an event committed later. The events go with their th
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from api.records import Approval
@@ -27,12 +28,28 @@ KIND = "thread-events"
 Event = Literal["created", "turn", "call", "approval", "cost", "status"]
 
 
+def _body(thread: str, event: Event, at: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"thread": thread, "event": event, "at": at}
+    body.update((key, value) for key, value in fields.items() if value is not None)
+    return body
+
+
 def record(store: Store, thread: str, event: Event, at: int, **fields: Any) -> None:
     """Inside the caller's transaction: `event` on `thread` at `at` (ms since the epoch),
     with `fields` (None values left out)."""
-    body: dict[str, Any] = {"thread": thread, "event": event, "at": at}
-    body.update((key, value) for key, value in fields.items() if value is not None)
-    store.insert(KIND, new_id(), body, tag=thread)
+    store.insert(KIND, new_id(), _body(thread, event, at, fields), tag=thread)
+
+
+def record_many(store: Store, events: Sequence[tuple[str, Event, int, Mapping[str, Any]]]) -> None:
+    """Inside the caller's transaction: each (thread, event, at, fields) as `record` has
+    it, in their order, in one statement (a batch's calls in a thread: one event each)."""
+    store.insert_many(
+        KIND,
+        [
+            (new_id(), _body(thread, event, at, fields), thread)
+            for thread, event, at, fields in events
+        ],
+    )
 
 
 def answered(store: Store, approval: Approval) -> None:

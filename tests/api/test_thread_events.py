@@ -144,6 +144,38 @@ def test_a_threads_history_in_order(live: httpx.Client, harness: Harness) -> Non
     assert since["next_cursor"] is None and since["tail_cursor"] not in (None, tail)
 
 
+def test_a_batch_gives_each_of_its_calls_an_event_on_its_thread(
+    live: httpx.Client, harness: Harness
+) -> None:
+    """A batch's calls in two threads, interleaved: each thread has one `call` event per
+    call of its own, in the batch's order, each naming its decision and seq."""
+    admin = harness.auth()
+    threads = []
+    for _ in range(2):
+        made = live.post("/v1/threads", json={"agent": "a1"}, headers=admin)
+        assert made.status_code == 201, made.text
+        threads.append(made.json()["id"])
+    mail = {"to": "bob@example.com", "subject": "s", "body": "b"}
+    calls = [
+        {"agent": "a1", "tool": "mail.send", "thread": threads[i % 2],
+         "args": mail if i % 3 else {**mail, "to": "x@evil.test"}}
+        for i in range(7)
+    ]  # fmt: skip
+    answer = live.post(
+        "/v1/decisions/batch", json={"calls": calls}, headers=harness.auth(harness.decide)
+    )
+    assert answer.status_code == 200, answer.text
+    decisions = answer.json()["decisions"]
+    for n, thread in enumerate(threads):
+        events = [e for e in _events(live, thread, admin, limit=3) if e["event"] == "call"]
+        mine = decisions[n::2]
+        assert [(e["decision"], e["seq"], e["effect"]) for e in events] == [
+            (d["id"], d["seq"], d["effect"]) for d in mine
+        ]
+        assert {e["effect"] for e in events} == {"allow", "deny"}
+    assert len({d["id"] for d in decisions}) == 7
+
+
 def test_who_reads_a_threads_events(live: httpx.Client, harness: Harness) -> None:
     from tests.api.conftest import POLICY
 
