@@ -1,8 +1,9 @@
 """The read model: what a process keeps of the store to decide without reading it, and
 the one rule that drops it.
 
-Agents (by id), the connections of each toolset, step 6's parts of like calls, each
-agent's condition context and its copies under a turn's pinned profile, and what
+Agents (by id), threads as decisions read them (`thread`), the connections of each
+toolset, step 6's parts of like calls, each agent's condition context and its copies
+under a turn's pinned profile, and what
 registers in `on_tokens` (the HTTP app's token cache) all derive from documents whose
 every change is noted in the store's change feed (policy/store/changes.py), in the
 transaction that makes it. The rule: the caches hold what the store held at the feed's
@@ -22,14 +23,15 @@ from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any
 
-from api.records import Agent, Approval
+from api.records import Agent, Approval, Thread
 from api.service.errors import not_found
 from api.service.snapshots import Snapshots
 from policy.store import Store
-from policy.store.changes import AGENT, APPROVALS, CONNECTION, TOKEN, Change
+from policy.store.changes import AGENT, APPROVALS, CONNECTION, THREAD, TOKEN, Change
 
 # What drops tokens from a token cache: the ids of those revoked, or None for all.
 TokenDrop = Callable[[Collection[str] | None], None]
+MAX_THREADS = 16_384  # threads kept (all dropped past it: those in use come back)
 
 
 class ReadModel:
@@ -43,6 +45,10 @@ class ReadModel:
         self._seen = store.changes_after(0).version
         self._lock = threading.Lock()
         self._agents: dict[str, Agent] = {}
+        # Threads as stored when read, for deciding their calls: what a decision reads of
+        # one (its id, agent, depth and `max_cost`) never changes while it is there, and a
+        # deletion is noted in the feed. Its status may have moved since: never shown.
+        self._threads: dict[str, Thread] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         # What step 6 needs that is the same for like calls, kept across requests and
         # dropped with the agent and connection caches it derives from:
@@ -126,6 +132,7 @@ class ReadModel:
         with self._lock:
             if changes is None:
                 self._agents.clear()
+                self._threads.clear()
                 self._connections.clear()
             else:
                 for kind, key in changes:
@@ -157,6 +164,8 @@ class ReadModel:
         the token caches, through `on_tokens`)."""
         if kind == AGENT:
             self._agents.pop(key, None)
+        elif kind == THREAD:
+            self._threads.pop(key, None)
         elif kind == CONNECTION:
             self._connections.pop(key, None)
 
@@ -183,6 +192,10 @@ class ReadModel:
     def forget_agent(self, agent_id: str) -> None:
         """After an agent was changed or deleted."""
         self._forget(AGENT, agent_id)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """After a thread was deleted."""
+        self._forget(THREAD, thread_id)
 
     def forget_tokens(self, token_ids: Collection[str]) -> None:
         """After the tokens `token_ids` were revoked, in the transaction that did it:
@@ -249,6 +262,25 @@ class ReadModel:
             if self.moves == moves:
                 self._agents[agent_id] = agent
         return agent
+
+    def thread(self, thread_id: str) -> Thread:
+        """Thread `thread_id` for deciding a call in it (`thread-not-found`): as stored when
+        first read, so its `status` and `updated_at` may be out of date (`threads.get`
+        reads the store)."""
+        cached = self._threads.get(thread_id)
+        if cached is not None:
+            return cached
+        moves = self.moves
+        doc = self.store.get(Thread.KIND, thread_id)
+        if doc is None:
+            raise not_found("thread", thread_id)
+        thread = Thread.read(doc)
+        with self._lock:
+            if self.moves == moves:  # (see find_agent)
+                if len(self._threads) >= MAX_THREADS:
+                    self._threads.clear()
+                self._threads[thread_id] = thread
+        return thread
 
     def agent(self, agent_id: str) -> Agent:
         agent = self.find_agent(agent_id)

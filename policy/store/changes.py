@@ -1,7 +1,9 @@
 """The change feed's changes: what a write transaction changed that other processes cache.
 
 A change names a kind and a key: an agent (`agent`, its id), a toolset's connections
-(`connection`, the toolset's name), a token (`token`, its id), or an approval opened
+(`connection`, the toolset's name), a token (`token`, its id), a thread deleted
+(`thread`, its id: what a decision reads of a thread never changes while it is there),
+or an approval opened
 (`approval.opened`, its id) or decided (`approval.decided`, its id). Nothing caches
 approvals: their changes are what a long poll and the approvals' event stream wait for
 (api/service/approvalfeed.py), numbered with the rest. A transaction notes each
@@ -25,10 +27,11 @@ from policy.store.rowsum import row_digest
 AGENT = "agent"  # key: the agent's id
 CONNECTION = "connection"  # key: the toolset whose connections changed
 TOKEN = "token"  # key: the token's id
+THREAD = "thread"  # key: the id of a thread deleted
 APPROVAL_OPENED = "approval.opened"  # key: the approval's id
 APPROVAL_DECIDED = "approval.decided"  # key: the approval's id
 APPROVALS = frozenset({APPROVAL_OPENED, APPROVAL_DECIDED})
-KINDS = frozenset({AGENT, CONNECTION, TOKEN, *APPROVALS})
+KINDS = frozenset({AGENT, CONNECTION, TOKEN, THREAD, *APPROVALS})
 KEEP = 1000  # changes kept; one number past the newest `KEEP` is read as "everything"
 
 Change = tuple[str, str]  # (kind, key)

@@ -152,34 +152,64 @@ def test_deleting_an_agent_or_a_thread_rejects_its_pending_approvals(
     assert [item["id"] for item in pending] == [outside.json()["approval_id"]]
 
 
-def test_a_pause_whose_thread_was_deleted_before_its_transaction_is_rejected(
-    live: Any, harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A call in a thread, prepared before another worker deleted the thread and logged
-    after: its pause opened an approval after the deletion had rejected the thread's
-    pending ones, and no one could approve it (its re-check: 404 `thread-not-found`), so
-    it stayed pending for ever. It is rejected as the deletion rejected the others."""
-    admin = harness.auth()
-    thread = live.post("/v1/threads", json={"agent": "a1"}, headers=admin).json()["id"]
+def _deleted_before_the_transaction(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch, thread: str
+) -> list[Any]:
+    """Another worker deletes `thread` as the next write transaction here begins (the
+    list empties once it has)."""
     store = harness.service.store
     real = store.atomic
     pending = [lambda: threads_delete(other, Principal("t", "admin"), c.DeleteThread(id=thread))]
 
-    def atomic() -> Any:  # the group's transaction, once the thread is deleted elsewhere
+    def atomic() -> Any:
         if pending:
             pending.pop()()
         return real()
 
     monkeypatch.setattr(store, "atomic", atomic)
-    paused = live.post("/v1/decisions", json={**REFUND, "thread": thread}, headers=admin).json()
+    return pending
+
+
+def test_a_call_whose_thread_was_deleted_before_its_group_commits_is_not_found(
+    live: Any, harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call in a thread, prepared before another worker deleted the thread: its group's
+    write transaction reads the deletion in the change feed and prepares it again, so it
+    is `thread-not-found`, with nothing logged and no approval opened."""
+    admin = harness.auth()
+    thread = live.post("/v1/threads", json={"agent": "a1"}, headers=admin).json()["id"]
+    last = harness.service.store.last_seq()
+    pending = _deleted_before_the_transaction(harness, other, monkeypatch, thread)
+    refused = live.post("/v1/decisions", json={**REFUND, "thread": thread}, headers=admin)
+    assert pending == []
+    assert code_of(refused) == (404, "thread-not-found")
+    assert harness.service.store.last_seq() == last
+    assert live.get("/v1/approvals", headers=admin).json()["items"] == []
+
+
+def test_a_pause_whose_thread_was_deleted_before_its_transaction_is_rejected(
+    harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call decided in process (`decide_calls`: no look at the feed inside its write
+    transaction), prepared before another worker deleted its thread and logged after:
+    its pause opens an approval after the deletion rejected the thread's pending ones,
+    and no one could approve it (its re-check: `thread-not-found`). It is rejected as the
+    deletion rejected the others."""
+    from api.service.approvals import approvals_get
+    from api.service.calls import Call
+    from api.service.decide import decide_calls
+    from api.service.threads import threads_create
+
+    admin = Principal("t", "admin")
+    thread = threads_create(harness.service, admin, c.CreateThread(agent="a1")).body.id
+    pending = _deleted_before_the_transaction(harness, other, monkeypatch, thread)
+    call = Call("a1", "billing.refund", {"amount": 80}, thread=thread)
+    paused = decide_calls(harness.service, [call])[0]
     assert pending == []
     assert paused["effect"] == "pause"
-    shown = live.get(f"/v1/approvals/{paused['approval_id']}", headers=admin).json()
-    assert (shown["status"], shown["decided_by"]) == ("rejected", "charter")
-    assert shown["reason"] == f"thread `{thread}` was deleted"
-    assert live.get("/v1/approvals?status=pending", headers=admin).json()["items"] == []
-    again = live.post(f"/v1/approvals/{paused['approval_id']}/approve", headers=admin)
-    assert code_of(again) == (409, "approval-not-pending")
+    shown = approvals_get(harness.service, admin, c.GetApproval(id=paused["approval_id"])).body
+    assert (shown.status, shown.decided_by) == ("rejected", "charter")
+    assert shown.reason == f"thread `{thread}` was deleted"
 
 
 def test_an_approval_lifts_only_the_pauses_it_was_asked_about(live: Any, harness: Harness) -> None:

@@ -318,6 +318,27 @@ def test_a_group_sees_what_another_process_committed_just_before(
     assert expand(row)["profile"] == "narrow"
 
 
+def test_a_group_sees_a_thread_another_process_deleted(harness: Harness, other: Service) -> None:
+    """A thread read for an earlier group and deleted elsewhere since: the next group's
+    call in it is `thread-not-found` (the deletion is in the change feed its write
+    transaction reads), and the log gets nothing for it."""
+    from api.service.errors import ServiceError
+    from api.service.threads import threads_create, threads_delete
+    from api.service.tokens import Principal
+
+    admin = Principal("t", "admin")
+    thread = threads_create(harness.service, admin, c.CreateThread(agent="a1")).body.id
+    commit = GroupCommit(harness.service)
+    call = Call("a1", "mail.send", MAIL, thread=thread)
+    assert asyncio.run(commit.decide([call]))[0]["effect"] == "allow"
+    threads_delete(other, admin, c.DeleteThread(id=thread))
+    last = harness.service.store.last_seq()
+    with pytest.raises(ServiceError) as refused:
+        asyncio.run(commit.decide([call]))
+    assert refused.value.code == "thread-not-found"
+    assert harness.service.store.last_seq() == last
+
+
 def test_a_new_revision_from_another_process_compiles_outside_the_write_lock(
     harness: Harness, other: Service
 ) -> None:

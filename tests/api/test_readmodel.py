@@ -9,9 +9,13 @@ import pytest
 
 from api import commands as c
 from api.service import tokens
+from api.service.calls import Call
 from api.service.connections import connections_create
 from api.service.core import Service
+from api.service.decide import decide_calls
+from api.service.errors import ServiceError
 from api.service.resources import agents_update
+from api.service.threads import threads_create, threads_delete, threads_update
 from api.service.tokens import Principal, TokenCache
 from policy.store import changes
 from tests.api.conftest import Harness, seen_elsewhere
@@ -63,6 +67,32 @@ def test_a_token_revoked_elsewhere_drops_that_token_alone(harness: Harness, othe
     assert dropped == [[record.id]]
     assert cache.lookup(harness.decide) is kept  # still cached: the same object
     assert cache.lookup(doomed) is None
+
+
+def test_a_thread_deleted_elsewhere_is_dropped_alone(harness: Harness, other: Service) -> None:
+    """A thread is read once for the calls made in it; its status moving elsewhere drops
+    nothing, and its deletion elsewhere drops that thread alone: a call in it is then
+    `thread-not-found`, and nothing is logged for it."""
+    service = harness.service
+    kept, doomed = (
+        threads_create(service, ADMIN, c.CreateThread(agent="a1")).body.id for _ in range(2)
+    )
+    call = Call("a1", "mail.send", {"to": "bob@example.com", "subject": "s", "body": "b"})
+    for thread in (kept, doomed):
+        assert decide_calls(service, [call._replace(thread=thread)])[0]["effect"] == "allow"
+    cached = service.read.thread(kept)
+    moves = service.read.moves
+    threads_update(other, ADMIN, c.UpdateThread(id=kept, status="running"))
+    service.sync()
+    assert service.read.thread(kept) is cached and service.read.moves == moves
+    threads_delete(other, ADMIN, c.DeleteThread(id=doomed))
+    assert seen_elsewhere(service).sync()
+    assert service.read.thread(kept) is cached
+    last = service.store.last_seq()
+    with pytest.raises(ServiceError) as refused:
+        decide_calls(service, [call._replace(thread=doomed)])
+    assert refused.value.code == "thread-not-found"
+    assert service.store.last_seq() == last
 
 
 def test_decisions_elsewhere_drop_nothing(harness: Harness, other: Service) -> None:
