@@ -87,12 +87,6 @@ def owned(service: Service, cls: type[T], id: str, agent: Agent) -> T:
     return _mine(service.record(cls, what, id), what, agent)
 
 
-def owned_thread(service: Service, id: str, agent: Agent) -> Thread:
-    """`owned` for a thread a call is made in: from the read model's cache, as a decision
-    reads it (its status may be out of date)."""
-    return _mine(service.read.thread(id), "thread", agent)
-
-
 def _mine(found: T, what: Literal["turn", "thread"], agent: Agent) -> T:
     if found.agent != agent.id:
         raise ServiceError(_MISMATCH[what], f"{what} `{found.id}` belongs to another agent")
@@ -142,17 +136,12 @@ def _prepare(
     call: Call,
     snapshots: dict[int, Snapshot],
     compile: bool,
-    turns: dict[str, Turn],
 ) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
     revision = service.snapshots.latest
     if call.turn is not None:
-        turn = turns.get(call.turn)  # (a request's calls are mostly on one turn)
-        if turn is None:
-            turn = turns[call.turn] = owned(service, Turn, call.turn, agent)
-        else:
-            _mine(turn, "turn", agent)
+        turn = _mine(service.read.turn(call.turn), "turn", agent)  # (cached)
         _check_running(turn)
         revision = turn.revision
         pinned = agent.profile if turn.profile is None else turn.profile
@@ -165,7 +154,7 @@ def _prepare(
     thread = None
     thread_ctx = None
     if call.thread is not None:
-        thread = owned_thread(service, call.thread, agent)
+        thread = _mine(service.read.thread(call.thread), "thread", agent)  # (cached)
         # Without its cost: what the thread spent is read only where it cannot move, in
         # the write transaction, and only for a call whose conditions read it (the
         # snapshot knows which: their decision is left to decisionlog).
@@ -221,13 +210,12 @@ def prepare(
     prepared = []
     latest = service.snapshots.latest
     agents: dict[str, tuple[Agent, dict[str, Any]]] = {}  # a batch is mostly one agent's
-    turns: dict[str, Turn] = {}  # each read once
     for call in calls:
         cost = call.expected_cost
         if cost is not None and not 0 <= cost <= MAX_USD:
             raise _cost_refused(cost)
         if call.turn is not None or call.thread is not None:
-            prepared.append(_prepare(service, call, snapshots, compile, turns))
+            prepared.append(_prepare(service, call, snapshots, compile))
         else:  # the common case, inline: no turn to pin a revision, no thread
             hit = agents.get(call.agent)
             if hit is None:

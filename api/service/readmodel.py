@@ -1,7 +1,7 @@
 """The read model: what a process keeps of the store to decide without reading it, and
 the one rule that drops it.
 
-Agents (by id), threads as decisions read them (`thread`), the connections of each
+Agents (by id), threads and turns as decisions read them, the connections of each
 toolset, step 6's parts of like calls, each agent's condition context and its copies
 under a turn's pinned profile, and what
 registers in `on_tokens` (the HTTP app's token cache) all derive from documents whose
@@ -21,17 +21,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from api.records import Agent, Approval, Thread
-from api.service.errors import not_found
+from api.records import Agent, Approval, Record, Thread, Turn
+from api.service.errors import Thing, not_found
 from api.service.snapshots import Snapshots
 from policy.store import Store
 from policy.store.changes import AGENT, APPROVALS, CONNECTION, THREAD, TOKEN, Change
 
 # What drops tokens from a token cache: the ids of those revoked, or None for all.
 TokenDrop = Callable[[Collection[str] | None], None]
-MAX_THREADS = 16_384  # threads kept (all dropped past it: those in use come back)
+R = TypeVar("R", bound=Record)
+MAX_KEPT = 16_384  # threads, and turns, kept (all dropped past it: those in use come back)
 
 
 class ReadModel:
@@ -49,6 +50,8 @@ class ReadModel:
         # one (its id, agent, depth and `max_cost`) never changes while it is there, and a
         # deletion is noted in the feed. Its status may have moved since: never shown.
         self._threads: dict[str, Thread] = {}
+        # Turns, which never change: dropped with their agent (deleted with it).
+        self._turns: dict[str, Turn] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         # What step 6 needs that is the same for like calls, kept across requests and
         # dropped with the agent and connection caches it derives from:
@@ -133,6 +136,7 @@ class ReadModel:
             if changes is None:
                 self._agents.clear()
                 self._threads.clear()
+                self._turns.clear()
                 self._connections.clear()
             else:
                 for kind, key in changes:
@@ -164,6 +168,8 @@ class ReadModel:
         the token caches, through `on_tokens`)."""
         if kind == AGENT:
             self._agents.pop(key, None)
+            for turn in [t.id for t in self._turns.values() if t.agent == key]:
+                del self._turns[turn]
         elif kind == THREAD:
             self._threads.pop(key, None)
         elif kind == CONNECTION:
@@ -267,20 +273,28 @@ class ReadModel:
         """Thread `thread_id` for deciding a call in it (`thread-not-found`): as stored when
         first read, so its `status` and `updated_at` may be out of date (`threads.get`
         reads the store)."""
-        cached = self._threads.get(thread_id)
+        return self._kept(self._threads, Thread, "thread", thread_id)
+
+    def turn(self, turn_id: str) -> Turn:
+        """Turn `turn_id` for deciding a call on it (`turn-not-found`). A turn does not
+        change; it is deleted with its agent, whose change drops it here."""
+        return self._kept(self._turns, Turn, "turn", turn_id)
+
+    def _kept(self, cache: dict[str, R], cls: type[R], what: Thing, key: str) -> R:
+        cached = cache.get(key)
         if cached is not None:
             return cached
         moves = self.moves
-        doc = self.store.get(Thread.KIND, thread_id)
+        doc = self.store.get(cls.KIND, key)
         if doc is None:
-            raise not_found("thread", thread_id)
-        thread = Thread.read(doc)
+            raise not_found(what, key)
+        found = cls.read(doc)
         with self._lock:
             if self.moves == moves:  # (see find_agent)
-                if len(self._threads) >= MAX_THREADS:
-                    self._threads.clear()
-                self._threads[thread_id] = thread
-        return thread
+                if len(cache) >= MAX_KEPT:
+                    cache.clear()
+                cache[key] = found
+        return found
 
     def agent(self, agent_id: str) -> Agent:
         agent = self.find_agent(agent_id)

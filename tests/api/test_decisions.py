@@ -221,13 +221,17 @@ def test_a_turn_ends_and_then_grants_nothing_old(client: Any, harness: Harness) 
     )
     seq = harness.service.store.last_seq()
     store = harness.service.store
-    for ends in ({"ends_at": turn["created_at"]}, {"created_at": turn["created_at"] - 3_600_000}):
+    # (turns never change: ended ones are stored as such, under ids of their own)
+    for n, ends in enumerate(
+        ({"ends_at": turn["created_at"]}, {"created_at": turn["created_at"] - 3_600_000})
+    ):
         doc = {k: v for k, v in (store.get("turns", turn["id"]) or {}).items() if k != "ends_at"}
-        assert store.update("turns", turn["id"], {**doc, **ends}, tag="a1")
+        ended_turn = f"{turn['id']}-ended-{n}"
+        assert store.insert("turns", ended_turn, {**doc, "id": ended_turn, **ends}, tag="a1")
         for path, body in (
-            ("/v1/decisions", {"agent": "a1", "tool": "mail.send", "args": MAIL, "turn": turn["id"]}),
+            ("/v1/decisions", {"agent": "a1", "tool": "mail.send", "args": MAIL, "turn": ended_turn}),
             ("/v1/decisions/batch", {"calls": [{"agent": "a1", "tool": "mail.send", "args": MAIL,
-                                                "turn": turn["id"]}]}),
+                                                "turn": ended_turn}]}),
         ):  # fmt: skip
             ended = client.post(path, json=body, headers=harness.auth())
             assert (ended.status_code, ended.json()["code"]) == (409, "turn-ended"), ended.text

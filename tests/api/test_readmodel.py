@@ -95,6 +95,30 @@ def test_a_thread_deleted_elsewhere_is_dropped_alone(harness: Harness, other: Se
     assert service.store.last_seq() == last
 
 
+def test_a_turn_goes_with_its_agent_deleted_elsewhere(harness: Harness, other: Service) -> None:
+    """A turn is read once for the calls made on it and dropped here when its agent
+    changes elsewhere: deleted there with its agent, a call naming it is then
+    `turn-not-found`, even for a new agent under the same id."""
+    from api.service.resources import admit_turn, agents_delete, create_agent
+
+    service = harness.service
+    harness.add_agent("b1", "support")
+    turn = admit_turn(service, "b1", None, service.current()).id
+    other_turn = admit_turn(service, "a1", None, service.current()).id
+    call = Call("b1", "mail.send", {"to": "bob@example.com", "subject": "s", "body": "b"})
+    assert decide_calls(service, [call._replace(turn=turn)])[0]["effect"] == "allow"
+    assert service.read.turn(turn) is service.read.turn(turn)
+    kept = service.read.turn(other_turn)
+    agents_delete(other, ADMIN, c.DeleteAgent(id="b1"))
+    made = c.CreateAgent(name="b1", profile="support", identity=harness.identity)
+    create_agent(other, ADMIN, made, "b1")
+    assert seen_elsewhere(service).sync()
+    assert service.read.turn(other_turn) is kept  # (another agent's)
+    with pytest.raises(ServiceError) as refused:
+        decide_calls(service, [call._replace(turn=turn)])
+    assert refused.value.code == "turn-not-found"
+
+
 def test_decisions_elsewhere_drop_nothing(harness: Harness, other: Service) -> None:
     """Another process's decisions note no change: nothing cached here is read again."""
     service = harness.service
