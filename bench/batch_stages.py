@@ -12,6 +12,9 @@ body (bench.http_bench: parse, decide, answer) on the same calls. A timer costs 
 tenth of a microsecond a call, per batch: the stages add up to a little more than the
 untimed lane.
 
+With `--thread`, the batch's calls are made in one thread (an event each on the thread,
+in the same transaction: api.service.threadevents), and only the lane is measured.
+
 Last, the floor of a logged decision in Python (`_floor`): the engine ceiling's body with
 what no logged decision can go without, a durable row each: its id, its JSON (the
 call, the effect, the reasons' ref, the arguments decided), the run's INSERT with its
@@ -68,27 +71,36 @@ def _wrap(spent: dict[str, float]) -> None:
         setattr(owner, name, _timed(spent, label, getattr(owner, name)))
 
 
-async def _lane(db: str, batches: int, spent: dict[str, float]) -> float:
+async def _lane(db: str, batches: int, spent: dict[str, float], thread: bool) -> float:
+    from api import commands as c
     from api.cli_serve import prepare
     from api.http.app import create_app, open_service, tune_gc
+    from api.service.threads import threads_create
+    from api.service.tokens import Principal
 
     service = open_service(db)
     prepare(service, db, str(ROOT / "fixtures" / "workspace"), say=lambda _: None)
     app = create_app(service)
     tune_gc()
     token = Path(f"{db}.admin-token").read_text().strip()
+    body = BATCH
+    if thread:
+        made = threads_create(
+            service, Principal("bench", "admin"), c.CreateThread(agent=str(CALL["agent"]))
+        )
+        body = json.dumps({"calls": [{**CALL, "thread": made.body.id}] * 100}).encode()
     scope = {
         "type": "http", "method": "POST", "path": "/v1/decisions/batch", "query_string": b"",
         "headers": [(b"authorization", f"Bearer {token}".encode()),
                     (b"content-type", b"application/json"),
-                    (b"content-length", str(len(BATCH)).encode())],
+                    (b"content-length", str(len(body)).encode())],
         "app": app, "root_path": "", "scheme": "http", "http_version": "1.1",
     }  # fmt: skip
     lane = app.lanes["/v1/decisions/batch"]
     status: list[int] = []
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": BATCH, "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -178,13 +190,12 @@ def _floor(batches: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.batch_stages")
     parser.add_argument("--batches", type=int, default=2000)
+    parser.add_argument("--thread", action="store_true", help="the calls in one thread")
     args = parser.parse_args(argv)
     spent: dict[str, float] = defaultdict(float)
     _wrap(spent)
     with tempfile.TemporaryDirectory(prefix="charter-stages-") as tmp:
-        lane = asyncio.run(_lane(str(Path(tmp) / "stages.db"), args.batches, spent))
-    engine = _engine(args.batches)
-    floor = _floor(args.batches)
+        lane = asyncio.run(_lane(str(Path(tmp) / "stages.db"), args.batches, spent, args.thread))
     per = 1e6 / (args.batches * 100)
     print("| stage | CPU µs / decision |\n| --- | --- |")
     for _, _, label in STAGES:
@@ -192,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     rest = lane - sum(spent.values())
     print(f"| the rest (token, body, group commit, transaction) | {rest * per:.2f} |")
     print(f"| **charter's lane, in all** | {lane * per:.2f} |")
+    if args.thread:
+        return 0
+    engine = _engine(args.batches)
+    floor = _floor(args.batches)
     print(f"| the engine ceiling's endpoint body | {engine * per:.2f} |")
     print(f"| the floor: that body with a durable log row per decision | {floor * per:.2f} |")
     return 0
