@@ -191,11 +191,21 @@ def decide_detailed(
     pause left by the hooks the human was asked about means the call is allowed by the
     roles, so it becomes the allow the human granted (never more); a pause by another
     hook stays a pause (`Approved`).
+
+    Prepared on the caches, then checked inside the write transaction as a group commit
+    is (api.service.groupcommit): if anything cached moved meanwhile (an agent, a thread
+    deleted, a revision), the calls are prepared again there, on what nobody can change
+    before the COMMIT. (Inside a caller's transaction, the usual case for approvals and
+    management calls, nothing can move.)
     """
     service.sync()
+    seen = service.read.moves
     with one_moment():  # (its conditions' `time.*` is its rows' `at`)
         prepared = prepare(service, calls, {})
         with service.store.atomic():
+            service.sync()
+            if service.read.moves != seen:
+                prepared = prepare(service, calls, {})
             return write(service, prepared, management=management, approval=approval)
 
 

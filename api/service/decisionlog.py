@@ -25,7 +25,7 @@ import cbor2
 
 from api.records import Approval
 from api.service import threadevents
-from api.service.approved import Approved, hook_digests, rejected_by_charter
+from api.service.approved import Approved, hook_digests
 from api.service.budget import (
     MICROS,
     Cap,
@@ -45,7 +45,7 @@ from api.service.seedgrants import narrowed
 from engine.decision import Decision, Reason, make_decision
 from policy.money import over_rate, rate_cap
 from policy.store import Store
-from policy.store.changes import APPROVAL_DECIDED, APPROVAL_OPENED
+from policy.store.changes import APPROVAL_OPENED
 
 MAX_KNOWN_REFS = 100_000  # `reasons` documents a process remembers as written
 
@@ -281,20 +281,12 @@ class Draft:
         """Write it all inside the caller's `store.atomic()`: (responses, the final
         arguments unredacted), in order."""
         store = service.store
+        # Every thread a call names is there: a deletion since the calls were prepared
+        # is in the change feed, which the transaction read before this, and the calls
+        # were then prepared again (api.service.groupcommit, decide.decide_detailed).
         for approval in self.approvals:
-            thread = approval.thread
-            if thread is not None and store.get("threads", thread) is None:
-                # Its thread was deleted after the call was prepared and before this
-                # transaction: rejected as the deletion rejected the thread's other pending
-                # ones (api.service.approved.reject_orphans). Left pending, no one could
-                # approve it (its re-check finds no thread), and it stayed pending
-                # for ever. (A deleted agent moves every process's caches, and its calls
-                # are prepared again: not found.)
-                approval = rejected_by_charter(approval, f"thread `{thread}` was deleted")
             store.insert(Approval.KIND, approval.id, approval.stored(), tag=approval.status)
             service.read.note_approval(APPROVAL_OPENED, approval)
-            if approval.status != "pending":
-                service.read.note_approval(APPROVAL_DECIDED, approval)
         if self.fresh:
             for ref, value in self.fresh.items():
                 store.insert("reasons", ref, {"reasons": value})
@@ -317,20 +309,14 @@ class Draft:
         return self.bodies, self.raw
 
     def _events(self, store: Store, seqs: list[int]) -> None:
-        """Each call's `call` event on its thread, in this transaction; none on a thread
-        deleted after the call was prepared (its events went with it)."""
-        there: dict[str, bool] = {}
+        """Each call's `call` event on its thread, in this transaction."""
         events: list[tuple[str, threadevents.Event, int, dict[str, Any]]] = []
         for index, thread, at, fields in self.events:
-            found = there.get(thread)
-            if found is None:
-                found = there[thread] = store.get("threads", thread) is not None
-            if found:
-                body = self.bodies[index]
-                events.append((thread, "call", at, {
-                    "seq": seqs[index], "decision": body["id"], "effect": body["effect"],
-                    "approval": body.get("approval_id"), **fields,
-                }))  # fmt: skip
+            body = self.bodies[index]
+            events.append((thread, "call", at, {
+                "seq": seqs[index], "decision": body["id"], "effect": body["effect"],
+                "approval": body.get("approval_id"), **fields,
+            }))  # fmt: skip
         threadevents.record_many(store, events)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from api import commands as c
 from api.service.core import Service
+from api.service.errors import ServiceError
 from api.service.threads import threads_delete
 from api.service.tokens import Principal
 from tests.api.conftest import BOTH, POLICY, Harness, code_of
@@ -187,29 +188,28 @@ def test_a_call_whose_thread_was_deleted_before_its_group_commits_is_not_found(
     assert live.get("/v1/approvals", headers=admin).json()["items"] == []
 
 
-def test_a_pause_whose_thread_was_deleted_before_its_transaction_is_rejected(
+def test_a_call_decided_in_process_whose_thread_was_deleted_is_not_found(
     harness: Harness, other: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A call decided in process (`decide_calls`: no look at the feed inside its write
-    transaction), prepared before another worker deleted its thread and logged after:
-    its pause opens an approval after the deletion rejected the thread's pending ones,
-    and no one could approve it (its re-check: `thread-not-found`). It is rejected as the
-    deletion rejected the others."""
-    from api.service.approvals import approvals_get
+    """The same in process (`decide_calls`, the in-process gateway's path): prepared
+    before another worker deleted its thread, its write transaction reads the deletion
+    and prepares it again, so it is `thread-not-found`. No approval is opened that no
+    one could approve, nothing is logged, and no event is written for a thread gone."""
     from api.service.calls import Call
     from api.service.decide import decide_calls
     from api.service.threads import threads_create
 
     admin = Principal("t", "admin")
     thread = threads_create(harness.service, admin, c.CreateThread(agent="a1")).body.id
+    last = harness.service.store.last_seq()
     pending = _deleted_before_the_transaction(harness, other, monkeypatch, thread)
-    call = Call("a1", "billing.refund", {"amount": 80}, thread=thread)
-    paused = decide_calls(harness.service, [call])[0]
+    with pytest.raises(ServiceError) as refused:
+        decide_calls(harness.service, [Call("a1", "billing.refund", {"amount": 80}, thread=thread)])
     assert pending == []
-    assert paused["effect"] == "pause"
-    shown = approvals_get(harness.service, admin, c.GetApproval(id=paused["approval_id"])).body
-    assert (shown.status, shown.decided_by) == ("rejected", "charter")
-    assert shown.reason == f"thread `{thread}` was deleted"
+    assert refused.value.code == "thread-not-found"
+    assert harness.service.store.last_seq() == last
+    assert list(harness.service.store.scan("approvals")) == []
+    assert list(harness.service.store.scan("thread-events", tag=thread)) == []
 
 
 def test_an_approval_lifts_only_the_pauses_it_was_asked_about(live: Any, harness: Harness) -> None:
