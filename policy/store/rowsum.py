@@ -37,15 +37,29 @@ def _encoded(column: Column) -> bytes:
     return b"i" + _LENGTH.pack(len(text)) + text
 
 
+_TABLES: dict[str, bytes] = {}  # each table's name, encoded once
+
+
 def row_digest(table: str, columns: tuple[Column, ...], chained_to: bytes | None = None) -> bytes:
     """The digest of a row of `table` with these columns (in the table's order); for a
-    chained table, `chained_to` is the digest of the row before it."""
+    chained table, `chained_to` is the digest of the row before it. (Every stored row's
+    write and read computes one: text and bytes, nearly every column, are encoded inline.)"""
     digest = hashlib.blake2b(digest_size=SIZE, person=_PERSON)
-    digest.update(_encoded(table))
+    update = digest.update
+    name = _TABLES.get(table)
+    if name is None:
+        name = _TABLES[table] = _encoded(table)
+    update(name)
     if chained_to is not None:
-        digest.update(_encoded(chained_to))
+        update(_encoded(chained_to))
     for column in columns:
-        digest.update(_encoded(column))
+        if type(column) is str:
+            data = column.encode("utf-8", "surrogatepass")
+            update(b"s" + _LENGTH.pack(len(data)) + data)
+        elif type(column) is bytes:
+            update(b"b" + _LENGTH.pack(len(column)) + column)
+        else:
+            update(_encoded(column))
     return digest.digest()
 
 
