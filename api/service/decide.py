@@ -132,10 +132,7 @@ def _snapshot(
 
 
 def _prepare(
-    service: Service,
-    call: Call,
-    snapshots: dict[int, Snapshot],
-    compile: bool,
+    service: Service, call: Call, snapshots: dict[int, Snapshot], compile: bool
 ) -> Prepared:
     agent = service.agent(call.agent)
     context = _agent_context(service, agent)
