@@ -13,6 +13,7 @@ import io
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -78,13 +79,17 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+WARNINGS_PER_CODE = 20  # warnings of one code shown as text, unless all are asked for
+
+
 def _load(
-    paths: Sequence[str], fmt: str = "text", lints: bool = False
+    paths: Sequence[str], fmt: str = "text", lints: bool = False, per_code: int | None = None
 ) -> tuple[Workspace, list[Diagnostic]] | None:
     """The workspace and its warnings (the checker's, then with `lints` the lints',
     engine/lints.py), or None once its diagnostics are reported (as JSON: the array of
-    them, api.cli_outcome). The warnings go to stderr as text; with `fmt` json they are
-    the caller's to put in its document."""
+    them, api.cli_outcome). The warnings go to stderr as text (with `per_code`, that
+    many of each code, the rest counted); with `fmt` json they are the caller's to put
+    in its document, every one."""
     try:
         workspace = load(paths)
     except CharterError as exc:
@@ -93,7 +98,10 @@ def _load(
     warnings = [*workspace.warnings, *(lint(workspace) if lints else ())]
     warnings.sort(key=Diagnostic.sort_key)
     if warnings and fmt != "json":
-        _err(render_all(warnings, workspace.sources))
+        _err(render_all(warnings, workspace.sources, per_code))
+        codes = Counter(w.code for w in warnings)
+        if per_code is not None and max(codes.values()) > per_code:
+            _err(f"= help: `--all-warnings` shows every warning ({per_code} of each code here)")
     return workspace, warnings
 
 
@@ -102,7 +110,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    loaded = _load(args.paths, args.format, lints=args.lint)
+    per_code = None if args.all_warnings else WARNINGS_PER_CODE
+    loaded = _load(args.paths, args.format, lints=args.lint, per_code=per_code)
     if loaded is None:
         return 1
     workspace, warnings = loaded
@@ -279,6 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="lint",
         action="store_false",
         help="skip the lints (W03xx; the solver's take up to 5 s on a large policy)",
+    )
+    p.add_argument(
+        "--all-warnings",
+        action="store_true",
+        help=f"show every warning (text: the first {WARNINGS_PER_CODE} of each code, the rest counted)",
     )
     p.set_defaults(func=cmd_check)
 

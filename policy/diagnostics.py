@@ -158,9 +158,31 @@ def error_count(diags: Iterable[Diagnostic]) -> int:
     return sum(d.severity == "error" for d in diags)
 
 
-def render_all(diags: Iterable[Diagnostic], sources: Mapping[str, str]) -> str:
+def render_all(
+    diags: Iterable[Diagnostic], sources: Mapping[str, str], per_code: int | None = None
+) -> str:
+    """Every diagnostic rendered, in file order, and the count of each severity. With
+    `per_code`, the warnings of one code past the first `per_code` are counted instead,
+    on one line each code (a large workspace can have thousands of one lint's): every
+    error is always shown."""
     ordered = sorted(diags, key=Diagnostic.sort_key)
-    body = "\n\n".join(render(d, sources) for d in ordered)
+    shown: list[Diagnostic] = []
+    left: dict[str, int] = {}
+    for d in ordered:
+        if per_code is not None and d.severity != "error":
+            seen = left.get(d.code, 0) + 1
+            left[d.code] = seen
+            if seen > per_code:
+                continue
+        shown.append(d)
+    body = "\n\n".join(render(d, sources) for d in shown)
+    more = [
+        f"... and {count - per_code:,} more warning[{code}]"
+        for code, count in sorted(left.items())
+        if per_code is not None and count > per_code
+    ]
+    if more:
+        body += "\n\n" + "\n".join(more)
     errors = error_count(ordered)
     warnings = len(ordered) - errors
     summary = f"{errors} error{'s' if errors != 1 else ''}"

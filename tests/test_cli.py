@@ -64,6 +64,33 @@ def test_check_json(capsys: pytest.CaptureFixture[str], broken: Path) -> None:
     assert code == 0 and json.loads(out) == []
 
 
+def test_check_shows_twenty_warnings_of_a_code_and_counts_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """25 roles no profile selects (W0303) and one hook no profile installs (W0304): as
+    text, the first 20 W0303 in file order, a count of the 5 left and how to see them,
+    the W0304; `--all-warnings` and JSON give every one; the totals are the same."""
+    roles = "".join(f"role unused-{n:02d} {{\n  allow search\n}}\n" for n in range(25))
+    (tmp_path / "policy.charter").write_text(
+        roles + 'hook idle on search {\n  pause "a person looks"\n}\n'
+        "role used {\n  allow search\n}\nprofile p {\n  roles used\n  hooks none\n}\n",
+        encoding="utf-8",
+    )
+    code, out, err = run(capsys, "check", str(tmp_path))
+    assert code == 0 and out.startswith("ok: 1 file")
+    assert err.count("warning[W0303]: role `unused-") == 20
+    assert "role `unused-19`" in err and "role `unused-20`" not in err
+    assert "... and 5 more warning[W0303]" in err and "warning[W0304]" in err
+    assert "0 errors, 26 warnings" in err
+    assert "`--all-warnings` shows every warning" in err
+    code, _, err = run(capsys, "check", "--all-warnings", str(tmp_path))
+    assert code == 0 and err.count("warning[W0303]: role `unused-") == 25
+    assert "more warning" not in err and "--all-warnings" not in err
+    assert "0 errors, 26 warnings" in err
+    code, out, _ = run(capsys, "check", "--format", "json", str(tmp_path))
+    assert [d["code"] for d in json.loads(out)].count("W0303") == 25
+
+
 def test_fmt_check_and_write(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "a.charter"
     path.write_text("role a{allow search}", encoding="utf-8")
