@@ -19,7 +19,7 @@ decisions prepared before one is prepared again (api.service.groupcommit).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -272,15 +272,23 @@ class ReadModel:
     def thread(self, thread_id: str) -> Thread:
         """Thread `thread_id` for deciding a call in it (`thread-not-found`): as stored when
         first read, so its `status` and `updated_at` may be out of date (`threads.get`
-        reads the store)."""
-        return self._kept(self._threads, Thread, "thread", thread_id)
+        reads the store), and without its `prompt` (up to 64 KB each, which no decision
+        reads: kept, 16,384 prompts could take a gigabyte)."""
+        return self._kept(self._threads, Thread, "thread", thread_id, {"prompt": ""})
 
     def turn(self, turn_id: str) -> Turn:
         """Turn `turn_id` for deciding a call on it (`turn-not-found`). A turn does not
         change; it is deleted with its agent, whose change drops it here."""
         return self._kept(self._turns, Turn, "turn", turn_id)
 
-    def _kept(self, cache: dict[str, R], cls: type[R], what: Thing, key: str) -> R:
+    def _kept(
+        self,
+        cache: dict[str, R],
+        cls: type[R],
+        what: Thing,
+        key: str,
+        left_out: Mapping[str, Any] | None = None,
+    ) -> R:
         cached = cache.get(key)
         if cached is not None:
             return cached
@@ -288,7 +296,7 @@ class ReadModel:
         doc = self.store.get(cls.KIND, key)
         if doc is None:
             raise not_found(what, key)
-        found = cls.read(doc)
+        found = cls.read(doc if left_out is None else {**doc, **left_out})
         with self._lock:
             if self.moves == moves:  # (see find_agent)
                 if len(cache) >= MAX_KEPT:

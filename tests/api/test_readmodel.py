@@ -75,12 +75,14 @@ def test_a_thread_deleted_elsewhere_is_dropped_alone(harness: Harness, other: Se
     `thread-not-found`, and nothing is logged for it."""
     service = harness.service
     kept, doomed = (
-        threads_create(service, ADMIN, c.CreateThread(agent="a1")).body.id for _ in range(2)
+        threads_create(service, ADMIN, c.CreateThread(agent="a1", prompt="p" * 1000)).body.id
+        for _ in range(2)
     )
     call = Call("a1", "mail.send", {"to": "bob@example.com", "subject": "s", "body": "b"})
     for thread in (kept, doomed):
         assert decide_calls(service, [call._replace(thread=thread)])[0]["effect"] == "allow"
     cached = service.read.thread(kept)
+    assert cached.prompt == ""  # (kept without it: no decision reads it)
     moves = service.read.moves
     threads_update(other, ADMIN, c.UpdateThread(id=kept, status="running"))
     service.sync()
