@@ -6,12 +6,12 @@ toolset, step 6's parts of like calls, each agent's condition context and its co
 under a turn's pinned profile, and what registers in `on_tokens` (the HTTP app's token
 cache) all derive from documents whose every change is noted in the store's change feed
 (policy/store/changes.py), in the transaction that makes it (a thread's, its deletion
-alone: what a decision reads of one never changes while it is there). The rule: the caches hold what the store held at the feed's
-version they were brought up to date at. A change made here drops what it touched at
-once and notes it for the others (`forget_*`); `sync` looks at the store's cheap
-`data_version`, and when another process committed, reads the changes after the
-version seen and drops what they name, nothing else (everything, when the feed cannot
-tell: see `changes_after`). `moves` counts every drop and every revision published
+alone: what a decision reads of one never changes while it is there). The rule: the
+caches hold what the store held at the feed's version they were brought up to date at.
+A change made here drops what it touched at once and notes it for the others
+(`forget_*`); `sync` looks at the store's cheap `data_version`, and when another
+process committed, reads the changes after the version seen and drops what they name,
+nothing else (everything, when the feed cannot tell: see `changes_after`). `moves` counts every drop and every revision published
 here, so a reader that began before one does not keep what it read, and a group of
 decisions prepared before one is prepared again (api.service.groupcommit).
 """
