@@ -58,9 +58,7 @@ class _Batch:
     """What one batch reads once: the ledger's sums and each agent's chain of caps.
     `in_transaction`: whether the ledger may be read (its sums are the transaction's)."""
 
-    __slots__ = (
-        "_caps", "_eligible", "_ledger", "in_transaction", "moves", "now", "service", "statics",
-    )  # fmt: skip
+    __slots__ = ("_caps", "_eligible", "_ledger", "in_transaction", "moves", "now", "service")
 
     def __init__(self, service: Service, now: int, in_transaction: bool) -> None:
         self.service = service
@@ -72,9 +70,6 @@ class _Batch:
         self._ledger: Ledger | None = None  # made on first use: most batches charge nothing
         self._caps: dict[tuple[int, str, str, str | None], tuple[list[Cap], list[str]]] = {}
         self._eligible: dict[tuple[str, str | None], list[str]] = {}
-        # `_static` of calls in a thread or on a turn's older revision, for this batch (the
-        # objects its key names by id live as long as the batch's prepared calls)
-        self.statics: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     @property
     def ledger(self) -> Ledger:
@@ -113,26 +108,19 @@ class _Batch:
 def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     """What step 6 and the row need that is the same for like calls (all but the
     ledger's sums): (connection problem, caps, ledger subjects, secret argument names)."""
-    # Kept across requests for calls outside a thread (each request reads its threads
-    # afresh, so such an entry would never hit): the entry keeps the snapshot and the
-    # agent it was made from and is used only while the call's are those very objects
-    # (the service's cached agent; a changed agent or connection empties the whole
-    # cache). The others are kept for this batch alone.
-    shared = p.thread is None and p.latest is None  # (caps read from the latest: not kept)
+    # Kept across requests: an entry keeps the snapshot, the agent and the thread it was
+    # made from and is used only while the call's are those very objects (the read
+    # model's cached agent and thread; a changed agent or connection, or a thread
+    # deleted, empties the whole cache). Not for a call whose caps are read from the
+    # latest revision as well (a child's on a turn's older one).
+    shared = p.latest is None
     if shared:
-        shared_key = (id(p.agent), p.call.tool, p.call.connection)
+        thread = p.thread
+        shared_key = (id(p.agent), p.call.tool, p.call.connection, thread.id if thread else None)
         hit = batch.service.read.static_parts.get(shared_key)
-        if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent:
-            found: tuple[Any, ...] = hit[2]
+        if hit is not None and hit[0] is p.snapshot and hit[1] is p.agent and hit[2] is thread:
+            found: tuple[Any, ...] = hit[3]
             return found
-    else:
-        batch_key = (
-            id(p.snapshot), id(p.agent), id(p.latest), p.call.tool, p.call.connection,
-            p.thread.id if p.thread is not None else None,
-        )  # fmt: skip
-        kept = batch.statics.get(batch_key)
-        if kept is not None:
-            return kept
     spec = p.snapshot.tools.get(p.call.tool)
     problem = None
     # A named connection is the one the call will use: it must be eligible whether or not
@@ -154,9 +142,8 @@ def _static(batch: _Batch, p: Prepared) -> tuple[Any, ...]:
     hidden = secret_names(p.snapshot, p.call.tool)
     static = (problem, caps, subjects, hidden, _rate(p))
     if shared:
-        batch.service.read.keep_static(shared_key, (p.snapshot, p.agent, static), batch.moves)
-    else:
-        batch.statics[batch_key] = static
+        entry = (p.snapshot, p.agent, p.thread, static)
+        batch.service.read.keep_static(shared_key, entry, batch.moves)
     return static
 
 

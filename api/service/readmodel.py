@@ -32,6 +32,8 @@ from policy.store.changes import AGENT, APPROVALS, CONNECTION, THREAD, TOKEN, Ch
 # What drops tokens from a token cache: the ids of those revoked, or None for all.
 TokenDrop = Callable[[Collection[str] | None], None]
 R = TypeVar("R", bound=Record)
+StaticKey = tuple[int, str, str | None, str | None]
+StaticEntry = tuple[Any, Agent, Thread | None, tuple[Any, ...]]
 MAX_KEPT = 16_384  # threads, and turns, kept (all dropped past it: those in use come back)
 
 
@@ -54,11 +56,10 @@ class ReadModel:
         self._turns: dict[str, Turn] = {}
         self._connections: dict[str, list[tuple[str, str | None]]] = {}
         # What step 6 needs that is the same for like calls, kept across requests and
-        # dropped with the agent and connection caches it derives from:
-        # (id(agent), tool, connection) -> (snapshot, agent, parts); see decisionlog._static.
-        self.static_parts: dict[
-            tuple[int, str, str | None], tuple[Any, Agent, tuple[Any, ...]]
-        ] = {}
+        # dropped with the agent, thread and connection caches it derives from:
+        # (id(agent), tool, connection, thread id) -> (snapshot, agent, thread, parts); see
+        # decisionlog._static.
+        self.static_parts: dict[StaticKey, StaticEntry] = {}
         self._static_revision = 0  # the revision of the snapshot in every entry
         # agent id -> (the cached agent record it was built from, the agent's context for
         # conditions); the agent cache hands out the same record until it changes, so
@@ -230,12 +231,7 @@ class ReadModel:
         for told in self.on_threads:
             self.store.after_commit(partial(told, thread_id))
 
-    def keep_static(
-        self,
-        key: tuple[int, str, str | None],
-        entry: tuple[Any, Agent, tuple[Any, ...]],
-        moves: int,
-    ) -> None:
+    def keep_static(self, key: StaticKey, entry: StaticEntry, moves: int) -> None:
         """Keep `entry` in `static_parts` unless the caches were dropped since `moves` was
         read (see find_agent): its caps were made from the agent's ancestors as read then,
         maybe before a parent's new budget, and kept, they outlived the drop (the parent's

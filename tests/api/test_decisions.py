@@ -117,6 +117,16 @@ def test_thread_max_cost(live: Any, harness: Harness) -> None:
     }
     assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "allow"
     assert decide(live, harness, **refund, expected_cost="1").json()["effect"] == "deny"
+    # each thread its own cap, call after call (what step 6 keeps of like calls is the
+    # thread's: api.service.decisionlog._static)
+    wide = live.post("/v1/threads", json={"agent": "a1"}, headers=harness.auth()).json()
+    narrow = live.post(
+        "/v1/threads", json={"agent": "a1", "max_cost": "0.5"}, headers=harness.auth()
+    ).json()
+    for _ in range(2):
+        for other, effect in ((wide, "allow"), (narrow, "deny"), (thread, "deny")):
+            answer = decide(live, harness, **{**refund, "thread": other["id"]}, expected_cost="1")
+            assert answer.json()["effect"] == effect, other
 
 
 def test_a_turns_calls_are_in_its_thread(live: Any, harness: Harness) -> None:
