@@ -99,8 +99,7 @@ def _load(
     warnings.sort(key=Diagnostic.sort_key)
     if warnings and fmt != "json":
         _err(render_all(warnings, workspace.sources, per_code))
-        codes = Counter(w.code for w in warnings)
-        if per_code is not None and max(codes.values()) > per_code:
+        if per_code is not None and max(Counter(w.code for w in warnings).values()) > per_code:
             _err(f"= help: `--all-warnings` shows every warning ({per_code} of each code here)")
     return workspace, warnings
 
@@ -292,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--all-warnings",
         action="store_true",
-        help=f"show every warning (text: the first {WARNINGS_PER_CODE} of each code, the rest counted)",
+        help=f"show every warning (as text: the first {WARNINGS_PER_CODE} of each code, "
+        "the rest counted)",
     )
     p.set_defaults(func=cmd_check)
 
