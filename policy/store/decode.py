@@ -7,7 +7,7 @@ and its data is never served. Bodies are encoded here too, so both stores write 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cbor2
@@ -18,6 +18,21 @@ from policy.store.rowsum import row_digest
 
 def encoded(body: Mapping[str, Any]) -> bytes:
     return bytes(cbor2.dumps(dict(body)))
+
+
+DocumentRow = tuple[str, str, str | None, bytes, bytes]  # kind, id, tag, body, sum
+
+
+def document_rows(
+    kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
+) -> list[DocumentRow]:
+    """The `documents` rows of `docs` of `kind`, each (id, body, tag): encoded, with
+    their checksums (`Store.insert_many`)."""
+    rows = []
+    for id, body, tag in docs:
+        blob = encoded(body)
+        rows.append((kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))))
+    return rows
 
 
 def decoded(blob: bytes, what: str) -> Doc:

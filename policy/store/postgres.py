@@ -65,7 +65,7 @@ from policy.store import (
     revisions,
     texts,
 )
-from policy.store.decode import document, encoded, meta, revision, summed
+from policy.store.decode import document, document_rows, encoded, meta, revision, summed
 from policy.store.deferred import Deferred
 from policy.store.logcheck import Chain
 from policy.store.pgfeed import NOTIFY_CHANNEL, Feed
@@ -591,10 +591,7 @@ class PostgresStore:
     def insert_many(
         self, kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
     ) -> int:
-        rows = []
-        for id, body, tag in docs:
-            blob = encoded(body)
-            rows.append((kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))))
+        rows = document_rows(kind, docs)
         if not rows:
             return 0
         with self.atomic(), self._errors():

@@ -40,6 +40,7 @@ from policy.store import (
 )
 from policy.store.checkpoints import Checkpointer
 from policy.store.decode import document as _document
+from policy.store.decode import document_rows
 from policy.store.decode import encoded as _enc
 from policy.store.decode import meta as _meta
 from policy.store.decode import revision as _revision
@@ -379,10 +380,7 @@ class SqliteStore:
     def insert_many(
         self, kind: str, docs: Sequence[tuple[str, Mapping[str, Any], str | None]]
     ) -> int:
-        rows = []
-        for id, body, tag in docs:
-            blob = _enc(body)
-            rows.append((kind, id, tag, blob, row_digest("documents", (kind, id, tag, blob))))
+        rows = document_rows(kind, docs)
         if not rows:
             return 0
         with self.atomic():
