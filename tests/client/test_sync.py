@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -27,6 +28,7 @@ from charter.client import (
 from tests.api.conftest import POLICY, LiveServer, free_port, make_harness
 from tests.client.conftest import ALLOWED, DENIED, PAUSED, Served
 
+T = TypeVar("T")
 # Agents on `reader` read approvals once a person has let them.
 REVIEWED_READS = """
 hook review-reads on approvals.get {
@@ -91,24 +93,38 @@ def test_an_agent_lists_its_tools_and_decides_on_its_turn(served: Served) -> Non
     assert decided.effect == "allow" and decided.revision == turn.revision
 
 
+def _meanwhile(
+    served: Served, act: Callable[[Client], object], wait: Callable[[], T]
+) -> tuple[T, float, list[object]]:
+    """`wait()` while another client, on a thread of its own, does `act` 0.3 s in: what
+    the wait answered, the seconds it took, and what `act` answered."""
+    done: list[object] = []
+
+    def other() -> None:
+        time.sleep(0.3)
+        with Client(served.url, served.harness.admin) as client:
+            done.append(act(client))
+
+    thread = threading.Thread(target=other)
+    began = time.monotonic()
+    thread.start()
+    found = wait()
+    took = time.monotonic() - began
+    thread.join()
+    return found, took, done
+
+
 def test_an_approval_is_waited_for_while_another_thread_approves_it(
     served: Served, admin: Client
 ) -> None:
     paused = admin.decide("a1", *PAUSED)
-    assert paused.approval_id is not None
-    approved: list[object] = []
-
-    def approve() -> None:
-        time.sleep(0.3)
-        with Client(served.url, served.harness.admin) as other:
-            approved.append(other.approve(str(paused.approval_id)))
-
-    thread = threading.Thread(target=approve)
-    began = time.monotonic()
-    thread.start()
-    found = admin.wait_for_approval(paused.approval_id, timeout=20)
-    took = time.monotonic() - began
-    thread.join()
+    approval_id = paused.approval_id
+    assert approval_id is not None
+    found, took, approved = _meanwhile(
+        served,
+        lambda other: other.approve(approval_id),
+        lambda: admin.wait_for_approval(approval_id, timeout=20),
+    )
     assert found.status == "approved" and found.final is not None
     assert found.final.effect == "allow" and found.final.args == {**PAUSED[1], "reason": ""}
     assert 0.3 <= took < 5, took  # answered when approved, not at the end of the wait
@@ -122,18 +138,11 @@ def test_a_thread_is_waited_for_and_followed_by_its_events(served: Served, admin
     page = admin.thread_events(made.id)
     assert [e.event for e in page.items] == ["created", "status"] and page.next_cursor is None
     tail = page.tail_cursor
-
-    def finish() -> None:
-        time.sleep(0.3)
-        with Client(served.url, served.harness.admin) as other:
-            other.update_thread(made.id, "done")
-
-    ender = threading.Thread(target=finish)
-    began = time.monotonic()
-    ender.start()
-    found = admin.wait_for_thread(made.id, timeout=20)
-    took = time.monotonic() - began
-    ender.join()
+    found, took, _ = _meanwhile(
+        served,
+        lambda other: other.update_thread(made.id, "done"),
+        lambda: admin.wait_for_thread(made.id, timeout=20),
+    )
     assert found.status == "done" and admin.thread(made.id).status == "done"
     assert 0.3 <= took < 5, took  # answered when it ended, not at the end of the wait
     since = admin.thread_events(made.id, tail)
